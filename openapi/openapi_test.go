@@ -1,0 +1,376 @@
+package openapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/guildhall/guildhall/openapi"
+)
+
+// The contract's own style (STYLE.md, "The contract's own style"), checked
+// on the embedded bytes the server validates against and serves.
+
+const problemRef = "#/components/schemas/Problem"
+
+// load parses and validates the contract, examples included.
+func load(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(openapi.YAML)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("validate (with examples): %v", err)
+	}
+	return doc
+}
+
+// raw is the contract as plain YAML, for what kin-openapi does not keep
+// (an `example: null` reads back as no example).
+func raw(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := yaml.Unmarshal(openapi.YAML, &m); err != nil {
+		t.Fatalf("yaml: %v", err)
+	}
+	return m
+}
+
+func dig(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		next, _ := m[k].(map[string]any)
+		m = next
+	}
+	return m
+}
+
+type op struct {
+	method, path string
+	*openapi3.Operation
+}
+
+func (o op) String() string { return o.method + " " + o.path }
+
+// operations lists every operation, sorted by path then method.
+func operations(doc *openapi3.T) []op {
+	var out []op
+	for path, item := range doc.Paths.Map() {
+		for method, o := range item.Operations() {
+			out = append(out, op{method, path, o})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].path != out[j].path {
+			return out[i].path < out[j].path
+		}
+		return out[i].method < out[j].method
+	})
+	return out
+}
+
+// requirement is an operation's x-required-permissions.
+type requirement struct {
+	Permissions []string
+	Scope, Rule string
+}
+
+func requirementOf(t *testing.T, o op) requirement {
+	t.Helper()
+	x, ok := o.Extensions["x-required-permissions"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s: no x-required-permissions", o)
+	}
+	var r requirement
+	r.Scope, _ = x["scope"].(string)
+	r.Rule, _ = x["rule"].(string)
+	list, ok := x["permissions"].([]any)
+	if !ok {
+		t.Fatalf("%s: x-required-permissions.permissions is not a list", o)
+	}
+	for _, p := range list {
+		r.Permissions = append(r.Permissions, fmt.Sprint(p))
+	}
+	return r
+}
+
+func TestContractValidatesWithExamples(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	if got := len(doc.Servers); got != 1 || doc.Servers[0].URL != "/api" {
+		t.Errorf("servers must be exactly the relative /api (absolute URLs break validation for other hosts), got %d: %v", got, doc.Servers)
+	}
+	if len(doc.Security) == 0 {
+		t.Error("security must be declared at the root")
+	}
+	if n := len(operations(doc)); n < 40 {
+		t.Errorf("only %d operations: is the contract truncated?", n)
+	}
+}
+
+var lowerCamel = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
+
+func TestEveryOperationIsDocumented(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	tags := map[string]bool{}
+	for _, tag := range doc.Tags {
+		tags[tag.Name] = true
+	}
+	catalog := map[string]bool{}
+	for _, p := range doc.Components.Schemas["PermissionName"].Value.Enum {
+		catalog[fmt.Sprint(p)] = true
+	}
+	ids := map[string]string{}
+	for _, o := range operations(doc) {
+		t.Run(o.String(), func(t *testing.T) {
+			if !lowerCamel.MatchString(o.OperationID) {
+				t.Errorf("operationId %q is not lowerCamel", o.OperationID)
+			}
+			if prev, dup := ids[o.OperationID]; dup {
+				t.Errorf("operationId %q is also %s", o.OperationID, prev)
+			}
+			ids[o.OperationID] = o.String()
+			if len(o.Tags) == 0 {
+				t.Error("no tags")
+			}
+			for _, tag := range o.Tags {
+				if !tags[tag] {
+					t.Errorf("tag %q is not declared at the root", tag)
+				}
+			}
+			if strings.TrimSpace(o.Summary) == "" {
+				t.Error("no summary")
+			}
+			if !strings.Contains(o.Description, "**Permission:**") {
+				t.Errorf("the description does not state the required permission (**Permission:**): %q", o.Description)
+			}
+			req := requirementOf(t, o)
+			for _, p := range req.Permissions {
+				if !catalog[p] {
+					t.Errorf("x-required-permissions names %q, not a permission of the catalog", p)
+				}
+				if !strings.Contains(o.Description, "`"+p+"`") {
+					t.Errorf("x-required-permissions needs %s but the description does not name it", p)
+				}
+			}
+			if !slices.Contains([]string{"public", "global", "channel"}, req.Scope) {
+				t.Errorf("x-required-permissions.scope %q", req.Scope)
+			}
+			if req.Scope == "channel" && !strings.Contains(o.path, "{channelID}") {
+				t.Error("channel scope on a path without {channelID}")
+			}
+		})
+	}
+}
+
+func TestSecurityIsExplicit(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	for _, o := range operations(doc) {
+		public := requirementOf(t, o).Scope == "public"
+		explicitNone := o.Security != nil && len(*o.Security) == 0
+		switch {
+		case public && !explicitNone:
+			t.Errorf("%s is public but does not say `security: []`", o)
+		case !public && explicitNone:
+			t.Errorf("%s says `security: []` but x-required-permissions.scope is not public", o)
+		case public && !strings.Contains(o.Description, "no token is needed"):
+			t.Errorf("%s is public but its description does not say no token is needed", o)
+		}
+	}
+}
+
+// TestErrorsUseTheSharedProblem: every error answer an operation can give is
+// documented, with the shared Problem as its body.
+func TestErrorsUseTheSharedProblem(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	for _, o := range operations(doc) {
+		t.Run(o.String(), func(t *testing.T) {
+			req := requirementOf(t, o)
+			public := req.Scope == "public"
+			var hasParams, ifMatch, pathParams bool
+			params := append(append(openapi3.Parameters{}, doc.Paths.Value(o.path).Parameters...), o.Parameters...)
+			for _, p := range params {
+				hasParams = true
+				ifMatch = ifMatch || p.Value.Name == "If-Match"
+				pathParams = pathParams || p.Value.In == "path"
+			}
+			body := o.RequestBody != nil
+			need := map[int]bool{http.StatusTooManyRequests: true, http.StatusInternalServerError: true}
+			need[http.StatusUnauthorized] = !public
+			need[http.StatusBadRequest] = hasParams || body
+			// Create operations take the new resource's ID in the path: nothing to miss.
+			need[http.StatusNotFound] = pathParams && !strings.HasSuffix(o.path, "/create")
+			need[http.StatusPreconditionFailed] = ifMatch
+			need[http.StatusRequestEntityTooLarge] = body
+			need[http.StatusUnsupportedMediaType] = body
+			need[http.StatusForbidden] = len(req.Permissions) > 0 || req.Rule == "self_or_owner"
+			for status, needed := range need {
+				if needed && o.Responses.Status(status) == nil {
+					t.Errorf("%d is not documented", status)
+				}
+			}
+
+			problems := 0
+			for code, ref := range o.Responses.Map() {
+				status, err := strconv.Atoi(code)
+				if err != nil {
+					t.Errorf("response %q: use explicit status codes", code)
+					continue
+				}
+				if status < 400 {
+					continue
+				}
+				if o.method == http.MethodHead {
+					// A HEAD answer has no body, so it declares none; its
+					// Content-Type is still application/problem+json.
+					if ref.Value.Content != nil {
+						t.Errorf("HEAD %d declares a body", status)
+					}
+					continue
+				}
+				mt := ref.Value.Content.Get("application/problem+json")
+				if mt == nil || mt.Schema == nil || mt.Schema.Ref != problemRef || len(ref.Value.Content) != 1 {
+					t.Errorf("%d is not application/problem+json with the shared Problem (%s)", status, problemRef)
+					continue
+				}
+				problems++
+			}
+			if o.method != http.MethodHead && problems == 0 {
+				t.Error("no 4xx answer with the shared Problem")
+			}
+			if o.method == http.MethodHead {
+				// HEAD answers what GET would, so it documents the same errors.
+				get := doc.Paths.Value(o.path).Get
+				if get == nil {
+					t.Fatal("HEAD without GET")
+				}
+				for _, code := range get.Responses.Keys() {
+					if s, _ := strconv.Atoi(code); s >= 400 && s != http.StatusRequestedRangeNotSatisfiable && o.Responses.Value(code) == nil {
+						t.Errorf("GET documents %s but HEAD does not", code)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDeprecatedOperationsSayWhatReplacesThem: deprecated operations carry
+// Deprecation and Link on every answer, errors too.
+func TestDeprecatedOperationsSayWhatReplacesThem(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	n := 0
+	for _, o := range operations(doc) {
+		if !o.Deprecated {
+			continue
+		}
+		n++
+		for code, ref := range o.Responses.Map() {
+			for _, h := range []string{"Deprecation", "Link"} {
+				if ref.Value.Headers[h] == nil {
+					t.Errorf("%s %s: no %s header", o, code, h)
+				}
+			}
+		}
+		if !strings.Contains(o.Description, "Deprecated: use") {
+			t.Errorf("%s: the description does not name its successor", o)
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d deprecated operations, want the 4 legacy role operations", n)
+	}
+}
+
+func TestRequestBodiesAreClosed(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	for _, o := range operations(doc) {
+		if o.RequestBody == nil {
+			continue
+		}
+		if !o.RequestBody.Value.Required {
+			t.Errorf("%s: the request body is not required", o)
+		}
+		for mediaType, mt := range o.RequestBody.Value.Content {
+			s := mt.Schema.Value
+			if s.Type.Is("string") && s.Format == "binary" {
+				continue // raw bytes (attachment upload)
+			}
+			if !s.Type.Is("object") {
+				t.Errorf("%s %s: the body is not an object", o, mediaType)
+				continue
+			}
+			if ap := s.AdditionalProperties; ap.Has == nil || *ap.Has {
+				t.Errorf("%s %s: the body schema does not set additionalProperties: false", o, mediaType)
+			}
+		}
+	}
+}
+
+// TestEverythingHasAnExample: every component schema and header, and every
+// JSON body of a request or an answer, has an example (all of them validate:
+// see load).
+func TestEverythingHasAnExample(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	rawSchemas := dig(raw(t), "components", "schemas")
+	hasExample := func(ref *openapi3.SchemaRef) bool {
+		if ref.Ref != "" {
+			_, ok := dig(rawSchemas, strings.TrimPrefix(ref.Ref, "#/components/schemas/"))["example"]
+			return ok
+		}
+		return ref.Value.Example != nil
+	}
+	for name := range doc.Components.Schemas {
+		if _, ok := dig(rawSchemas, name)["example"]; !ok {
+			t.Errorf("schema %s has no example", name)
+		}
+	}
+	for name, h := range doc.Components.Headers {
+		if h.Value.Example == nil && len(h.Value.Examples) == 0 {
+			t.Errorf("header %s has no example", name)
+		}
+	}
+	check := func(where string, content openapi3.Content) {
+		for mediaType, mt := range content {
+			if mt.Schema != nil && mt.Schema.Value.Format == "binary" {
+				continue
+			}
+			if mt.Example == nil && len(mt.Examples) == 0 && (mt.Schema == nil || !hasExample(mt.Schema)) {
+				t.Errorf("%s %s has no example", where, mediaType)
+			}
+		}
+	}
+	for _, o := range operations(doc) {
+		if o.RequestBody != nil {
+			check(o.String()+" request", o.RequestBody.Value.Content)
+		}
+		for code, ref := range o.Responses.Map() {
+			check(o.String()+" "+code, ref.Value.Content)
+		}
+	}
+}
+
+// TestRateLimitHeadersSayWhatTheServerSends: RateLimit-Limit is the burst,
+// refilled at the configured rate per second (internal/httpapi/ratelimit.go).
+func TestRateLimitHeadersSayWhatTheServerSends(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	limit := doc.Components.Headers["RateLimitLimit"]
+	if limit == nil || !strings.Contains(limit.Value.Description, "burst") || !strings.Contains(limit.Value.Description, "per second") {
+		t.Error("RateLimit-Limit must describe the burst refilled per second")
+	}
+}
