@@ -1,0 +1,179 @@
+// Package apperr holds the few kinds of error the domain returns and the
+// transport maps to HTTP statuses (one ordered switch in internal/httpapi).
+//
+// Domain code returns *Error values built with the constructors below; their
+// Detail is written for the API's users and is shown to them. Anything that is
+// not an *Error is unexpected and becomes a 500 whose detail is only logged.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kinds. Match them with errors.Is.
+var (
+	ErrInvalid          = errors.New("invalid")
+	ErrUnauthenticated  = errors.New("unauthenticated")
+	ErrForbidden        = errors.New("forbidden")
+	ErrNotFound         = errors.New("not found")
+	ErrConflict         = errors.New("conflict")
+	ErrLimitExceeded    = errors.New("limit exceeded")
+	ErrPrecondition     = errors.New("precondition failed")
+	ErrTooLarge         = errors.New("payload too large")
+	ErrUnsupportedMedia = errors.New("unsupported media type")
+)
+
+// Reasons of a 403.
+const (
+	ReasonMissingPermissions = "missing_permissions"
+	ReasonRoleHierarchy      = "role_hierarchy"
+	ReasonCannotGrantUnheld  = "cannot_grant_unheld"
+	ReasonSelfOrOwnerOnly    = "self_or_owner_only"
+)
+
+// FieldError names one invalid part of a request, e.g. body.permissions[1].
+type FieldError struct {
+	Location string
+	Message  string
+}
+
+// Forbidden says why a request was refused.
+type Forbidden struct {
+	Reason  string
+	Missing []string // permission names; empty (never nil) for hierarchy refusals
+	Channel string   // the channel the check was made in, if any
+	Role    string   // the role out of reach, for hierarchy refusals
+	User    string   // the user out of reach, for hierarchy refusals
+}
+
+// Error is an expected failure with a message for the API's user.
+type Error struct {
+	Kind      error
+	Detail    string
+	Fields    []FieldError // ErrInvalid
+	Forbidden *Forbidden   // ErrForbidden
+	Limit     string       // ErrLimitExceeded: the limit's name
+	Cause     error        // wrapped, for logs only
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%v: %s: %v", e.Kind, e.Detail, e.Cause)
+	}
+	return fmt.Sprintf("%v: %s", e.Kind, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrNotFound) and friends work.
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+// Unwrap exposes the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// As returns the *Error in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// NotFound builds a 404.
+func NotFound(format string, args ...any) error {
+	return &Error{Kind: ErrNotFound, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Conflict builds a 409.
+func Conflict(format string, args ...any) error {
+	return &Error{Kind: ErrConflict, Detail: fmt.Sprintf(format, args...)}
+}
+
+// LimitExceeded builds a 409 limit_exceeded naming the limit.
+func LimitExceeded(limit string, max int, what string) error {
+	return &Error{Kind: ErrLimitExceeded, Limit: limit,
+		Detail: fmt.Sprintf("The limit of %d %s is reached.", max, what)}
+}
+
+// Invalid builds a 400 with one field error.
+func Invalid(location, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Kind: ErrInvalid, Detail: "The request is invalid.",
+		Fields: []FieldError{{Location: location, Message: msg}}}
+}
+
+// InvalidFields builds a 400 with several field errors.
+func InvalidFields(fields []FieldError) error {
+	return &Error{Kind: ErrInvalid, Detail: "The request is invalid.", Fields: fields}
+}
+
+// Unauthenticated builds a 401.
+func Unauthenticated(detail string) error {
+	return &Error{Kind: ErrUnauthenticated, Detail: detail}
+}
+
+// Precondition builds a 412.
+func Precondition(current string) error {
+	return &Error{Kind: ErrPrecondition,
+		Detail: fmt.Sprintf("The resource has changed; its current ETag is %s.", current)}
+}
+
+// TooLarge builds a 413.
+func TooLarge(limit int64) error {
+	return &Error{Kind: ErrTooLarge, Detail: fmt.Sprintf("The body exceeds %d bytes.", limit)}
+}
+
+// UnsupportedMedia builds a 415.
+func UnsupportedMedia(detail string) error {
+	return &Error{Kind: ErrUnsupportedMedia, Detail: detail}
+}
+
+// MissingPermissions builds a 403 naming what is missing (channel "" for a global check).
+func MissingPermissions(channel string, missing []string) error {
+	d := "Missing permissions: "
+	if channel != "" {
+		d = fmt.Sprintf("Missing permissions in channel %s: ", channel)
+	}
+	return &Error{Kind: ErrForbidden, Detail: d + join(missing) + ".",
+		Forbidden: &Forbidden{Reason: ReasonMissingPermissions, Missing: missing, Channel: channel}}
+}
+
+// CannotGrant builds a 403 for a change that grants or revokes permissions the caller lacks.
+func CannotGrant(channel string, missing []string) error {
+	d := "You cannot grant or revoke permissions you do not have: "
+	if channel != "" {
+		d = fmt.Sprintf("You cannot grant or revoke permissions you do not have in channel %s: ", channel)
+	}
+	return &Error{Kind: ErrForbidden, Detail: d + join(missing) + ".",
+		Forbidden: &Forbidden{Reason: ReasonCannotGrantUnheld, Missing: missing, Channel: channel}}
+}
+
+// RoleHierarchy builds a 403 for a role at or above the caller's top role.
+func RoleHierarchy(roleID, detail string) error {
+	return &Error{Kind: ErrForbidden, Detail: detail,
+		Forbidden: &Forbidden{Reason: ReasonRoleHierarchy, Missing: []string{}, Role: roleID}}
+}
+
+// UserHierarchy builds a 403 for a user whose top role is not below the caller's.
+func UserHierarchy(userID, detail string) error {
+	return &Error{Kind: ErrForbidden, Detail: detail,
+		Forbidden: &Forbidden{Reason: ReasonRoleHierarchy, Missing: []string{}, User: userID}}
+}
+
+// SelfOrOwnerOnly builds a 403 for another user's tokens.
+func SelfOrOwnerOnly(userID string) error {
+	return &Error{Kind: ErrForbidden, Detail: "A user's tokens are managed by that user and the owner only.",
+		Forbidden: &Forbidden{Reason: ReasonSelfOrOwnerOnly, Missing: []string{}, User: userID}}
+}
+
+func join(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// IsNotFound reports whether err is a 404.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -1,0 +1,122 @@
+// Package model holds Guildhall's domain types. They carry no HTTP or
+// database concerns: internal/store fills them, internal/guild applies the
+// rules to them, and internal/httpapi converts them to the contract's types.
+package model
+
+import (
+	"time"
+
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// User statuses.
+const (
+	StatusActive    = "active"
+	StatusSuspended = "suspended"
+)
+
+// Overwrite target types.
+const (
+	TargetEveryone = "everyone"
+	TargetRole     = "role"
+	TargetUser     = "user"
+)
+
+// Channel is a chat channel.
+type Channel struct {
+	ID        string
+	Name      string
+	Topic     *string
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Role is a named set of permissions at a position in the hierarchy.
+type Role struct {
+	ID          string
+	Name        string
+	Position    int
+	Color       *string
+	Permissions permissions.Set
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// User is a member of the community.
+type User struct {
+	ID          string
+	Username    string
+	DisplayName string
+	Email       *string
+	EmailHidden bool // the caller may not see Email
+	Status      string
+	IsOwner     bool
+	Roles       []string // role IDs, by position descending
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Overwrite adjusts the permissions of a target in one channel.
+type Overwrite struct {
+	ChannelID  string
+	TargetType string
+	TargetID   string // "" for everyone
+	Allow      permissions.Set
+	Deny       permissions.Set
+}
+
+// Token is an API token's metadata; the secret is never stored.
+type Token struct {
+	ID        string
+	UserID    string
+	Name      string
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+}
+
+// Attachment is the metadata of a channel attachment; its bytes live in a blob.
+type Attachment struct {
+	ChannelID   string
+	ID          string
+	ContentType string
+	Size        int64
+	SHA256      string
+	BlobKey     string
+	CreatedBy   *string
+	UpdatedBy   *string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// ProfileLinks are a user's links by label.
+type ProfileLinks struct {
+	UserID  string
+	Links   map[string]string
+	Version int64 // 0 when the user never had links
+}
+
+// Event is one entry of the audit log.
+type Event struct {
+	Seq       int64
+	Type      string
+	ActorID   *string
+	Subject   string
+	Data      map[string]any
+	Reason    *string
+	CreatedAt time.Time
+}
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	UserID  string
+	TokenID string
+	IsOwner bool
+	Roles   []string // role IDs
+}
+
+// Now is the wall clock as the API shows it: UTC, truncated to microseconds
+// (what PostgreSQL keeps), so a value read back equals the value written.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

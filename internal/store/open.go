@@ -1,0 +1,174 @@
+// Package store keeps Guildhall's state with GORM, on SQLite (the embedded
+// default) or PostgreSQL. It is the only package that knows SQL or GORM; it
+// takes and returns the domain types of internal/model and reports expected
+// failures as internal/apperr kinds.
+//
+// Every write runs through Store.Write, which serializes writers: on SQLite a
+// single writer connection with BEGIN IMMEDIATE, on PostgreSQL a
+// transaction-scoped advisory lock. Event sequence numbers therefore follow
+// commit order, and the authorization rules are checked against the state the
+// write commits on.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Options say where the store lives.
+type Options struct {
+	// DatabaseURL selects PostgreSQL when it starts with postgres:// or postgresql://.
+	DatabaseURL string
+	// DataDir holds guildhall.db when DatabaseURL is empty.
+	DataDir string
+	// MaxOpenConns bounds the PostgreSQL pool (and the SQLite read pool).
+	MaxOpenConns int
+}
+
+// Store is the database.
+type Store struct {
+	dialect dialect
+	write   *gorm.DB // SQLite: one connection; PostgreSQL: the pool
+	read    *gorm.DB // SQLite: a read-only pool; PostgreSQL: the pool
+	queries
+	statements atomic.Int64 // see QueryCount
+}
+
+// Open connects, applies the migrations and returns the store. It is the only
+// place that calls gorm.Open.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg := &gorm.Config{
+		TranslateError:         true,
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		NowFunc:                func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	}
+	if opts.MaxOpenConns <= 0 {
+		opts.MaxOpenConns = 16
+	}
+	s := &Store{}
+	switch {
+	case IsPostgresURL(opts.DatabaseURL):
+		s.dialect = postgresDialect{}
+		db, err := gorm.Open(postgres.Open(opts.DatabaseURL), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		sqlDB, err := db.DB()
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		sqlDB.SetMaxOpenConns(opts.MaxOpenConns)
+		sqlDB.SetMaxIdleConns(opts.MaxOpenConns)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+		s.write, s.read = db, db
+	case opts.DatabaseURL != "":
+		return nil, fmt.Errorf("unsupported database URL %q: only postgres:// URLs are supported", redact(opts.DatabaseURL))
+	default:
+		s.dialect = sqliteDialect{}
+		if err := os.MkdirAll(opts.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+		path := filepath.Join(opts.DataDir, "guildhall.db")
+		// WAL lets readers run beside the writer; synchronous=FULL makes an
+		// acknowledged commit durable across a crash; foreign keys enforce the
+		// cascades; the busy timeout covers checkpoints and other processes.
+		common := "_journal_mode=WAL&_synchronous=FULL&_foreign_keys=on&_busy_timeout=10000"
+		w, err := gorm.Open(sqlite.Open("file:"+path+"?"+common+"&_txlock=immediate"), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		wdb, err := w.DB()
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		// One writer connection: concurrent writers queue in the pool instead
+		// of failing with "database is locked".
+		wdb.SetMaxOpenConns(1)
+		wdb.SetMaxIdleConns(1)
+		wdb.SetConnMaxLifetime(0)
+		wdb.SetConnMaxIdleTime(0)
+		r, err := gorm.Open(sqlite.Open("file:"+path+"?"+common+"&_query_only=true"), cfg)
+		if err != nil {
+			_ = wdb.Close()
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		rdb, err := r.DB()
+		if err != nil {
+			_ = wdb.Close()
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		rdb.SetMaxOpenConns(opts.MaxOpenConns)
+		rdb.SetMaxIdleConns(opts.MaxOpenConns)
+		s.write, s.read = w, r
+	}
+	s.queries = queries{db: s.read, dialect: s.dialect}
+	for _, db := range []*gorm.DB{s.write, s.read} {
+		if err := s.countStatements(db); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		if s.write == s.read {
+			break
+		}
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// IsPostgresURL reports whether url selects the PostgreSQL store.
+func IsPostgresURL(u string) bool {
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
+// Postgres reports whether the store is PostgreSQL.
+func (s *Store) Postgres() bool { return s.dialect.name() == "postgres" }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	db, err := s.write.DB()
+	if err != nil {
+		return err
+	}
+	return db.PingContext(ctx)
+}
+
+// Close releases the connections.
+func (s *Store) Close() error {
+	var errs []error
+	for _, g := range []*gorm.DB{s.write, s.read} {
+		if g == nil {
+			continue
+		}
+		if db, err := g.DB(); err == nil {
+			errs = append(errs, db.Close())
+		}
+		if s.write == s.read {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return p.Redacted()
+}

@@ -1,0 +1,397 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// queries are the reads, shared by the store (read pool) and a write
+// transaction (its own handle, so a transaction never waits on itself).
+type queries struct {
+	db      *gorm.DB
+	dialect dialect
+}
+
+func (q queries) with(ctx context.Context) *gorm.DB { return q.db.WithContext(ctx) }
+
+// Settings are the singleton row: global permissions and versions.
+type Settings struct {
+	Global        permissions.Set
+	GlobalVersion int64
+	AuthVersion   int64
+}
+
+// Settings reads the singleton row.
+func (q queries) Settings(ctx context.Context) (Settings, error) {
+	var r settingsRow
+	if err := q.with(ctx).Where("id = 1").Take(&r).Error; err != nil {
+		return Settings{}, fmt.Errorf("read settings: %w", err)
+	}
+	return Settings{Global: permissions.Set(r.GlobalPermissions) & permissions.All,
+		GlobalVersion: r.GlobalVersion, AuthVersion: r.AuthVersion}, nil
+}
+
+// GetChannel returns one channel and the version of its overwrite list.
+func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, error) {
+	var r channelRow
+	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
+		return model.Channel{}, notFound(err, "Channel %q does not exist.", id)
+	}
+	return r.model(), nil
+}
+
+// OverwritesVersion is the version of a channel's overwrite list.
+func (q queries) OverwritesVersion(ctx context.Context, channelID string) (int64, error) {
+	var r channelRow
+	if err := q.with(ctx).Select("overwrites_version").Where("id = ?", channelID).Take(&r).Error; err != nil {
+		return 0, notFound(err, "Channel %q does not exist.", channelID)
+	}
+	return r.OverwritesVersion, nil
+}
+
+// ListChannels returns up to limit channels with IDs after the given one,
+// and whether more follow.
+func (q queries) ListChannels(ctx context.Context, after string, limit int) ([]model.Channel, bool, error) {
+	var rows []channelRow
+	if err := q.with(ctx).Where("id > ?", after).Order("id").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return nil, false, fmt.Errorf("list channels: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	out := make([]model.Channel, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, more, nil
+}
+
+// ChannelOverwrites lists a channel's overwrites (unordered).
+func (q queries) ChannelOverwrites(ctx context.Context, channelID string) ([]model.Overwrite, error) {
+	var rows []overwriteRow
+	if err := q.with(ctx).Where("channel_id = ?", channelID).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list overwrites: %w", err)
+	}
+	out := make([]model.Overwrite, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// GetRole returns one role.
+func (q queries) GetRole(ctx context.Context, id string) (model.Role, error) {
+	var r roleRow
+	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
+		return model.Role{}, notFound(err, "Role %q does not exist.", id)
+	}
+	return r.model(), nil
+}
+
+// ListRoles returns every role by position descending.
+func (q queries) ListRoles(ctx context.Context) ([]model.Role, error) {
+	var rows []roleRow
+	if err := q.with(ctx).Order("position DESC").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list roles: %w", err)
+	}
+	out := make([]model.Role, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// CountRoles counts the roles.
+func (q queries) CountRoles(ctx context.Context) (int, error) {
+	var n int64
+	if err := q.with(ctx).Model(&roleRow{}).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("count roles: %w", err)
+	}
+	return int(n), nil
+}
+
+// UserRoles returns a user's roles by position descending.
+func (q queries) UserRoles(ctx context.Context, userID string) ([]model.Role, error) {
+	var rows []roleRow
+	err := q.with(ctx).Table("roles").
+		Joins("JOIN user_roles ON user_roles.role_id = roles.id AND user_roles.user_id = ?", userID).
+		Order("roles.position DESC").Select("roles.*").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list user roles: %w", err)
+	}
+	out := make([]model.Role, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// GetUser returns one user with their role IDs.
+func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
+	var r userRow
+	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
+		return model.User{}, notFound(err, "User %q does not exist.", id)
+	}
+	roles, err := q.roleIDsOf(ctx, []string{id})
+	if err != nil {
+		return model.User{}, err
+	}
+	return r.model(roles[id]), nil
+}
+
+// UserByUsername finds a user by username, ignoring case.
+func (q queries) UserByUsername(ctx context.Context, username string) (model.User, error) {
+	var r userRow
+	if err := q.with(ctx).Where("username_key = ?", strings.ToLower(username)).Take(&r).Error; err != nil {
+		return model.User{}, notFound(err, "User %q does not exist.", username)
+	}
+	return q.GetUser(ctx, r.ID)
+}
+
+// CountUsers counts the users.
+func (q queries) CountUsers(ctx context.Context) (int64, error) {
+	var n int64
+	if err := q.with(ctx).Model(&userRow{}).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("count users: %w", err)
+	}
+	return n, nil
+}
+
+// ListUsers returns up to limit users with IDs after the given one, and
+// whether more follow.
+func (q queries) ListUsers(ctx context.Context, after string, limit int) ([]model.User, bool, error) {
+	var rows []userRow
+	if err := q.with(ctx).Where("id > ?", after).Order("id").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return nil, false, fmt.Errorf("list users: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	roles, err := q.roleIDsOf(ctx, ids)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]model.User, len(rows))
+	for i, r := range rows {
+		out[i] = r.model(roles[r.ID])
+	}
+	return out, more, nil
+}
+
+// roleIDsOf loads the role IDs of many users in one query, by position descending.
+func (q queries) roleIDsOf(ctx context.Context, userIDs []string) (map[string][]string, error) {
+	out := make(map[string][]string, len(userIDs))
+	if len(userIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		UserID string
+		RoleID string
+	}
+	err := q.with(ctx).Table("user_roles").Select("user_roles.user_id, user_roles.role_id").
+		Joins("JOIN roles ON roles.id = user_roles.role_id").
+		Where("user_roles.user_id IN ?", userIDs).Order("roles.position DESC").Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("load user roles: %w", err)
+	}
+	for _, r := range rows {
+		out[r.UserID] = append(out[r.UserID], r.RoleID)
+	}
+	return out, nil
+}
+
+// UserOverwrites lists every overwrite that targets the user.
+func (q queries) HasUserRole(ctx context.Context, userID, roleID string) (bool, error) {
+	var n int64
+	err := q.with(ctx).Model(&userRoleRow{}).Where("user_id = ? AND role_id = ?", userID, roleID).Count(&n).Error
+	if err != nil {
+		return false, fmt.Errorf("read user role: %w", err)
+	}
+	return n > 0, nil
+}
+
+// GetToken returns one token of a user.
+func (q queries) GetToken(ctx context.Context, userID, tokenID string) (model.Token, error) {
+	var r tokenRow
+	if err := q.with(ctx).Where("id = ? AND user_id = ?", tokenID, userID).Take(&r).Error; err != nil {
+		return model.Token{}, notFound(err, "Token %q does not exist.", tokenID)
+	}
+	return r.model(), nil
+}
+
+// ListTokens returns a user's tokens, newest first.
+func (q queries) ListTokens(ctx context.Context, userID string) ([]model.Token, error) {
+	var rows []tokenRow
+	if err := q.with(ctx).Where("user_id = ?", userID).Order("id DESC").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	out := make([]model.Token, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// Credentials is what one round trip learns about a token.
+type Credentials struct {
+	Principal   model.Principal
+	TokenHash   string
+	Status      string
+	ExpiresAt   *time.Time
+	AuthVersion int64
+}
+
+// Authenticate looks a token up by its hash and returns its user, their
+// roles and the current authorization version, in one round trip.
+func (q queries) Authenticate(ctx context.Context, tokenHash string) (Credentials, error) {
+	var row struct {
+		TokenID     string
+		Hash        string
+		UserID      string
+		Status      string
+		IsOwner     bool
+		ExpiresAt   *time.Time
+		Roles       *string
+		AuthVersion int64
+	}
+	sql := `SELECT t.id AS token_id, t.hash, u.id AS user_id, u.status, u.is_owner, t.expires_at,
+  (SELECT ` + q.dialect.groupConcat("ur.role_id") + ` FROM user_roles ur WHERE ur.user_id = u.id) AS roles,
+  (SELECT s.auth_version FROM settings s WHERE s.id = 1) AS auth_version
+FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`
+	res := q.with(ctx).Raw(sql, tokenHash).Scan(&row)
+	if res.Error != nil {
+		return Credentials{}, fmt.Errorf("authenticate: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return Credentials{}, apperr.Unauthenticated("The bearer token is unknown or revoked.")
+	}
+	c := Credentials{Principal: model.Principal{UserID: row.UserID, TokenID: row.TokenID, IsOwner: row.IsOwner, Roles: []string{}},
+		TokenHash: row.Hash, Status: row.Status, ExpiresAt: row.ExpiresAt, AuthVersion: row.AuthVersion}
+	if row.Roles != nil && *row.Roles != "" {
+		c.Principal.Roles = strings.Split(*row.Roles, ",")
+		sort.Strings(c.Principal.Roles)
+	}
+	return c, nil
+}
+
+// CredentialsOf is what Authenticate learns, for a user rather than a token
+// (no token, no expiry): their status, roles and the current authorization
+// version, in one statement. Write transactions use it to re-check their
+// caller against the state they commit on; an unknown user is a 404.
+func (q queries) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
+	var row struct {
+		UserID      string
+		Status      string
+		IsOwner     bool
+		Roles       *string
+		AuthVersion int64
+	}
+	sql := `SELECT u.id AS user_id, u.status, u.is_owner,
+  (SELECT ` + q.dialect.groupConcat("ur.role_id") + ` FROM user_roles ur WHERE ur.user_id = u.id) AS roles,
+  (SELECT s.auth_version FROM settings s WHERE s.id = 1) AS auth_version
+FROM users u WHERE u.id = ?`
+	res := q.with(ctx).Raw(sql, userID).Scan(&row)
+	if res.Error != nil {
+		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return Credentials{}, apperr.NotFound("User %q does not exist.", userID)
+	}
+	c := Credentials{Principal: model.Principal{UserID: row.UserID, IsOwner: row.IsOwner, Roles: []string{}},
+		Status: row.Status, AuthVersion: row.AuthVersion}
+	if row.Roles != nil && *row.Roles != "" {
+		c.Principal.Roles = strings.Split(*row.Roles, ",")
+		sort.Strings(c.Principal.Roles)
+	}
+	return c, nil
+}
+
+// PrincipalOf loads a user as a principal (roles included); used inside write
+// transactions to authorize against the state the write commits on.
+func (q queries) PrincipalOf(ctx context.Context, userID string) (model.Principal, string, error) {
+	u, err := q.GetUser(ctx, userID)
+	if err != nil {
+		return model.Principal{}, "", err
+	}
+	roles := append([]string(nil), u.Roles...)
+	sort.Strings(roles)
+	return model.Principal{UserID: u.ID, IsOwner: u.IsOwner, Roles: roles}, u.Status, nil
+}
+
+// GetAttachment returns one attachment's metadata.
+func (q queries) GetAttachment(ctx context.Context, channelID, id string) (model.Attachment, error) {
+	var r attachmentRow
+	if err := q.with(ctx).Where("channel_id = ? AND id = ?", channelID, id).Take(&r).Error; err != nil {
+		return model.Attachment{}, notFound(err, "Attachment %q does not exist in channel %q.", id, channelID)
+	}
+	return r.model(), nil
+}
+
+// ListAttachments returns up to limit attachments of a channel with IDs
+// after the given one, and whether more follow.
+func (q queries) ListAttachments(ctx context.Context, channelID, after string, limit int) ([]model.Attachment, bool, error) {
+	var rows []attachmentRow
+	err := q.with(ctx).Where("channel_id = ? AND id > ?", channelID, after).Order("id").Limit(limit + 1).Find(&rows).Error
+	if err != nil {
+		return nil, false, fmt.Errorf("list attachments: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	out := make([]model.Attachment, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, more, nil
+}
+
+// BlobKeyInUse reports whether an attachment row points at the blob.
+func (q queries) BlobKeyInUse(ctx context.Context, key string) (bool, error) {
+	var n int64
+	if err := q.with(ctx).Model(&attachmentRow{}).Where("blob_key = ?", key).Count(&n).Error; err != nil {
+		return false, fmt.Errorf("read blob reference: %w", err)
+	}
+	return n > 0, nil
+}
+
+// GetProfile returns a user's links (empty, version 0, when they have none).
+func (q queries) GetProfile(ctx context.Context, userID string) (model.ProfileLinks, error) {
+	var r profileRow
+	err := q.with(ctx).Where("user_id = ?", userID).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return model.ProfileLinks{UserID: userID, Links: map[string]string{}}, nil
+	}
+	if err != nil {
+		return model.ProfileLinks{}, fmt.Errorf("read profile: %w", err)
+	}
+	p := model.ProfileLinks{UserID: userID, Version: r.Version, Links: map[string]string{}}
+	if err := jsonUnmarshal(r.Links, &p.Links); err != nil {
+		return model.ProfileLinks{}, fmt.Errorf("decode profile links: %w", err)
+	}
+	return p, nil
+}
+
+// notFound turns gorm's record-not-found into a 404 with the detail given.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return apperr.NotFound(format, args...)
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}

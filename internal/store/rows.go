@@ -1,0 +1,185 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// Row types: the tables as GORM sees them. They never leave this package.
+
+type settingsRow struct {
+	ID                int
+	GlobalPermissions int64
+	GlobalVersion     int64
+	AuthVersion       int64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (settingsRow) TableName() string { return "settings" }
+
+type channelRow struct {
+	ID                string `gorm:"primaryKey"`
+	Name              string
+	Topic             *string
+	Version           int64
+	OverwritesVersion int64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (channelRow) TableName() string { return "channels" }
+
+func (r channelRow) model() model.Channel {
+	return model.Channel{ID: r.ID, Name: r.Name, Topic: r.Topic, Version: r.Version,
+		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+}
+
+type roleRow struct {
+	ID          string `gorm:"primaryKey"`
+	Name        string
+	Position    int
+	Color       *string
+	Permissions int64
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func (roleRow) TableName() string { return "roles" }
+
+func (r roleRow) model() model.Role {
+	return model.Role{ID: r.ID, Name: r.Name, Position: r.Position, Color: r.Color,
+		Permissions: permissions.Set(r.Permissions) & permissions.All, Version: r.Version,
+		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+}
+
+type userRow struct {
+	ID          string `gorm:"primaryKey"`
+	Username    string
+	UsernameKey string
+	DisplayName string
+	Email       *string
+	EmailKey    *string
+	Status      string
+	IsOwner     bool
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func (userRow) TableName() string { return "users" }
+
+func (r userRow) model(roles []string) model.User {
+	if roles == nil {
+		roles = []string{}
+	}
+	return model.User{ID: r.ID, Username: r.Username, DisplayName: r.DisplayName, Email: r.Email,
+		Status: r.Status, IsOwner: r.IsOwner, Roles: roles, Version: r.Version,
+		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+}
+
+type userRoleRow struct {
+	UserID    string `gorm:"primaryKey"`
+	RoleID    string `gorm:"primaryKey"`
+	CreatedAt time.Time
+}
+
+func (userRoleRow) TableName() string { return "user_roles" }
+
+type overwriteRow struct {
+	ChannelID  string `gorm:"primaryKey"`
+	TargetType string `gorm:"primaryKey"`
+	TargetID   string `gorm:"primaryKey"`
+	AllowBits  int64
+	DenyBits   int64
+}
+
+func (overwriteRow) TableName() string { return "overwrites" }
+
+func (r overwriteRow) model() model.Overwrite {
+	return model.Overwrite{ChannelID: r.ChannelID, TargetType: r.TargetType, TargetID: r.TargetID,
+		Allow: permissions.Set(r.AllowBits) & permissions.All, Deny: permissions.Set(r.DenyBits) & permissions.All}
+}
+
+type tokenRow struct {
+	ID        string `gorm:"primaryKey"`
+	UserID    string
+	Name      string
+	Hash      string
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+}
+
+func (tokenRow) TableName() string { return "tokens" }
+
+func (r tokenRow) model() model.Token {
+	t := model.Token{ID: r.ID, UserID: r.UserID, Name: r.Name, CreatedAt: utc(r.CreatedAt)}
+	if r.ExpiresAt != nil {
+		e := utc(*r.ExpiresAt)
+		t.ExpiresAt = &e
+	}
+	return t
+}
+
+type attachmentRow struct {
+	ChannelID   string `gorm:"primaryKey"`
+	ID          string `gorm:"primaryKey"`
+	ContentType string
+	Size        int64
+	SHA256      string `gorm:"column:sha256"`
+	BlobKey     string
+	CreatedBy   *string
+	UpdatedBy   *string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func (attachmentRow) TableName() string { return "attachments" }
+
+func (r attachmentRow) model() model.Attachment {
+	return model.Attachment{ChannelID: r.ChannelID, ID: r.ID, ContentType: r.ContentType, Size: r.Size,
+		SHA256: r.SHA256, BlobKey: r.BlobKey, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
+		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+}
+
+type profileRow struct {
+	UserID    string `gorm:"primaryKey"`
+	Links     string
+	Version   int64
+	UpdatedAt time.Time
+}
+
+func (profileRow) TableName() string { return "profiles" }
+
+type eventRow struct {
+	Seq       int64 `gorm:"primaryKey;autoIncrement"`
+	Type      string
+	ActorID   *string
+	Subject   string
+	Data      string
+	Reason    *string
+	CreatedAt time.Time
+}
+
+func (eventRow) TableName() string { return "events" }
+
+func (r eventRow) model() model.Event {
+	ev := model.Event{Seq: r.Seq, Type: r.Type, ActorID: r.ActorID, Subject: r.Subject,
+		Reason: r.Reason, CreatedAt: utc(r.CreatedAt), Data: map[string]any{}}
+	_ = json.Unmarshal([]byte(r.Data), &ev.Data) // written by us as a JSON object
+	return ev
+}
+
+type ticketRow struct {
+	Hash      string `gorm:"primaryKey"`
+	UserID    string
+	ExpiresAt time.Time
+}
+
+func (ticketRow) TableName() string { return "event_tickets" }
+
+func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
