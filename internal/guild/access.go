@@ -1,0 +1,275 @@
+package guild
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// snapshot is the authorization state kept in memory: every role and every
+// overwrite, as of one auth version. It is immutable once built.
+type snapshot struct {
+	version    int64
+	global     permissions.Set
+	roles      map[string]model.Role
+	roleCount  int
+	overwrites map[string]*channelOverwrites
+}
+
+type channelOverwrites struct {
+	everyone permissions.Overwrite
+	roles    []permissions.RoleOverwrite
+	users    map[string]permissions.Overwrite
+}
+
+func newSnapshot(s store.Snapshot) *snapshot {
+	snap := &snapshot{version: s.AuthVersion, global: s.Global,
+		roles: make(map[string]model.Role, len(s.Roles)), roleCount: len(s.Roles),
+		overwrites: map[string]*channelOverwrites{}}
+	for _, r := range s.Roles {
+		snap.roles[r.ID] = r
+	}
+	for _, o := range s.Overwrites {
+		c := snap.overwrites[o.ChannelID]
+		if c == nil {
+			c = &channelOverwrites{users: map[string]permissions.Overwrite{}}
+			snap.overwrites[o.ChannelID] = c
+		}
+		ow := permissions.Overwrite{Allow: o.Allow, Deny: o.Deny}
+		switch o.TargetType {
+		case model.TargetEveryone:
+			c.everyone = ow
+		case model.TargetRole:
+			c.roles = append(c.roles, permissions.RoleOverwrite{RoleID: o.TargetID, Overwrite: ow})
+		case model.TargetUser:
+			c.users[o.TargetID] = ow
+		}
+	}
+	return snap
+}
+
+// authz caches the snapshot and refreshes it when the store's auth version
+// moves, which every authenticated request learns in the same round trip
+// that checks its token.
+type authz struct {
+	store *store.Store
+	mu    sync.Mutex
+	snap  *snapshot
+}
+
+func (z *authz) current() *snapshot {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.snap
+}
+
+// at returns a snapshot of exactly the given version, loading it if the
+// cached one is older. q reads it (the read pool, or a write transaction).
+func (z *authz) at(ctx context.Context, version int64, load func(context.Context) (store.Snapshot, error)) (*snapshot, error) {
+	if s := z.current(); s != nil && s.version == version {
+		return s, nil
+	}
+	raw, err := load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := newSnapshot(raw)
+	z.mu.Lock()
+	if z.snap == nil || s.version >= z.snap.version {
+		z.snap = s
+	}
+	z.mu.Unlock()
+	return s, nil
+}
+
+// Actor is an authenticated caller, with the authorization state their
+// request is judged by.
+type Actor struct {
+	model.Principal
+	snap *snapshot
+}
+
+// HashToken is how a token is stored and looked up.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Authenticate resolves a bearer token to an actor: one store round trip on a
+// warm instance (the token, its user, their roles and the auth version).
+func (s *Service) Authenticate(ctx context.Context, token string) (*Actor, error) {
+	if token == "" || len(token) > 512 {
+		return nil, apperr.Unauthenticated("A bearer token is required.")
+	}
+	hash := HashToken(token)
+	cred, err := s.store.Authenticate(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	if !constantTimeEqual(cred.TokenHash, hash) {
+		return nil, apperr.Unauthenticated("The bearer token is unknown or revoked.")
+	}
+	return s.actorFrom(ctx, cred)
+}
+
+func (s *Service) actorFrom(ctx context.Context, cred store.Credentials) (*Actor, error) {
+	if cred.Status != model.StatusActive {
+		return nil, apperr.Unauthenticated("The user of this token is suspended.")
+	}
+	if cred.ExpiresAt != nil && !cred.ExpiresAt.After(s.now()) {
+		return nil, apperr.Unauthenticated("The bearer token has expired.")
+	}
+	snap, err := s.authz.at(ctx, cred.AuthVersion, s.store.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	return &Actor{Principal: cred.Principal, snap: snap}, nil
+}
+
+// constantTimeEqual compares secrets without leaking where they differ.
+func constantTimeEqual(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// inTx re-reads the caller inside a write transaction, so the rules are
+// checked against exactly the state the write commits on.
+// It costs one statement (and a snapshot load when the auth version moved).
+func (s *Service) inTx(ctx context.Context, tx *store.Tx, a *Actor) (*Actor, error) {
+	cred, err := tx.CredentialsOf(ctx, a.UserID)
+	if apperr.IsNotFound(err) {
+		return nil, apperr.Unauthenticated("The user of this token no longer exists.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cred.Status != model.StatusActive {
+		return nil, apperr.Unauthenticated("The user of this token is suspended.")
+	}
+	snap, err := s.authz.at(ctx, cred.AuthVersion, tx.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	p := cred.Principal
+	p.TokenID = a.TokenID
+	return &Actor{Principal: p, snap: snap}, nil
+}
+
+// subjectOf is the permission engine's view of a user with the given roles.
+func (snap *snapshot) subjectOf(isOwner bool, roleIDs []string) permissions.Subject {
+	sub := permissions.Subject{IsOwner: isOwner, Global: snap.global, Roles: make([]permissions.Role, 0, len(roleIDs))}
+	for _, id := range roleIDs {
+		if r, ok := snap.roles[id]; ok {
+			sub.Roles = append(sub.Roles, permissions.Role{ID: r.ID, Permissions: r.Permissions})
+		}
+	}
+	return sub
+}
+
+// channelOf is the engine's view of a channel's overwrites for one user.
+func (snap *snapshot) channelOf(channelID, userID string) permissions.Channel {
+	c := snap.overwrites[channelID]
+	if c == nil {
+		return permissions.Channel{}
+	}
+	return permissions.Channel{Everyone: c.everyone, Roles: c.roles, User: c.users[userID]}
+}
+
+// topOf is the highest position among the roles (0 for none).
+func (snap *snapshot) topOf(isOwner bool, roleIDs []string) int {
+	if isOwner {
+		return math.MaxInt
+	}
+	top := 0
+	for _, id := range roleIDs {
+		if r, ok := snap.roles[id]; ok && r.Position > top {
+			top = r.Position
+		}
+	}
+	return top
+}
+
+func (a *Actor) subject() permissions.Subject { return a.snap.subjectOf(a.IsOwner, a.Roles) }
+
+// Base is the caller's base permissions.
+func (a *Actor) Base() permissions.Set { return permissions.Base(a.subject()) }
+
+// In is the caller's effective permissions in a channel.
+func (a *Actor) In(channelID string) permissions.Set {
+	return permissions.InChannel(a.subject(), a.snap.channelOf(channelID, a.UserID))
+}
+
+// Top is the caller's top position; the owner's is above every role.
+func (a *Actor) Top() int { return a.snap.topOf(a.IsOwner, a.Roles) }
+
+// require checks global (base) permissions.
+func (a *Actor) require(need permissions.Set) error {
+	if missing := need.Minus(a.Base()); !missing.IsEmpty() {
+		return apperr.MissingPermissions("", missing.Names())
+	}
+	return nil
+}
+
+// requireIn checks effective permissions in a channel.
+func (a *Actor) requireIn(channelID string, need permissions.Set) error {
+	if missing := need.Minus(a.In(channelID)); !missing.IsEmpty() {
+		return apperr.MissingPermissions(channelID, missing.Names())
+	}
+	return nil
+}
+
+// canGrant checks that the caller holds every permission a change adds or removes.
+func (a *Actor) canGrant(changed permissions.Set) error {
+	if missing := changed.Minus(a.Base()); !missing.IsEmpty() {
+		return apperr.CannotGrant("", missing.Names())
+	}
+	return nil
+}
+
+// canGrantIn is canGrant for an overwrite of a channel.
+func (a *Actor) canGrantIn(channelID string, changed permissions.Set) error {
+	if missing := changed.Minus(a.In(channelID)); !missing.IsEmpty() {
+		return apperr.CannotGrant(channelID, missing.Names())
+	}
+	return nil
+}
+
+// canManageRole checks that a role is strictly below the caller's top.
+func (a *Actor) canManageRole(r model.Role) error {
+	if r.Position >= a.Top() {
+		return apperr.RoleHierarchy(r.ID, "Role "+quote(r.ID)+" is not below your highest role.")
+	}
+	return nil
+}
+
+// canManageUser checks that a user's top role is strictly below the caller's;
+// the owner is above everyone and is changed by the owner alone.
+func (a *Actor) canManageUser(u model.User) error {
+	if a.IsOwner {
+		return nil
+	}
+	if u.IsOwner {
+		return apperr.UserHierarchy(u.ID, "Only the owner can change the owner.")
+	}
+	if a.snap.topOf(false, u.Roles) >= a.Top() {
+		return apperr.UserHierarchy(u.ID, "User "+quote(u.Username)+"'s highest role is not below yours.")
+	}
+	return nil
+}
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+// sortedCopy returns the strings sorted.
+func sortedCopy(in []string) []string {
+	out := append([]string(nil), in...)
+	sort.Strings(out)
+	return out
+}

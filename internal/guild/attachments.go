@@ -1,0 +1,250 @@
+package guild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"strings"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/blob"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// AttachmentETag is an attachment's entity tag: its quoted sha256.
+func AttachmentETag(a model.Attachment) string { return fmt.Sprintf("%q", a.SHA256) }
+
+// ListAttachments pages through a channel's attachment metadata.
+func (s *Service) ListAttachments(ctx context.Context, a *Actor, channelID, rawCursor string, limit int) (Page[model.Attachment], error) {
+	after, err := decodeCursor(rawCursor, "attachments", channelID)
+	if err != nil {
+		return Page[model.Attachment]{}, err
+	}
+	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
+		return Page[model.Attachment]{}, err
+	}
+	if err := a.requireIn(channelID, viewChannel); err != nil {
+		return Page[model.Attachment]{}, err
+	}
+	items, more, err := s.store.ListAttachments(ctx, channelID, after, pageLimit(limit))
+	if err != nil {
+		return Page[model.Attachment]{}, err
+	}
+	page := Page[model.Attachment]{Items: items}
+	if more {
+		page.NextCursor = encodeCursor(items[len(items)-1].ID, "attachments", channelID)
+	}
+	return page, nil
+}
+
+// AttachmentMeta returns an attachment's metadata.
+func (s *Service) AttachmentMeta(ctx context.Context, a *Actor, channelID, id string) (model.Attachment, error) {
+	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
+		return model.Attachment{}, err
+	}
+	att, err := s.store.GetAttachment(ctx, channelID, id)
+	if err != nil {
+		return model.Attachment{}, err
+	}
+	if err := a.requireIn(channelID, viewChannel); err != nil {
+		return model.Attachment{}, err
+	}
+	return att, nil
+}
+
+// OpenAttachment returns an attachment's metadata and its bytes.
+func (s *Service) OpenAttachment(ctx context.Context, a *Actor, channelID, id string) (model.Attachment, blob.Reader, error) {
+	att, err := s.AttachmentMeta(ctx, a, channelID, id)
+	if err != nil {
+		return model.Attachment{}, nil, err
+	}
+	r, err := s.blobs.Open(ctx, att.BlobKey, att.Size)
+	if errors.Is(err, blob.ErrNotFound) {
+		// Replaced between the two reads: the old blob is gone, read again.
+		if att, err = s.store.GetAttachment(ctx, channelID, id); err != nil {
+			return model.Attachment{}, nil, err
+		}
+		r, err = s.blobs.Open(ctx, att.BlobKey, att.Size)
+	}
+	if err != nil {
+		return model.Attachment{}, nil, fmt.Errorf("open attachment %s/%s: %w", channelID, id, err)
+	}
+	return att, r, nil
+}
+
+// Upload is the body of an attachment PUT.
+type Upload struct {
+	ContentType string    // the request's Content-Type
+	Body        io.Reader // the bytes, streamed
+	Size        int64     // the declared length, or -1 when unknown
+}
+
+// PutAttachment streams the upload into a new blob and then points the
+// attachment at it; the previous blob is removed only after the commit, so a
+// failed or interrupted upload keeps the previous version. Everything that can
+// be refused before the bytes are read (media type, 404, 403, If-Match, a
+// declared length past the limit) is refused first. It reports whether the
+// attachment is new.
+func (s *Service) PutAttachment(ctx context.Context, a *Actor, channelID, id string, up Upload, o WriteOpts) (model.Attachment, bool, error) {
+	contentType, err := normalizeMediaType(up.ContentType)
+	if err != nil {
+		return model.Attachment{}, false, err
+	}
+	prev, err := s.checkPut(ctx, a, channelID, id)
+	if err != nil {
+		return model.Attachment{}, false, err
+	}
+	if err := checkPutIfMatch(o.IfMatch, prev); err != nil {
+		return model.Attachment{}, false, err
+	}
+	if up.Size > s.limits.MaxAttachmentBytes {
+		return model.Attachment{}, false, apperr.TooLarge(s.limits.MaxAttachmentBytes)
+	}
+	info, err := s.blobs.Put(ctx, up.Body, s.limits.MaxAttachmentBytes)
+	if err != nil {
+		return model.Attachment{}, false, err
+	}
+	var out model.Attachment
+	var created bool
+	var oldKey string
+	err = s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		prev, err := s.checkPutTx(ctx, tx, a, channelID, id)
+		if err != nil {
+			return err
+		}
+		if err := checkPutIfMatch(o.IfMatch, prev); err != nil {
+			return err
+		}
+		now := s.now()
+		uid := a.UserID
+		out = model.Attachment{ChannelID: channelID, ID: id, ContentType: contentType, Size: info.Size, SHA256: info.SHA256,
+			BlobKey: info.Key, CreatedBy: &uid, UpdatedBy: &uid, CreatedAt: now, UpdatedAt: now}
+		typ := "channel.attachment.created"
+		if prev != nil {
+			out.CreatedBy, out.CreatedAt, oldKey = prev.CreatedBy, prev.CreatedAt, prev.BlobKey
+			typ = "channel.attachment.updated"
+		}
+		created = prev == nil
+		if err := tx.PutAttachment(ctx, out); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, typ, "attachment:"+channelID+"/"+id, map[string]any{
+			"channel_id": channelID, "attachment_id": id, "content_type": contentType, "size": info.Size, "sha256": info.SHA256})
+	})
+	if err != nil {
+		s.deleteBlobs(ctx, []string{info.Key})
+		return model.Attachment{}, false, err
+	}
+	if oldKey != "" {
+		s.deleteBlobs(ctx, []string{oldKey})
+	}
+	return out, created, nil
+}
+
+// checkPut applies the rules of an upload before its bytes are read.
+func (s *Service) checkPut(ctx context.Context, a *Actor, channelID, id string) (*model.Attachment, error) {
+	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
+		return nil, err
+	}
+	prev, err := s.store.GetAttachment(ctx, channelID, id)
+	if err != nil && !apperr.IsNotFound(err) {
+		return nil, err
+	}
+	var p *model.Attachment
+	if err == nil {
+		p = &prev
+	}
+	return p, putAllowed(a, channelID, p)
+}
+
+func (s *Service) checkPutTx(ctx context.Context, tx *store.Tx, a *Actor, channelID, id string) (*model.Attachment, error) {
+	if _, err := tx.GetChannel(ctx, channelID); err != nil {
+		return nil, err
+	}
+	prev, err := tx.GetAttachment(ctx, channelID, id)
+	if err != nil && !apperr.IsNotFound(err) {
+		return nil, err
+	}
+	var p *model.Attachment
+	if err == nil {
+		p = &prev
+	}
+	return p, putAllowed(a, channelID, p)
+}
+
+// checkPutIfMatch applies If-Match to an upload: any value fails when the
+// attachment does not exist yet (RFC 9110: If-Match needs a current
+// representation, even for "*").
+func checkPutIfMatch(ifMatch string, prev *model.Attachment) error {
+	if prev != nil {
+		return checkIfMatch(ifMatch, AttachmentETag(*prev))
+	}
+	if strings.TrimSpace(ifMatch) != "" {
+		return apperr.Precondition("(none: the attachment does not exist)")
+	}
+	return nil
+}
+
+// normalizeMediaType checks an upload's Content-Type and returns it in
+// canonical form (lower-case type and parameter names), as it will be served.
+func normalizeMediaType(ct string) (string, error) {
+	if strings.TrimSpace(ct) == "" {
+		return "", apperr.UnsupportedMedia("The upload needs a Content-Type naming the media type of its bytes.")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	typ, sub, _ := strings.Cut(mt, "/") // ParseMediaType also takes a lone token
+	if err != nil || typ == "" || sub == "" || strings.Contains(mt, "*") {
+		return "", apperr.Invalid("header.Content-Type", "is not a valid media type")
+	}
+	out := mime.FormatMediaType(mt, params)
+	if out == "" || len(out) > 255 {
+		return "", apperr.Invalid("header.Content-Type", "is not a valid media type of at most 255 characters")
+	}
+	return out, nil
+}
+
+func putAllowed(a *Actor, channelID string, prev *model.Attachment) error {
+	need := permissions.Of(permissions.AttachFiles)
+	if prev != nil && (prev.CreatedBy == nil || *prev.CreatedBy != a.UserID) {
+		need = need.Union(permissions.Of(permissions.ManageMessages))
+	}
+	return a.requireIn(channelID, need)
+}
+
+// DeleteAttachment deletes an attachment (the uploader, or MANAGE_MESSAGES).
+func (s *Service) DeleteAttachment(ctx context.Context, a *Actor, channelID, id string, o WriteOpts) error {
+	var key string
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if _, err := tx.GetChannel(ctx, channelID); err != nil {
+			return err
+		}
+		att, err := tx.GetAttachment(ctx, channelID, id)
+		if err != nil {
+			return err
+		}
+		need := viewChannel
+		if att.CreatedBy == nil || *att.CreatedBy != a.UserID {
+			need = need.Union(permissions.Of(permissions.ManageMessages))
+		}
+		if err := a.requireIn(channelID, need); err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, AttachmentETag(att)); err != nil {
+			return err
+		}
+		if err := tx.DeleteAttachment(ctx, channelID, id); err != nil {
+			return err
+		}
+		key = att.BlobKey
+		return emit(ctx, tx, a, o, "channel.attachment.deleted", "attachment:"+channelID+"/"+id, map[string]any{
+			"channel_id": channelID, "attachment_id": id, "size": att.Size, "sha256": att.SHA256})
+	})
+	if err == nil {
+		s.deleteBlobs(ctx, []string{key})
+	}
+	return err
+}

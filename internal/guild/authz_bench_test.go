@@ -1,0 +1,238 @@
+package guild_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/blob"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// authzEnv is a service over a real store with a small community: the owner,
+// alice (role mods: MANAGE_CHANNELS, MANAGE_MESSAGES, VIEW_CHANNEL,
+// SEND_MESSAGES) and channel ops, where an overwrite denies mods
+// MANAGE_MESSAGES and one allows alice MENTION_EVERYONE.
+type authzEnv struct {
+	svc   *guild.Service
+	st    *store.Store
+	owner *guild.Actor
+	alice string // alice's token
+}
+
+var mods = permissions.Of(permissions.ManageChannels, permissions.ManageMessages, permissions.ViewChannel, permissions.SendMessages)
+
+func newAuthzEnv(tb testing.TB, kind string) *authzEnv {
+	tb.Helper()
+	ctx := context.Background()
+	opts := store.Options{DataDir: tb.TempDir()}
+	if kind == testenv.Postgres {
+		opts.DatabaseURL = testenv.FreshPostgres(tb)
+	}
+	st, err := store.Open(ctx, opts)
+	if err != nil {
+		tb.Fatalf("open %s store: %v", kind, err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	blobs, err := blob.NewDir(filepath.Join(tb.TempDir(), "blobs"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc := guild.New(guild.Options{Store: st, Blobs: blobs, Limits: guild.DefaultLimits()})
+	ownerToken, err := svc.Bootstrap(ctx, "owner", "")
+	if err != nil {
+		tb.Fatalf("bootstrap: %v", err)
+	}
+	owner, err := svc.Authenticate(ctx, ownerToken)
+	if err != nil {
+		tb.Fatalf("authenticate owner: %v", err)
+	}
+	must := func(what string, err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatalf("%s: %v", what, err)
+		}
+	}
+	var o guild.WriteOpts
+	_, err = svc.CreateRole(ctx, owner, "mods", "Moderators", mods, nil, o)
+	must("create role", err)
+	alice, err := svc.CreateUser(ctx, owner, guild.UserInput{Username: "alice"}, o)
+	must("create user", err)
+	must("assign role", svc.AssignRole(ctx, owner, alice.ID, "mods", o))
+	_, secret, err := svc.CreateToken(ctx, owner, alice.ID, "bench", nil, o)
+	must("create token", err)
+	_, err = svc.CreateChannel(ctx, owner, "ops", "Operations", nil, o)
+	must("create channel", err)
+	_, _, err = svc.SetOverwrite(ctx, owner, model.Overwrite{ChannelID: "ops", TargetType: model.TargetRole, TargetID: "mods",
+		Deny: permissions.Of(permissions.ManageMessages)}, o)
+	must("set role overwrite", err)
+	_, _, err = svc.SetOverwrite(ctx, owner, model.Overwrite{ChannelID: "ops", TargetType: model.TargetUser, TargetID: alice.ID,
+		Allow: permissions.Of(permissions.MentionEveryone)}, o)
+	must("set user overwrite", err)
+	return &authzEnv{svc: svc, st: st, owner: owner, alice: secret}
+}
+
+// authorize is what a request to a channel-scoped operation does before its
+// own work: authenticate the token, then check effective permissions in the
+// channel.
+func (e *authzEnv) authorize(ctx context.Context, channelID string, need permissions.Set) (*guild.Actor, error) {
+	a, err := e.svc.Authenticate(ctx, e.alice)
+	if err != nil {
+		return nil, err
+	}
+	if missing := need.Minus(a.In(channelID)); !missing.IsEmpty() {
+		return a, apperr.MissingPermissions(channelID, missing.Names())
+	}
+	return a, nil
+}
+
+// TestAuthorizeWarmIsOneStatement: on a warm instance, authenticating a token
+// and checking permissions in a channel costs exactly one SQL statement; a
+// permission change is seen by the very next authorization (which reloads the
+// snapshot once), and the one after is back to one statement.
+func TestAuthorizeWarmIsOneStatement(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := newAuthzEnv(t, kind)
+		ctx := context.Background()
+		manage := permissions.Of(permissions.ManageChannels)
+
+		cost := func(what string, want error) int64 {
+			t.Helper()
+			before := e.st.QueryCount()
+			_, err := e.authorize(ctx, "ops", manage)
+			if !errors.Is(err, want) && !(want == nil && err == nil) {
+				t.Fatalf("%s: authorize: %v, want %v", what, err, want)
+			}
+			return e.st.QueryCount() - before
+		}
+		cost("warm-up", nil) // may load the snapshot
+		for i := range 3 {
+			if n := cost("warm", nil); n != 1 {
+				t.Fatalf("warm authorization %d cost %d statements, want 1", i, n)
+			}
+		}
+		// The effective set is the engine's: global ∪ mods, minus the role
+		// overwrite's MANAGE_MESSAGES, plus alice's MENTION_EVERYONE.
+		a, err := e.authorize(ctx, "ops", manage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := permissions.DefaultGlobal.Union(mods).Intersect(permissions.ChannelScoped).
+			Minus(permissions.Of(permissions.ManageMessages)).Union(permissions.Of(permissions.MentionEveryone))
+		if got := a.In("ops"); got != want {
+			t.Fatalf("effective in ops = %v, want %v", got.Names(), want.Names())
+		}
+
+		// The owner takes MANAGE_CHANNELS from mods: the next authorization
+		// sees it (reloading the snapshot), the one after costs one statement.
+		if _, err := e.svc.SetRolePermissions(ctx, e.owner, "mods", mods.Minus(manage), guild.WriteOpts{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := cost("after the change", apperr.ErrForbidden); n < 2 {
+			t.Fatalf("the first authorization after a change cost %d statements; it must reload the snapshot", n)
+		}
+		if n := cost("warm again", apperr.ErrForbidden); n != 1 {
+			t.Fatalf("warm authorization after the reload cost %d statements, want 1", n)
+		}
+
+		// A write re-checks its caller inside its serialized transaction, in
+		// one statement (after PostgreSQL's write lock): a refused write
+		// costs nothing more.
+		a, err = e.svc.Authenticate(ctx, e.alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := e.st.QueryCount()
+		if _, _, err := e.svc.SetGlobalPermissions(ctx, a, 0, guild.WriteOpts{}); !errors.Is(err, apperr.ErrForbidden) {
+			t.Fatalf("alice replacing the global permissions: %v, want 403", err)
+		}
+		writeCost := int64(1)
+		if kind == testenv.Postgres {
+			writeCost++ // SELECT pg_advisory_xact_lock
+		}
+		if n := e.st.QueryCount() - before; n != writeCost {
+			t.Fatalf("a refused write cost %d statements, want %d", n, writeCost)
+		}
+
+		// A role assignment is read with the token itself: no reload needed.
+		if err := e.svc.RemoveRole(ctx, e.owner, e.aliceID(t), "mods", guild.WriteOpts{}); err != nil {
+			t.Fatal(err)
+		}
+		before = e.st.QueryCount()
+		a, err = e.svc.Authenticate(ctx, e.alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := e.st.QueryCount() - before; n != 1 {
+			t.Fatalf("authentication after a role removal cost %d statements, want 1", n)
+		}
+		if len(a.Roles) != 0 || a.In("ops").Has(permissions.ManageChannels) {
+			t.Fatalf("after removing mods alice still has roles %v / permissions %v", a.Roles, a.In("ops").Names())
+		}
+	})
+}
+
+func (e *authzEnv) aliceID(t *testing.T) string {
+	t.Helper()
+	a, err := e.svc.Authenticate(context.Background(), e.alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.UserID
+}
+
+func benchStores(b *testing.B, fn func(b *testing.B, e *authzEnv)) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		b.Run(kind, func(b *testing.B) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(b)
+			}
+			e := newAuthzEnv(b, kind)
+			if _, err := e.svc.Authenticate(context.Background(), e.alice); err != nil { // warm the snapshot
+				b.Fatal(err)
+			}
+			start := e.st.QueryCount()
+			b.ReportAllocs()
+			b.ResetTimer()
+			fn(b, e)
+			b.StopTimer()
+			b.ReportMetric(float64(e.st.QueryCount()-start)/float64(b.N), "statements/op")
+		})
+	}
+}
+
+// BenchmarkAuthenticate is the cost of resolving a bearer token to an actor
+// on a warm instance: one SQL statement (token, user, roles, auth version).
+func BenchmarkAuthenticate(b *testing.B) {
+	benchStores(b, func(b *testing.B, e *authzEnv) {
+		ctx := context.Background()
+		for b.Loop() {
+			if _, err := e.svc.Authenticate(ctx, e.alice); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkAuthorizeInChannel is the whole authorization of a request to a
+// channel-scoped operation on a warm instance: authenticate, then compute
+// the effective permissions in the channel (global, roles, three kinds of
+// overwrite) from the in-memory snapshot and check them.
+func BenchmarkAuthorizeInChannel(b *testing.B) {
+	need := permissions.Of(permissions.ManageChannels, permissions.ViewChannel)
+	benchStores(b, func(b *testing.B, e *authzEnv) {
+		ctx := context.Background()
+		for b.Loop() {
+			if _, err := e.authorize(ctx, "ops", need); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

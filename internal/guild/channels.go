@@ -1,0 +1,355 @@
+package guild
+
+import (
+	"context"
+	"sort"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+var (
+	viewChannel    = permissions.Of(permissions.ViewChannel)
+	manageChannels = permissions.Of(permissions.ManageChannels)
+	manageRoles    = permissions.Of(permissions.ManageRoles)
+)
+
+// ListChannels pages through the channels the caller can see. Pages may be
+// short: only next_cursor == nil means the end.
+func (s *Service) ListChannels(ctx context.Context, a *Actor, rawCursor string, limit int) (Page[model.Channel], error) {
+	after, err := decodeCursor(rawCursor, "channels")
+	if err != nil {
+		return Page[model.Channel]{}, err
+	}
+	limit = pageLimit(limit)
+	page := Page[model.Channel]{Items: []model.Channel{}}
+	// Skip invisible channels, but read a bounded number of batches per page
+	// so one request stays cheap; the cursor resumes where reading stopped.
+	for batch := 0; batch < 5 && len(page.Items) < limit; batch++ {
+		chans, more, err := s.store.ListChannels(ctx, after, limit)
+		if err != nil {
+			return Page[model.Channel]{}, err
+		}
+		for i, c := range chans {
+			after = c.ID
+			if a.In(c.ID).Has(permissions.ViewChannel) {
+				page.Items = append(page.Items, c)
+			}
+			if len(page.Items) == limit {
+				if i < len(chans)-1 || more {
+					page.NextCursor = encodeCursor(after, "channels")
+				}
+				return page, nil
+			}
+		}
+		if !more {
+			return page, nil
+		}
+	}
+	page.NextCursor = encodeCursor(after, "channels")
+	return page, nil
+}
+
+// GetChannel returns a channel the caller can see.
+func (s *Service) GetChannel(ctx context.Context, a *Actor, id string) (model.Channel, error) {
+	c, err := s.store.GetChannel(ctx, id)
+	if err != nil {
+		return model.Channel{}, err
+	}
+	if err := a.requireIn(id, viewChannel); err != nil {
+		return model.Channel{}, err
+	}
+	return c, nil
+}
+
+// CreateChannel creates a channel at a client-chosen ID.
+func (s *Service) CreateChannel(ctx context.Context, a *Actor, id, name string, topic *string, o WriteOpts) (model.Channel, error) {
+	var out model.Channel
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if err := a.require(manageChannels); err != nil {
+			return err
+		}
+		now := s.now()
+		c, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: name, Topic: topic, CreatedAt: now, UpdatedAt: now})
+		if err != nil {
+			return err
+		}
+		out = c
+		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{"name": name, "topic": topic})
+	})
+	return out, err
+}
+
+// ChannelPatch is a merge patch of a channel: nil fields stay.
+type ChannelPatch struct {
+	Name     *string
+	SetTopic bool    // the patch has a topic member
+	Topic    *string // its value (nil clears)
+}
+
+// UpdateChannel applies a merge patch.
+func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p ChannelPatch, o WriteOpts) (model.Channel, error) {
+	return s.changeChannel(ctx, a, id, o, "channel.updated", func(c *model.Channel) {
+		if p.Name != nil {
+			c.Name = *p.Name
+		}
+		if p.SetTopic {
+			c.Topic = p.Topic
+		}
+	})
+}
+
+// RenameChannel sets a channel's name.
+func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Channel, error) {
+	return s.changeChannel(ctx, a, id, o, "channel.renamed", func(c *model.Channel) { c.Name = name })
+}
+
+func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o WriteOpts, event string, change func(*model.Channel)) (model.Channel, error) {
+	var out model.Channel
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		c, err := tx.GetChannel(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := a.requireIn(id, manageChannels); err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(c.Version)); err != nil {
+			return err
+		}
+		next := c
+		change(&next)
+		if next.Name == c.Name && eqPtr(next.Topic, c.Topic) {
+			out = c // no-op: no version change, no event
+			return nil
+		}
+		next.UpdatedAt = s.now()
+		if out, err = tx.UpdateChannel(ctx, next); err != nil {
+			return err
+		}
+		data := map[string]any{"before": map[string]any{"name": c.Name, "topic": c.Topic},
+			"after": map[string]any{"name": next.Name, "topic": next.Topic}}
+		if event == "channel.renamed" {
+			data = map[string]any{"before": c.Name, "after": next.Name}
+		}
+		return emit(ctx, tx, a, o, event, "channel:"+id, data)
+	})
+	return out, err
+}
+
+// DeleteChannel deletes a channel with its overwrites and attachments.
+func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o WriteOpts) error {
+	var blobs []string
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		c, err := tx.GetChannel(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := a.requireIn(id, manageChannels); err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(c.Version)); err != nil {
+			return err
+		}
+		n, err := tx.CountOverwrites(ctx, id)
+		if err != nil {
+			return err
+		}
+		if blobs, err = tx.DeleteChannel(ctx, id); err != nil {
+			return err
+		}
+		if err := tx.BumpAuthVersion(ctx); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "channel.deleted", "channel:"+id,
+			map[string]any{"name": c.Name, "overwrites": n, "attachments": len(blobs)})
+	})
+	if err == nil {
+		s.deleteBlobs(ctx, blobs)
+	}
+	return err
+}
+
+// ListOverwrites returns a channel's overwrites and the list's version.
+func (s *Service) ListOverwrites(ctx context.Context, a *Actor, channelID string) ([]model.Overwrite, int64, error) {
+	v, err := s.store.OverwritesVersion(ctx, channelID)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := a.requireIn(channelID, viewChannel); err != nil {
+		return nil, 0, err
+	}
+	list, err := s.store.ChannelOverwrites(ctx, channelID)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.sortOverwrites(a.snap, list)
+	return list, v, nil
+}
+
+// SetOverwrite creates, replaces or (when allow and deny are both empty)
+// removes one overwrite, and returns the channel's whole list.
+func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite, o WriteOpts) ([]model.Overwrite, int64, error) {
+	if err := validateOverwrite(ow); err != nil {
+		return nil, 0, err
+	}
+	var list []model.Overwrite
+	var version int64
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if err := s.checkOverwriteTarget(ctx, tx, ow); err != nil {
+			return err
+		}
+		v, err := tx.OverwritesVersion(ctx, ow.ChannelID)
+		if err != nil {
+			return err
+		}
+		if err := a.requireIn(ow.ChannelID, manageRoles); err != nil {
+			return err
+		}
+		current, err := tx.ChannelOverwrites(ctx, ow.ChannelID)
+		if err != nil {
+			return err
+		}
+		var before *model.Overwrite
+		for i := range current {
+			if current[i].TargetType == ow.TargetType && current[i].TargetID == ow.TargetID {
+				before = &current[i]
+			}
+		}
+		var oldAllow, oldDeny permissions.Set
+		if before != nil {
+			oldAllow, oldDeny = before.Allow, before.Deny
+		}
+		changed := (oldAllow ^ ow.Allow) | (oldDeny ^ ow.Deny)
+		if err := a.canGrantIn(ow.ChannelID, changed); err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(v)); err != nil {
+			return err
+		}
+		removing := ow.Allow.IsEmpty() && ow.Deny.IsEmpty()
+		if before == nil && !removing && len(current) >= s.limits.MaxOverwrites {
+			return apperr.LimitExceeded("overwrites_per_channel", s.limits.MaxOverwrites, "overwrites in a channel")
+		}
+		if changed.IsEmpty() { // no-op (also removing what is absent)
+			version = v
+			list = current
+			return nil
+		}
+		if err := tx.PutOverwrite(ctx, ow); err != nil {
+			return err
+		}
+		if list, err = tx.ChannelOverwrites(ctx, ow.ChannelID); err != nil {
+			return err
+		}
+		if version, err = tx.OverwritesVersion(ctx, ow.ChannelID); err != nil {
+			return err
+		}
+		typ := "channel.overwrite.set"
+		var after any = map[string]any{"allow": ow.Allow.Names(), "deny": ow.Deny.Names()}
+		if removing {
+			typ, after = "channel.overwrite.removed", nil
+		}
+		var beforeData any
+		if before != nil {
+			beforeData = map[string]any{"allow": before.Allow.Names(), "deny": before.Deny.Names()}
+		}
+		return emit(ctx, tx, a, o, typ, "channel:"+ow.ChannelID, map[string]any{
+			"target_type": ow.TargetType, "target_id": nilIfEmpty(ow.TargetID), "before": beforeData, "after": after})
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	s.sortOverwrites(s.authz.current(), list)
+	return list, version, nil
+}
+
+func validateOverwrite(ow model.Overwrite) error {
+	var fields []apperr.FieldError
+	if ow.TargetType == model.TargetEveryone && ow.TargetID != "" {
+		fields = append(fields, apperr.FieldError{Location: "body.target_id", Message: "must be absent for target_type everyone"})
+	}
+	if ow.TargetType != model.TargetEveryone && ow.TargetID == "" {
+		fields = append(fields, apperr.FieldError{Location: "body.target_id", Message: "is required for target_type " + ow.TargetType})
+	}
+	for _, l := range []struct {
+		name string
+		set  permissions.Set
+	}{{"allow", ow.Allow}, {"deny", ow.Deny}} {
+		for _, p := range l.set.Permissions() {
+			if !permissions.ChannelScoped.Has(p) {
+				fields = append(fields, apperr.FieldError{Location: "body." + l.name,
+					Message: "permission " + quote(p.String()) + " is not channel-scoped and cannot be overwritten"})
+			}
+		}
+	}
+	if both := ow.Allow.Intersect(ow.Deny); !both.IsEmpty() {
+		for _, n := range both.Names() {
+			fields = append(fields, apperr.FieldError{Location: "body.deny",
+				Message: "permission " + quote(n) + " is both allowed and denied"})
+		}
+	}
+	if len(fields) > 0 {
+		return apperr.InvalidFields(fields)
+	}
+	return nil
+}
+
+// checkOverwriteTarget makes an unknown role or user a 400 at body.target_id.
+func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow model.Overwrite) error {
+	var err error
+	switch ow.TargetType {
+	case model.TargetRole:
+		_, err = tx.GetRole(ctx, ow.TargetID)
+	case model.TargetUser:
+		_, err = tx.GetUser(ctx, ow.TargetID)
+	default:
+		return nil
+	}
+	if apperr.IsNotFound(err) {
+		return apperr.Invalid("body.target_id", "no %s with ID %q", ow.TargetType, ow.TargetID)
+	}
+	return err
+}
+
+// sortOverwrites orders a list: everyone, roles by position descending, users by ID.
+func (s *Service) sortOverwrites(snap *snapshot, list []model.Overwrite) {
+	rank := map[string]int{model.TargetEveryone: 0, model.TargetRole: 1, model.TargetUser: 2}
+	sort.SliceStable(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.TargetType != b.TargetType {
+			return rank[a.TargetType] < rank[b.TargetType]
+		}
+		if a.TargetType == model.TargetRole && snap != nil {
+			pa, pb := snap.roles[a.TargetID].Position, snap.roles[b.TargetID].Position
+			if pa != pb {
+				return pa > pb
+			}
+		}
+		return a.TargetID < b.TargetID
+	})
+}
+
+func (s *Service) deleteBlobs(ctx context.Context, keys []string) {
+	for _, k := range keys {
+		if err := s.blobs.Delete(context.WithoutCancel(ctx), k); err != nil {
+			s.log.Warn("delete blob", "key", k, "err", err)
+		}
+	}
+}
+
+func eqPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

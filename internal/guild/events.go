@@ -1,0 +1,116 @@
+package guild
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+var viewAuditLog = permissions.Of(permissions.ViewAuditLog)
+
+// TicketTTL is how long an event-stream ticket stays valid.
+const TicketTTL = time.Minute
+
+// AuditFilter selects audit-log entries.
+type AuditFilter struct {
+	ActorID string
+	Type    string // exact, or a prefix ending in ".*"
+	Subject string
+	Since   *time.Time
+	Until   *time.Time
+}
+
+// AuditLog pages through events, newest first.
+func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCursor string, limit int) (Page[model.Event], error) {
+	since, until := "", ""
+	if f.Since != nil {
+		since = f.Since.UTC().Format(time.RFC3339Nano)
+	}
+	if f.Until != nil {
+		until = f.Until.UTC().Format(time.RFC3339Nano)
+	}
+	filters := []string{"events", f.ActorID, f.Type, f.Subject, since, until}
+	key, err := decodeCursor(rawCursor, filters...)
+	if err != nil {
+		return Page[model.Event]{}, err
+	}
+	var before int64
+	if key != "" {
+		if before, err = strconv.ParseInt(key, 10, 64); err != nil || before <= 0 {
+			return Page[model.Event]{}, apperr.Invalid("query.cursor", "the cursor is malformed; use the next_cursor of a previous page")
+		}
+	}
+	if err := a.require(viewAuditLog); err != nil {
+		return Page[model.Event]{}, err
+	}
+	sf := store.EventFilter{ActorID: f.ActorID, Subject: f.Subject, Since: f.Since, Until: f.Until, BeforeSeq: before}
+	if prefix, ok := strings.CutSuffix(f.Type, "*"); ok {
+		sf.TypePrefix = prefix
+	} else {
+		sf.Type = f.Type
+	}
+	events, more, err := s.store.ListEvents(ctx, sf, pageLimit(limit))
+	if err != nil {
+		return Page[model.Event]{}, err
+	}
+	page := Page[model.Event]{Items: events}
+	if more {
+		page.NextCursor = encodeCursor(fmt.Sprint(events[len(events)-1].Seq), filters...)
+	}
+	return page, nil
+}
+
+// CanStream checks that the caller may read the event stream.
+func (s *Service) CanStream(a *Actor) error { return a.require(viewAuditLog) }
+
+// CreateTicket issues a single-use ticket for the event stream.
+func (s *Service) CreateTicket(ctx context.Context, a *Actor) (string, time.Time, error) {
+	if err := a.require(viewAuditLog); err != nil {
+		return "", time.Time{}, err
+	}
+	secret := "tkt_" + strings.TrimPrefix(NewSecret(), TokenPrefix)
+	expires := s.now().Add(TicketTTL)
+	_, err := s.store.Write(ctx, func(tx *store.Tx) error {
+		return tx.InsertTicket(ctx, HashToken(secret), a.UserID, expires)
+	})
+	return secret, expires, err
+}
+
+// AuthenticateTicket consumes a ticket and returns its user as an actor.
+func (s *Service) AuthenticateTicket(ctx context.Context, ticket string) (*Actor, error) {
+	if ticket == "" || len(ticket) > 128 {
+		return nil, apperr.Unauthenticated("The event ticket is unknown, used or expired.")
+	}
+	var userID string
+	_, err := s.store.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		userID, err = tx.ConsumeTicket(ctx, HashToken(ticket), s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	cred, err := s.store.CredentialsOf(ctx, userID)
+	if apperr.IsNotFound(err) {
+		return nil, apperr.Unauthenticated("The user of this ticket no longer exists.")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.actorFrom(ctx, cred)
+}
+
+// EventsAfter returns up to limit events with seq > after, oldest first.
+func (s *Service) EventsAfter(ctx context.Context, after int64, limit int) ([]model.Event, error) {
+	return s.store.EventsAfter(ctx, after, limit)
+}
+
+// LastEventSeq is the newest event's seq.
+func (s *Service) LastEventSeq(ctx context.Context) (int64, error) { return s.store.LastEventSeq(ctx) }

@@ -1,0 +1,293 @@
+package guild
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// ListRoles returns every role, by position descending.
+func (s *Service) ListRoles(ctx context.Context, _ *Actor) ([]model.Role, error) {
+	return s.store.ListRoles(ctx)
+}
+
+// GetRole returns one role.
+func (s *Service) GetRole(ctx context.Context, _ *Actor, id string) (model.Role, error) {
+	return s.store.GetRole(ctx, id)
+}
+
+// CreateRole creates a role at position 1 (the bottom).
+func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, perms permissions.Set, color *string, o WriteOpts) (model.Role, error) {
+	var out model.Role
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if err := a.require(manageRoles); err != nil {
+			return err
+		}
+		// The new role lands at 1 and everyone else's roles move up, so it is
+		// below the caller's top exactly when the caller has a role at all.
+		if a.Top() < 1 {
+			return apperr.RoleHierarchy(id, "You need a role of your own to create roles below it.")
+		}
+		if err := a.canGrant(perms); err != nil {
+			return err
+		}
+		n, err := tx.CountRoles(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.GetRole(ctx, id); err == nil {
+			return apperr.Conflict("Role %q already exists.", id)
+		}
+		if n >= s.limits.MaxRoles {
+			return apperr.LimitExceeded("roles", s.limits.MaxRoles, "roles")
+		}
+		now := s.now()
+		if out, err = tx.InsertRole(ctx, model.Role{ID: id, Name: name, Color: color, Permissions: perms, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "role.created", "role:"+id, map[string]any{
+			"name": name, "position": out.Position, "color": color, "permissions": perms.Names()})
+	})
+	return out, err
+}
+
+// RolePatch is a merge patch of a role: nil fields stay.
+type RolePatch struct {
+	Name     *string
+	SetColor bool
+	Color    *string
+}
+
+// UpdateRole applies a merge patch.
+func (s *Service) UpdateRole(ctx context.Context, a *Actor, id string, p RolePatch, o WriteOpts) (model.Role, error) {
+	return s.changeRole(ctx, a, id, o, "role.updated", func(r *model.Role) {
+		if p.Name != nil {
+			r.Name = *p.Name
+		}
+		if p.SetColor {
+			r.Color = p.Color
+		}
+	})
+}
+
+// RenameRole sets a role's name.
+func (s *Service) RenameRole(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Role, error) {
+	return s.changeRole(ctx, a, id, o, "role.renamed", func(r *model.Role) { r.Name = name })
+}
+
+func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOpts, event string, change func(*model.Role)) (model.Role, error) {
+	var out model.Role
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		r, err := s.manageableRole(ctx, tx, a, id)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+			return err
+		}
+		next := r
+		change(&next)
+		if next.Name == r.Name && eqPtr(next.Color, r.Color) {
+			out = r
+			return nil
+		}
+		next.UpdatedAt = s.now()
+		if out, err = tx.UpdateRole(ctx, next); err != nil {
+			return err
+		}
+		data := map[string]any{"before": map[string]any{"name": r.Name, "color": r.Color},
+			"after": map[string]any{"name": next.Name, "color": next.Color}}
+		if event == "role.renamed" {
+			data = map[string]any{"before": r.Name, "after": next.Name}
+		}
+		return emit(ctx, tx, a, o, event, "role:"+id, data)
+	})
+	return out, err
+}
+
+// manageableRole loads a role (404) and checks MANAGE_ROLES and the hierarchy (403).
+func (s *Service) manageableRole(ctx context.Context, tx *store.Tx, a *Actor, id string) (model.Role, error) {
+	r, err := tx.GetRole(ctx, id)
+	if err != nil {
+		return model.Role{}, err
+	}
+	if err := a.require(manageRoles); err != nil {
+		return model.Role{}, err
+	}
+	if err := a.canManageRole(r); err != nil {
+		return model.Role{}, err
+	}
+	return r, nil
+}
+
+// MoveRole places a role at a position 1..N.
+func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position int, o WriteOpts) (model.Role, error) {
+	var out model.Role
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		n, err := tx.CountRoles(ctx)
+		if err != nil {
+			return err
+		}
+		if position < 1 || position > n {
+			return apperr.Invalid("body.position", "must be between 1 and %d, the number of roles", max(n, 1))
+		}
+		r, err := s.manageableRole(ctx, tx, a, id)
+		if err != nil {
+			return err
+		}
+		if position >= a.Top() {
+			return apperr.RoleHierarchy(id, fmt.Sprintf("Position %d is not below your highest role.", position))
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+			return err
+		}
+		if position == r.Position {
+			out = r
+			return nil
+		}
+		if out, err = tx.MoveRole(ctx, id, r.Position, position, s.now()); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "role.moved", "role:"+id, map[string]any{"before": r.Position, "after": position})
+	})
+	return out, err
+}
+
+// DeleteRole deletes a role, taking it from users and overwrites.
+func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOpts) error {
+	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		r, err := s.manageableRole(ctx, tx, a, id)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+			return err
+		}
+		overwrites, err := tx.CountOverwritesOf(ctx, model.TargetRole, id)
+		if err != nil {
+			return err
+		}
+		holders, err := tx.DeleteRole(ctx, r, s.now())
+		if err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, map[string]any{
+			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": overwrites})
+	})
+}
+
+// RolePermissions returns a role's permissions and version.
+func (s *Service) RolePermissions(ctx context.Context, a *Actor, id string) (permissions.Set, int64, error) {
+	r, err := s.GetRole(ctx, a, id)
+	return r.Permissions, r.Version, err
+}
+
+// SetRolePermissions replaces a role's permissions.
+func (s *Service) SetRolePermissions(ctx context.Context, a *Actor, id string, perms permissions.Set, o WriteOpts) (model.Role, error) {
+	return s.changeRolePermissions(ctx, a, id, o, func(permissions.Set) permissions.Set { return perms })
+}
+
+// AddRolePermissions adds to a role's permissions (legacy add_perm).
+func (s *Service) AddRolePermissions(ctx context.Context, a *Actor, id string, perms permissions.Set, o WriteOpts) (model.Role, error) {
+	return s.changeRolePermissions(ctx, a, id, o, func(old permissions.Set) permissions.Set { return old.Union(perms) })
+}
+
+// RemoveRolePermissions removes from a role's permissions (legacy remove_perm).
+func (s *Service) RemoveRolePermissions(ctx context.Context, a *Actor, id string, perms permissions.Set, o WriteOpts) (model.Role, error) {
+	return s.changeRolePermissions(ctx, a, id, o, func(old permissions.Set) permissions.Set { return old.Minus(perms) })
+}
+
+func (s *Service) changeRolePermissions(ctx context.Context, a *Actor, id string, o WriteOpts, next func(permissions.Set) permissions.Set) (model.Role, error) {
+	var out model.Role
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		r, err := s.manageableRole(ctx, tx, a, id)
+		if err != nil {
+			return err
+		}
+		perms := next(r.Permissions)
+		if err := a.canGrant(perms ^ r.Permissions); err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+			return err
+		}
+		if perms == r.Permissions {
+			out = r
+			return nil
+		}
+		updated := r
+		updated.Permissions, updated.UpdatedAt = perms, s.now()
+		if out, err = tx.UpdateRole(ctx, updated); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "role.permissions.set", "role:"+id, map[string]any{
+			"before": r.Permissions.Names(), "after": perms.Names()})
+	})
+	return out, err
+}
+
+// ListUserRoles returns a user's roles, by position descending.
+func (s *Service) ListUserRoles(ctx context.Context, _ *Actor, userID string) ([]model.Role, error) {
+	if _, err := s.store.GetUser(ctx, userID); err != nil {
+		return nil, err
+	}
+	return s.store.UserRoles(ctx, userID)
+}
+
+// AssignRole gives a user a role; assigning a role the user has is a quiet success.
+func (s *Service) AssignRole(ctx context.Context, a *Actor, userID, roleID string, o WriteOpts) error {
+	return s.changeUserRole(ctx, a, userID, roleID, o, true)
+}
+
+// RemoveRole takes a role from a user; removing a role the user lacks is a quiet success.
+func (s *Service) RemoveRole(ctx context.Context, a *Actor, userID, roleID string, o WriteOpts) error {
+	return s.changeUserRole(ctx, a, userID, roleID, o, false)
+}
+
+func (s *Service) changeUserRole(ctx context.Context, a *Actor, userID, roleID string, o WriteOpts, assign bool) error {
+	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		u, err := tx.GetUser(ctx, userID)
+		if err != nil {
+			return err
+		}
+		r, err := s.manageableRole(ctx, tx, a, roleID)
+		if err != nil {
+			return err
+		}
+		// Changing someone else's roles needs them below you, as in Discord;
+		// the owner's roles are the owner's alone.
+		if u.ID != a.UserID {
+			if err := a.canManageUser(u); err != nil {
+				return err
+			}
+		}
+		// Assigning (or taking) a role grants (or revokes) its permissions.
+		if err := a.canGrant(r.Permissions); err != nil {
+			return err
+		}
+		now := s.now()
+		var changed bool
+		if assign {
+			changed, err = tx.AddUserRole(ctx, userID, roleID, now)
+		} else {
+			changed, err = tx.RemoveUserRole(ctx, userID, roleID, now)
+		}
+		if err != nil || !changed {
+			return err
+		}
+		after, err := tx.GetUser(ctx, userID)
+		if err != nil {
+			return err
+		}
+		typ := "user.role.removed"
+		if assign {
+			typ = "user.role.assigned"
+		}
+		return emit(ctx, tx, a, o, typ, "user:"+userID, map[string]any{
+			"role_id": roleID, "before": u.Roles, "after": after.Roles})
+	})
+}

@@ -1,0 +1,112 @@
+// Package guild is Guildhall's domain: the rules of channels, roles, users,
+// tokens, attachments, profile links and the audit log, and who may do what.
+// It knows neither HTTP nor SQL: internal/httpapi calls it, and it keeps state
+// through internal/store and internal/blob.
+//
+// Every write runs in one serialized store transaction that re-reads the
+// caller, checks the rules in DESIGN order (404, then 403 permission,
+// hierarchy and granting, then 412, then 409), makes the change and appends
+// its audit event, so a refused request changes nothing and no event is lost.
+package guild
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/blob"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// Limits are the configurable bounds of DESIGN §9.
+type Limits struct {
+	MaxRoles           int
+	MaxOverwrites      int
+	MaxProfileLinks    int
+	MaxAttachmentBytes int64
+}
+
+// DefaultLimits are DESIGN's defaults.
+func DefaultLimits() Limits {
+	return Limits{MaxRoles: 250, MaxOverwrites: 500, MaxProfileLinks: 10, MaxAttachmentBytes: 25 << 20}
+}
+
+// Notifier learns of committed events (the live event stream).
+type Notifier interface {
+	Published(lastSeq int64)
+}
+
+// Service implements the rules.
+type Service struct {
+	store    *store.Store
+	blobs    blob.Store
+	limits   Limits
+	authz    *authz
+	notifier Notifier
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// Options are the service's dependencies.
+type Options struct {
+	Store    *store.Store
+	Blobs    blob.Store
+	Limits   Limits
+	Notifier Notifier // may be nil
+	Logger   *slog.Logger
+}
+
+// New builds the service.
+func New(o Options) *Service {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger,
+		authz: &authz{store: o.Store}, now: model.Now}
+}
+
+// Limits returns the configured limits.
+func (s *Service) Limits() Limits { return s.limits }
+
+// SetNotifier sets who learns of committed events.
+func (s *Service) SetNotifier(n Notifier) { s.notifier = n }
+
+// WriteOpts are what every write request may carry.
+type WriteOpts struct {
+	IfMatch string  // the If-Match header, "" when absent
+	Reason  *string // the X-Audit-Reason header
+}
+
+// write runs fn in a serialized transaction with the caller re-read inside
+// it, then tells the notifier about the events it committed.
+func (s *Service) write(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) error {
+	events, err := s.store.Write(ctx, func(tx *store.Tx) error {
+		if a == nil { // the system itself (bootstrap)
+			return fn(tx, nil)
+		}
+		fresh, err := s.inTx(ctx, tx, a)
+		if err != nil {
+			return err
+		}
+		return fn(tx, fresh)
+	})
+	if err != nil {
+		return err
+	}
+	if len(events) > 0 && s.notifier != nil {
+		s.notifier.Published(events[len(events)-1].Seq)
+	}
+	return nil
+}
+
+// emit appends the audit event of a change.
+func emit(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, typ, subject string, data map[string]any) error {
+	ev := model.Event{Type: typ, Subject: subject, Data: data, Reason: o.Reason}
+	if a != nil {
+		id := a.UserID
+		ev.ActorID = &id
+	}
+	_, err := tx.AppendEvent(ctx, ev)
+	return err
+}

@@ -1,0 +1,287 @@
+package guild
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+var manageUsers = permissions.Of(permissions.ManageUsers)
+
+// UserInput is what create and replace take.
+type UserInput struct {
+	Username    string
+	DisplayName *string // create: defaults to the username
+	Email       *string
+	Status      string // replace only
+}
+
+// ListUsers pages through users in creation order.
+func (s *Service) ListUsers(ctx context.Context, a *Actor, rawCursor string, limit int) (Page[model.User], error) {
+	after, err := decodeCursor(rawCursor, "users")
+	if err != nil {
+		return Page[model.User]{}, err
+	}
+	users, more, err := s.store.ListUsers(ctx, after, pageLimit(limit))
+	if err != nil {
+		return Page[model.User]{}, err
+	}
+	page := Page[model.User]{Items: users}
+	for i := range page.Items {
+		s.hideEmail(a, &page.Items[i])
+	}
+	if more {
+		page.NextCursor = encodeCursor(users[len(users)-1].ID, "users")
+	}
+	return page, nil
+}
+
+// GetUser returns one user.
+func (s *Service) GetUser(ctx context.Context, a *Actor, id string) (model.User, error) {
+	u, err := s.store.GetUser(ctx, id)
+	if err != nil {
+		return model.User{}, err
+	}
+	s.hideEmail(a, &u)
+	return u, nil
+}
+
+// hideEmail removes the email unless the caller is the user or holds MANAGE_USERS.
+func (s *Service) hideEmail(a *Actor, u *model.User) {
+	if a != nil && (a.UserID == u.ID || a.Base().Has(permissions.ManageUsers)) {
+		return
+	}
+	u.Email = nil
+	u.EmailHidden = true
+}
+
+// CreateUser creates an active user with no roles.
+func (s *Service) CreateUser(ctx context.Context, a *Actor, in UserInput, o WriteOpts) (model.User, error) {
+	var out model.User
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if a != nil {
+			if err := a.require(manageUsers); err != nil {
+				return err
+			}
+			// The new user has no role (top 0) and must be below the caller.
+			if a.Top() < 1 {
+				return apperr.UserHierarchy("", "You need a role of your own to create users below it.")
+			}
+		}
+		var err error
+		out, err = s.insertUser(ctx, tx, in, false)
+		if err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "user.created", "user:"+out.ID, map[string]any{
+			"username": out.Username, "display_name": out.DisplayName})
+	})
+	return out, err
+}
+
+func (s *Service) insertUser(ctx context.Context, tx *store.Tx, in UserInput, owner bool) (model.User, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return model.User{}, err
+	}
+	display := in.Username
+	if in.DisplayName != nil {
+		display = *in.DisplayName
+	}
+	now := s.now()
+	return tx.InsertUser(ctx, model.User{ID: id.String(), Username: in.Username, DisplayName: display,
+		Email: in.Email, Status: model.StatusActive, IsOwner: owner, CreatedAt: now, UpdatedAt: now})
+}
+
+// ReplaceUser replaces a user's fields. A user changing only their own
+// display name needs no permission.
+func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserInput, o WriteOpts) (model.User, error) {
+	var out model.User
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		u, err := tx.GetUser(ctx, id)
+		if err != nil {
+			return err
+		}
+		next := u
+		next.Username, next.Email, next.Status = in.Username, in.Email, in.Status
+		if in.DisplayName != nil {
+			next.DisplayName = *in.DisplayName
+		}
+		onlyOwnDisplayName := u.ID == a.UserID && next.Username == u.Username &&
+			eqPtr(next.Email, u.Email) && next.Status == u.Status
+		if !onlyOwnDisplayName {
+			if err := a.require(manageUsers); err != nil {
+				return err
+			}
+			if err := a.canManageUser(u); err != nil {
+				return err
+			}
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(u.Version)); err != nil {
+			return err
+		}
+		if u.IsOwner && next.Status != model.StatusActive {
+			return apperr.Conflict("The owner cannot be suspended.")
+		}
+		if next.Username == u.Username && next.DisplayName == u.DisplayName && eqPtr(next.Email, u.Email) && next.Status == u.Status {
+			out = u
+			return nil
+		}
+		next.UpdatedAt = s.now()
+		if out, err = tx.UpdateUser(ctx, next); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "user.updated", "user:"+id, map[string]any{
+			"before": userAudit(u), "after": userAudit(out), "email_changed": !eqPtr(u.Email, out.Email)})
+	})
+	return out, err
+}
+
+// userAudit is what the audit log keeps of a user: not the email, which only
+// the user and MANAGE_USERS may see (the log records that it changed).
+func userAudit(u model.User) map[string]any {
+	return map[string]any{"username": u.Username, "display_name": u.DisplayName, "status": u.Status}
+}
+
+// DeleteUser deletes a user with their roles, overwrites, tokens and links.
+func (s *Service) DeleteUser(ctx context.Context, a *Actor, id string, o WriteOpts) error {
+	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		u, err := tx.GetUser(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := a.require(manageUsers); err != nil {
+			return err
+		}
+		if err := a.canManageUser(u); err != nil {
+			return err
+		}
+		if err := checkIfMatch(o.IfMatch, ETag(u.Version)); err != nil {
+			return err
+		}
+		if u.IsOwner {
+			return apperr.Conflict("The owner cannot be deleted.")
+		}
+		links, err := tx.GetProfile(ctx, id)
+		if err != nil {
+			return err
+		}
+		gone, err := tx.DeleteUser(ctx, id)
+		if err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "user.deleted", "user:"+id, map[string]any{
+			"username": u.Username, "roles": u.Roles, "tokens": gone["tokens"], "overwrites": gone["overwrites"],
+			"profile_links": len(links.Links)})
+	})
+}
+
+// --- tokens
+
+// TokenPrefix starts every token, so leaked ones are easy to scan for.
+const TokenPrefix = "gh_"
+
+// NewSecret returns a fresh token secret of 256 random bits.
+func NewSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// tokenAccess: a user's tokens are theirs and the owner's alone.
+func tokenAccess(a *Actor, userID string) error {
+	if a.UserID == userID || a.IsOwner {
+		return nil
+	}
+	return apperr.SelfOrOwnerOnly(userID)
+}
+
+// CreateToken mints a token for a user and returns it with its secret.
+func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string, expires *time.Time, o WriteOpts) (model.Token, string, error) {
+	if expires != nil && !expires.After(s.now()) {
+		return model.Token{}, "", apperr.Invalid("body.expires_at", "must be in the future")
+	}
+	var tok model.Token
+	secret := NewSecret()
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if _, err := tx.GetUser(ctx, userID); err != nil {
+			return err
+		}
+		if a != nil {
+			if err := tokenAccess(a, userID); err != nil {
+				return err
+			}
+		}
+		var err error
+		tok, err = s.insertToken(ctx, tx, userID, name, expires, secret)
+		if err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "user.token.created", "user:"+userID, map[string]any{"token_id": tok.ID, "name": name})
+	})
+	return tok, secret, err
+}
+
+func (s *Service) insertToken(ctx context.Context, tx *store.Tx, userID, name string, expires *time.Time, secret string) (model.Token, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return model.Token{}, err
+	}
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Microsecond)
+		expires = &e
+	}
+	t := model.Token{ID: id.String(), UserID: userID, Name: name, CreatedAt: s.now(), ExpiresAt: expires}
+	return t, tx.InsertToken(ctx, t, HashToken(secret))
+}
+
+// ListTokens lists a user's tokens.
+func (s *Service) ListTokens(ctx context.Context, a *Actor, userID string) ([]model.Token, error) {
+	if _, err := s.store.GetUser(ctx, userID); err != nil {
+		return nil, err
+	}
+	if err := tokenAccess(a, userID); err != nil {
+		return nil, err
+	}
+	return s.store.ListTokens(ctx, userID)
+}
+
+// GetToken returns one token's metadata.
+func (s *Service) GetToken(ctx context.Context, a *Actor, userID, tokenID string) (model.Token, error) {
+	if _, err := s.store.GetUser(ctx, userID); err != nil {
+		return model.Token{}, err
+	}
+	if err := tokenAccess(a, userID); err != nil {
+		return model.Token{}, err
+	}
+	return s.store.GetToken(ctx, userID, tokenID)
+}
+
+// DeleteToken revokes a token.
+func (s *Service) DeleteToken(ctx context.Context, a *Actor, userID, tokenID string, o WriteOpts) error {
+	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if _, err := tx.GetUser(ctx, userID); err != nil {
+			return err
+		}
+		if _, err := tx.GetToken(ctx, userID, tokenID); err != nil {
+			return err
+		}
+		if err := tokenAccess(a, userID); err != nil {
+			return err
+		}
+		if err := tx.DeleteToken(ctx, userID, tokenID); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "user.token.deleted", "user:"+userID, map[string]any{"token_id": tokenID})
+	})
+}
