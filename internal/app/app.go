@@ -1,0 +1,130 @@
+// Package app wires an instance together: configuration, store, blob store,
+// domain service, event broker and HTTP stack, and runs it until stopped.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/blob"
+	"github.com/guildhall/guildhall/internal/config"
+	"github.com/guildhall/guildhall/internal/events"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/httpapi"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// Version is set at build time.
+var Version = "dev"
+
+// App is one Guildhall instance.
+type App struct {
+	Config  config.Config
+	Store   *store.Store
+	Service *guild.Service
+	Broker  *events.Broker
+	HTTP    *httpapi.Server
+	log     *slog.Logger
+	// OwnerToken is the owner's token when this start created the owner.
+	OwnerToken string
+}
+
+// New opens the store (applying migrations), bootstraps an empty one and
+// builds the HTTP stack.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir})
+	if err != nil {
+		return nil, err
+	}
+	var blobs blob.Store
+	if st.Postgres() {
+		blobs = st.Blobs() // every instance reaches them
+	} else if blobs, err = blob.NewDir(filepath.Join(cfg.DataDir, "blobs")); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	broker := events.NewBroker()
+	limits := guild.DefaultLimits()
+	limits.MaxAttachmentBytes = cfg.MaxAttachmentBytes
+	svc := guild.New(guild.Options{Store: st, Blobs: blobs, Limits: limits, Notifier: broker, Logger: log})
+	token, err := svc.Bootstrap(ctx, cfg.OwnerName, cfg.BootstrapToken)
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
+		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: st.Ping})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return &App{Config: cfg, Store: st, Service: svc, Broker: broker, HTTP: srv, log: log, OwnerToken: token}, nil
+}
+
+// Background starts the instance's background work until ctx ends: the
+// PostgreSQL event listener (events committed by any instance) and the
+// audit-log retention.
+func (a *App) Background(ctx context.Context) {
+	if a.Store.Postgres() {
+		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, store.EventChannel, a.log)
+	}
+	if a.Config.EventRetention > 0 {
+		go a.purgeEvents(ctx)
+	}
+}
+
+// Serve answers on ln until ctx ends, then shuts down gracefully.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	a.Background(bg)
+	srv := &http.Server{Handler: a.HTTP.Echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down")
+	a.HTTP.Shutdown() // end event streams so Shutdown does not wait on them
+	sctx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close releases the store.
+func (a *App) Close() error { return a.Store.Close() }
+
+func (a *App) purgeEvents(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := a.Store.PurgeEvents(ctx, time.Now().Add(-a.Config.EventRetention))
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("purge events", "err", err)
+		} else if n > 0 {
+			a.log.Info("purged events", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/guild"
+)
+
+type ctxKey int
+
+const (
+	actorKey ctxKey = iota
+	requestKey
+	responseKey
+)
+
+// withActor puts the authenticated caller into the request's context, which
+// is the context strict handlers receive.
+func withActor(ctx context.Context, a *guild.Actor) context.Context {
+	return context.WithValue(ctx, actorKey, a)
+}
+
+// actorOf returns the caller; a secured operation always has one, so its
+// absence is a 401 rather than a panic.
+func actorOf(ctx context.Context) (*guild.Actor, error) {
+	if a, ok := ctx.Value(actorKey).(*guild.Actor); ok && a != nil {
+		return a, nil
+	}
+	return nil, apperr.Unauthenticated("A bearer token is required.")
+}
+
+// requestOf returns the *http.Request of a strict handler's context (for
+// responses that need it, such as http.ServeContent).
+func requestOf(ctx context.Context) *http.Request {
+	r, _ := ctx.Value(requestKey).(*http.Request)
+	return r
+}
+
+// responseOf returns the response writer (to set headers that depend on the
+// parsed request, such as a legacy operation's successor Link).
+func responseOf(ctx context.Context) http.ResponseWriter {
+	w, _ := ctx.Value(responseKey).(http.ResponseWriter)
+	return w
+}

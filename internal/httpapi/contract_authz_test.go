@@ -1,0 +1,234 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/guildhall/guildhall/internal/httpapi"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// authzRequirement is an operation's x-required-permissions.
+type authzRequirement struct {
+	Permissions []string
+	Scope       string // global, channel or public
+	Rule        string // "" or one of authzRules
+}
+
+// authzRule is what a rule of x-required-permissions obliges the operation's
+// **Permission:** paragraph to say, and which permissions beyond the
+// required ones the paragraph may then name.
+type authzRule struct {
+	phrases []string
+	extra   []string
+}
+
+// authzRules is the vocabulary of x-required-permissions.rule; the contract's
+// info.description documents each.
+var authzRules = map[string]authzRule{
+	"filtered_by_view_channel":              {phrases: []string{"filtered by `VIEW_CHANNEL`"}, extra: []string{"VIEW_CHANNEL"}},
+	"grant_held":                            {phrases: []string{"held in the channel", "cannot_grant_unheld"}},
+	"replace_others_needs_manage_messages":  {phrases: []string{"someone else's attachment also needs `MANAGE_MESSAGES`"}, extra: []string{"MANAGE_MESSAGES"}},
+	"or_uploader":                           {phrases: []string{"the uploader, or"}, extra: []string{"VIEW_CHANNEL"}},
+	"or_self":                               {phrases: []string{"the user themself, or"}},
+	"hierarchy":                             {phrases: []string{"strictly below the caller's top role"}},
+	"hierarchy_and_grant_held":              {phrases: []string{"below", "held by the caller"}},
+	"user_hierarchy":                        {phrases: []string{"top role strictly below the caller's"}},
+	"user_hierarchy_or_own_display_name":    {phrases: []string{"top role strictly below the caller's", "own `display_name` needs no permission"}},
+	"self_or_owner":                         {phrases: []string{"the user themself, or the owner"}},
+	"email_visible_to_self_or_manage_users": {phrases: []string{"`email` is shown only"}, extra: []string{"MANAGE_USERS"}},
+}
+
+var (
+	authzPermissionParagraph = regexp.MustCompile(`(?s)\*\*Permission:\*\*(.*?)(?:\n\s*\n|$)`)
+	authzBackticked          = regexp.MustCompile("`([A-Za-z_]+)`")
+)
+
+// authzContractOps lists the contract's operations, sorted by operationId.
+func authzContractOps(t *testing.T) (*openapi3.T, []authzContractOp) {
+	t.Helper()
+	doc, err := httpapi.LoadContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []authzContractOp
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ops = append(ops, authzContractOp{method: method, path: path, op: op})
+		}
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].op.OperationID < ops[j].op.OperationID })
+	return doc, ops
+}
+
+type authzContractOp struct {
+	method, path string
+	op           *openapi3.Operation
+}
+
+// authzRequirementOf decodes an operation's x-required-permissions.
+func authzRequirementOf(op *openapi3.Operation) (authzRequirement, error) {
+	raw, ok := op.Extensions["x-required-permissions"]
+	if !ok {
+		return authzRequirement{}, fmt.Errorf("no x-required-permissions")
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return authzRequirement{}, fmt.Errorf("x-required-permissions is %T, want an object", raw)
+	}
+	var r authzRequirement
+	for k, v := range m {
+		switch k {
+		case "permissions":
+			list, ok := v.([]any)
+			if !ok {
+				return r, fmt.Errorf("permissions is %T, want an array", v)
+			}
+			r.Permissions = []string{}
+			for _, p := range list {
+				s, ok := p.(string)
+				if !ok {
+					return r, fmt.Errorf("permissions holds %T", p)
+				}
+				r.Permissions = append(r.Permissions, s)
+			}
+		case "scope":
+			r.Scope, _ = v.(string)
+		case "rule":
+			r.Rule, _ = v.(string)
+		default:
+			return r, fmt.Errorf("unknown member %q", k)
+		}
+	}
+	if r.Permissions == nil {
+		return r, fmt.Errorf("permissions is missing")
+	}
+	return r, nil
+}
+
+// TestContractRequiredPermissionsAgreeWithDescriptions checks, for every
+// operation, that x-required-permissions is well formed and that the
+// description's **Permission:** paragraph says the same thing.
+func TestContractRequiredPermissionsAgreeWithDescriptions(t *testing.T) {
+	doc, ops := authzContractOps(t)
+	if len(ops) < 40 {
+		t.Fatalf("the contract has %d operations; expected the whole API", len(ops))
+	}
+	usedRules := map[string]bool{}
+	for _, c := range ops {
+		t.Run(c.op.OperationID, func(t *testing.T) {
+			req, err := authzRequirementOf(c.op)
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.method, c.path, err)
+			}
+			usedRules[req.Rule] = true
+			paras := authzPermissionParagraph.FindAllStringSubmatch(c.op.Description, -1)
+			if len(paras) != 1 {
+				t.Fatalf("the description has %d **Permission:** paragraphs, want 1:\n%s", len(paras), c.op.Description)
+			}
+			para := strings.Join(strings.Fields(paras[0][1]), " ") // unwrap lines
+			security := doc.Security
+			if c.op.Security != nil {
+				security = *c.op.Security
+			}
+
+			// Scope.
+			switch req.Scope {
+			case "public":
+				if len(security) != 0 {
+					t.Errorf("scope public but the operation declares security %v", security)
+				}
+				if len(req.Permissions) != 0 || req.Rule != "" {
+					t.Errorf("scope public with permissions %v / rule %q", req.Permissions, req.Rule)
+				}
+				if !strings.HasPrefix(para, "none") || !strings.Contains(para, "no token") {
+					t.Errorf("scope public: the paragraph should say no token is needed: %q", para)
+				}
+			case "global", "channel":
+				if len(security) == 0 {
+					t.Errorf("scope %s but the operation needs no token (security: [])", req.Scope)
+				}
+				inChannel := strings.Contains(para, "in the channel")
+				if req.Scope == "channel" {
+					if !strings.Contains(c.path, "{channelID}") {
+						t.Errorf("scope channel on a path without {channelID}")
+					}
+					if !inChannel {
+						t.Errorf("scope channel: the paragraph should say the check is made in the channel: %q", para)
+					}
+					for _, p := range req.Permissions {
+						if perm, ok := permissions.ByName(p); ok && !permissions.ChannelScoped.Has(perm) {
+							t.Errorf("scope channel requires %s, which is not channel-scoped", p)
+						}
+					}
+				} else if inChannel {
+					t.Errorf("scope global but the paragraph speaks of a check in the channel: %q", para)
+				}
+			default:
+				t.Errorf("scope %q, want global, channel or public", req.Scope)
+			}
+
+			// Permissions: known, in catalog order, each named in the paragraph.
+			var set permissions.Set
+			for _, p := range req.Permissions {
+				perm, ok := permissions.ByName(p)
+				if !ok {
+					t.Errorf("x-required-permissions names unknown permission %q", p)
+					continue
+				}
+				set = set.Union(permissions.Of(perm))
+				if !strings.Contains(para, "`"+p+"`") {
+					t.Errorf("requires %s but the paragraph does not name it: %q", p, para)
+				}
+			}
+			if got := set.Names(); !slices.Equal(got, req.Permissions) {
+				t.Errorf("permissions %v are not in catalog order without duplicates (want %v)", req.Permissions, got)
+			}
+			if len(req.Permissions) == 0 && req.Scope != "public" && !strings.HasPrefix(para, "any authenticated user") &&
+				!strings.HasPrefix(para, "the user themself") {
+				t.Errorf("requires no permission, so the paragraph should start with who may call: %q", para)
+			}
+
+			// Rule: known, its phrases present; no other permission named.
+			allowed := slices.Clone(req.Permissions)
+			if req.Rule != "" {
+				rule, ok := authzRules[req.Rule]
+				if !ok {
+					t.Fatalf("unknown rule %q", req.Rule)
+				}
+				for _, ph := range rule.phrases {
+					if !strings.Contains(para, ph) {
+						t.Errorf("rule %s: the paragraph should say %q: %q", req.Rule, ph, para)
+					}
+				}
+				allowed = append(allowed, rule.extra...)
+			}
+			for _, m := range authzBackticked.FindAllStringSubmatch(para, -1) {
+				if _, isPerm := permissions.ByName(m[1]); isPerm && !slices.Contains(allowed, m[1]) {
+					t.Errorf("the paragraph names %s, which neither x-required-permissions nor its rule %q accounts for: %q",
+						m[1], req.Rule, para)
+				}
+			}
+			if strings.Contains(para, "(global)") && req.Scope != "global" {
+				t.Errorf("the paragraph says (global) but the scope is %s", req.Scope)
+			}
+		})
+	}
+	// Every rule in use is documented for the contract's readers.
+	for rule := range usedRules {
+		if rule != "" && !strings.Contains(doc.Info.Description, "`"+rule+"`") {
+			t.Errorf("rule %q is used but info.description does not explain it", rule)
+		}
+	}
+	for rule := range authzRules {
+		if !usedRules[rule] {
+			t.Errorf("rule %q is known to this test but no operation uses it", rule)
+		}
+	}
+}

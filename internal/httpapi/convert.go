@@ -1,0 +1,183 @@
+package httpapi
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oapi-codegen/nullable"
+	openapi_types "github.com/oapi-codegen/runtime/types"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// Conversions between the contract's types (gen/api) and the domain's.
+
+func names(s permissions.Set) api.PermissionNames {
+	out := make(api.PermissionNames, 0, s.Len())
+	for _, n := range s.Names() {
+		out = append(out, api.PermissionName(n))
+	}
+	return out
+}
+
+// parsePermissions turns names into a set; the validator has already checked
+// them against the enum, so an error here is a belt-and-braces 400.
+func parsePermissions(list []api.PermissionName, at string) (permissions.Set, error) {
+	raw := make([]string, len(list))
+	for i, n := range list {
+		raw[i] = string(n)
+	}
+	set, errs := permissions.ParseAll(raw)
+	if len(errs) > 0 {
+		fields := make([]apperr.FieldError, len(errs))
+		for i, e := range errs {
+			fields[i] = apperr.FieldError{Location: at + "[" + strconv.Itoa(e.Index) + "]", Message: e.Error()}
+		}
+		return 0, apperr.InvalidFields(fields)
+	}
+	return set, nil
+}
+
+func nullableString(p *string) nullable.Nullable[string] {
+	if p == nil {
+		return nullable.NewNullNullable[string]()
+	}
+	return nullable.NewNullableWithValue(*p)
+}
+
+// optional reads a merge-patch member: set reports whether it was present,
+// and v is nil when it was null.
+func optional[T any](n nullable.Nullable[T]) (v *T, set bool) {
+	if !n.IsSpecified() {
+		return nil, false
+	}
+	if n.IsNull() {
+		return nil, true
+	}
+	x := n.MustGet()
+	return &x, true
+}
+
+func toChannel(c model.Channel) api.Channel {
+	return api.Channel{Id: c.ID, Name: c.Name, Topic: nullableString(c.Topic), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+}
+
+func toRole(r model.Role) api.Role {
+	return api.Role{Id: r.ID, Name: r.Name, Position: r.Position, Color: nullableString(r.Color),
+		Permissions: names(r.Permissions), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+func toRoles(list []model.Role) api.RoleList {
+	out := api.RoleList{Items: make([]api.Role, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	for i, r := range list {
+		out.Items[i] = toRole(r)
+	}
+	return out
+}
+
+func toUser(u model.User) api.User {
+	out := api.User{Id: u.ID, Username: u.Username, DisplayName: u.DisplayName, Status: api.UserStatus(u.Status),
+		Roles: u.Roles, IsOwner: u.IsOwner, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+	if out.Roles == nil {
+		out.Roles = []string{}
+	}
+	if !u.EmailHidden {
+		if u.Email == nil {
+			out.Email = nullable.NewNullNullable[openapi_types.Email]()
+		} else {
+			out.Email = nullable.NewNullableWithValue(openapi_types.Email(*u.Email))
+		}
+	}
+	return out
+}
+
+func emailOf(n nullable.Nullable[api.Email]) *string {
+	v, _ := optional(n)
+	if v == nil {
+		return nil
+	}
+	s := string(*v)
+	return &s
+}
+
+func toOverwrite(o model.Overwrite) api.Overwrite {
+	out := api.Overwrite{TargetType: api.OverwriteTargetType(o.TargetType), Allow: names(o.Allow), Deny: names(o.Deny)}
+	if o.TargetID != "" {
+		id := o.TargetID
+		out.TargetId = &id
+	}
+	return out
+}
+
+func toOverwrites(list []model.Overwrite) api.OverwriteList {
+	out := api.OverwriteList{Items: make([]api.Overwrite, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	for i, o := range list {
+		out.Items[i] = toOverwrite(o)
+	}
+	return out
+}
+
+func toToken(t model.Token) api.Token {
+	return api.Token{Id: t.ID, UserId: t.UserID, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: nullableTime(t.ExpiresAt)}
+}
+
+func nullableTime(t *time.Time) nullable.Nullable[time.Time] {
+	if t == nil {
+		return nullable.NewNullNullable[time.Time]()
+	}
+	return nullable.NewNullableWithValue(*t)
+}
+
+func toAttachment(a model.Attachment) api.Attachment {
+	return api.Attachment{ChannelId: a.ChannelID, Id: a.ID, ContentType: a.ContentType, Size: a.Size, Sha256: a.SHA256,
+		CreatedBy: nullableString(a.CreatedBy), UpdatedBy: nullableString(a.UpdatedBy), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+}
+
+func toEvent(e model.Event) api.Event {
+	return api.Event{Seq: e.Seq, Type: api.EventType(e.Type), ActorId: nullableString(e.ActorID), Subject: e.Subject,
+		Data: e.Data, Reason: nullableString(e.Reason), CreatedAt: e.CreatedAt}
+}
+
+func cursorOf(c *string) nullable.Nullable[string] { return nullableString(c) }
+
+func toExplanations(list []permissions.Explanation) *[]api.PermissionExplanation {
+	out := make([]api.PermissionExplanation, len(list))
+	for i, e := range list {
+		steps := make([]api.ExplanationStep, len(e.Steps))
+		for j, s := range e.Steps {
+			steps[j] = api.ExplanationStep{Kind: api.ExplanationStepKind(s.Kind), Effect: api.ExplanationStepEffect(s.Effect), Detail: s.Detail}
+			if s.RoleID != "" {
+				id := s.RoleID
+				steps[j].RoleId = &id
+			}
+		}
+		out[i] = api.PermissionExplanation{Permission: api.PermissionName(e.Permission.String()), Granted: e.Granted, Steps: steps}
+	}
+	return &out
+}
+
+func toUserPermissions(p guild.UserPermissions) api.UserPermissions {
+	out := api.UserPermissions{UserId: p.UserID, ChannelId: nullableString(p.ChannelID), Permissions: names(p.Permissions)}
+	if p.Explain != nil {
+		out.Explain = toExplanations(p.Explain)
+	}
+	return out
+}
+
+func opts(ifMatch, reason *string) guild.WriteOpts {
+	if reason != nil && strings.TrimSpace(*reason) == "" {
+		reason = nil // an empty X-Audit-Reason is no reason
+	}
+	o := guild.WriteOpts{Reason: reason}
+	if ifMatch != nil {
+		o.IfMatch = *ifMatch
+	}
+	return o
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/apperr"
+)
+
+// problemInfo is the fixed part of each problem type: its status and title,
+// and the description served at /problems/<code>.
+type problemInfo struct {
+	status      int
+	title       string
+	description string
+}
+
+var problems = map[api.ProblemCode]problemInfo{
+	api.ProblemCodeValidation:           {400, "Request is invalid", "The request does not match the contract or breaks a rule. `errors` lists each problem with its location, such as `body.permissions[1]` or `query.limit`. Fix the request; repeating it unchanged will fail again."},
+	api.ProblemCodeUnauthenticated:      {401, "Authentication required", "The request has no bearer token, or its token is unknown, revoked or expired, or belongs to a suspended user. Send `Authorization: Bearer <token>`."},
+	api.ProblemCodeForbidden:            {403, "Forbidden", "The caller may not do this. `reason` says why: `missing_permissions` (listed in `missing_permissions`, with `channel_id` when the check was made in a channel), `role_hierarchy` (the role or user is not strictly below the caller's highest role; see `role_id` or `user_id`), `cannot_grant_unheld` (the change grants or revokes permissions the caller lacks), or `self_or_owner_only` (a user's tokens belong to that user and the owner)."},
+	api.ProblemCodeNotFound:             {404, "Not found", "The resource named in the path does not exist, or no route matches the URL."},
+	api.ProblemCodeMethodNotAllowed:     {405, "Method not allowed", "The URL exists but not with this method; `Allow` lists the methods it takes."},
+	api.ProblemCodeConflict:             {409, "Conflict", "The change conflicts with the current state: the ID, username or email is taken, or the owner cannot be changed that way."},
+	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (`roles`, `overwrites_per_channel` or `profile_links`)."},
+	api.ProblemCodePreconditionFailed:   {412, "Precondition failed", "The `If-Match` header does not match the resource's current `ETag`: someone changed it since you read it. Read it again and retry."},
+	api.ProblemCodePayloadTooLarge:      {413, "Payload too large", "The body is larger than allowed: 1 MiB for JSON, and the configured attachment limit (25 MiB by default) for uploads."},
+	api.ProblemCodeUnsupportedMediaType: {415, "Unsupported media type", "The body's `Content-Type` is missing or not one the operation accepts."},
+	api.ProblemCodeRangeNotSatisfiable:  {416, "Range not satisfiable", "The `Range` header lies outside the attachment's bytes."},
+	api.ProblemCodeRateLimited:          {429, "Too many requests", "The client sent more requests than its rate limit allows. Wait `Retry-After` seconds."},
+	api.ProblemCodeInternal:             {500, "Internal error", "An unexpected error occurred. Nothing about it is shown here; quote `request_id` when reporting it."},
+}
+
+// problemFor maps an error to the contract's Problem: the one mapping of
+// error kinds to statuses. ok is false for unexpected errors (500).
+func problemFor(err error) (p api.Problem, ok bool) {
+	if e, isApp := apperr.As(err); isApp {
+		p = newProblem(codeOf(e.Kind), e.Detail)
+		for _, f := range e.Fields {
+			p.Errors = appendField(p.Errors, f)
+		}
+		if f := e.Forbidden; f != nil {
+			reason := api.ProblemReason(f.Reason)
+			p.Reason = &reason
+			missing := make([]api.PermissionName, 0, len(f.Missing))
+			for _, m := range f.Missing {
+				missing = append(missing, api.PermissionName(m))
+			}
+			p.MissingPermissions = &missing
+			p.ChannelId, p.RoleId, p.UserId = strPtr(f.Channel), strPtr(f.Role), strPtr(f.User)
+		}
+		p.Limit = strPtr(e.Limit)
+		return p, true
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return newProblem(api.ProblemCodeNotFound, "No route matches this URL."), true
+		case http.StatusMethodNotAllowed:
+			return newProblem(api.ProblemCodeMethodNotAllowed, "This URL does not take this method; see Allow."), true
+		case http.StatusRequestEntityTooLarge:
+			return newProblem(api.ProblemCodePayloadTooLarge, "The body is too large."), true
+		case http.StatusUnsupportedMediaType:
+			return newProblem(api.ProblemCodeUnsupportedMediaType, "The Content-Type is not accepted."), true
+		case http.StatusUnauthorized:
+			return newProblem(api.ProblemCodeUnauthenticated, "A valid bearer token is required."), true
+		case http.StatusBadRequest:
+			// Echo's binder: the body did not decode into the operation's type.
+			return newProblem(api.ProblemCodeValidation, "The body could not be decoded."), true
+		case http.StatusTooManyRequests:
+			return newProblem(api.ProblemCodeRateLimited, "Too many requests."), true
+		}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return newProblem(api.ProblemCodePayloadTooLarge, fmt.Sprintf("The body exceeds %d bytes.", mbe.Limit)), true
+	}
+	return newProblem(api.ProblemCodeInternal, "An unexpected error occurred."), false
+}
+
+func codeOf(kind error) api.ProblemCode {
+	switch kind {
+	case apperr.ErrInvalid:
+		return api.ProblemCodeValidation
+	case apperr.ErrUnauthenticated:
+		return api.ProblemCodeUnauthenticated
+	case apperr.ErrForbidden:
+		return api.ProblemCodeForbidden
+	case apperr.ErrNotFound:
+		return api.ProblemCodeNotFound
+	case apperr.ErrConflict:
+		return api.ProblemCodeConflict
+	case apperr.ErrLimitExceeded:
+		return api.ProblemCodeLimitExceeded
+	case apperr.ErrPrecondition:
+		return api.ProblemCodePreconditionFailed
+	case apperr.ErrTooLarge:
+		return api.ProblemCodePayloadTooLarge
+	case apperr.ErrUnsupportedMedia:
+		return api.ProblemCodeUnsupportedMediaType
+	}
+	return api.ProblemCodeInternal
+}
+
+func newProblem(code api.ProblemCode, detail string) api.Problem {
+	info := problems[code]
+	return api.Problem{Type: "/problems/" + string(code), Title: info.title, Status: info.status,
+		Code: code, Detail: &detail}
+}
+
+func appendField(list *[]api.FieldError, f apperr.FieldError) *[]api.FieldError {
+	if list == nil {
+		list = &[]api.FieldError{}
+	}
+	*list = append(*list, api.FieldError{Location: f.Location, Message: f.Message})
+	return list
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// errorHandler renders every error as application/problem+json: handlers,
+// the validator, authentication, unknown routes, wrong methods and panics.
+func (h *Handler) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return // a stream that failed midway: nothing more can be said
+	}
+	p, expected := problemFor(err)
+	req := c.Request()
+	rid := c.Response().Header().Get(echo.HeaderXRequestID)
+	p.RequestId = rid
+	instance := req.URL.EscapedPath()
+	p.Instance = &instance
+	if !expected {
+		if errors.Is(err, context.Canceled) {
+			h.log.Info("request canceled", "request_id", rid, "method", req.Method, "path", req.URL.Path)
+		} else {
+			h.log.Error("unexpected error", "request_id", rid, "method", req.Method, "path", req.URL.Path, "err", err)
+		}
+	}
+	if p.Status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="guildhall"`)
+	}
+	if p.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	writeProblem(c, p)
+}
+
+func problemJSON(p api.Problem) []byte {
+	body, _ := json.Marshal(p)
+	return body
+}
+
+func writeProblem(c echo.Context, p api.Problem) {
+	body := problemJSON(p)
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "application/problem+json")
+	w.Header().Del("Content-Disposition")
+	w.Header().Del("ETag")
+	if c.Request().Method == http.MethodHead {
+		w.WriteHeader(p.Status)
+		return
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
+// problemPage serves the description of a problem type at /problems/<code>.
+func problemPage(c echo.Context) error {
+	code := api.ProblemCode(strings.TrimPrefix(c.Param("code"), "/"))
+	info, ok := problems[code]
+	if !ok {
+		return echo.ErrNotFound
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title></head><body>", info.title)
+	fmt.Fprintf(&b, "<h1>%s</h1><p>Status %d, code <code>%s</code>.</p><p>%s</p>", info.title, info.status, code, mdCode(info.description))
+	b.WriteString("<p>Every Guildhall error is an RFC 9457 problem (<code>application/problem+json</code>); see <a href=\"/docs/\">the API documentation</a>.</p></body></html>")
+	return c.HTML(http.StatusOK, b.String())
+}
+
+// mdCode turns `x` into <code>x</code> (descriptions hold no other markup).
+func mdCode(s string) string {
+	parts := strings.Split(s, "`")
+	var b strings.Builder
+	for i, p := range parts {
+		if i%2 == 1 {
+			b.WriteString("<code>" + html.EscapeString(p) + "</code>")
+		} else {
+			b.WriteString(html.EscapeString(p))
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/guild"
+)
+
+// ListAuditLog implements GET /audit-log.
+func (h *Handler) ListAuditLog(ctx context.Context, req api.ListAuditLogRequestObject) (api.ListAuditLogResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := req.Params
+	page, err := h.svc.AuditLog(ctx, a, guild.AuditFilter{ActorID: deref(p.ActorID), Type: deref(p.Type), Subject: deref(p.Subject),
+		Since: p.Since, Until: p.Until}, deref(p.Cursor), deref(p.Limit))
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListAuditLog200JSONResponse{Items: make([]api.Event, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	for i, e := range page.Items {
+		out.Items[i] = toEvent(e)
+	}
+	return out, nil
+}
+
+// CreateEventTicket implements POST /events/ticket.
+func (h *Handler) CreateEventTicket(ctx context.Context, _ api.CreateEventTicketRequestObject) (api.CreateEventTicketResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ticket, expires, err := h.svc.CreateTicket(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateEventTicket201JSONResponse{Ticket: ticket, ExpiresAt: expires}, nil
+}
+
+// StreamEvents implements GET /events as Server-Sent Events.
+func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestObject) (api.StreamEventsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	after := int64(-1)
+	if v := req.Params.LastEventID; v != nil {
+		n, err := strconv.ParseInt(*v, 10, 64)
+		if err != nil {
+			return nil, apperr.Invalid("header.Last-Event-ID", "must be an event seq")
+		}
+		after = n
+	} else if req.Params.After != nil {
+		after = *req.Params.After
+	}
+	if err := h.svc.CanStream(a); err != nil { // 400 before 403 (DESIGN §11)
+		return nil, err
+	}
+	if after < 0 {
+		// A fresh stream starts with the next event.
+		if after, err = h.svc.LastEventSeq(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &eventStream{h: h, ctx: ctx, after: after}, nil
+}
+
+// eventStream writes events with seq > after as they are committed: it reads
+// them from the store by seq after each wake-up, so it never skips or repeats
+// one, and a slow client slows only itself.
+type eventStream struct {
+	h     *Handler
+	ctx   context.Context
+	after int64
+}
+
+const eventBatch = 256
+
+func (s *eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, ": stream open\nretry: 2000\n\n"); err != nil {
+		return nil
+	}
+	_ = rc.Flush()
+
+	// On shutdown, a write blocked on a stalled client fails at once instead
+	// of holding the graceful shutdown until its timeout.
+	defer context.AfterFunc(s.h.streams, func() { _ = rc.SetWriteDeadline(time.Now()) })()
+
+	wake, unsubscribe := s.h.broker.Subscribe()
+	defer unsubscribe()
+	heartbeat := time.NewTicker(s.h.heartbeat)
+	defer heartbeat.Stop()
+	for {
+		// Drain everything committed so far.
+		for {
+			if s.ctx.Err() != nil || s.h.streams.Err() != nil {
+				return nil // a long replay stops too
+			}
+			events, err := s.h.svc.EventsAfter(s.ctx, s.after, eventBatch)
+			if err != nil {
+				if s.ctx.Err() == nil {
+					s.h.log.Warn("event stream read failed", "err", err)
+				}
+				return nil
+			}
+			for _, e := range events {
+				data, err := json.Marshal(toEvent(e))
+				if err != nil {
+					return nil
+				}
+				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data); err != nil {
+					return nil // the client is gone
+				}
+				s.after = e.Seq
+			}
+			if len(events) > 0 {
+				if err := rc.Flush(); err != nil {
+					return nil
+				}
+			}
+			if len(events) < eventBatch {
+				break
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case <-s.h.streams.Done(): // the server is shutting down
+			return nil
+		case <-wake:
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+				return nil
+			}
+			if err := rc.Flush(); err != nil {
+				return nil
+			}
+		}
+	}
+}

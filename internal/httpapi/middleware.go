@@ -1,0 +1,400 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/labstack/echo/v4"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/guild"
+)
+
+// operation is one route of the contract, with what its middlewares need.
+type operation struct {
+	id       string
+	method   string
+	path     string // OpenAPI path, e.g. /roles/{roleID}/create
+	route    *routers.Route
+	public   bool // security: []
+	ticket   bool // also accepts ?ticket= (the event stream)
+	jsonBody bool // has a JSON request body
+	rawBody  bool // streamed body, not validated (attachment upload)
+	legacy   string
+}
+
+// gate authenticates the caller (401) and applies the rate limit (429): per
+// token for authenticated requests, per client address otherwise, so guessing
+// tokens is as slow as anything else.
+func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			var actor *guild.Actor
+			var authErr error
+			if !op.public {
+				actor, authErr = h.authenticate(c, op)
+			}
+			if h.limiter != nil {
+				key := "ip:" + c.RealIP()
+				if actor != nil {
+					key = "token:" + actor.TokenID
+				}
+				if !h.limiter.allow(c, key) {
+					return &echo.HTTPError{Code: http.StatusTooManyRequests}
+				}
+			}
+			if authErr != nil {
+				return authErr
+			}
+			ctx := req.Context()
+			if actor != nil {
+				ctx = withActor(ctx, actor)
+			}
+			ctx = context.WithValue(ctx, requestKey, req)
+			ctx = context.WithValue(ctx, responseKey, http.ResponseWriter(c.Response()))
+			c.SetRequest(req.WithContext(ctx))
+			return next(c)
+		}
+	}
+}
+
+func (h *Handler) authenticate(c echo.Context, op *operation) (*guild.Actor, error) {
+	req := c.Request()
+	authz := req.Header.Get(echo.HeaderAuthorization)
+	if authz == "" && op.ticket {
+		if t := req.URL.Query().Get("ticket"); t != "" {
+			return h.svc.AuthenticateTicket(req.Context(), t)
+		}
+	}
+	scheme, token, found := strings.Cut(authz, " ")
+	if authz == "" || !found || !strings.EqualFold(scheme, "Bearer") {
+		return nil, apperr.Unauthenticated("A bearer token is required: send Authorization: Bearer <token>.")
+	}
+	return h.svc.Authenticate(req.Context(), strings.TrimSpace(token))
+}
+
+// validate checks the request against the contract with kin-openapi. JSON
+// bodies are read first (bounded by the body limit) and must be valid UTF-8
+// holding exactly one JSON value; the streamed attachment body is not read.
+func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
+	opts := &openapi3filter.Options{
+		MultiError:              true,
+		AuthenticationFunc:      openapi3filter.NoopAuthenticationFunc,
+		SkipSettingDefaults:     true,
+		KeepValidatedValue:      true,
+		ExcludeRequestBody:      op.rawBody,
+		SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.EnableFormatValidation(), formatValidators},
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			if op.jsonBody {
+				if err := h.readJSONBody(c, op); err != nil {
+					return err
+				}
+			}
+			params := make(map[string]string, len(c.ParamNames()))
+			for i, name := range c.ParamNames() {
+				params[name] = c.ParamValues()[i]
+			}
+			vreq := req
+			if op.rawBody {
+				// kin-openapi's security check reads the whole body into
+				// memory (so that an AuthenticationFunc may read it), even
+				// with ExcludeRequestBody. Authentication is the gate's, so
+				// the validator gets a copy without the streamed body.
+				vreq = req.WithContext(req.Context())
+				vreq.Body, vreq.GetBody, vreq.ContentLength = http.NoBody, nil, 0
+			}
+			in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: op.route, Options: opts}
+			if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
+				return validationProblem(err)
+			}
+			if err := checkAuditReason(req.Header.Get("X-Audit-Reason")); err != nil {
+				return err
+			}
+			return next(c)
+		}
+	}
+}
+
+// readJSONBody enforces the JSON body limit, the media type, UTF-8 and "one
+// value only" before the validator sees the body (encoding/json would accept
+// invalid UTF-8 and trailing data).
+func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
+	req := c.Request()
+	var data []byte
+	if req.Body != nil {
+		var err error
+		data, err = io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, h.maxJSON))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return apperr.TooLarge(h.maxJSON)
+			}
+			return fmt.Errorf("read body: %w", err)
+		}
+	}
+	if len(data) == 0 {
+		return apperr.Invalid("body", "a JSON body is required")
+	}
+	ct := req.Header.Get(echo.HeaderContentType)
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || op.route.Operation.RequestBody.Value.Content.Get(mt) == nil {
+		want := make([]string, 0, 1)
+		for k := range op.route.Operation.RequestBody.Value.Content {
+			want = append(want, k)
+		}
+		sort.Strings(want)
+		return apperr.UnsupportedMedia("Content-Type must be " + strings.Join(want, " or ") + ".")
+	}
+	if !utf8.Valid(data) {
+		return apperr.Invalid("body", "the body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return apperr.Invalid("body", "the body is not valid JSON: %s", jsonErrorText(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return apperr.Invalid("body", "the body holds data after its JSON value")
+	}
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	req.ContentLength = int64(len(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	return nil
+}
+
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "it ends too early"
+	}
+	return err.Error()
+}
+
+// validationProblem turns kin-openapi's errors into a 400 (or 415) listing
+// each problem with a location such as body.permissions[1].
+func validationProblem(err error) error {
+	var fields []apperr.FieldError
+	var media error
+	var walk func(error)
+	walk = func(err error) {
+		if me, ok := err.(openapi3.MultiError); ok {
+			for _, e := range me {
+				walk(e)
+			}
+			return
+		}
+		re, ok := err.(*openapi3filter.RequestError)
+		if !ok {
+			fields = append(fields, apperr.FieldError{Location: "request", Message: err.Error()})
+			return
+		}
+		switch {
+		case re.Parameter != nil:
+			loc := re.Parameter.In + "." + re.Parameter.Name
+			fields = append(fields, schemaFields(loc, re.Err, paramMessage(re))...)
+		case re.RequestBody != nil:
+			if strings.HasPrefix(re.Reason, "header Content-Type has unexpected value") {
+				media = apperr.UnsupportedMedia("The Content-Type is not accepted by this operation.")
+				return
+			}
+			if errors.Is(re.Err, openapi3filter.ErrInvalidRequired) {
+				fields = append(fields, apperr.FieldError{Location: "body", Message: "a body is required"})
+				return
+			}
+			fields = append(fields, schemaFields("body", re.Err, "the body does not match the contract")...)
+		default:
+			fields = append(fields, apperr.FieldError{Location: "request", Message: re.Error()})
+		}
+	}
+	walk(err)
+	if media != nil {
+		return media
+	}
+	return apperr.InvalidFields(fields)
+}
+
+func paramMessage(re *openapi3filter.RequestError) string {
+	if errors.Is(re.Err, openapi3filter.ErrInvalidRequired) {
+		return "is required"
+	}
+	if re.Reason != "" {
+		return re.Reason
+	}
+	return "is invalid"
+}
+
+var quotedName = regexp.MustCompile(`^property "([^"]+)" is (missing|unsupported)$`)
+
+// schemaFields flattens schema errors under a location prefix.
+func schemaFields(prefix string, err error, fallback string) []apperr.FieldError {
+	if me, ok := err.(openapi3.MultiError); ok {
+		var out []apperr.FieldError
+		for _, e := range me {
+			out = append(out, schemaFields(prefix, e, fallback)...)
+		}
+		return out
+	}
+	var se *openapi3.SchemaError
+	if !errors.As(err, &se) {
+		msg := fallback
+		if err != nil && !errors.Is(err, openapi3filter.ErrInvalidRequired) {
+			msg = err.Error()
+		}
+		return []apperr.FieldError{{Location: prefix, Message: msg}}
+	}
+	loc := prefix + pointerPath(se.JSONPointer())
+	msg := se.Reason
+	switch {
+	case se.SchemaField == "enum" && isPermissionEnum(se.Schema):
+		msg = fmt.Sprintf("unknown permission %q", fmt.Sprint(se.Value))
+	case se.SchemaField == "uniqueItems":
+		if i, v, ok := firstDuplicate(se.Value); ok {
+			loc += "[" + strconv.Itoa(i) + "]"
+			msg = fmt.Sprintf("duplicate value %q", v)
+		}
+	default:
+		if m := quotedName.FindStringSubmatch(se.Reason); m != nil {
+			if !strings.HasSuffix(loc, "."+m[1]) {
+				loc += "." + m[1]
+			}
+			if m[2] == "missing" {
+				msg = "is required"
+			} else {
+				msg = "is not a known field"
+			}
+		}
+	}
+	return []apperr.FieldError{{Location: loc, Message: msg}}
+}
+
+// pointerPath renders a JSON pointer as .name and [index] steps.
+func pointerPath(ptr []string) string {
+	var b strings.Builder
+	for _, p := range ptr {
+		if _, err := strconv.Atoi(p); err == nil {
+			b.WriteString("[" + p + "]")
+		} else {
+			b.WriteString("." + p)
+		}
+	}
+	return b.String()
+}
+
+func isPermissionEnum(s *openapi3.Schema) bool {
+	for _, v := range s.Enum {
+		if v == "ADMINISTRATOR" {
+			return true
+		}
+	}
+	return false
+}
+
+func firstDuplicate(v any) (int, string, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return 0, "", false
+	}
+	seen := map[string]bool{}
+	for i, x := range list {
+		k := fmt.Sprint(x)
+		if seen[k] {
+			return i, k, true
+		}
+		seen[k] = true
+	}
+	return 0, "", false
+}
+
+// formatValidators check the email and uri formats, which kin-openapi leaves
+// unchecked by default.
+var formatValidators = openapi3.WithStringFormatValidators(map[string]openapi3.StringFormatValidator{
+	"email": openapi3.NewCallbackValidator(func(s string) error {
+		if !emailPattern.MatchString(s) {
+			return errors.New("is not an email address")
+		}
+		return nil
+	}),
+	"uri": openapi3.NewCallbackValidator(func(s string) error {
+		if strings.ContainsAny(s, " \t\r\n") || !uriPattern.MatchString(s) {
+			return errors.New("is not an absolute URI")
+		}
+		return nil
+	}),
+	"date-time": openapi3.NewCallbackValidator(func(s string) error {
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			return errors.New("is not an RFC 3339 date-time")
+		}
+		return nil
+	}),
+})
+
+var (
+	emailPattern = regexp.MustCompile(`^[A-Za-z0-9.!#$%&'*+/=?^_` + "`" + `{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$`)
+	uriPattern   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+`)
+)
+
+// legacy marks a deprecated operation's answers, errors included, with
+// Deprecation (RFC 9745) and its successor's Link.
+func (h *Handler) legacy(op *operation) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			hd := c.Response().Header()
+			hd.Set("Deprecation", legacyDeprecation())
+			hd.Set("Link", successorLink(op.legacy, c.Param("roleID"), ""))
+			return next(c)
+		}
+	}
+}
+
+// legacySince is when the legacy role operations were deprecated.
+var legacySince = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+func legacyDeprecation() string { return fmt.Sprintf("@%d", legacySince.Unix()) }
+
+// successorLink names a legacy operation's successor; userID is filled in
+// once the body is read (add_user and remove_user carry it there).
+func successorLink(successor, roleID, userID string) string {
+	if userID == "" {
+		userID = "%7BuserID%7D"
+	}
+	u := strings.NewReplacer("{roleID}", roleID, "{userID}", userID).Replace(successor)
+	return "</api" + u + `>; rel="successor-version"`
+}
+
+// checkAuditReason refuses what the schema cannot: an X-Audit-Reason that is
+// not UTF-8 text (PostgreSQL would refuse to store it: a 500) or holds
+// control characters.
+func checkAuditReason(v string) error {
+	if !utf8.ValidString(v) {
+		return apperr.Invalid("header.X-Audit-Reason", "must be UTF-8 text")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return apperr.Invalid("header.X-Audit-Reason", "must not contain control characters")
+		}
+	}
+	return nil
+}

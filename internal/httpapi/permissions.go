@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/oapi-codegen/nullable"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/openapi"
+)
+
+// ListPermissions implements GET /permissions.
+func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequestObject) (api.ListPermissionsResponseObject, error) {
+	if _, err := actorOf(ctx); err != nil {
+		return nil, err
+	}
+	cat := h.svc.Catalog()
+	out := api.ListPermissions200JSONResponse{Items: make([]api.PermissionInfo, len(cat)), NextCursor: nullable.NewNullNullable[string]()}
+	for i, p := range cat {
+		scopes := make([]api.PermissionInfoScopes, len(p.Scopes))
+		for j, s := range p.Scopes {
+			scopes[j] = api.PermissionInfoScopes(s)
+		}
+		out.Items[i] = api.PermissionInfo{Name: api.PermissionName(p.Name), Description: p.Description, Scopes: scopes}
+	}
+	return out, nil
+}
+
+// GetGlobalPermissions implements GET /permissions/global.
+func (h *Handler) GetGlobalPermissions(ctx context.Context, _ api.GetGlobalPermissionsRequestObject) (api.GetGlobalPermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	perms, v, err := h.svc.GlobalPermissions(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetGlobalPermissions200JSONResponse{Body: api.PermissionList{Permissions: names(perms)},
+		Headers: api.GetGlobalPermissions200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+}
+
+// ReplaceGlobalPermissions implements PUT /permissions/global.
+func (h *Handler) ReplaceGlobalPermissions(ctx context.Context, req api.ReplaceGlobalPermissionsRequestObject) (api.ReplaceGlobalPermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	if err != nil {
+		return nil, err
+	}
+	out, v, err := h.svc.SetGlobalPermissions(ctx, a, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.ReplaceGlobalPermissions200JSONResponse{Body: api.PermissionList{Permissions: names(out)},
+		Headers: api.ReplaceGlobalPermissions200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+}
+
+// GetUserPermissions implements GET /users/{userID}/permissions.
+func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermissionsRequestObject) (api.GetUserPermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := h.svc.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain))
+	if err != nil {
+		return nil, err
+	}
+	return api.GetUserPermissions200JSONResponse(toUserPermissions(p)), nil
+}
+
+// GetProfileLinks implements GET /profile/link.
+func (h *Handler) GetProfileLinks(ctx context.Context, _ api.GetProfileLinksRequestObject) (api.GetProfileLinksResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := h.svc.ProfileLinks(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetProfileLinks200JSONResponse{Body: api.ProfileLinks{Links: p.Links},
+		Headers: api.GetProfileLinks200ResponseHeaders{ETag: ptr(guild.ETag(p.Version))}}, nil
+}
+
+// ReplaceProfileLinks implements PUT /profile/link.
+func (h *Handler) ReplaceProfileLinks(ctx context.Context, req api.ReplaceProfileLinksRequestObject) (api.ReplaceProfileLinksResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := h.svc.ReplaceProfileLinks(ctx, a, req.Body.Links, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.ReplaceProfileLinks200JSONResponse{Body: api.ProfileLinks{Links: p.Links},
+		Headers: api.ReplaceProfileLinks200ResponseHeaders{ETag: ptr(guild.ETag(p.Version))}}, nil
+}
+
+// UpdateProfileLinks implements PATCH /profile/link.
+func (h *Handler) UpdateProfileLinks(ctx context.Context, req api.UpdateProfileLinksRequestObject) (api.UpdateProfileLinksResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := h.svc.PatchProfileLinks(ctx, a, req.Body.Links, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateProfileLinks200JSONResponse{Body: api.ProfileLinks{Links: p.Links},
+		Headers: api.UpdateProfileLinks200ResponseHeaders{ETag: ptr(guild.ETag(p.Version))}}, nil
+}
+
+// DeleteProfileLinks implements DELETE /profile/link.
+func (h *Handler) DeleteProfileLinks(ctx context.Context, req api.DeleteProfileLinksRequestObject) (api.DeleteProfileLinksResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.svc.DeleteProfileLinks(ctx, a, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.DeleteProfileLinks204Response{}, nil
+}
+
+// GetOpenAPIYAML implements GET /openapi.yaml: the embedded bytes.
+func (h *Handler) GetOpenAPIYAML(context.Context, api.GetOpenAPIYAMLRequestObject) (api.GetOpenAPIYAMLResponseObject, error) {
+	return api.GetOpenAPIYAML200ApplicationyamlResponse{Body: bytes.NewReader(openapi.YAML), ContentLength: int64(len(openapi.YAML))}, nil
+}
+
+// GetOpenAPIJSON implements GET /openapi.json: the contract converted once at start.
+func (h *Handler) GetOpenAPIJSON(context.Context, api.GetOpenAPIJSONRequestObject) (api.GetOpenAPIJSONResponseObject, error) {
+	return rawJSON(h.specJSON), nil
+}
+
+// rawJSON answers pre-encoded JSON.
+type rawJSON []byte
+
+func (r rawJSON) VisitGetOpenAPIJSONResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(r)))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(r)
+	return err
+}

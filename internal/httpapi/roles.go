@@ -1,0 +1,254 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// ListRoles implements GET /roles.
+func (h *Handler) ListRoles(ctx context.Context, _ api.ListRolesRequestObject) (api.ListRolesResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	roles, err := h.svc.ListRoles(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListRoles200JSONResponse(toRoles(roles)), nil
+}
+
+// GetRole implements GET /roles/{roleID}.
+func (h *Handler) GetRole(ctx context.Context, req api.GetRoleRequestObject) (api.GetRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.svc.GetRole(ctx, a, req.RoleID)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetRole200JSONResponse{Body: toRole(r), Headers: api.GetRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+}
+
+// UpdateRole implements PATCH /roles/{roleID}.
+func (h *Handler) UpdateRole(ctx context.Context, req api.UpdateRoleRequestObject) (api.UpdateRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	color, setColor := optional(req.Body.Color)
+	r, err := h.svc.UpdateRole(ctx, a, req.RoleID, guild.RolePatch{Name: req.Body.Name, SetColor: setColor, Color: color},
+		opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateRole200JSONResponse{Body: toRole(r), Headers: api.UpdateRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+}
+
+// CreateRole implements POST /roles/{roleID}/create.
+func (h *Handler) CreateRole(ctx context.Context, req api.CreateRoleRequestObject) (api.CreateRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var perms permissions.Set
+	if req.Body.Permissions != nil {
+		if perms, err = parsePermissions(*req.Body.Permissions, "body.permissions"); err != nil {
+			return nil, err
+		}
+	}
+	color, _ := optional(req.Body.Color)
+	r, err := h.svc.CreateRole(ctx, a, req.RoleID, req.Body.Name, perms, color, opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateRole201JSONResponse{Body: toRole(r), Headers: api.CreateRole201ResponseHeaders{
+		ETag: ptr(guild.ETag(r.Version)), Location: ptr("/api/roles/" + r.ID)}}, nil
+}
+
+// RenameRole implements POST /roles/{roleID}/rename.
+func (h *Handler) RenameRole(ctx context.Context, req api.RenameRoleRequestObject) (api.RenameRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.svc.RenameRole(ctx, a, req.RoleID, req.Body.Name, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.RenameRole200JSONResponse{Body: toRole(r), Headers: api.RenameRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+}
+
+// MoveRole implements POST /roles/{roleID}/move.
+func (h *Handler) MoveRole(ctx context.Context, req api.MoveRoleRequestObject) (api.MoveRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.svc.MoveRole(ctx, a, req.RoleID, req.Body.Position, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.MoveRole200JSONResponse{Body: toRole(r), Headers: api.MoveRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+}
+
+// DeleteRole implements POST /roles/{roleID}/delete.
+func (h *Handler) DeleteRole(ctx context.Context, req api.DeleteRoleRequestObject) (api.DeleteRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.svc.DeleteRole(ctx, a, req.RoleID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.DeleteRole204Response{}, nil
+}
+
+// GetRolePermissions implements GET /roles/{roleID}/permissions.
+func (h *Handler) GetRolePermissions(ctx context.Context, req api.GetRolePermissionsRequestObject) (api.GetRolePermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	perms, v, err := h.svc.RolePermissions(ctx, a, req.RoleID)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(perms)},
+		Headers: api.GetRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+}
+
+// ReplaceRolePermissions implements PUT /roles/{roleID}/permissions.
+func (h *Handler) ReplaceRolePermissions(ctx context.Context, req api.ReplaceRolePermissionsRequestObject) (api.ReplaceRolePermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.svc.SetRolePermissions(ctx, a, req.RoleID, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.ReplaceRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
+		Headers: api.ReplaceRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+}
+
+// LegacyAddRolePermissions implements the deprecated POST /roles/{roleID}/add_perm.
+func (h *Handler) LegacyAddRolePermissions(ctx context.Context, req api.LegacyAddRolePermissionsRequestObject) (api.LegacyAddRolePermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.svc.AddRolePermissions(ctx, a, req.RoleID, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.LegacyAddRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
+		Headers: api.LegacyAddRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(r.Version)),
+			Deprecation: ptr(legacyDeprecation()), Link: ptr(successorLink(legacySuccessors["legacyAddRolePermissions"], req.RoleID, ""))}}, nil
+}
+
+// LegacyRemoveRolePermissions implements the deprecated POST /roles/{roleID}/remove_perm.
+func (h *Handler) LegacyRemoveRolePermissions(ctx context.Context, req api.LegacyRemoveRolePermissionsRequestObject) (api.LegacyRemoveRolePermissionsResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.svc.RemoveRolePermissions(ctx, a, req.RoleID, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.LegacyRemoveRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
+		Headers: api.LegacyRemoveRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(r.Version)),
+			Deprecation: ptr(legacyDeprecation()), Link: ptr(successorLink(legacySuccessors["legacyRemoveRolePermissions"], req.RoleID, ""))}}, nil
+}
+
+// LegacyAddRoleUser implements the deprecated POST /roles/{roleID}/add_user.
+func (h *Handler) LegacyAddRoleUser(ctx context.Context, req api.LegacyAddRoleUserRequestObject) (api.LegacyAddRoleUserResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	link := successorLink(legacySuccessors["legacyAddRoleUser"], req.RoleID, req.Body.UserId)
+	setHeader(ctx, "Link", link)
+	if err := h.svc.AssignRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.LegacyAddRoleUser204Response{Headers: api.LegacyAddRoleUser204ResponseHeaders{
+		Deprecation: ptr(legacyDeprecation()), Link: ptr(link)}}, nil
+}
+
+// LegacyRemoveRoleUser implements the deprecated POST /roles/{roleID}/remove_user.
+func (h *Handler) LegacyRemoveRoleUser(ctx context.Context, req api.LegacyRemoveRoleUserRequestObject) (api.LegacyRemoveRoleUserResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	link := successorLink(legacySuccessors["legacyRemoveRoleUser"], req.RoleID, req.Body.UserId)
+	setHeader(ctx, "Link", link)
+	if err := h.svc.RemoveRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.LegacyRemoveRoleUser204Response{Headers: api.LegacyRemoveRoleUser204ResponseHeaders{
+		Deprecation: ptr(legacyDeprecation()), Link: ptr(link)}}, nil
+}
+
+// setHeader sets a response header from a strict handler (for errors, which
+// do not pass through the typed response).
+func setHeader(ctx context.Context, name, value string) {
+	if w := responseOf(ctx); w != nil {
+		w.Header().Set(name, value)
+	}
+}
+
+// ListUserRoles implements GET /users/{userID}/roles.
+func (h *Handler) ListUserRoles(ctx context.Context, req api.ListUserRolesRequestObject) (api.ListUserRolesResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	roles, err := h.svc.ListUserRoles(ctx, a, req.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return api.ListUserRoles200JSONResponse(toRoles(roles)), nil
+}
+
+// AssignUserRole implements POST /users/{userID}/roles/{roleID}.
+func (h *Handler) AssignUserRole(ctx context.Context, req api.AssignUserRoleRequestObject) (api.AssignUserRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.svc.AssignRole(ctx, a, req.UserID, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.AssignUserRole204Response{}, nil
+}
+
+// RemoveUserRole implements DELETE /users/{userID}/roles/{roleID}.
+func (h *Handler) RemoveUserRole(ctx context.Context, req api.RemoveUserRoleRequestObject) (api.RemoveUserRoleResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.svc.RemoveRole(ctx, a, req.UserID, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.RemoveUserRole204Response{}, nil
+}

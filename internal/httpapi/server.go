@@ -1,0 +1,214 @@
+// Package httpapi serves the contract: it implements the strict server
+// interface generated from openapi/openapi.yaml over the guild service, and
+// builds the whole HTTP stack (validator, authentication, rate limits, error
+// handler, docs, metrics) in one factory, New, used by main and by tests.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/swaggest/swgui"
+	"github.com/swaggest/swgui/v5emb"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/events"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/openapi"
+)
+
+// Options configure the HTTP stack.
+type Options struct {
+	Service     *guild.Service
+	Broker      *events.Broker
+	Logger      *slog.Logger
+	CORSOrigins []string
+	RateLimit   float64 // requests per second per client; 0 turns it off
+	MaxJSON     int64   // bytes; default 1 MiB
+	Heartbeat   time.Duration
+	Version     string
+	// Ready reports whether the instance can serve (for /readyz).
+	Ready func(context.Context) error
+	// Registry collects the HTTP metrics; a fresh one when nil.
+	Registry *prometheus.Registry
+}
+
+// Handler implements the generated strict server interface.
+type Handler struct {
+	svc       *guild.Service
+	broker    *events.Broker
+	log       *slog.Logger
+	limiter   *rateLimiter
+	maxJSON   int64
+	heartbeat time.Duration
+	specJSON  []byte
+	streams   context.Context
+}
+
+var _ api.StrictServerInterface = (*Handler)(nil)
+
+// Server is the HTTP stack and what its owner needs to stop it.
+type Server struct {
+	Echo *echo.Echo
+	// Shutdown ends the event streams (call it before http.Server.Shutdown).
+	Shutdown context.CancelFunc
+}
+
+// New builds the HTTP stack.
+func New(o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxJSON <= 0 {
+		o.MaxJSON = 1 << 20
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	doc, err := LoadContract()
+	if err != nil {
+		return nil, err
+	}
+	specJSON, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("contract as JSON: %w", err)
+	}
+	streams, stop := context.WithCancel(context.Background())
+	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit),
+		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = h.errorHandler
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}))
+	e.Use(h.accessLog())
+	e.Use(metrics(o.Registry))
+	e.Use(h.recoverer())
+	if len(o.CORSOrigins) > 0 { // none configured: no cross-origin access at all
+		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
+			AllowOrigins: o.CORSOrigins,
+			AllowMethods: []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete},
+			AllowHeaders: []string{echo.HeaderAuthorization, echo.HeaderContentType, "If-Match", "If-None-Match", "Range", "X-Audit-Reason", "Last-Event-ID"},
+			ExposeHeaders: []string{"ETag", "Location", "Link", "Deprecation", "Retry-After", "RateLimit-Limit", "RateLimit-Remaining",
+				"RateLimit-Reset", "Content-Range", "Content-Disposition", echo.HeaderXRequestID},
+			MaxAge: 600,
+		}))
+	}
+
+	ops, err := operations(doc)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	mws := make(map[string][]echo.MiddlewareFunc, len(ops))
+	for _, op := range ops {
+		var chain []echo.MiddlewareFunc
+		if op.legacy != "" {
+			chain = append(chain, h.legacy(op))
+		}
+		chain = append(chain, h.gate(op), h.validate(op))
+		mws[op.id] = chain
+	}
+	strict := api.NewStrictHandler(h, nil)
+	api.RegisterHandlersWithOptions(e.Group(""), strict, api.RegisterHandlersOptions{BaseURL: "/api", OperationMiddlewares: mws})
+
+	// Outside the contract: docs, problem types, health and metrics.
+	docs := v5emb.NewHandlerWithConfig(swgui.Config{Title: "Guildhall API", SwaggerJSON: "/api/openapi.json", BasePath: "/docs/",
+		SettingsUI: map[string]string{"persistAuthorization": "true"}})
+	e.GET("/docs", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/docs/") })
+	e.GET("/docs/*", echo.WrapHandler(docs))
+	e.GET("/problems/:code", problemPage)
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": o.Version})
+	})
+	e.GET("/readyz", func(c echo.Context) error {
+		if o.Ready != nil {
+			if err := o.Ready(c.Request().Context()); err != nil {
+				h.log.Warn("not ready", "err", err)
+				return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+			}
+		}
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	})
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
+	return &Server{Echo: e, Shutdown: stop}, nil
+}
+
+// LoadContract parses and validates the embedded contract.
+func LoadContract() (*openapi3.T, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(openapi.YAML)
+	if err != nil {
+		return nil, fmt.Errorf("load contract: %w", err)
+	}
+	if err := doc.Validate(loader.Context, openapi3.EnableExamplesValidation()); err != nil {
+		return nil, fmt.Errorf("invalid contract: %w", err)
+	}
+	return doc, nil
+}
+
+// legacySuccessors maps each deprecated operation to its successor's path.
+var legacySuccessors = map[string]string{
+	"legacyAddRolePermissions":    "/roles/{roleID}/permissions",
+	"legacyRemoveRolePermissions": "/roles/{roleID}/permissions",
+	"legacyAddRoleUser":           "/users/{userID}/roles/{roleID}",
+	"legacyRemoveRoleUser":        "/users/{userID}/roles/{roleID}",
+}
+
+// operations lists the contract's operations with what the middlewares need.
+func operations(doc *openapi3.T) ([]*operation, error) {
+	var out []*operation
+	paths := doc.Paths.InMatchingOrder()
+	sort.Strings(paths)
+	for _, path := range paths {
+		item := doc.Paths.Value(path)
+		for method, op := range item.Operations() {
+			o := &operation{id: op.OperationID, method: method, path: path,
+				route: &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op}}
+			security := doc.Security
+			if op.Security != nil {
+				security = *op.Security
+			}
+			o.public = len(security) == 0
+			for _, req := range security {
+				if _, ok := req["eventTicket"]; ok {
+					o.ticket = true
+				}
+			}
+			if rb := op.RequestBody; rb != nil && rb.Value != nil {
+				for ct := range rb.Value.Content {
+					if strings.Contains(ct, "json") {
+						o.jsonBody = true
+					} else {
+						o.rawBody = true
+					}
+				}
+			}
+			if op.Deprecated {
+				succ, ok := legacySuccessors[op.OperationID]
+				if !ok {
+					return nil, fmt.Errorf("deprecated operation %s has no successor", op.OperationID)
+				}
+				o.legacy = succ
+			}
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

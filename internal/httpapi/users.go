@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/oapi-codegen/nullable"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/guild"
+)
+
+// ListUsers implements GET /users.
+func (h *Handler) ListUsers(ctx context.Context, req api.ListUsersRequestObject) (api.ListUsersResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	page, err := h.svc.ListUsers(ctx, a, deref(req.Params.Cursor), deref(req.Params.Limit))
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListUsers200JSONResponse{Items: make([]api.User, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	for i, u := range page.Items {
+		out.Items[i] = toUser(u)
+	}
+	return out, nil
+}
+
+// CreateUser implements POST /users.
+func (h *Handler) CreateUser(ctx context.Context, req api.CreateUserRequestObject) (api.CreateUserResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := h.svc.CreateUser(ctx, a, guild.UserInput{Username: req.Body.Username, DisplayName: req.Body.DisplayName,
+		Email: emailOf(req.Body.Email)}, opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateUser201JSONResponse{Body: toUser(u), Headers: api.CreateUser201ResponseHeaders{
+		ETag: ptr(guild.ETag(u.Version)), Location: ptr("/api/users/" + u.ID)}}, nil
+}
+
+// GetUser implements GET /users/{userID}.
+func (h *Handler) GetUser(ctx context.Context, req api.GetUserRequestObject) (api.GetUserResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := h.svc.GetUser(ctx, a, req.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetUser200JSONResponse{Body: toUser(u), Headers: api.GetUser200ResponseHeaders{ETag: ptr(guild.ETag(u.Version))}}, nil
+}
+
+// UpdateUser implements PUT /users/{userID}.
+func (h *Handler) UpdateUser(ctx context.Context, req api.UpdateUserRequestObject) (api.UpdateUserResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dn := req.Body.DisplayName
+	u, err := h.svc.ReplaceUser(ctx, a, req.UserID, guild.UserInput{Username: req.Body.Username, DisplayName: &dn,
+		Email: emailOf(req.Body.Email), Status: string(req.Body.Status)}, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateUser200JSONResponse{Body: toUser(u), Headers: api.UpdateUser200ResponseHeaders{ETag: ptr(guild.ETag(u.Version))}}, nil
+}
+
+// DeleteUser implements DELETE /users/{userID}.
+func (h *Handler) DeleteUser(ctx context.Context, req api.DeleteUserRequestObject) (api.DeleteUserResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.svc.DeleteUser(ctx, a, req.UserID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.DeleteUser204Response{}, nil
+}
+
+// ListTokens implements GET /users/{userID}/tokens.
+func (h *Handler) ListTokens(ctx context.Context, req api.ListTokensRequestObject) (api.ListTokensResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := h.svc.ListTokens(ctx, a, req.UserID)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListTokens200JSONResponse{Items: make([]api.Token, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	for i, t := range list {
+		out.Items[i] = toToken(t)
+	}
+	return out, nil
+}
+
+// CreateToken implements POST /users/{userID}/tokens.
+func (h *Handler) CreateToken(ctx context.Context, req api.CreateTokenRequestObject) (api.CreateTokenResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	expires, _ := optional(req.Body.ExpiresAt)
+	var exp *time.Time
+	if expires != nil {
+		exp = expires
+	}
+	t, secret, err := h.svc.CreateToken(ctx, a, req.UserID, req.Body.Name, exp, opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateToken201JSONResponse{Body: api.TokenCreated{Id: t.ID, UserId: t.UserID, Name: t.Name, CreatedAt: t.CreatedAt,
+		ExpiresAt: nullableTime(t.ExpiresAt), Token: secret},
+		Headers: api.CreateToken201ResponseHeaders{Location: ptr("/api/users/" + t.UserID + "/tokens/" + t.ID)}}, nil
+}
+
+// GetToken implements GET /users/{userID}/tokens/{tokenID}.
+func (h *Handler) GetToken(ctx context.Context, req api.GetTokenRequestObject) (api.GetTokenResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := h.svc.GetToken(ctx, a, req.UserID, req.TokenID)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetToken200JSONResponse(toToken(t)), nil
+}
+
+// DeleteToken implements DELETE /users/{userID}/tokens/{tokenID}.
+func (h *Handler) DeleteToken(ctx context.Context, req api.DeleteTokenRequestObject) (api.DeleteTokenResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.svc.DeleteToken(ctx, a, req.UserID, req.TokenID, opts(nil, req.Params.XAuditReason)); err != nil {
+		return nil, err
+	}
+	return api.DeleteToken204Response{}, nil
+}
