@@ -1,0 +1,496 @@
+// A typed TypeScript program over every operation of openapi/openapi.yaml,
+// written the way a frontend team would use the API: openapi-fetch with the
+// types openapi-typescript generates into gen/ts/schema.ts.
+//
+// tsclient.sh type-checks it with tsc --strict, noUncheckedIndexedAccess and
+// exactOptionalPropertyTypes, checks that `steps` names every operationId of
+// the contract and that each step calls its own operation (check-client.mjs),
+// then runs it against a live server as the owner: each step asserts the
+// status and typed fields of the answer, and the run fails unless every
+// operation was called.
+import createClient, { type Client, type Middleware } from "openapi-fetch";
+import type { components, operations, paths } from "../../gen/ts/schema";
+
+type Schemas = components["schemas"];
+type Api = Client<paths>;
+type Permission = Schemas["PermissionName"];
+type OperationId = keyof operations;
+
+/** What the steps share: clients, and IDs and ETags learned on the way. */
+interface Ctx {
+  owner: Api; // the owner's token
+  anon: Api; // no token
+  connect: (token: string) => Api; // a client with another token
+  alice: string; // a user created by the program
+  aliceApi: Api | null; // a client with alice's token
+  tokenID: string;
+  etag: string; // the last ETag seen
+  ticket: string;
+}
+
+class Failure extends Error {}
+
+function fail(msg: string): never {
+  throw new Failure(msg);
+}
+
+function check(cond: boolean, msg: string): asserts cond {
+  if (!cond) fail(msg);
+}
+
+/** The typed body of a successful answer with the expected status. */
+function body<D>(r: { data?: D; error?: unknown; response: Response }, status: number): D {
+  const got = r.response.status;
+  if (got !== status) fail(`HTTP ${got}, want ${status}: ${JSON.stringify(r.error)}`);
+  if (r.data === undefined) fail(`HTTP ${got} without a body`);
+  return r.data;
+}
+
+/** A successful answer without a body (204, HEAD). */
+function empty(r: { error?: unknown; response: Response }, status: number): Response {
+  const got = r.response.status;
+  if (got !== status) fail(`HTTP ${got}, want ${status}: ${JSON.stringify(r.error)}`);
+  return r.response;
+}
+
+/** The answer's ETag, remembered for the next If-Match. */
+function etagOf(ctx: Ctx, res: Response): string {
+  const tag = res.headers.get("ETag");
+  check(tag !== null && /^"[^"]+"$/.test(tag), `no strong ETag (got ${tag})`);
+  ctx.etag = tag;
+  return tag;
+}
+
+const mergePatch = { "Content-Type": "application/merge-patch+json" };
+
+type Step = (ctx: Ctx) => Promise<void>;
+
+/**
+ * One step per operation, keyed by operationId and run in this order; the
+ * `satisfies` clause makes tsc reject a missing or unknown operationId. Each
+ * step's first call is its own operation.
+ */
+export const steps = {
+  getOpenAPIYAML: async (ctx) => {
+    const r = await ctx.anon.GET("/openapi.yaml", { parseAs: "text" });
+    const text = body(r, 200);
+    check(text.startsWith("openapi: 3.0.3"), `unexpected YAML start: ${text.slice(0, 20)}`);
+  },
+  getOpenAPIJSON: async (ctx) => {
+    const doc = body(await ctx.anon.GET("/openapi.json"), 200);
+    check(doc["openapi"] === "3.0.3", `openapi is ${String(doc["openapi"])}`);
+  },
+
+  listPermissions: async (ctx) => {
+    const catalog = body(await ctx.owner.GET("/permissions"), 200);
+    const admin = catalog.items.find((p) => p.name === "ADMINISTRATOR");
+    check(admin !== undefined && admin.scopes.includes("global"), "ADMINISTRATOR missing from the catalog");
+    check(catalog.next_cursor === null, "the catalog comes whole");
+  },
+  getGlobalPermissions: async (ctx) => {
+    const r = await ctx.owner.GET("/permissions/global");
+    const { permissions } = body(r, 200);
+    check(permissions.includes("VIEW_CHANNEL"), `fresh global permissions lack VIEW_CHANNEL: ${permissions.join(",")}`);
+    etagOf(ctx, r.response);
+  },
+  replaceGlobalPermissions: async (ctx) => {
+    const wanted: Permission[] = ["VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ADD_REACTIONS"];
+    const r = await ctx.owner.PUT("/permissions/global", {
+      params: { header: { "If-Match": ctx.etag, "X-Audit-Reason": "Tighten defaults" } },
+      body: { permissions: wanted },
+    });
+    const { permissions } = body(r, 200);
+    check(permissions.join() === wanted.join(), `global permissions are ${permissions.join(",")}`);
+  },
+
+  listUsers: async (ctx) => {
+    const page = body(await ctx.owner.GET("/users", { params: { query: { limit: 10 } } }), 200);
+    const owner = page.items.find((u) => u.is_owner);
+    check(owner !== undefined && owner.status === "active", "the owner is not listed");
+  },
+  createUser: async (ctx) => {
+    const r = await ctx.owner.POST("/users", {
+      body: { username: "alice", display_name: "Alice Liddell", email: "alice@example.com" },
+    });
+    const user = body(r, 201);
+    check(user.username === "alice" && user.roles.length === 0 && !user.is_owner, "unexpected new user");
+    check(r.response.headers.get("Location") === `/api/users/${user.id}`, "no Location");
+    ctx.alice = user.id;
+  },
+  getUser: async (ctx) => {
+    const r = await ctx.owner.GET("/users/{userID}", { params: { path: { userID: ctx.alice } } });
+    const user = body(r, 200);
+    check(user.email === "alice@example.com", `the owner sees email ${String(user.email)}`);
+    etagOf(ctx, r.response);
+  },
+  updateUser: async (ctx) => {
+    const r = await ctx.owner.PUT("/users/{userID}", {
+      params: { path: { userID: ctx.alice }, header: { "If-Match": ctx.etag } },
+      body: { username: "alice", display_name: "Alice L.", email: "alice@example.com", status: "active" },
+    });
+    const user = body(r, 200);
+    check(user.display_name === "Alice L.", `display_name is ${user.display_name}`);
+  },
+
+  createToken: async (ctx) => {
+    const r = await ctx.owner.POST("/users/{userID}/tokens", {
+      params: { path: { userID: ctx.alice } },
+      body: { name: "Alice's laptop", expires_at: null },
+    });
+    const tok = body(r, 201);
+    check(tok.user_id === ctx.alice && tok.token.length >= 32 && tok.expires_at === null, "unexpected token");
+    ctx.tokenID = tok.id;
+    ctx.aliceApi = ctx.connect(tok.token);
+  },
+  listTokens: async (ctx) => {
+    const list = body(await ctx.owner.GET("/users/{userID}/tokens", { params: { path: { userID: ctx.alice } } }), 200);
+    check(list.items.length === 1 && list.items[0]?.id === ctx.tokenID, "the new token is not listed");
+    check(!("token" in (list.items[0] ?? {})), "a listed token shows its secret");
+  },
+  getToken: async (ctx) => {
+    const tok = body(
+      await ctx.owner.GET("/users/{userID}/tokens/{tokenID}", { params: { path: { userID: ctx.alice, tokenID: ctx.tokenID } } }),
+      200,
+    );
+    check(tok.name === "Alice's laptop", `token name is ${tok.name}`);
+  },
+
+  getProfileLinks: async (ctx) => {
+    const alice = ctx.aliceApi ?? fail("no client for alice");
+    const r = await alice.GET("/profile/link");
+    const { links } = body(r, 200);
+    check(Object.keys(links).length === 0, "a new user has links");
+    etagOf(ctx, r.response);
+  },
+  replaceProfileLinks: async (ctx) => {
+    const alice = ctx.aliceApi ?? fail("no client for alice");
+    const r = await alice.PUT("/profile/link", {
+      params: { header: { "If-Match": ctx.etag } },
+      body: { links: { github: "https://github.com/alice", blog: "https://alice.example.com" } },
+    });
+    const { links } = body(r, 200);
+    check(links["github"] === "https://github.com/alice", "github link not set");
+  },
+  updateProfileLinks: async (ctx) => {
+    const alice = ctx.aliceApi ?? fail("no client for alice");
+    const r = await alice.PATCH("/profile/link", {
+      headers: mergePatch,
+      body: { links: { blog: null, mastodon: "https://social.example/@alice" } },
+    });
+    const { links } = body(r, 200);
+    check(links["blog"] === undefined && links["mastodon"] === "https://social.example/@alice", "merge patch not applied");
+  },
+  deleteProfileLinks: async (ctx) => {
+    const alice = ctx.aliceApi ?? fail("no client for alice");
+    empty(await alice.DELETE("/profile/link"), 204);
+  },
+
+  createRole: async (ctx) => {
+    for (const [roleID, name] of [["helpers", "Helpers"], ["mods", "Mods"]] as const) {
+      const r = await ctx.owner.POST("/roles/{roleID}/create", {
+        params: { path: { roleID }, header: { "X-Audit-Reason": "Moderation team" } },
+        body: { name, permissions: ["MANAGE_MESSAGES"], color: "#3498db" },
+      });
+      const role = body(r, 201);
+      check(role.id === roleID && role.position === 1, `new role ${role.id} at position ${role.position}`);
+    }
+  },
+  listRoles: async (ctx) => {
+    const { items } = body(await ctx.owner.GET("/roles"), 200);
+    check(items.map((r) => r.id).join() === "helpers,mods", `roles by position: ${items.map((r) => r.id).join()}`);
+  },
+  getRole: async (ctx) => {
+    const r = await ctx.owner.GET("/roles/{roleID}", { params: { path: { roleID: "mods" } } });
+    const role = body(r, 200);
+    check(role.color === "#3498db" && role.permissions.includes("MANAGE_MESSAGES"), "unexpected role");
+    etagOf(ctx, r.response);
+  },
+  updateRole: async (ctx) => {
+    const r = await ctx.owner.PATCH("/roles/{roleID}", {
+      params: { path: { roleID: "mods" }, header: { "If-Match": ctx.etag } },
+      headers: mergePatch,
+      body: { color: null },
+    });
+    const role = body(r, 200);
+    check(role.color === null && role.name === "Mods", "color not cleared");
+    etagOf(ctx, r.response);
+  },
+  renameRole: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/rename", {
+      params: { path: { roleID: "mods" }, header: { "If-Match": ctx.etag } },
+      body: { name: "Moderators" },
+    });
+    check(body(r, 200).name === "Moderators", "not renamed");
+  },
+  moveRole: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/move", {
+      params: { path: { roleID: "mods" } },
+      body: { position: 2 },
+    });
+    check(body(r, 200).position === 2, "not moved");
+  },
+  getRolePermissions: async (ctx) => {
+    const r = await ctx.owner.GET("/roles/{roleID}/permissions", { params: { path: { roleID: "mods" } } });
+    check(body(r, 200).permissions.join() === "MANAGE_MESSAGES", "unexpected role permissions");
+    etagOf(ctx, r.response);
+  },
+  replaceRolePermissions: async (ctx) => {
+    const r = await ctx.owner.PUT("/roles/{roleID}/permissions", {
+      params: { path: { roleID: "mods" }, header: { "If-Match": ctx.etag } },
+      body: { permissions: ["MANAGE_MESSAGES", "VIEW_AUDIT_LOG"] },
+    });
+    // Answers list permissions in catalog order.
+    check(body(r, 200).permissions.join() === "VIEW_AUDIT_LOG,MANAGE_MESSAGES", "not replaced");
+  },
+  legacyAddRolePermissions: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/add_perm", {
+      params: { path: { roleID: "mods" } },
+      body: { permissions: ["MENTION_EVERYONE"] },
+    });
+    check(body(r, 200).permissions.includes("MENTION_EVERYONE"), "not added");
+    check(/^@\d+$/.test(r.response.headers.get("Deprecation") ?? ""), "no Deprecation header");
+    check((r.response.headers.get("Link") ?? "").includes('rel="successor-version"'), "no successor Link");
+  },
+  legacyRemoveRolePermissions: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/remove_perm", {
+      params: { path: { roleID: "mods" } },
+      body: { permissions: ["MENTION_EVERYONE"] },
+    });
+    check(!body(r, 200).permissions.includes("MENTION_EVERYONE"), "not removed");
+  },
+
+  assignUserRole: async (ctx) => {
+    empty(await ctx.owner.POST("/users/{userID}/roles/{roleID}", { params: { path: { userID: ctx.alice, roleID: "mods" } } }), 204);
+  },
+  listUserRoles: async (ctx) => {
+    const { items } = body(await ctx.owner.GET("/users/{userID}/roles", { params: { path: { userID: ctx.alice } } }), 200);
+    check(items.length === 1 && items[0]?.id === "mods", "alice does not have mods");
+  },
+  removeUserRole: async (ctx) => {
+    empty(await ctx.owner.DELETE("/users/{userID}/roles/{roleID}", { params: { path: { userID: ctx.alice, roleID: "mods" } } }), 204);
+  },
+  legacyAddRoleUser: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/add_user", { params: { path: { roleID: "helpers" } }, body: { user_id: ctx.alice } });
+    check(empty(r, 204).headers.get("Deprecation") !== null, "no Deprecation header");
+  },
+  legacyRemoveRoleUser: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/remove_user", { params: { path: { roleID: "helpers" } }, body: { user_id: ctx.alice } });
+    empty(r, 204);
+    const user = body(await ctx.owner.GET("/users/{userID}", { params: { path: { userID: ctx.alice } } }), 200);
+    check(user.roles.length === 0, `alice still has ${user.roles.join()}`);
+  },
+
+  createChannel: async (ctx) => {
+    const r = await ctx.owner.POST("/channels/{channelID}/create", {
+      params: { path: { channelID: "ops" } },
+      body: { name: "Operations", topic: "Where the moderators meet." },
+    });
+    const ch = body(r, 201);
+    check(ch.id === "ops" && ch.topic === "Where the moderators meet.", "unexpected channel");
+    check(r.response.headers.get("Location") === "/api/channels/ops", "no Location");
+  },
+  listChannels: async (ctx) => {
+    const page = body(await ctx.owner.GET("/channels", { params: { query: { limit: 50 } } }), 200);
+    check(page.items.some((c) => c.id === "ops"), "ops not listed");
+  },
+  getChannel: async (ctx) => {
+    const r = await ctx.owner.GET("/channels/{channelID}", { params: { path: { channelID: "ops" } } });
+    check(body(r, 200).name === "Operations", "unexpected channel");
+    etagOf(ctx, r.response);
+  },
+  updateChannel: async (ctx) => {
+    const r = await ctx.owner.PATCH("/channels/{channelID}", {
+      params: { path: { channelID: "ops" }, header: { "If-Match": ctx.etag } },
+      headers: mergePatch,
+      body: { topic: null },
+    });
+    const ch = body(r, 200);
+    check(ch.topic === null && ch.name === "Operations", "topic not cleared");
+    etagOf(ctx, r.response);
+  },
+  renameChannel: async (ctx) => {
+    const r = await ctx.owner.POST("/channels/{channelID}/rename", {
+      params: { path: { channelID: "ops" }, header: { "If-Match": ctx.etag } },
+      body: { name: "Ops" },
+    });
+    check(body(r, 200).name === "Ops", "not renamed");
+  },
+  setChannelOverwrite: async (ctx) => {
+    const r = await ctx.owner.POST("/channels/{channelID}/permissions", {
+      params: { path: { channelID: "ops" } },
+      body: { target_type: "everyone", allow: [], deny: ["VIEW_CHANNEL"] },
+    });
+    const { items } = body(r, 200);
+    check(items.length === 1 && items[0]?.target_type === "everyone", "overwrite not set");
+  },
+  listChannelOverwrites: async (ctx) => {
+    const { items } = body(await ctx.owner.GET("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" } } }), 200);
+    check(items[0]?.deny.includes("VIEW_CHANNEL") === true, "everyone is not denied VIEW_CHANNEL");
+  },
+  getUserPermissions: async (ctx) => {
+    const r = await ctx.owner.GET("/users/{userID}/permissions", {
+      params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true } },
+    });
+    const perms = body(r, 200);
+    // The everyone overwrite denies VIEW_CHANNEL, so alice sees nothing in ops.
+    check(perms.channel_id === "ops" && perms.permissions.length === 0, `alice has ${perms.permissions.join()} in ops`);
+    const view = perms.explain?.find((e) => e.permission === "VIEW_CHANNEL");
+    check(view !== undefined && !view.granted && view.steps.some((s) => s.kind === "overwrite_everyone"), "no explanation");
+  },
+
+  putAttachment: async (ctx) => {
+    const r = await ctx.owner.PUT("/channels/{channelID}/attachment", {
+      params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
+      body: "hello, guildhall\n",
+      bodySerializer: (b) => b,
+      headers: { "Content-Type": "text/plain" },
+    });
+    const att = body(r, 201);
+    check(att.size === 17 && att.content_type.startsWith("text/plain") && /^[0-9a-f]{64}$/.test(att.sha256), "unexpected attachment");
+  },
+  listAttachments: async (ctx) => {
+    const page = body(await ctx.owner.GET("/channels/{channelID}/attachments", { params: { path: { channelID: "ops" } } }), 200);
+    check(page.items.length === 1 && page.items[0]?.id === "notes.txt", "notes.txt not listed");
+  },
+  getAttachment: async (ctx) => {
+    const r = await ctx.owner.GET("/channels/{channelID}/attachment", {
+      params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
+      parseAs: "text",
+    });
+    check(body(r, 200) === "hello, guildhall\n", "bytes differ");
+    check(r.response.headers.get("X-Content-Type-Options") === "nosniff", "no nosniff");
+  },
+  headAttachment: async (ctx) => {
+    const r = await ctx.owner.HEAD("/channels/{channelID}/attachment", {
+      params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
+    });
+    check(empty(r, 200).headers.get("Content-Length") === "17", "wrong Content-Length");
+  },
+  deleteAttachment: async (ctx) => {
+    const r = await ctx.owner.DELETE("/channels/{channelID}/attachment", {
+      params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
+    });
+    empty(r, 204);
+  },
+
+  listAuditLog: async (ctx) => {
+    const page = body(await ctx.owner.GET("/audit-log", { params: { query: { type: "role.*", limit: 100 } } }), 200);
+    const created = page.items.find((e) => e.type === "role.created" && e.subject === "role:mods");
+    check(created !== undefined && created.reason === "Moderation team", "role.created event of mods missing");
+    check(page.items.every((e) => e.type.startsWith("role.")), "the type filter let other events through");
+  },
+  createEventTicket: async (ctx) => {
+    const t = body(await ctx.owner.POST("/events/ticket"), 201);
+    check(t.ticket.length > 0 && Date.parse(t.expires_at) > Date.now(), "unusable ticket");
+    ctx.ticket = t.ticket;
+  },
+  streamEvents: async (ctx) => {
+    // As a browser's EventSource would: no Authorization, the ticket in the query.
+    const abort = new AbortController();
+    const r = await ctx.anon.GET("/events", {
+      params: { query: { ticket: ctx.ticket, after: 0 } },
+      parseAs: "stream",
+      signal: abort.signal,
+    });
+    const stream = body(r, 200);
+    check(stream !== null, "no stream");
+    check((r.response.headers.get("Content-Type") ?? "").startsWith("text/event-stream"), "not an event stream");
+    const reader = stream.getReader();
+    const dec = new TextDecoder();
+    let text = "";
+    const deadline = Date.now() + 10_000;
+    while (!/event: user\.created\n/.test(text) && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += dec.decode(value, { stream: true });
+    }
+    abort.abort();
+    check(/id: \d+\nevent: user\.created\ndata: \{/.test(text), `no replayed user.created event in ${JSON.stringify(text.slice(0, 200))}`);
+  },
+
+  deleteChannel: async (ctx) => {
+    const r = await ctx.owner.POST("/channels/{channelID}/delete", {
+      params: { path: { channelID: "ops" }, header: { "X-Audit-Reason": "Cleanup" } },
+    });
+    empty(r, 204);
+    check((await ctx.owner.GET("/channels/{channelID}", { params: { path: { channelID: "ops" } } })).response.status === 404, "ops still exists");
+  },
+  deleteRole: async (ctx) => {
+    for (const roleID of ["mods", "helpers"]) {
+      empty(await ctx.owner.POST("/roles/{roleID}/delete", { params: { path: { roleID } } }), 204);
+    }
+    check(body(await ctx.owner.GET("/roles"), 200).items.length === 0, "roles left");
+  },
+  deleteToken: async (ctx) => {
+    empty(await ctx.owner.DELETE("/users/{userID}/tokens/{tokenID}", { params: { path: { userID: ctx.alice, tokenID: ctx.tokenID } } }), 204);
+    const alice = ctx.aliceApi ?? fail("no client for alice");
+    const r = await alice.GET("/profile/link");
+    check(r.response.status === 401 && r.error?.code === "unauthenticated", "a revoked token still works");
+  },
+  deleteUser: async (ctx) => {
+    empty(await ctx.owner.DELETE("/users/{userID}", { params: { path: { userID: ctx.alice } } }), 204);
+    const r = await ctx.owner.GET("/users/{userID}", { params: { path: { userID: ctx.alice } } });
+    check(r.response.status === 404 && r.error?.type === "/problems/not_found", "alice still exists");
+  },
+} satisfies { [K in OperationId]: Step };
+
+/** Retries a 429 after its Retry-After, as a well-behaved client does. */
+async function politeFetch(req: Request): Promise<Response> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(req.clone());
+    if (res.status !== 429 || attempt >= 5) return res;
+    const wait = Number(res.headers.get("Retry-After") ?? "1");
+    await new Promise((r) => setTimeout(r, Math.max(1, wait) * 1000));
+  }
+}
+
+/**
+ * Runs every step against baseUrl (…/api) with the owner's token and returns
+ * one line per step; throws on the first failure or when a step did not call
+ * its own operation.
+ */
+export async function run(baseUrl: string, ownerToken: string): Promise<string[]> {
+  // The operations of the served contract: operationId -> "METHOD /path".
+  const doc = (await (await fetch(`${baseUrl}/openapi.json`)).json()) as {
+    paths: Record<string, Record<string, { operationId?: string }>>;
+  };
+  const ops = new Map<string, string>();
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(item)) {
+      if (op.operationId !== undefined) ops.set(op.operationId, `${method.toUpperCase()} ${path}`);
+    }
+  }
+  const called: string[] = [];
+  const record: Middleware = {
+    onRequest({ request, schemaPath }) {
+      called.push(`${request.method} ${schemaPath}`);
+    },
+  };
+  const connect = (token?: string): Api => {
+    const api = createClient<paths>({ baseUrl, fetch: politeFetch, headers: token ? { Authorization: `Bearer ${token}` } : {} });
+    api.use(record);
+    return api;
+  };
+  const ctx: Ctx = {
+    owner: connect(ownerToken), anon: connect(), connect, alice: "", aliceApi: null, tokenID: "", etag: "", ticket: "",
+  };
+
+  const out: string[] = [];
+  const done = new Set<string>();
+  for (const [id, step] of Object.entries(steps) as [OperationId, Step][]) {
+    const want = ops.get(id) ?? fail(`${id}: not an operation of the served contract`);
+    called.length = 0;
+    try {
+      await step(ctx);
+    } catch (e) {
+      throw new Failure(`${id} (${want}): ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (called[0] !== want) fail(`${id}: the step's first call was ${String(called[0])}, want ${want}`);
+    done.add(id);
+    out.push(`ok  ${id.padEnd(28)} ${want}`);
+  }
+  const missed = [...ops.keys()].filter((id) => !done.has(id));
+  if (missed.length > 0) fail(`operations never called: ${missed.join(", ")}`);
+  out.push(`${done.size} of ${ops.size} operations called`);
+  return out;
+}
