@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"math"
 	"sort"
+	"strconv"
 	"sync"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
@@ -61,9 +64,13 @@ func newSnapshot(s store.Snapshot) *snapshot {
 // moves, which every authenticated request learns in the same round trip
 // that checks its token.
 type authz struct {
-	store *store.Store
-	mu    sync.Mutex
-	snap  *snapshot
+	// load reads the current snapshot from the read pool.
+	load func(context.Context) (store.Snapshot, error)
+	mu   sync.Mutex
+	snap *snapshot
+	// loads collapses concurrent read-path loads of one version into one:
+	// without it every request that sees a new version loads it itself.
+	loads singleflight.Group
 }
 
 func (z *authz) current() *snapshot {
@@ -72,8 +79,25 @@ func (z *authz) current() *snapshot {
 	return z.snap
 }
 
+// atLeast returns a snapshot of the given version or newer for a read
+// request, loading it from the read pool once however many requests ask.
+func (z *authz) atLeast(ctx context.Context, version int64) (*snapshot, error) {
+	if s := z.current(); s != nil && s.version >= version {
+		return s, nil
+	}
+	v, err, _ := z.loads.Do(strconv.FormatInt(version, 10), func() (any, error) {
+		// The first caller's cancellation must not fail the others.
+		return z.at(context.WithoutCancel(ctx), version, z.load)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*snapshot), nil
+}
+
 // at returns a snapshot of exactly the given version, loading it if the
-// cached one is older. q reads it (the read pool, or a write transaction).
+// cached one differs. load reads it: the read pool, or a write transaction,
+// which must see exactly the state it commits on.
 func (z *authz) at(ctx context.Context, version int64, load func(context.Context) (store.Snapshot, error)) (*snapshot, error) {
 	if s := z.current(); s != nil && s.version == version {
 		return s, nil
@@ -128,7 +152,7 @@ func (s *Service) actorFrom(ctx context.Context, cred store.Credentials) (*Actor
 	if cred.ExpiresAt != nil && !cred.ExpiresAt.After(s.now()) {
 		return nil, apperr.Unauthenticated("The bearer token has expired.")
 	}
-	snap, err := s.authz.at(ctx, cred.AuthVersion, s.store.Snapshot)
+	snap, err := s.authz.atLeast(ctx, cred.AuthVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func New(o Options) *Service {
 		o.Logger = slog.Default()
 	}
 	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger,
-		authz: &authz{store: o.Store}, now: model.Now}
+		authz: &authz{load: o.Store.Snapshot}, now: model.Now}
 }
 
 // Limits returns the configured limits.
