@@ -146,13 +146,79 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Actor, error
 }
 
 func (s *Service) actorFrom(ctx context.Context, cred store.Credentials) (*Actor, error) {
-	if cred.Status != model.StatusActive {
-		return nil, apperr.Unauthenticated("The user of this token is suspended.")
-	}
-	if cred.ExpiresAt != nil && !cred.ExpiresAt.After(s.now()) {
-		return nil, apperr.Unauthenticated("The bearer token has expired.")
+	if err := s.usable(cred); err != nil {
+		return nil, err
 	}
 	snap, err := s.authz.atLeast(ctx, cred.AuthVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Actor{Principal: cred.Principal, snap: snap}, nil
+}
+
+// usable refuses the credentials of a suspended user or an expired token.
+func (s *Service) usable(cred store.Credentials) error {
+	if cred.Status != model.StatusActive {
+		return apperr.Unauthenticated("The user of this token is suspended.")
+	}
+	if cred.ExpiresAt != nil && !cred.ExpiresAt.After(s.now()) {
+		return apperr.Unauthenticated("The bearer token has expired.")
+	}
+	return nil
+}
+
+// credentialSource is where a caller is re-read: the read pool or a write
+// transaction.
+type credentialSource interface {
+	CredentialsOf(ctx context.Context, userID string) (store.Credentials, error)
+	CredentialsOfToken(ctx context.Context, tokenID string) (store.Credentials, error)
+}
+
+// reread reads the caller again: their token (a revoked or expired one is a
+// 401), or, for a caller without one (an event-stream ticket), the user;
+// then their status and roles. One statement.
+func (s *Service) reread(ctx context.Context, src credentialSource, a *Actor) (store.Credentials, error) {
+	var cred store.Credentials
+	var err error
+	if a.TokenID != "" {
+		cred, err = src.CredentialsOfToken(ctx, a.TokenID)
+	} else if cred, err = src.CredentialsOf(ctx, a.UserID); apperr.IsNotFound(err) {
+		err = apperr.Unauthenticated("The user of this ticket no longer exists.")
+	}
+	if err != nil {
+		return store.Credentials{}, err
+	}
+	if err := s.usable(cred); err != nil {
+		return store.Credentials{}, err
+	}
+	cred.Principal.TokenID = a.TokenID
+	return cred, nil
+}
+
+// Recheck re-authenticates a caller whose request outlives its start (an
+// event stream) against the current state.
+func (s *Service) Recheck(ctx context.Context, a *Actor) (*Actor, error) {
+	cred, err := s.reread(ctx, s.store, a)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.authz.atLeast(ctx, cred.AuthVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Actor{Principal: cred.Principal, snap: snap}, nil
+}
+
+// inTx re-reads the caller inside a write transaction, so the rules are
+// checked against exactly the state the write commits on, and a token
+// revoked while the request ran (a long upload) commits nothing.
+// It costs one statement (and a snapshot load when the auth version moved).
+func (s *Service) inTx(ctx context.Context, tx *store.Tx, a *Actor) (*Actor, error) {
+	cred, err := s.reread(ctx, tx, a)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.authz.at(ctx, cred.AuthVersion, tx.Snapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -162,29 +228,6 @@ func (s *Service) actorFrom(ctx context.Context, cred store.Credentials) (*Actor
 // constantTimeEqual compares secrets without leaking where they differ.
 func constantTimeEqual(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
-// inTx re-reads the caller inside a write transaction, so the rules are
-// checked against exactly the state the write commits on.
-// It costs one statement (and a snapshot load when the auth version moved).
-func (s *Service) inTx(ctx context.Context, tx *store.Tx, a *Actor) (*Actor, error) {
-	cred, err := tx.CredentialsOf(ctx, a.UserID)
-	if apperr.IsNotFound(err) {
-		return nil, apperr.Unauthenticated("The user of this token no longer exists.")
-	}
-	if err != nil {
-		return nil, err
-	}
-	if cred.Status != model.StatusActive {
-		return nil, apperr.Unauthenticated("The user of this token is suspended.")
-	}
-	snap, err := s.authz.at(ctx, cred.AuthVersion, tx.Snapshot)
-	if err != nil {
-		return nil, err
-	}
-	p := cred.Principal
-	p.TokenID = a.TokenID
-	return &Actor{Principal: p, snap: snap}, nil
 }
 
 // subjectOf is the permission engine's view of a user with the given roles.

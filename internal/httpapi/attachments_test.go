@@ -1254,3 +1254,46 @@ func TestAttachmentsConcurrentReplace(t *testing.T) {
 		}
 	})
 }
+
+// A token revoked while its upload streams commits nothing: the write
+// re-reads the caller's token, not just their user, before it commits.
+func TestAttachmentsTokenRevokedDuringUpload(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind, attLimit(64<<20))
+		e.NewChannel("ops")
+		u := attMember(t, e, "uploader", "VIEW_CHANNEL", "SEND_MESSAGES", "ATTACH_FILES")
+		tok := e.Must(201, testenv.Req{Method: "POST", Path: "/users/" + u.ID + "/tokens", Token: e.Owner,
+			Body: map[string]any{"name": "upload"}}).Map(t)
+		token, tokenID := tok["token"].(string), tok["id"].(string)
+		before := attStored(t, e)
+
+		pr, pw := io.Pipe()
+		done := make(chan *testenv.Response, 1)
+		go func() {
+			done <- attSend(t, e, "PUT", attPath("ops", "big.bin"), token, "application/octet-stream", nil, pr, true)
+		}()
+		// 32 MiB is far more than the sockets buffer: once written, the
+		// server is streaming the body, long past authentication.
+		chunk := attBytes(1<<20, 7)
+		for range 32 {
+			if _, err := pw.Write(chunk); err != nil {
+				t.Fatalf("write body: %v", err)
+			}
+		}
+		e.Must(204, testenv.Req{Method: "DELETE", Path: "/users/" + u.ID + "/tokens/" + tokenID, Token: e.Owner})
+		_, _ = pw.Write(chunk)
+		_ = pw.Close()
+
+		res := <-done
+		if res.Status != http.StatusUnauthorized {
+			t.Fatalf("upload with a token revoked midway: %s", res)
+		}
+		res.Problem(t)
+		if l := attList(t, e, "ops"); len(l) != 0 {
+			t.Errorf("listed after the refused upload: %s", attJSON(l))
+		}
+		attWaitStored(t, e, before)
+	})
+}

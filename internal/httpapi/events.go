@@ -70,7 +70,7 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 			return nil, err
 		}
 	}
-	return &eventStream{h: h, ctx: ctx, after: after}, nil
+	return &eventStream{h: h, ctx: ctx, actor: a, after: after}, nil
 }
 
 // eventStream writes events with seq > after as they are committed: it reads
@@ -79,7 +79,25 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 type eventStream struct {
 	h     *Handler
 	ctx   context.Context
+	actor *guild.Actor
 	after int64
+}
+
+// allowed re-authorizes the stream against the current state: a revoked or
+// expired token, a suspended or deleted user, or a lost VIEW_AUDIT_LOG ends
+// it (the client's reconnect then gets the 401 or 403).
+func (s *eventStream) allowed() bool {
+	a, err := s.h.svc.Recheck(s.ctx, s.actor)
+	if err == nil {
+		err = s.h.svc.CanStream(a)
+	}
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.h.log.Info("event stream ended: no longer authorized", "user_id", s.actor.UserID, "err", err)
+		}
+		return false
+	}
+	return true
 }
 
 const eventBatch = 256
@@ -118,6 +136,11 @@ func (s *eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
 				}
 				return nil
 			}
+			// Checked after the read: if the caller is still allowed now,
+			// every event read was committed before any revocation.
+			if len(events) > 0 && !s.allowed() {
+				return nil
+			}
 			for _, e := range events {
 				data, err := json.Marshal(toEvent(e))
 				if err != nil {
@@ -144,6 +167,9 @@ func (s *eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
 			return nil
 		case <-wake:
 		case <-heartbeat.C:
+			if !s.allowed() {
+				return nil
+			}
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
 				return nil
 			}

@@ -53,8 +53,11 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 			}
 			if h.limiter != nil {
 				key := "ip:" + c.RealIP()
-				if actor != nil {
+				switch {
+				case actor != nil && actor.TokenID != "":
 					key = "token:" + actor.TokenID
+				case actor != nil: // an event-stream ticket: its user's bucket
+					key = "user:" + actor.UserID
 				}
 				if !h.limiter.allow(c, key) {
 					return &echo.HTTPError{Code: http.StatusTooManyRequests}

@@ -696,3 +696,79 @@ func TestEventStreamStalledConsumerShutdown(t *testing.T) {
 		}
 	})
 }
+
+// An open stream is authorized again before each delivery: losing access
+// ends it, and nothing committed from the revocation on reaches it.
+func TestEventStreamEndsWhenAccessEnds(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewRole("auditors", "VIEW_AUDIT_LOG")
+		cases := []struct {
+			name   string
+			ticket bool // open with a ticket instead of the bearer token
+			revoke func(u testenv.User, tokenID string)
+		}{
+			{"role removed", false, func(u testenv.User, _ string) {
+				e.Must(204, testenv.Req{Method: "DELETE", Path: "/users/" + u.ID + "/roles/auditors", Token: e.Owner})
+			}},
+			{"user suspended", false, func(u testenv.User, _ string) {
+				e.Must(200, testenv.Req{Method: "PUT", Path: "/users/" + u.ID, Token: e.Owner,
+					Body: map[string]any{"username": u.Username, "display_name": u.Username, "status": "suspended"}})
+			}},
+			{"token revoked", false, func(u testenv.User, tokenID string) {
+				e.Must(204, testenv.Req{Method: "DELETE", Path: "/users/" + u.ID + "/tokens/" + tokenID, Token: e.Owner})
+			}},
+			{"user deleted", false, func(u testenv.User, _ string) {
+				e.Must(204, testenv.Req{Method: "DELETE", Path: "/users/" + u.ID, Token: e.Owner})
+			}},
+			{"ticket, user suspended", true, func(u testenv.User, _ string) {
+				e.Must(200, testenv.Req{Method: "PUT", Path: "/users/" + u.ID, Token: e.Owner,
+					Body: map[string]any{"username": u.Username, "display_name": u.Username, "status": "suspended"}})
+			}},
+		}
+		for i, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				e := e.WithT(t)
+				u := e.NewUser("auditor" + strconv.Itoa(i))
+				e.Assign(u.ID, "auditors")
+				tok := e.Must(201, testenv.Req{Method: "POST", Path: "/users/" + u.ID + "/tokens", Token: e.Owner,
+					Body: map[string]any{"name": "stream"}}).Map(t)
+				token, tokenID := tok["token"].(string), tok["id"].(string)
+				var s *sseStream
+				if tc.ticket {
+					var tk api.EventTicket
+					e.Must(201, testenv.Req{Method: "POST", Path: "/events/ticket", Token: token}).JSON(t, &tk)
+					s = sseOpen(t, e, "", "?ticket="+url.QueryEscape(tk.Ticket), nil)
+				} else {
+					s = sseOpen(t, e, token, "", nil)
+				}
+				e.NewChannel("live" + strconv.Itoa(i))
+				if ev := s.nextEvent(t); ev.Subject != "channel:live"+strconv.Itoa(i) {
+					t.Fatalf("before the revocation: %s", evJSON(ev))
+				}
+
+				last := evLastSeq(t, e)
+				tc.revoke(u, tokenID)
+				e.NewChannel("after" + strconv.Itoa(i))
+				for {
+					f, ok, _ := s.nextFrame(t, nil)
+					if !ok {
+						break // the stream ended, as it must
+					}
+					if !f.isEvent() {
+						continue
+					}
+					var ev api.Event
+					if err := json.Unmarshal([]byte(f.Data), &ev); err != nil {
+						t.Fatalf("event data %q: %v", f.Data, err)
+					}
+					if ev.Seq > last {
+						t.Fatalf("delivered after access ended: %s", evJSON(ev))
+					}
+				}
+			})
+		}
+	})
+}

@@ -260,6 +260,17 @@ type Credentials struct {
 // Authenticate looks a token up by its hash and returns its user, their
 // roles and the current authorization version, in one round trip.
 func (q queries) Authenticate(ctx context.Context, tokenHash string) (Credentials, error) {
+	return q.tokenCredentials(ctx, "t.hash = ?", tokenHash)
+}
+
+// CredentialsOfToken is Authenticate for a token already authenticated, by
+// its ID: requests that outlive their start (writes, event streams) use it to
+// learn that their token was revoked or has expired since.
+func (q queries) CredentialsOfToken(ctx context.Context, tokenID string) (Credentials, error) {
+	return q.tokenCredentials(ctx, "t.id = ?", tokenID)
+}
+
+func (q queries) tokenCredentials(ctx context.Context, where string, arg string) (Credentials, error) {
 	var row struct {
 		TokenID     string
 		Hash        string
@@ -273,8 +284,8 @@ func (q queries) Authenticate(ctx context.Context, tokenHash string) (Credential
 	sql := `SELECT t.id AS token_id, t.hash, u.id AS user_id, u.status, u.is_owner, t.expires_at,
   (SELECT ` + q.dialect.groupConcat("ur.role_id") + ` FROM user_roles ur WHERE ur.user_id = u.id) AS roles,
   (SELECT s.auth_version FROM settings s WHERE s.id = 1) AS auth_version
-FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`
-	res := q.with(ctx).Raw(sql, tokenHash).Scan(&row)
+FROM tokens t JOIN users u ON u.id = t.user_id WHERE ` + where
+	res := q.with(ctx).Raw(sql, arg).Scan(&row)
 	if res.Error != nil {
 		return Credentials{}, fmt.Errorf("authenticate: %w", res.Error)
 	}
