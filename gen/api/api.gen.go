@@ -438,7 +438,9 @@ type Channel struct {
 	// Example: Moderators
 	Name Name `json:"name"`
 
-	// Topic Example: Where the moderators meet.
+	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
+	//
+	// Example: Where the moderators meet.
 	Topic nullable.Nullable[string] `json:"topic"`
 
 	// UpdatedAt RFC 3339, UTC, microsecond precision.
@@ -452,7 +454,9 @@ type ChannelCreate struct {
 	// Name 1 to 100 characters, no control characters. Names need not be unique.
 	//
 	// Example: Moderators
-	Name  Name                      `json:"name"`
+	Name Name `json:"name"`
+
+	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
 	Topic nullable.Nullable[string] `json:"topic,omitempty"`
 }
 
@@ -478,7 +482,9 @@ type ChannelPatch struct {
 	// Name 1 to 100 characters, no control characters. Names need not be unique.
 	//
 	// Example: Moderators
-	Name  *Name                     `json:"name,omitempty"`
+	Name *Name `json:"name,omitempty"`
+
+	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
 	Topic nullable.Nullable[string] `json:"topic,omitempty"`
 }
 

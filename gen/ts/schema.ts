@@ -1198,7 +1198,10 @@ export interface components {
         Channel: {
             id: components["schemas"]["ChannelID"];
             name: components["schemas"]["Name"];
-            /** @example Where the moderators meet. */
+            /**
+             * @description Up to 1024 characters; tabs and line breaks allowed, no other control characters.
+             * @example Where the moderators meet.
+             */
             topic: string | null;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
@@ -1211,6 +1214,7 @@ export interface components {
          */
         ChannelCreate: {
             name: components["schemas"]["Name"];
+            /** @description Up to 1024 characters; tabs and line breaks allowed, no other control characters. */
             topic?: string | null;
         };
         /**
@@ -1221,6 +1225,7 @@ export interface components {
          */
         ChannelPatch: {
             name?: components["schemas"]["Name"];
+            /** @description Up to 1024 characters; tabs and line breaks allowed, no other control characters. */
             topic?: string | null;
         };
         /**

@@ -1,10 +1,14 @@
 package httpapi_test
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/guildhall/guildhall/internal/testenv"
 )
@@ -114,6 +118,13 @@ func TestBadInput(t *testing.T) {
 			{"DEL in a name", testenv.Req{Method: "POST", Path: "/channels/x/create", Body: map[string]any{"name": "a\x7fb"}}, 400, "body.name", ""},
 			{"C1 control in a name", testenv.Req{Method: "PATCH", Path: "/roles/mods", Body: `{"name":"a\u0085b"}`, Type: "application/merge-patch+json"}, 400, "body.name", ""},
 			{"escape in a display name", testenv.Req{Method: "POST", Path: "/users", Body: map[string]any{"username": "bob", "display_name": "\x1b[31mred"}}, 400, "body.display_name", ""},
+			{"NUL in a topic", testenv.Req{Method: "POST", Path: "/channels/x/create", Body: map[string]any{"name": "x", "topic": "a\x00b"}}, 400, "body.topic", ""},
+			{"NUL in a topic patch", testenv.Req{Method: "PATCH", Path: "/channels/ops", Body: `{"topic":"a\u0000b"}`, Type: "application/merge-patch+json"}, 400, "body.topic", ""},
+			{"escape in a topic", testenv.Req{Method: "POST", Path: "/channels/x/create", Body: map[string]any{"name": "x", "topic": "\x1b[31mred"}}, 400, "body.topic", ""},
+			{"NUL in a link URL", testenv.Req{Method: "PUT", Path: "/profile/link", Body: map[string]any{"links": map[string]any{"home": "https://example.com/a\x00b"}}}, 400, "body.links.home", "NUL"},
+			{"NUL in a member name", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x","a\u0000":1}`, Type: js}, 400, "body", "NUL"},
+			{"NUL in a token name", testenv.Req{Method: "POST", Path: "/users/" + alice.ID + "/tokens", Body: map[string]any{"name": "a\x00"}}, 400, "body.name", ""},
+			{"position 2.0", testenv.Req{Method: "POST", Path: "/roles/mods/move", Body: `{"position":2.0}`, Type: js}, 400, "body.position", ""},
 			// permission names
 			{"unknown permission", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: map[string]any{"name": "x", "permissions": []string{"VIEW_CHANNEL", "FLY"}}}, 400, "body.permissions[1]", `unknown permission "FLY"`},
 			{"lower-case permission", testenv.Req{Method: "POST", Path: "/roles/mods/add_perm", Body: map[string]any{"permissions": []string{"view_channel"}}}, 400, "body.permissions[0]", "unknown permission"},
@@ -139,6 +150,8 @@ func TestBadInput(t *testing.T) {
 			{"audit reason over 512", testenv.Req{Method: "POST", Path: "/roles/mods/rename", Body: map[string]any{"name": "x"}, Headers: map[string]string{"X-Audit-Reason": strings.Repeat("r", 513)}}, 400, "header.X-Audit-Reason", ""},
 			{"If-Match over 256", testenv.Req{Method: "POST", Path: "/roles/mods/rename", Body: map[string]any{"name": "x"}, Headers: map[string]string{"If-Match": `"` + strings.Repeat("1", 300) + `"`}}, 400, "header.If-Match", ""},
 			{"limit abc", testenv.Req{Method: "GET", Path: "/users?limit=abc"}, 400, "query.limit", ""},
+			{"limit given twice", testenv.Req{Method: "GET", Path: "/users?limit=1&limit=2"}, 400, "query.limit", ""},
+			{"attachmentID given twice", testenv.Req{Method: "GET", Path: "/channels/ops/attachment?attachmentID=a&attachmentID=b"}, 400, "query.attachmentID", ""},
 			{"explain not a bool", testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/permissions?explain=yes"}, 400, "query.explain", ""},
 			// size and media type
 			{"body over 1 MiB", testenv.Req{Method: "POST", Path: "/users", Body: `{"username":"bob","display_name":"` + strings.Repeat("d", 1<<20) + `"}`, Type: js}, 413, "", ""},
@@ -199,8 +212,13 @@ func TestBadInputNamesInCharacters(t *testing.T) {
 			}
 			e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/roles/r/delete", Token: e.Owner})
 		}
+		// A topic may hold tabs and line breaks.
+		res := e.Do(testenv.Req{Method: "POST", Path: "/channels/t/create", Token: e.Owner, Body: map[string]any{"name": "t", "topic": "line 1\r\nline 2\tend"}})
+		if res.Status != http.StatusCreated || res.Map(t)["topic"] != "line 1\r\nline 2\tend" {
+			t.Errorf("a topic with tabs and line breaks: %s", res)
+		}
 		// Characters that are not controls are fine, including U+2028 and combining marks.
-		res := e.Do(testenv.Req{Method: "POST", Path: "/channels/u/create", Token: e.Owner, Body: map[string]any{"name": "a\u2028b e\u0301 \u200d"}})
+		res = e.Do(testenv.Req{Method: "POST", Path: "/channels/u/create", Token: e.Owner, Body: map[string]any{"name": "a\u2028b e\u0301 \u200d"}})
 		if res.Status != http.StatusCreated {
 			t.Errorf("non-control characters: %s", res)
 		}
@@ -285,6 +303,51 @@ func TestBadInputEveryOperation(t *testing.T) {
 		}
 		if after := e2eState(t, e, alice); after != before {
 			t.Errorf("bad input changed state:\nbefore %s\nafter  %s", before, after)
+		}
+		e2eNoEvent(t, e, seq)
+	})
+}
+
+// A JSON body that cannot be read (a malformed chunked encoding, or fewer
+// bytes than its Content-Length) is the client's fault: a 400, not a 500.
+func TestBadInputUnreadableBody(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e, alice := e2eBadInputEnv(t, kind)
+		host := strings.TrimPrefix(e.URL, "http://")
+		before := e2eState(t, e, alice)
+		seq := e2eSeq(t, e)
+		head := "POST /api/channels/ops/rename HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + e.Owner +
+			"\r\nContent-Type: application/json\r\n"
+		for _, tc := range []struct{ name, request string }{
+			{"malformed chunk size", head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"},
+			{"shorter than Content-Length", head + "Content-Length: 100\r\n\r\n{\"name\":"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				conn, err := net.Dial("tcp", host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if _, err := conn.Write([]byte(tc.request)); err != nil {
+					t.Fatal(err)
+				}
+				_ = conn.(*net.TCPConn).CloseWrite() // the client sends no more
+				_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Fatalf("read the answer: %v", err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				res := &testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+				p := e2eProblem(t, res, http.StatusBadRequest, "validation")
+				e2eField(t, p, "body")
+			})
+		}
+		if after := e2eState(t, e, alice); after != before {
+			t.Errorf("an unreadable body changed state:\nbefore %s\nafter  %s", before, after)
 		}
 		e2eNoEvent(t, e, seq)
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -74,8 +75,7 @@ func problemFor(err error) (p api.Problem, ok bool) {
 		case http.StatusUnauthorized:
 			return newProblem(api.ProblemCodeUnauthenticated, "A valid bearer token is required."), true
 		case http.StatusBadRequest:
-			// Echo's binder: the body did not decode into the operation's type.
-			return newProblem(api.ProblemCodeValidation, "The body could not be decoded."), true
+			return binderProblem(he), true
 		case http.StatusTooManyRequests:
 			return newProblem(api.ProblemCodeRateLimited, "Too many requests."), true
 		}
@@ -85,6 +85,30 @@ func problemFor(err error) (p api.Problem, ok bool) {
 		return newProblem(api.ProblemCodePayloadTooLarge, fmt.Sprintf("The body exceeds %d bytes.", mbe.Limit)), true
 	}
 	return newProblem(api.ProblemCodeInternal, "An unexpected error occurred."), false
+}
+
+var (
+	binderParam = regexp.MustCompile(`^(?:Invalid format for parameter|Expected one value for) ([A-Za-z][A-Za-z0-9-]*)`)
+	binderField = regexp.MustCompile(`field=([A-Za-z0-9_.]+)`)
+)
+
+// binderProblem turns a 400 of the generated binder (a parameter given twice
+// or not of its type, a body member that does not decode into its Go type,
+// such as 2.0 for an integer) into a validation problem naming the place.
+func binderProblem(he *echo.HTTPError) api.Problem {
+	msg := fmt.Sprint(he.Message)
+	loc := "body"
+	if m := binderParam.FindStringSubmatch(msg); m != nil {
+		loc = "query." + m[1]
+		if strings.ContainsRune(m[1], '-') || m[1] == "Range" {
+			loc = "header." + m[1]
+		}
+	} else if m := binderField.FindStringSubmatch(msg); m != nil {
+		loc = "body." + m[1]
+	}
+	p := newProblem(api.ProblemCodeValidation, "The request could not be read: "+msg)
+	p.Errors = appendField(p.Errors, apperr.FieldError{Location: loc, Message: msg})
+	return p
 }
 
 func codeOf(kind error) api.ProblemCode {

@@ -152,7 +152,9 @@ func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 			if errors.As(err, &mbe) {
 				return apperr.TooLarge(h.maxJSON)
 			}
-			return fmt.Errorf("read body: %w", err)
+			// A malformed chunked encoding, or a body shorter than its
+			// Content-Length: the client's fault, never a 500.
+			return apperr.Invalid("body", "the body could not be read: %s", err)
 		}
 	}
 	if len(data) == 0 {
@@ -179,10 +181,45 @@ func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.Invalid("body", "the body holds data after its JSON value")
 	}
+	if loc, ok := findNUL("body", v); ok {
+		// PostgreSQL cannot store U+0000 in text; no field of the contract
+		// has a use for it.
+		return apperr.Invalid(loc, "must not contain the NUL character (U+0000)")
+	}
 	req.Body = io.NopCloser(bytes.NewReader(data))
 	req.ContentLength = int64(len(data))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	return nil
+}
+
+// findNUL returns the location of the first string (or member name) in a
+// decoded JSON value that holds U+0000.
+func findNUL(loc string, v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return loc, strings.ContainsRune(x, 0)
+	case []any:
+		for i, e := range x {
+			if l, ok := findNUL(loc+"["+strconv.Itoa(i)+"]", e); ok {
+				return l, true
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if strings.ContainsRune(k, 0) {
+				return loc, true
+			}
+			if l, ok := findNUL(loc+"."+k, x[k]); ok {
+				return l, true
+			}
+		}
+	}
+	return "", false
 }
 
 func jsonErrorText(err error) string {
