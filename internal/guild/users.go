@@ -261,10 +261,14 @@ func (s *Service) GetToken(ctx context.Context, a *Actor, userID, tokenID string
 	if _, err := s.store.GetUser(ctx, userID); err != nil {
 		return model.Token{}, err
 	}
+	t, err := s.store.GetToken(ctx, userID, tokenID) // 404 before 403
+	if err != nil {
+		return model.Token{}, err
+	}
 	if err := tokenAccess(a, userID); err != nil {
 		return model.Token{}, err
 	}
-	return s.store.GetToken(ctx, userID, tokenID)
+	return t, nil
 }
 
 // DeleteToken revokes a token.

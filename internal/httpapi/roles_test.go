@@ -1,16 +1,20 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/oapi-codegen/nullable"
 
 	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/config"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -855,4 +859,46 @@ func e2eRoleOrder(t testing.TB, e *testenv.Env) []string {
 		}
 	}
 	return e2eRoleIDs(l.Items)
+}
+
+// Concurrent writes on a PostgreSQL database whose default isolation is
+// REPEATABLE READ: every write still sees what the writers before it
+// committed (positions stay 1..N, no 5xx).
+func TestRolesConcurrentCreatesRepeatableReadDefault(t *testing.T) {
+	t.Parallel()
+	testenv.RequirePostgres(t)
+	e := testenv.Start(t, testenv.Postgres, testenv.WithConfig(func(c *config.Config) {
+		c.DatabaseURL += "&default_transaction_isolation=repeatable%20read"
+	}))
+	const writers, each = 8, 5
+	statuses := make(chan int, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				id := "r" + strconv.Itoa(w) + "-" + strconv.Itoa(i)
+				code, body, err := sseRawDo(context.Background(), e, e.Owner, "POST", "/roles/"+id+"/create", map[string]any{"name": id})
+				if err != nil || code != http.StatusCreated {
+					t.Errorf("create %s: %d %s %v", id, code, body, err)
+				}
+				statuses <- code
+			}
+		})
+	}
+	wg.Wait()
+	var list struct {
+		Items []struct {
+			ID       string `json:"id"`
+			Position int    `json:"position"`
+		} `json:"items"`
+	}
+	e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/roles", Token: e.Owner}).JSON(t, &list)
+	if len(list.Items) != writers*each {
+		t.Fatalf("%d roles after %d creates", len(list.Items), writers*each)
+	}
+	for i, r := range list.Items { // by position, descending
+		if want := writers*each - i; r.Position != want {
+			t.Errorf("role %s at position %d, want %d: positions are not 1..N", r.ID, r.Position, want)
+		}
+	}
 }

@@ -115,8 +115,11 @@ func TestTokens(t *testing.T) {
 			// Unknown token IDs, and a token of another user under alice.
 			bobTok := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/tokens", Token: bob.Token}).Map(t)["items"].([]any)[0].(map[string]any)["id"].(string)
 			for _, id := range []string{ghost, bobTok} {
-				e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: tokens + "/" + id, Token: e.Owner}), http.StatusNotFound, "not_found")
-				e2eProblem(t, e.Do(testenv.Req{Method: "DELETE", Path: tokens + "/" + id, Token: e.Owner}), http.StatusNotFound, "not_found")
+				// 404 (the path's resource) before 403, for anybody (DESIGN §11).
+				for _, token := range []string{e.Owner, bob.Token} {
+					e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: tokens + "/" + id, Token: token}), http.StatusNotFound, "not_found")
+					e2eProblem(t, e.Do(testenv.Req{Method: "DELETE", Path: tokens + "/" + id, Token: token}), http.StatusNotFound, "not_found")
+				}
 			}
 			p = e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: tokens + "/X", Token: e.Owner}), http.StatusBadRequest, "validation")
 			e2eField(t, p, "path.tokenID")

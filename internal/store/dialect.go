@@ -20,6 +20,8 @@ type dialect interface {
 	likeEscape() string
 	// snapshotTx is the transaction for a consistent multi-query read.
 	snapshotTx() *sql.TxOptions
+	// writeTx is the transaction for a write.
+	writeTx() *sql.TxOptions
 }
 
 type sqliteDialect struct{}
@@ -39,6 +41,10 @@ func (sqliteDialect) likeEscape() string            { return `ESCAPE '\'` }
 
 // A SQLite read transaction already sees one snapshot (WAL).
 func (sqliteDialect) snapshotTx() *sql.TxOptions { return nil }
+
+// writeTx: SQLite writes are serialized by the one writer connection and
+// BEGIN IMMEDIATE.
+func (sqliteDialect) writeTx() *sql.TxOptions { return nil }
 
 type postgresDialect struct{}
 
@@ -60,6 +66,15 @@ func (postgresDialect) lockWrites() string {
 	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", writeLockKey)
 }
 func (postgresDialect) likeEscape() string { return `ESCAPE '\'` }
+
+// writeTx is READ COMMITTED whatever the database's default: each statement
+// after the advisory lock must see what the writers before it committed. A
+// database defaulting to REPEATABLE READ would fix the snapshot when the
+// lock statement starts, before it waits, and writes would read stale rows.
+func (postgresDialect) writeTx() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+
 func (postgresDialect) snapshotTx() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 }

@@ -47,7 +47,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event
 		}
 		events = tx.events
 		return nil
-	})
+	}, s.dialect.writeTx())
 	if err != nil {
 		return nil, err
 	}
