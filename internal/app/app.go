@@ -30,6 +30,8 @@ type App struct {
 	Service *guild.Service
 	Broker  *events.Broker
 	HTTP    *httpapi.Server
+	// dbBlobs is the PostgreSQL blob store, swept in the background.
+	dbBlobs *store.DBBlobs
 	log     *slog.Logger
 	// OwnerToken is the owner's token when this start created the owner.
 	OwnerToken string
@@ -46,8 +48,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	var blobs blob.Store
+	var dbBlobs *store.DBBlobs
 	if st.Postgres() {
-		blobs = st.Blobs() // every instance reaches them
+		dbBlobs = st.Blobs() // every instance reaches them
+		blobs = dbBlobs
 	} else if blobs, err = blob.NewDir(filepath.Join(cfg.DataDir, "blobs")); err != nil {
 		_ = st.Close()
 		return nil, err
@@ -67,15 +71,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		_ = st.Close()
 		return nil, err
 	}
-	return &App{Config: cfg, Store: st, Service: svc, Broker: broker, HTTP: srv, log: log, OwnerToken: token}, nil
+	return &App{Config: cfg, Store: st, Service: svc, Broker: broker, HTTP: srv, dbBlobs: dbBlobs, log: log, OwnerToken: token}, nil
 }
 
 // Background starts the instance's background work until ctx ends: the
-// PostgreSQL event listener (events committed by any instance) and the
-// audit-log retention.
+// PostgreSQL event listener (events committed by any instance), the sweep of
+// deleted database blobs and the audit-log retention.
 func (a *App) Background(ctx context.Context) {
 	if a.Store.Postgres() {
 		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, store.EventChannel, a.log)
+	}
+	if a.dbBlobs != nil {
+		go a.sweepBlobs(ctx)
 	}
 	if a.Config.EventRetention > 0 {
 		go a.purgeEvents(ctx)
@@ -120,6 +127,26 @@ func (a *App) purgeEvents(ctx context.Context) {
 			a.log.Warn("purge events", "err", err)
 		} else if n > 0 {
 			a.log.Info("purged events", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweepBlobs removes deleted database blobs once their grace has passed.
+// Every instance sweeps; the deletes are idempotent.
+func (a *App) sweepBlobs(ctx context.Context) {
+	t := time.NewTicker(5 * time.Minute)
+	defer t.Stop()
+	for {
+		n, err := a.dbBlobs.Sweep(ctx, time.Now().Add(-store.BlobGrace))
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("sweep blobs", "err", err)
+		} else if n > 0 {
+			a.log.Info("swept deleted blobs", "count", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -124,8 +124,8 @@ func attIntact(t testing.TB, e *testenv.Env, channel string, want attMeta, data 
 }
 
 // attStorage is what the blob store holds: blob keys (files under
-// <DataDir>/blobs on SQLite, distinct keys of blob_chunks on PostgreSQL) and
-// temporary files.
+// <DataDir>/blobs on SQLite, distinct keys of blob_chunks not in the trash on
+// PostgreSQL) and temporary files.
 type attStorage struct {
 	Blobs []string
 	Tmp   []string
@@ -157,7 +157,8 @@ func attStored(t testing.TB, e *testenv.Env) attStorage {
 		if len(s.Blobs) != 0 {
 			t.Fatalf("blob files on PostgreSQL: %v", s.Blobs)
 		}
-		s.Blobs = attQueryStrings(t, e, "SELECT DISTINCT blob_key FROM blob_chunks")
+		// Deleted blobs wait in the trash for the sweep (TestAttachmentsDownloadDuringReplace).
+		s.Blobs = attQueryStrings(t, e, "SELECT DISTINCT blob_key FROM blob_chunks WHERE blob_key NOT IN (SELECT blob_key FROM blob_trash)")
 	}
 	slices.Sort(s.Blobs)
 	if len(s.Blobs) == 0 {
@@ -234,6 +235,14 @@ func attJSON(v any) string {
 		return fmt.Sprintf("<%v>", err)
 	}
 	return string(b)
+}
+
+// attSweep removes the deleted database blobs as if their grace had passed.
+func attSweep(t testing.TB, e *testenv.Env) {
+	t.Helper()
+	if _, err := e.App.Store.Blobs().Sweep(context.Background(), time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
 }
 
 func attIfMatch(tag string) map[string]string { return map[string]string{"If-Match": tag} }
@@ -895,8 +904,9 @@ func TestAttachmentsDeletedWithChannel(t *testing.T) {
 			t.Fatalf("after deleting the channel the blob store holds %s, want only the kept channel's blob", attJSON(s))
 		}
 		if kind == testenv.Postgres {
+			attSweep(t, e)
 			if rows := attQueryStrings(t, e, "SELECT blob_key FROM blob_chunks"); len(rows) != 1 {
-				t.Errorf("blob_chunks rows after the delete: %d, want 1", len(rows))
+				t.Errorf("blob_chunks rows after the delete and a sweep: %d, want 1", len(rows))
 			}
 		}
 		attIntact(t, e, "kept", kept, keptData)
@@ -1191,8 +1201,9 @@ func TestAttachmentsMultiChunk(t *testing.T) {
 		small := attMustPut(t, e, e.Owner, "ops", "big.bin", "application/octet-stream", []byte("small"), http.StatusOK)
 		attIntact(t, e, "ops", small, []byte("small"))
 		if kind == testenv.Postgres {
+			attSweep(t, e)
 			if rows := attQueryStrings(t, e, "SELECT blob_key FROM blob_chunks"); len(rows) != 1 {
-				t.Errorf("blob_chunks rows after replacing: %d, want 1", len(rows))
+				t.Errorf("blob_chunks rows after replacing and a sweep: %d, want 1", len(rows))
 			}
 		}
 		if s := attStored(t, e); len(s.Blobs) != 1 {
@@ -1295,5 +1306,133 @@ func TestAttachmentsTokenRevokedDuringUpload(t *testing.T) {
 			t.Errorf("listed after the refused upload: %s", attJSON(l))
 		}
 		attWaitStored(t, e, before)
+	})
+}
+
+// A download that started before its attachment was replaced (or deleted)
+// gets every byte of the version it started on: on disk the open file
+// outlives its unlinking; in PostgreSQL the old chunks stay for a grace
+// period, and the sweep removes them after it.
+func TestAttachmentsDownloadDuringReplace(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewChannel("ops")
+		old := attBytes(16<<20, 3)
+		attMustPut(t, e, e.Owner, "ops", "big.bin", "application/octet-stream", old, http.StatusCreated)
+
+		req, err := http.NewRequest("GET", e.URL+"/api"+attPath("ops", "big.bin"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.Owner)
+		resp, err := e.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		head := make([]byte, 100)
+		if _, err := io.ReadFull(resp.Body, head); err != nil {
+			t.Fatalf("start the download: %v", err)
+		}
+
+		attMustPut(t, e, e.Owner, "ops", "big.bin", "application/octet-stream", attBytes(1000, 9), http.StatusOK)
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("the download broke off after %d bytes: %v", 100+len(rest), err)
+		}
+		if got := append(head, rest...); !bytes.Equal(got, old) {
+			t.Fatalf("downloaded %d bytes, not the %d of the version it started on", len(got), len(old))
+		}
+
+		if kind != testenv.Postgres {
+			return
+		}
+		// The replaced blob is in the trash, its chunks still stored; the
+		// sweep keeps it within the grace period and removes it after.
+		live := attStored(t, e).Blobs
+		all := attQueryStrings(t, e, "SELECT DISTINCT blob_key FROM blob_chunks")
+		if len(live) != 1 || len(all) != 2 {
+			t.Fatalf("after the replace: live blobs %v, stored %v", live, all)
+		}
+		ctx := context.Background()
+		if n, err := e.App.Store.Blobs().Sweep(ctx, time.Now().Add(-store.BlobGrace)); err != nil || n != 0 {
+			t.Fatalf("a sweep within the grace period removed %d (%v)", n, err)
+		}
+		if n, err := e.App.Store.Blobs().Sweep(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+			t.Fatalf("a sweep past the grace period removed %d (%v), want 1", n, err)
+		}
+		if all := attQueryStrings(t, e, "SELECT DISTINCT blob_key FROM blob_chunks"); !slices.Equal(all, live) {
+			t.Errorf("after the sweep: stored %v, want only the live %v", all, live)
+		}
+		if left := attQueryStrings(t, e, "SELECT blob_key FROM blob_trash"); len(left) != 0 {
+			t.Errorf("trash after the sweep: %v", left)
+		}
+		attIntact(t, e, "ops", attList(t, e, "ops")[0], attBytes(1000, 9))
+	})
+}
+
+// Clients that stall their uploads slow only themselves: with as many of
+// them stalled as the database blob store copies at once, another upload
+// still goes through (they spool locally, holding no database connection).
+func TestAttachmentsStalledUploadsBlockNoOne(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewChannel("ops")
+		var writers []*io.PipeWriter
+		done := make(chan struct{})
+		defer func() {
+			for _, pw := range writers {
+				_ = pw.CloseWithError(errors.New("test over"))
+			}
+			for range writers {
+				<-done
+			}
+		}()
+		chunk := attBytes(1<<20, 5)
+		for i := range 4 { // store.maxDBUploads
+			pr, pw := io.Pipe()
+			writers = append(writers, pw)
+			go func() {
+				defer func() { done <- struct{}{} }()
+				req, err := http.NewRequest("PUT", e.URL+"/api"+attPath("ops", "slow"+strconv.Itoa(i)), struct{ io.Reader }{pr})
+				if err != nil {
+					return
+				}
+				req.ContentLength = -1
+				req.Header.Set("Content-Type", "application/octet-stream")
+				req.Header.Set("Authorization", "Bearer "+e.Owner)
+				if resp, err := e.HTTP.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			// 16 MiB is more than the sockets buffer: once written, the
+			// server is reading this body. Then the client stalls.
+			for range 16 {
+				if _, err := pw.Write(chunk); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // turns a hang into a failure
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "PUT", e.URL+"/api"+attPath("ops", "quick"), strings.NewReader("quick"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Authorization", "Bearer "+e.Owner)
+		resp, err := e.HTTP.Do(req)
+		if err != nil {
+			t.Fatalf("an upload beside four stalled ones: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("an upload beside four stalled ones: %d", resp.StatusCode)
+		}
 	})
 }

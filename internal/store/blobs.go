@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -16,17 +18,22 @@ import (
 // ChunkSize is the size of one stored piece of a database blob.
 const ChunkSize = 256 << 10
 
-// maxDBUploads bounds the uploads a DBBlobs streams at once. Each holds a
-// pooled connection in a transaction for as long as its client takes to send
-// the bytes, so without a bound a few slow clients could take the whole pool
-// and stall every other write.
+// maxDBUploads bounds the uploads a DBBlobs copies into the database at
+// once; each holds a pooled connection in a transaction while it does.
 const maxDBUploads = 4
 
+// BlobGrace is how long a deleted or replaced database blob stays readable:
+// a download that started before the change finishes within it.
+const BlobGrace = time.Hour
+
 // DBBlobs keeps blobs in the database in chunks (for PostgreSQL with several
-// instances, where every instance must reach every blob). A blob is written
-// in its own transaction, before the metadata that points at it, so an
-// interrupted upload (or a crash) leaves nothing behind; it is read a chunk
-// at a time, and neither side ever holds it whole in memory.
+// instances, where every instance must reach every blob). An upload is first
+// spooled to a local temporary file, at the client's pace, and only then
+// copied into the database in one short transaction: a slow client never
+// holds a pooled connection. The blob is written before the metadata that
+// points at it, and an interrupted upload stores nothing. It is read a chunk
+// at a time, and neither side ever holds it whole in memory. Delete moves a
+// blob to the trash; Sweep removes it for good after BlobGrace.
 type DBBlobs struct {
 	s       *Store
 	uploads chan struct{} // semaphore of maxDBUploads
@@ -38,9 +45,27 @@ func (s *Store) Blobs() *DBBlobs { return &DBBlobs{s: s, uploads: make(chan stru
 
 var _ blob.Store = (*DBBlobs)(nil)
 
-// Put streams r into chunks of ChunkSize; a blob has at least one (empty)
-// chunk, so a zero-byte blob exists too.
+// Put streams r to a temporary file, hashing it, then into chunks of
+// ChunkSize; a blob has at least one (empty) chunk, so a zero-byte blob
+// exists too.
 func (b *DBBlobs) Put(ctx context.Context, r io.Reader, max int64) (blob.Info, error) {
+	spool, err := os.CreateTemp("", "guildhall-upload-*")
+	if err != nil {
+		return blob.Info{}, fmt.Errorf("spool upload: %w", err)
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	h := sha256.New()
+	// io.Copy ends on io.EOF alone: any other error of the source, a
+	// client gone mid-body included, stores nothing.
+	size, err := io.Copy(io.MultiWriter(spool, h), &blob.LimitReader{R: r, Max: max})
+	if err != nil {
+		return blob.Info{}, err
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return blob.Info{}, fmt.Errorf("spool upload: %w", err)
+	}
+
 	select {
 	case b.uploads <- struct{}{}:
 		defer func() { <-b.uploads }()
@@ -48,19 +73,14 @@ func (b *DBBlobs) Put(ctx context.Context, r io.Reader, max int64) (blob.Info, e
 		return blob.Info{}, ctx.Err()
 	}
 	key := blob.NewKey()
-	h := sha256.New()
-	src := &blob.LimitReader{R: r, Max: max}
-	var size int64
 	buf := make([]byte, ChunkSize)
-	err := b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+	err = b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		for chunk := 0; ; chunk++ {
-			n, end, err := fill(src, buf)
+			n, end, err := fill(spool, buf)
 			if err != nil {
-				return err // the source failed (not a clean end): store nothing
+				return fmt.Errorf("read spooled upload: %w", err)
 			}
 			if n > 0 || chunk == 0 {
-				h.Write(buf[:n])
-				size += int64(n)
 				if err := db.Exec("INSERT INTO blob_chunks (blob_key, chunk, data) VALUES (?, ?, ?)", key, chunk, buf[:n]).Error; err != nil {
 					return fmt.Errorf("write blob chunk: %w", err)
 				}
@@ -106,12 +126,34 @@ func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader
 	return &chunkReader{ctx: ctx, db: b.s.read, key: key, size: size}, nil
 }
 
-// Delete removes a blob's chunks.
+// Delete moves a blob to the trash: it stays readable for BlobGrace, then
+// Sweep removes it.
 func (b *DBBlobs) Delete(ctx context.Context, key string) error {
-	if err := b.s.write.WithContext(ctx).Exec("DELETE FROM blob_chunks WHERE blob_key = ?", key).Error; err != nil {
+	err := b.s.write.WithContext(ctx).Exec("INSERT INTO blob_trash (blob_key, deleted_at) VALUES (?, ?) ON CONFLICT (blob_key) DO NOTHING",
+		key, time.Now().UTC()).Error
+	if err != nil {
 		return fmt.Errorf("delete blob: %w", err)
 	}
 	return nil
+}
+
+// Sweep removes for good the blobs deleted before the given time, and
+// returns how many.
+func (b *DBBlobs) Sweep(ctx context.Context, deletedBefore time.Time) (int64, error) {
+	var n int64
+	err := b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+		old := db.Table("blob_trash").Select("blob_key").Where("deleted_at < ?", deletedBefore.UTC())
+		if err := db.Exec("DELETE FROM blob_chunks WHERE blob_key IN (?)", old).Error; err != nil {
+			return err
+		}
+		res := db.Exec("DELETE FROM blob_trash WHERE deleted_at < ?", deletedBefore.UTC())
+		n = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweep blobs: %w", err)
+	}
+	return n, nil
 }
 
 type chunkReader struct {

@@ -127,6 +127,16 @@ CREATE TABLE blob_chunks (
   PRIMARY KEY (blob_key, chunk)
 );
 `},
+	// Database blobs are deleted after a grace period, not at once, so that
+	// a download in flight when its attachment is replaced or deleted still
+	// reads every chunk (DBBlobs.Delete and Sweep).
+	{"0002_blob_trash", `
+CREATE TABLE blob_trash (
+  blob_key VARCHAR(64) PRIMARY KEY,
+  deleted_at {{TIMESTAMP}} NOT NULL
+);
+CREATE INDEX blob_trash_deleted ON blob_trash(deleted_at);
+`},
 }
 
 // migrate applies the migrations that have not run yet, holding a lock so
