@@ -82,10 +82,16 @@ func (a *App) Background(ctx context.Context) {
 		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, store.EventChannel, a.log)
 	}
 	if a.dbBlobs != nil {
-		go a.sweepBlobs(ctx)
+		// Deleted database blobs go once their grace has passed; every
+		// instance sweeps, and the deletes are idempotent.
+		go a.every(ctx, 5*time.Minute, "swept deleted blobs", func(ctx context.Context) (int64, error) {
+			return a.dbBlobs.Sweep(ctx, time.Now().Add(-store.BlobGrace))
+		})
 	}
 	if a.Config.EventRetention > 0 {
-		go a.purgeEvents(ctx)
+		go a.every(ctx, time.Hour, "purged events", func(ctx context.Context) (int64, error) {
+			return a.Store.PurgeEvents(ctx, time.Now().Add(-a.Config.EventRetention))
+		})
 	}
 }
 
@@ -118,35 +124,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // Close releases the store.
 func (a *App) Close() error { return a.Store.Close() }
 
-func (a *App) purgeEvents(ctx context.Context) {
-	t := time.NewTicker(time.Hour)
+// every runs a clean-up at once and then every interval until ctx ends,
+// logging what it removed (n) or why it failed.
+func (a *App) every(ctx context.Context, interval time.Duration, what string, clean func(context.Context) (int64, error)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		n, err := a.Store.PurgeEvents(ctx, time.Now().Add(-a.Config.EventRetention))
+		n, err := clean(ctx)
 		if err != nil && ctx.Err() == nil {
-			a.log.Warn("purge events", "err", err)
+			a.log.Warn(what+" failed", "err", err)
 		} else if n > 0 {
-			a.log.Info("purged events", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// sweepBlobs removes deleted database blobs once their grace has passed.
-// Every instance sweeps; the deletes are idempotent.
-func (a *App) sweepBlobs(ctx context.Context) {
-	t := time.NewTicker(5 * time.Minute)
-	defer t.Stop()
-	for {
-		n, err := a.dbBlobs.Sweep(ctx, time.Now().Add(-store.BlobGrace))
-		if err != nil && ctx.Err() == nil {
-			a.log.Warn("sweep blobs", "err", err)
-		} else if n > 0 {
-			a.log.Info("swept deleted blobs", "count", n)
+			a.log.Info(what, "count", n)
 		}
 		select {
 		case <-ctx.Done():
