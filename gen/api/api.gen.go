@@ -364,6 +364,24 @@ func (e UserUpdateStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListUsersParamsStatus.
+const (
+	ListUsersParamsStatusActive    ListUsersParamsStatus = "active"
+	ListUsersParamsStatusSuspended ListUsersParamsStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the ListUsersParamsStatus enum.
+func (e ListUsersParamsStatus) Valid() bool {
+	switch e {
+	case ListUsersParamsStatusActive:
+		return true
+	case ListUsersParamsStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
 // Attachment Example: {"channel_id":"ops","content_type":"image/png","created_at":"2026-11-22T08:15:30.123456Z","created_by":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","id":"logo.png","sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":4096,"updated_at":"2026-11-22T08:15:30.123456Z","updated_by":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"}
 type Attachment struct {
 	// ChannelId Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
@@ -1464,7 +1482,19 @@ type ListUsersParams struct {
 
 	// Cursor The `next_cursor` of the previous page, made with the same filters.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Q A case-insensitive prefix of the username or display name (and of the email, for holders of `MANAGE_USERS`).
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// Role Only users holding this role.
+	Role *RoleID `form:"role,omitempty" json:"role,omitempty"`
+
+	// Status Only users with this status.
+	Status *ListUsersParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 }
+
+// ListUsersParamsStatus defines parameters for ListUsers.
+type ListUsersParamsStatus string
 
 // CreateUserParams defines parameters for CreateUser.
 type CreateUserParams struct {
@@ -2319,7 +2349,19 @@ type ClientInterface interface {
 
 	// ListUsers List users
 	//
-	// Users ordered by ID (creation order), paged with a cursor.
+	// Users ordered by ID (creation order), paged with a cursor, optionally
+	// filtered. Filters combine with AND; a cursor is bound to the filters it
+	// was made with.
+	//
+	// - `q`: a prefix of the username or the display name, ignoring case
+	//   (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
+	//   it also matches a prefix of the email; for everyone else it never
+	//   looks at emails, which they cannot see.
+	// - `role`: only users holding this role (an unknown role matches nobody).
+	// - `status`: only `active` or only `suspended` users.
+	//
+	// Each filter is served by an index, so a search costs what a plain page
+	// costs, plus the number of users whose name starts with `q`.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -3702,7 +3744,19 @@ func (c *Client) RenameRole(ctx context.Context, roleID RoleID, params *RenameRo
 
 // ListUsers List users
 //
-// Users ordered by ID (creation order), paged with a cursor.
+// Users ordered by ID (creation order), paged with a cursor, optionally
+// filtered. Filters combine with AND; a cursor is bound to the filters it
+// was made with.
+//
+//   - `q`: a prefix of the username or the display name, ignoring case
+//     (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
+//     it also matches a prefix of the email; for everyone else it never
+//     looks at emails, which they cannot see.
+//   - `role`: only users holding this role (an unknown role matches nobody).
+//   - `status`: only `active` or only `suspended` users.
+//
+// Each filter is served by an index, so a search costs what a plain page
+// costs, plus the number of users whose name starts with `q`.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.
@@ -6377,6 +6431,42 @@ func NewListUsersRequest(server string, params *ListUsersParams) (*http.Request,
 
 		}
 
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Role != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "role", *params.Role, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -7768,7 +7858,19 @@ type ClientWithResponsesInterface interface {
 
 	// ListUsersWithResponse List users
 	//
-	// Users ordered by ID (creation order), paged with a cursor.
+	// Users ordered by ID (creation order), paged with a cursor, optionally
+	// filtered. Filters combine with AND; a cursor is bound to the filters it
+	// was made with.
+	//
+	// - `q`: a prefix of the username or the display name, ignoring case
+	//   (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
+	//   it also matches a prefix of the email; for everyone else it never
+	//   looks at emails, which they cannot see.
+	// - `role`: only users holding this role (an unknown role matches nobody).
+	// - `status`: only `active` or only `suspended` users.
+	//
+	// Each filter is served by an index, so a search costs what a plain page
+	// costs, plus the number of users whose name starts with `q`.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -14291,7 +14393,19 @@ func (c *ClientWithResponses) RenameRoleWithResponse(ctx context.Context, roleID
 
 // ListUsersWithResponse List users
 //
-// Users ordered by ID (creation order), paged with a cursor.
+// Users ordered by ID (creation order), paged with a cursor, optionally
+// filtered. Filters combine with AND; a cursor is bound to the filters it
+// was made with.
+//
+//   - `q`: a prefix of the username or the display name, ignoring case
+//     (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
+//     it also matches a prefix of the email; for everyone else it never
+//     looks at emails, which they cannot see.
+//   - `role`: only users holding this role (an unknown role matches nobody).
+//   - `status`: only `active` or only `suspended` users.
+//
+// Each filter is served by an index, so a search costs what a plain page
+// costs, plus the number of users whose name starts with `q`.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.
@@ -22478,6 +22592,27 @@ func (w *ServerInterfaceWrapper) ListUsers(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "q" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "q", ctx.QueryParams(), &params.Q, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter q: %s", err))
+	}
+
+	// ------------- Optional query parameter "role" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "role", ctx.QueryParams(), &params.Role, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter role: %s", err))
+	}
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter status: %s", err))
 	}
 
 	// Invoke the callback with all the unmarshaled arguments

@@ -698,7 +698,19 @@ export interface paths {
         };
         /**
          * List users
-         * @description Users ordered by ID (creation order), paged with a cursor.
+         * @description Users ordered by ID (creation order), paged with a cursor, optionally
+         *     filtered. Filters combine with AND; a cursor is bound to the filters it
+         *     was made with.
+         *
+         *     - `q`: a prefix of the username or the display name, ignoring case
+         *       (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
+         *       it also matches a prefix of the email; for everyone else it never
+         *       looks at emails, which they cannot see.
+         *     - `role`: only users holding this role (an unknown role matches nobody).
+         *     - `status`: only `active` or only `suspended` users.
+         *
+         *     Each filter is served by an index, so a search costs what a plain page
+         *     costs, plus the number of users whose name starts with `q`.
          *
          *     **Permission:** any authenticated user. `email` is shown only on the
          *     caller's own entry, or to holders of `MANAGE_USERS`.
@@ -3606,6 +3618,21 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page, made with the same filters. */
                 cursor?: components["parameters"]["Cursor"];
+                /**
+                 * @description A case-insensitive prefix of the username or display name (and of the email, for holders of `MANAGE_USERS`).
+                 * @example ali
+                 */
+                q?: string;
+                /**
+                 * @description Only users holding this role.
+                 * @example mods
+                 */
+                role?: components["schemas"]["RoleID"];
+                /**
+                 * @description Only users with this status.
+                 * @example suspended
+                 */
+                status?: "active" | "suspended";
             };
             header?: never;
             path?: never;

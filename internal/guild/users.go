@@ -24,13 +24,28 @@ type UserInput struct {
 	Status      string // replace only
 }
 
-// ListUsers pages through users in creation order.
-func (s *Service) ListUsers(ctx context.Context, a *Actor, rawCursor string, limit int) (Page[model.User], error) {
-	after, err := decodeCursor(rawCursor, "users")
+// UserFilter narrows a list of users; the zero value lists everyone.
+type UserFilter struct {
+	Query  string // a case-insensitive prefix of the username or display name (or email, for MANAGE_USERS)
+	RoleID string
+	Status string
+}
+
+// ListUsers pages through users in creation order, filtered. The query
+// matches emails only for callers who may see them (MANAGE_USERS): anyone
+// else could otherwise probe for an address one prefix at a time.
+func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCursor string, limit int) (Page[model.User], error) {
+	filters := []string{"users"}
+	if f != (UserFilter{}) {
+		filters = append(filters, f.Query, f.RoleID, f.Status)
+	}
+	after, err := decodeCursor(rawCursor, filters...)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
-	users, more, err := s.store.ListUsers(ctx, after, pageLimit(limit))
+	sf := store.UserFilter{Prefix: f.Query, RoleID: f.RoleID, Status: f.Status,
+		MatchEmail: a.Base().Has(permissions.ManageUsers)}
+	users, more, err := s.store.ListUsers(ctx, sf, after, pageLimit(limit))
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -39,7 +54,7 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, rawCursor string, lim
 		s.hideEmail(a, &page.Items[i])
 	}
 	if more {
-		page.NextCursor = encodeCursor(users[len(users)-1].ID, "users")
+		page.NextCursor = encodeCursor(users[len(users)-1].ID, filters...)
 	}
 	return page, nil
 }

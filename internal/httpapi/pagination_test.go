@@ -28,7 +28,11 @@ func e2eFetchPage(t testing.TB, e *testenv.Env, token, list, cursor string, limi
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	res := e.Do(testenv.Req{Method: "GET", Path: list + "?" + q.Encode(), Token: token})
+	sep := "?"
+	if strings.Contains(list, "?") { // the list carries filters
+		sep = "&"
+	}
+	res := e.Do(testenv.Req{Method: "GET", Path: list + sep + q.Encode(), Token: token})
 	if res.Status != http.StatusOK {
 		t.Fatalf("GET %s?%s: %s", list, q.Encode(), res)
 	}

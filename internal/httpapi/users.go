@@ -16,7 +16,9 @@ func (h *Handler) ListUsers(ctx context.Context, req api.ListUsersRequestObject)
 	if err != nil {
 		return nil, err
 	}
-	page, err := h.svc.ListUsers(ctx, a, deref(req.Params.Cursor), deref(req.Params.Limit))
+	p := req.Params
+	f := guild.UserFilter{Query: deref(p.Q), RoleID: deref(p.Role), Status: string(deref(p.Status))}
+	page, err := h.svc.ListUsers(ctx, a, f, deref(p.Cursor), deref(p.Limit))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -486,5 +487,102 @@ func TestUsersGetAndList(t *testing.T) {
 		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/users"}), http.StatusUnauthorized, "unauthenticated")
 		p = e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/users?limit=201", Token: alice.Token}), http.StatusBadRequest, "validation")
 		e2eField(t, p, "query.limit")
+	})
+}
+
+// Searching users: q is a case-insensitive prefix of the username or display
+// name (and of the email, only for MANAGE_USERS), role and status filter
+// exactly, filters combine, pages walk every match once, and a cursor is
+// bound to its filters.
+func TestUsersSearch(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		mk := func(username, display, email string) string {
+			body := map[string]any{"username": username, "display_name": display}
+			if email != "" {
+				body["email"] = email
+			}
+			return e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: e.Owner, Body: body}).Map(t)["id"].(string)
+		}
+		alice := mk("alice", "Alice Liddell", "wonder@example.com")
+		alistair := mk("Alistair", "Al", "")
+		bob := mk("bob", "ALIen Bob", "bob@example.com")
+		zoe := mk("zoe", "Zoë Éclair", "zoe@ali.example")
+		pct := mk("per_cent", "100% sure", "")
+		viewer := e.NewUser("viewer") // no MANAGE_USERS
+		e.NewRole("mods")
+		e.Assign(alice, "mods")
+		e.Assign(zoe, "mods")
+		e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + bob, Token: e.Owner,
+			Body: map[string]any{"username": "bob", "display_name": "ALIen Bob", "email": "bob@example.com", "status": "suspended"}})
+		owner := e2eOwnerID(t, e)
+
+		search := func(token, query string) []string {
+			t.Helper()
+			return e2eWalk(t, e, token, "/users?"+query, 2, nil)
+		}
+		for _, tc := range []struct {
+			name, token, query string
+			want               []string
+		}{
+			{"username or display name prefix, any case", e.Owner, "q=ALI", []string{alice, alistair, bob}},
+			{"display name after the first word is no prefix", e.Owner, "q=liddell", nil},
+			{"email prefix for MANAGE_USERS", e.Owner, "q=wonder", []string{alice}},
+			{"email never matches without MANAGE_USERS", viewer.Token, "q=wonder", nil},
+			{"names still match without MANAGE_USERS", viewer.Token, "q=al", []string{alice, alistair, bob}},
+			{"non-ASCII lower-cased", e.Owner, "q=" + url.QueryEscape("ZOË"), []string{zoe}},
+			{"LIKE wildcards are literal", e.Owner, "q=" + url.QueryEscape("100%"), []string{pct}},
+			{"underscore is literal", e.Owner, "q=per_", []string{pct}},
+			{"underscore matches no other character", e.Owner, "q=pe_", nil},
+			{"role", e.Owner, "role=mods", []string{alice, zoe}},
+			{"unknown role matches nobody", e.Owner, "role=nobody", nil},
+			{"status suspended", e.Owner, "status=suspended", []string{bob}},
+			{"status active", e.Owner, "status=active", []string{owner, alice, alistair, zoe, pct, viewer.ID}},
+			{"filters combine", e.Owner, "q=ali&status=active&role=mods", []string{alice}},
+			{"no match", e.Owner, "q=xyz", nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := search(tc.token, tc.query)
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("GET /users?%s: %v, want %v", tc.query, got, tc.want)
+				}
+			})
+		}
+
+		t.Run("a cursor is bound to its filters", func(t *testing.T) {
+			p := e2eFetchPage(t, e, e.Owner, "/users?q=al", "", 1)
+			if p.Next == "" {
+				t.Fatal("expected a second page")
+			}
+			res := e.Do(testenv.Req{Method: "GET", Path: "/users?q=bo&cursor=" + p.Next, Token: e.Owner})
+			if pr := res.Problem(t); res.Status != http.StatusBadRequest || pr.Errors == nil || (*pr.Errors)[0].Location != "query.cursor" {
+				t.Errorf("cursor of q=al used with q=bo: %s", res)
+			}
+			res = e.Do(testenv.Req{Method: "GET", Path: "/users?cursor=" + p.Next, Token: e.Owner})
+			if res.Status != http.StatusBadRequest {
+				t.Errorf("cursor of q=al used without filters: %s", res)
+			}
+		})
+
+		t.Run("bad filters are a 400 naming the parameter", func(t *testing.T) {
+			for query, loc := range map[string]string{
+				"status=gone":                   "query.status",
+				"role=Not%20A%20Role":           "query.role",
+				"q=":                            "query.q",
+				"q=a%01b":                       "query.q",
+				"q=" + strings.Repeat("a", 101): "query.q",
+			} {
+				res := e.Do(testenv.Req{Method: "GET", Path: "/users?" + query, Token: e.Owner})
+				if res.Status != http.StatusBadRequest {
+					t.Errorf("GET /users?%s: %s, want 400", query, res)
+					continue
+				}
+				if pr := res.Problem(t); pr.Errors == nil || (*pr.Errors)[0].Location != loc {
+					t.Errorf("GET /users?%s: %s, want the error at %s", query, res.Body, loc)
+				}
+			}
+		})
 	})
 }

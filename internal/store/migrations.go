@@ -16,8 +16,11 @@ import (
 var migrations = []struct {
 	id  string
 	sql string
+	// run, when set, runs after sql in the same transaction: what SQL alone
+	// cannot do the same way on both databases.
+	run func(tx *gorm.DB, d dialect) error
 }{
-	{"0001_initial", `
+	{id: "0001_initial", sql: `
 CREATE TABLE settings (
   id INTEGER PRIMARY KEY,
   global_permissions {{BIGINT}} NOT NULL,
@@ -130,13 +133,55 @@ CREATE TABLE blob_chunks (
 	// Database blobs are deleted after a grace period, not at once, so that
 	// a download in flight when its attachment is replaced or deleted still
 	// reads every chunk (DBBlobs.Delete and Sweep).
-	{"0002_blob_trash", `
+	{id: "0002_blob_trash", sql: `
 CREATE TABLE blob_trash (
   blob_key VARCHAR(64) PRIMARY KEY,
   deleted_at {{TIMESTAMP}} NOT NULL
 );
 CREATE INDEX blob_trash_deleted ON blob_trash(deleted_at);
 `},
+	// User search: a lower-cased display name beside the username and email
+	// keys, each indexed for prefix ranges; users by status in ID order; a
+	// role's holders in user-ID order. On PostgreSQL the keys compare byte by
+	// byte (COLLATE "C"), so a prefix is one contiguous index range.
+	{id: "0003_user_search", sql: `
+ALTER TABLE users ADD COLUMN display_name_key VARCHAR(400) NOT NULL DEFAULT '';
+CREATE INDEX users_status ON users(status, id);
+DROP INDEX user_roles_role;
+CREATE INDEX user_roles_role ON user_roles(role_id, user_id);
+`, run: migrateUserSearch},
+}
+
+// migrateUserSearch fills the display-name key the way the store writes it
+// (Go's strings.ToLower: SQLite's lower() knows only ASCII) and indexes the
+// three keys for prefix ranges. On PostgreSQL the keys compare byte by byte
+// (COLLATE "C"), as on SQLite, so a prefix is one contiguous index range;
+// equality, and so uniqueness, is the same under both collations.
+func migrateUserSearch(tx *gorm.DB, d dialect) error {
+	var rows []struct{ ID, DisplayName string }
+	if err := tx.Raw("SELECT id, display_name FROM users").Scan(&rows).Error; err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := tx.Exec("UPDATE users SET display_name_key = ? WHERE id = ?", strings.ToLower(r.DisplayName), r.ID).Error; err != nil {
+			return err
+		}
+	}
+	stmts := []string{"CREATE INDEX users_display_name_key ON users(display_name_key)"}
+	if d.name() == "postgres" {
+		stmts = []string{
+			`ALTER TABLE users ALTER COLUMN username_key TYPE VARCHAR(32) COLLATE "C"`,
+			`ALTER TABLE users ALTER COLUMN email_key TYPE VARCHAR(254) COLLATE "C"`,
+			`ALTER TABLE users ALTER COLUMN display_name_key TYPE VARCHAR(400) COLLATE "C"`,
+			"CREATE INDEX users_display_name_key ON users(display_name_key)",
+		}
+	}
+	for _, stmt := range stmts {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrate applies the migrations that have not run yet, holding a lock so
@@ -150,6 +195,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			Migrate: func(tx *gorm.DB) error {
 				for _, stmt := range splitStatements(s.dialect.ddl(m.sql)) {
 					if err := tx.Exec(stmt).Error; err != nil {
+						return fmt.Errorf("migration %s: %w", m.id, err)
+					}
+				}
+				if m.run != nil {
+					if err := m.run(tx, s.dialect); err != nil {
 						return fmt.Errorf("migration %s: %w", m.id, err)
 					}
 				}

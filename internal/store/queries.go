@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -168,11 +169,62 @@ func (q queries) CountUsers(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// ListUsers returns up to limit users with IDs after the given one, and
-// whether more follow.
-func (q queries) ListUsers(ctx context.Context, after string, limit int) ([]model.User, bool, error) {
+// UserFilter selects users; the zero value selects everyone.
+type UserFilter struct {
+	// Prefix matches a prefix of the lower-cased username or display name
+	// (and of the email when MatchEmail is set); it is lower-cased here.
+	Prefix     string
+	MatchEmail bool
+	RoleID     string
+	Status     string
+}
+
+// ListUsers returns up to limit users with IDs after the given one that pass
+// the filter, in ID order, and whether more follow. Every filter is an index
+// range: the prefix is one range per key, so a search costs what its matches
+// cost, never a scan of every user.
+func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+	// The plan is chosen here, not left to the planner's guesses (SQLite
+	// has no statistics): a prefix drives the query from its index ranges,
+	// else a role from its holders in ID order, else the status index, else
+	// the primary key.
+	db := q.with(ctx).Table("users").Select("users.*")
+	order := "users.id"
+	switch {
+	case f.Prefix != "":
+		lo := strings.ToLower(f.Prefix)
+		hi := prefixEnd(lo)
+		keys := []string{"username_key", "display_name_key"}
+		if f.MatchEmail {
+			keys = append(keys, "email_key")
+		}
+		parts := make([]string, len(keys))
+		args := make([]any, 0, 2*len(keys))
+		for i, k := range keys {
+			parts[i] = "SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?"
+			args = append(args, lo, hi)
+		}
+		db = db.Where("users.id IN ("+strings.Join(parts, " UNION ")+")", args...)
+		if f.Status != "" {
+			// "|| ''" keeps SQLite, which has no statistics to tell, from
+			// preferring the status index to the prefix ranges.
+			db = db.Where("users.status || '' = ?", f.Status)
+		}
+		if f.RoleID != "" {
+			db = db.Where("EXISTS (SELECT 1 FROM user_roles WHERE user_roles.user_id = users.id AND user_roles.role_id = ?)", f.RoleID)
+		}
+	case f.RoleID != "":
+		db = db.Joins("JOIN user_roles ON user_roles.user_id = users.id AND user_roles.role_id = ?", f.RoleID)
+		order = "user_roles.user_id" // the order of the role's index
+		if f.Status != "" {
+			db = db.Where("users.status = ?", f.Status)
+		}
+	case f.Status != "":
+		db = db.Where("users.status = ?", f.Status)
+	}
+	db = db.Where(order+" > ?", after)
 	var rows []userRow
-	if err := q.with(ctx).Where("id > ?", after).Order("id").Limit(limit + 1).Find(&rows).Error; err != nil {
+	if err := db.Order(order).Limit(limit + 1).Find(&rows).Error; err != nil {
 		return nil, false, fmt.Errorf("list users: %w", err)
 	}
 	more := len(rows) > limit
@@ -192,6 +244,25 @@ func (q queries) ListUsers(ctx context.Context, after string, limit int) ([]mode
 		out[i] = r.model(roles[r.ID])
 	}
 	return out, more, nil
+}
+
+// prefixEnd is the least string greater than every string that starts with
+// prefix: its last rune incremented (a rune already at the maximum is
+// dropped and the one before it incremented). "" has no end: it is returned
+// as the largest string there is.
+func prefixEnd(prefix string) string {
+	r := []rune(prefix)
+	for i := len(r) - 1; i >= 0; i-- {
+		switch {
+		case r[i] == 0xD7FF: // skip the surrogates, which no string holds
+			r[i] = 0xE000
+			return string(r[:i+1])
+		case r[i] < utf8.MaxRune:
+			r[i]++
+			return string(r[:i+1])
+		}
+	}
+	return string(utf8.MaxRune)
 }
 
 // roleIDsOf loads the role IDs of many users in one query, by position descending.

@@ -62,13 +62,15 @@ type userRow struct {
 	Username    string
 	UsernameKey string
 	DisplayName string
-	Email       *string
-	EmailKey    *string
-	Status      string
-	IsOwner     bool
-	Version     int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// DisplayNameKey is the lower-cased display name, for search.
+	DisplayNameKey string
+	Email          *string
+	EmailKey       *string
+	Status         string
+	IsOwner        bool
+	Version        int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 func (userRow) TableName() string { return "users" }

@@ -334,7 +334,7 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 // InsertUser creates a user; a taken username or email is a conflict.
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
 	row := userRow{ID: u.ID, Username: u.Username, UsernameKey: strings.ToLower(u.Username), DisplayName: u.DisplayName,
-		Email: u.Email, EmailKey: lowerPtr(u.Email), Status: u.Status, IsOwner: u.IsOwner, Version: 1,
+		DisplayNameKey: strings.ToLower(u.DisplayName), Email: u.Email, EmailKey: lowerPtr(u.Email), Status: u.Status, IsOwner: u.IsOwner, Version: 1,
 		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 	if err := tx.checkUnique(ctx, u); err != nil {
 		return model.User{}, err
@@ -352,7 +352,8 @@ func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) 
 	}
 	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", u.ID).Updates(map[string]any{
 		"username": u.Username, "username_key": strings.ToLower(u.Username), "display_name": u.DisplayName,
-		"email": u.Email, "email_key": lowerPtr(u.Email), "status": u.Status,
+		"display_name_key": strings.ToLower(u.DisplayName),
+		"email":            u.Email, "email_key": lowerPtr(u.Email), "status": u.Status,
 		"version": gorm.Expr("version + 1"), "updated_at": u.UpdatedAt}).Error
 	if err != nil {
 		return model.User{}, duplicate(err, "The username or email is taken.")
