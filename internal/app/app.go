@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"time"
 
@@ -100,6 +101,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	a.Background(bg)
+	if a.Config.DebugAddr != "" {
+		go a.serveDebug(bg)
+	}
 	srv := &http.Server{Handler: a.HTTP.Echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -141,5 +145,24 @@ func (a *App) every(ctx context.Context, interval time.Duration, what string, cl
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// serveDebug serves net/http/pprof on the debug address until ctx ends.
+func (a *App) serveDebug(ctx context.Context) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: a.Config.DebugAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	a.log.Info("debug listener (pprof)", "addr", a.Config.DebugAddr)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.log.Warn("debug listener failed", "err", err)
 	}
 }

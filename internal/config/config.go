@@ -25,7 +25,10 @@ type Config struct {
 	EventRetention     time.Duration // 0 keeps every event
 	SSEHeartbeat       time.Duration // interval of event-stream heartbeats; 0 means 15s
 	LogLevel           string
-	ShutdownTimeout    time.Duration
+	// DebugAddr, when set, serves net/http/pprof there (never on the API
+	// address): for profiling a running instance.
+	DebugAddr       string
+	ShutdownTimeout time.Duration
 }
 
 // Default is the configuration with nothing set.
@@ -52,6 +55,7 @@ func Parse(name string, args []string, env func(string) string) (Config, error) 
 	str(&c.BootstrapToken, "bootstrap-token", "GUILDHALL_BOOTSTRAP_TOKEN", "owner token to create on an empty store (at least 32 characters)")
 	str(&c.OwnerName, "owner", "GUILDHALL_OWNER", "username of the owner created on an empty store")
 	str(&c.LogLevel, "log-level", "GUILDHALL_LOG_LEVEL", "debug, info, warn or error")
+	str(&c.DebugAddr, "debug-addr", "GUILDHALL_DEBUG_ADDR", "address of a net/http/pprof listener for profiling (empty: none)")
 	cors = env("GUILDHALL_CORS_ORIGINS")
 	fs.StringVar(&cors, "cors-origins", cors, "comma-separated origins allowed to call from a browser ($GUILDHALL_CORS_ORIGINS)")
 	if v := env("GUILDHALL_MAX_ATTACHMENT_BYTES"); v != "" {
