@@ -115,6 +115,25 @@ func (z *authz) at(ctx context.Context, version int64, load func(context.Context
 	return s, nil
 }
 
+// inTx returns the snapshot a write transaction sees. A write that follows,
+// in the same transaction, one that changed authorization state sees state
+// that is not committed yet: it is loaded for that write alone and never
+// cached, since the transaction may still fail (and its version number then
+// be reused by another commit).
+func (z *authz) inTx(ctx context.Context, version int64, tx *store.Tx) (*snapshot, error) {
+	if s := z.current(); s != nil && s.version == version {
+		return s, nil
+	}
+	if tx.AuthStateUncommitted() {
+		raw, err := tx.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return newSnapshot(raw), nil
+	}
+	return z.at(ctx, version, tx.Snapshot)
+}
+
 // Actor is an authenticated caller, with the authorization state their
 // request is judged by.
 type Actor struct {
@@ -128,28 +147,83 @@ func HashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Authenticate resolves a bearer token to an actor: one store round trip on a
-// warm instance (the token, its user, their roles and the auth version).
+// credCache remembers what authenticating a token learned, as of one
+// credentials version. Revoking a token, suspending or deleting a user and
+// changing a user's roles move that version (store.Tx.BumpCredentials), and
+// an entry is used only while the version it was read at is current: a
+// change takes effect on the very next request, with no time-to-live.
+type credCache struct {
+	mu      sync.RWMutex
+	version int64
+	m       map[[sha256.Size]byte]store.Credentials
+}
+
+// maxCachedCredentials bounds the cache: only valid tokens enter it, but
+// their number is up to the users.
+const maxCachedCredentials = 1 << 16
+
+func (c *credCache) get(key [sha256.Size]byte, version int64) (store.Credentials, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.version != version {
+		return store.Credentials{}, false
+	}
+	cred, ok := c.m[key]
+	return cred, ok
+}
+
+func (c *credCache) put(key [sha256.Size]byte, cred store.Credentials) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := cred.Versions.Credentials
+	switch {
+	case v < c.version:
+		return // read before a change this cache already knows of
+	case v > c.version || c.m == nil || len(c.m) >= maxCachedCredentials:
+		c.version, c.m = v, make(map[[sha256.Size]byte]store.Credentials)
+	}
+	c.m[key] = cred
+}
+
+// Authenticate resolves a bearer token to an actor. On a warm instance it
+// costs one store statement (the current versions, which any instance may
+// move); a token not cached at the current version costs one more.
 func (s *Service) Authenticate(ctx context.Context, token string) (*Actor, error) {
 	if token == "" || len(token) > 512 {
 		return nil, apperr.Unauthenticated("A bearer token is required.")
 	}
-	hash := HashToken(token)
-	cred, err := s.store.Authenticate(ctx, hash)
+	key := sha256.Sum256([]byte(token))
+	v, err := s.store.CurrentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !constantTimeEqual(cred.TokenHash, hash) {
-		return nil, apperr.Unauthenticated("The bearer token is unknown or revoked.")
+	cred, ok := s.creds.get(key, v.Credentials)
+	if !ok {
+		hash := hex.EncodeToString(key[:])
+		if cred, err = s.store.Authenticate(ctx, hash); err != nil {
+			return nil, err
+		}
+		if !constantTimeEqual(cred.TokenHash, hash) {
+			return nil, apperr.Unauthenticated("The bearer token is unknown or revoked.")
+		}
+		s.creds.put(key, cred)
+		v = cred.Versions
 	}
-	return s.actorFrom(ctx, cred)
+	if err := s.usable(cred); err != nil {
+		return nil, err
+	}
+	snap, err := s.authz.atLeast(ctx, v.Auth)
+	if err != nil {
+		return nil, err
+	}
+	return &Actor{Principal: cred.Principal, snap: snap}, nil
 }
 
 func (s *Service) actorFrom(ctx context.Context, cred store.Credentials) (*Actor, error) {
 	if err := s.usable(cred); err != nil {
 		return nil, err
 	}
-	snap, err := s.authz.atLeast(ctx, cred.AuthVersion)
+	snap, err := s.authz.atLeast(ctx, cred.Versions.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +276,7 @@ func (s *Service) Recheck(ctx context.Context, a *Actor) (*Actor, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.authz.atLeast(ctx, cred.AuthVersion)
+	snap, err := s.authz.atLeast(ctx, cred.Versions.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +292,7 @@ func (s *Service) inTx(ctx context.Context, tx *store.Tx, a *Actor) (*Actor, err
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.authz.at(ctx, cred.AuthVersion, tx.Snapshot)
+	snap, err := s.authz.inTx(ctx, cred.Versions.Auth, tx)
 	if err != nil {
 		return nil, err
 	}

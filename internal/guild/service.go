@@ -43,6 +43,7 @@ type Service struct {
 	blobs    blob.Store
 	limits   Limits
 	authz    *authz
+	creds    credCache
 	notifier Notifier
 	log      *slog.Logger
 	now      func() time.Time

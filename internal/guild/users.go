@@ -154,6 +154,11 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 		if out, err = tx.UpdateUser(ctx, next); err != nil {
 			return err
 		}
+		if next.Status != u.Status { // a suspended user's tokens stop working at once
+			if err := tx.BumpCredentials(ctx); err != nil {
+				return err
+			}
+		}
 		return emit(ctx, tx, a, o, "user.updated", "user:"+id, map[string]any{
 			"before": userAudit(u), "after": userAudit(out), "email_changed": !eqPtr(u.Email, out.Email)})
 	})

@@ -130,7 +130,7 @@ func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader
 // Sweep removes it.
 func (b *DBBlobs) Delete(ctx context.Context, key string) error {
 	err := b.s.write.WithContext(ctx).Exec("INSERT INTO blob_trash (blob_key, deleted_at) VALUES (?, ?) ON CONFLICT (blob_key) DO NOTHING",
-		key, time.Now().UTC()).Error
+		key, microsOf(time.Now())).Error
 	if err != nil {
 		return fmt.Errorf("delete blob: %w", err)
 	}
@@ -142,11 +142,11 @@ func (b *DBBlobs) Delete(ctx context.Context, key string) error {
 func (b *DBBlobs) Sweep(ctx context.Context, deletedBefore time.Time) (int64, error) {
 	var n int64
 	err := b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-		old := db.Table("blob_trash").Select("blob_key").Where("deleted_at < ?", deletedBefore.UTC())
+		old := db.Table("blob_trash").Select("blob_key").Where("deleted_at < ?", microsOf(deletedBefore))
 		if err := db.Exec("DELETE FROM blob_chunks WHERE blob_key IN (?)", old).Error; err != nil {
 			return err
 		}
-		res := db.Exec("DELETE FROM blob_trash WHERE deleted_at < ?", deletedBefore.UTC())
+		res := db.Exec("DELETE FROM blob_trash WHERE deleted_at < ?", microsOf(deletedBefore))
 		n = res.RowsAffected
 		return res.Error
 	})

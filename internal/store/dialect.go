@@ -13,6 +13,8 @@ type dialect interface {
 	ddl(sql string) string
 	// groupConcat aggregates a text column with commas.
 	groupConcat(col string) string
+	// groupConcatOrdered aggregates a text column with commas, in an order.
+	groupConcatOrdered(col, order string) string
 	// lockWrites serializes write transactions (nothing to do on SQLite, where
 	// the single writer connection and BEGIN IMMEDIATE already do it).
 	lockWrites() string
@@ -36,8 +38,11 @@ func (sqliteDialect) ddl(sql string) string {
 	).Replace(sql)
 }
 func (sqliteDialect) groupConcat(col string) string { return "group_concat(" + col + ", ',')" }
-func (sqliteDialect) lockWrites() string            { return "" }
-func (sqliteDialect) likeEscape() string            { return `ESCAPE '\'` }
+func (sqliteDialect) groupConcatOrdered(col, order string) string {
+	return "group_concat(" + col + ", ',' ORDER BY " + order + ")"
+}
+func (sqliteDialect) lockWrites() string { return "" }
+func (sqliteDialect) likeEscape() string { return `ESCAPE '\'` }
 
 // A SQLite read transaction already sees one snapshot (WAL).
 func (sqliteDialect) snapshotTx() *sql.TxOptions { return nil }
@@ -62,6 +67,9 @@ func (postgresDialect) ddl(sql string) string {
 	).Replace(sql)
 }
 func (postgresDialect) groupConcat(col string) string { return "string_agg(" + col + ", ',')" }
+func (postgresDialect) groupConcatOrdered(col, order string) string {
+	return "string_agg(" + col + ", ',' ORDER BY " + order + ")"
+}
 func (postgresDialect) lockWrites() string {
 	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", writeLockKey)
 }

@@ -36,10 +36,10 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 		db = db.Where("subject = ?", f.Subject)
 	}
 	if f.Since != nil {
-		db = db.Where("created_at >= ?", f.Since.UTC())
+		db = db.Where("created_at >= ?", microsOf(*f.Since))
 	}
 	if f.Until != nil {
-		db = db.Where("created_at < ?", f.Until.UTC())
+		db = db.Where("created_at < ?", microsOf(*f.Until))
 	}
 	if f.BeforeSeq > 0 {
 		db = db.Where("seq < ?", f.BeforeSeq)
@@ -88,7 +88,7 @@ func (q queries) LastEventSeq(ctx context.Context) (int64, error) {
 func (s *Store) PurgeEvents(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
 	_, err := s.Write(ctx, func(tx *Tx) error {
-		res := tx.with(ctx).Where("created_at < ?", before.UTC()).Delete(&eventRow{})
+		res := tx.with(ctx).Where("created_at < ?", microsOf(before)).Delete(&eventRow{})
 		n = res.RowsAffected
 		return res.Error
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-gormigrate/gormigrate/v2"
+	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
 )
 
@@ -150,6 +152,149 @@ CREATE INDEX users_status ON users(status, id);
 DROP INDEX user_roles_role;
 CREATE INDEX user_roles_role ON user_roles(role_id, user_id);
 `, run: migrateUserSearch},
+	// Timestamps become BIGINT microseconds since the Unix epoch (UTC) on
+	// both databases: reading one is an integer scan, where a SQLite
+	// DATETIME was a text parse per value (a tenth of a list request).
+	// settings gains credentials_version, which moves whenever a token, a
+	// user's status or a user's roles change, so cached credentials are
+	// checked by one number.
+	{id: "0004_integer_timestamps", run: migrateMicros},
+}
+
+// timestampColumns are the columns migrateMicros converts, by table.
+var timestampColumns = []struct {
+	table   string
+	columns []string
+}{
+	{"settings", []string{"created_at", "updated_at"}},
+	{"users", []string{"created_at", "updated_at"}},
+	{"roles", []string{"created_at", "updated_at"}},
+	{"user_roles", []string{"created_at"}},
+	{"channels", []string{"created_at", "updated_at"}},
+	{"tokens", []string{"created_at", "expires_at"}},
+	{"attachments", []string{"created_at", "updated_at"}},
+	{"profiles", []string{"updated_at"}},
+	{"events", []string{"created_at"}},
+	{"event_tickets", []string{"expires_at"}},
+	{"blob_trash", []string{"deleted_at"}},
+}
+
+// migrateMicros converts every timestamp column to BIGINT microseconds.
+// PostgreSQL converts in place. SQLite cannot change a column's declared
+// type (which decides how the driver reads it), so each table is rebuilt
+// the way SQLite documents: values converted in place, a copy created from
+// the table's own DDL with DATETIME replaced, rows copied, the old table
+// dropped and the copy renamed, its indexes recreated; foreign keys are off
+// meanwhile (migrate turns them off around the migrations) and checked at
+// the end.
+func migrateMicros(tx *gorm.DB, d dialect) error {
+	if d.name() == "postgres" {
+		if err := tx.Exec("ALTER TABLE settings ADD COLUMN credentials_version BIGINT NOT NULL DEFAULT 1").Error; err != nil {
+			return err
+		}
+		for _, t := range timestampColumns {
+			for _, c := range t.columns {
+				stmt := fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE BIGINT USING (EXTRACT(EPOCH FROM %s) * 1000000)::BIGINT", t.table, c, c)
+				if err := tx.Exec(stmt).Error; err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := tx.Exec("ALTER TABLE settings ADD COLUMN credentials_version INTEGER NOT NULL DEFAULT 1").Error; err != nil {
+		return err
+	}
+	var eventSeq *int64
+	if err := tx.Raw("SELECT seq FROM sqlite_sequence WHERE name = 'events'").Scan(&eventSeq).Error; err != nil {
+		return err
+	}
+	for _, t := range timestampColumns {
+		if err := rebuildSQLiteTable(tx, t.table, t.columns); err != nil {
+			return fmt.Errorf("table %s: %w", t.table, err)
+		}
+	}
+	if eventSeq != nil {
+		// AUTOINCREMENT's high-water mark survives the rebuild, so an event
+		// seq is never reused even when the newest events were purged.
+		if err := tx.Exec("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'events'", *eventSeq).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("INSERT INTO sqlite_sequence (name, seq) SELECT 'events', ? WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events')", *eventSeq).Error; err != nil {
+			return err
+		}
+	}
+	var broken []map[string]any
+	if err := tx.Raw("PRAGMA foreign_key_check").Scan(&broken).Error; err != nil {
+		return err
+	}
+	if len(broken) > 0 {
+		return fmt.Errorf("foreign keys broken by the rebuild: %v", broken)
+	}
+	return nil
+}
+
+func rebuildSQLiteTable(tx *gorm.DB, table string, columns []string) error {
+	for _, c := range columns {
+		var rows []struct {
+			ID    int64  `gorm:"column:rid"`
+			Value string `gorm:"column:v"`
+		}
+		q := fmt.Sprintf("SELECT rowid AS rid, %s AS v FROM %s WHERE typeof(%s) = 'text'", c, table, c)
+		if err := tx.Raw(q).Scan(&rows).Error; err != nil {
+			return err
+		}
+		for _, r := range rows {
+			t, err := parseSQLiteTime(r.Value)
+			if err != nil {
+				return fmt.Errorf("%s.%s of row %d: %w", table, c, r.ID, err)
+			}
+			if err := tx.Exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE rowid = ?", table, c), t.UnixMicro(), r.ID).Error; err != nil {
+				return err
+			}
+		}
+	}
+	var ddl string
+	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table).Scan(&ddl).Error; err != nil {
+		return err
+	}
+	var indexes []string
+	if err := tx.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", table).Scan(&indexes).Error; err != nil {
+		return err
+	}
+	head := "CREATE TABLE " + table
+	if !strings.HasPrefix(ddl, head) {
+		return fmt.Errorf("unexpected DDL %q", ddl)
+	}
+	newDDL := "CREATE TABLE " + table + "__new" + strings.ReplaceAll(ddl[len(head):], "DATETIME", "INTEGER")
+	for _, stmt := range []string{
+		newDDL,
+		fmt.Sprintf("INSERT INTO %s__new SELECT * FROM %s", table, table),
+		"DROP TABLE " + table,
+		fmt.Sprintf("ALTER TABLE %s__new RENAME TO %s", table, table),
+	} {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return err
+		}
+	}
+	for _, idx := range indexes {
+		if err := tx.Exec(idx).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseSQLiteTime reads a timestamp as the SQLite driver wrote time.Time
+// values before migration 0004.
+func parseSQLiteTime(s string) (time.Time, error) {
+	s = strings.TrimSuffix(s, "Z")
+	for _, layout := range sqlite3.SQLiteTimestampFormats {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t.UTC().Truncate(time.Microsecond), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("unreadable timestamp %q", s)
 }
 
 // migrateUserSearch fills the display-name key the way the store writes it
@@ -187,8 +332,12 @@ func migrateUserSearch(tx *gorm.DB, d dialect) error {
 // migrate applies the migrations that have not run yet, holding a lock so
 // that instances starting together on one PostgreSQL database take turns.
 func (s *Store) migrate(ctx context.Context) error {
-	list := make([]*gormigrate.Migration, 0, len(migrations))
-	for _, m := range migrations {
+	n := len(migrations)
+	if s.migrateUpTo > 0 {
+		n = s.migrateUpTo
+	}
+	list := make([]*gormigrate.Migration, 0, n)
+	for _, m := range migrations[:n] {
 		m := m
 		list = append(list, &gormigrate.Migration{
 			ID: m.id,
@@ -213,6 +362,14 @@ func (s *Store) migrate(ctx context.Context) error {
 				return fmt.Errorf("migration lock: %w", err)
 			}
 			defer conn.Exec("SELECT pg_advisory_unlock(?)", writeLockKey+1)
+		} else {
+			// A SQLite table rebuild needs foreign keys off (they cannot be
+			// switched inside a transaction); migrations that rebuild check
+			// them with PRAGMA foreign_key_check before committing.
+			if err := conn.Exec("PRAGMA foreign_keys = OFF").Error; err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			defer conn.Exec("PRAGMA foreign_keys = ON")
 		}
 		opts := *gormigrate.DefaultOptions
 		opts.TableName = "schema_migrations"

@@ -35,6 +35,8 @@ type Options struct {
 	DataDir string
 	// MaxOpenConns bounds the PostgreSQL pool (and the SQLite read pool).
 	MaxOpenConns int
+
+	migrateUpTo int // see Store.migrateUpTo
 }
 
 // Store is the database.
@@ -43,7 +45,13 @@ type Store struct {
 	write   *gorm.DB // SQLite: one connection; PostgreSQL: the pool
 	read    *gorm.DB // SQLite: a read-only pool; PostgreSQL: the pool
 	queries
+	wstmts     *stmtCache   // prepared statements of the write pool
 	statements atomic.Int64 // see QueryCount
+
+	writer *writer
+	// migrateUpTo, when positive, applies only the first migrations (tests
+	// of a migration build the database it starts from).
+	migrateUpTo int
 }
 
 // Open connects, applies the migrations and returns the store. It is the only
@@ -58,7 +66,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxOpenConns <= 0 {
 		opts.MaxOpenConns = 16
 	}
-	s := &Store{}
+	s := &Store{migrateUpTo: opts.migrateUpTo}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):
 		s.dialect = postgresDialect{}
@@ -114,7 +122,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.SetMaxIdleConns(opts.MaxOpenConns)
 		s.write, s.read = w, r
 	}
-	s.queries = queries{db: s.read, dialect: s.dialect}
+	rdb, err := s.read.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	wdb, err := s.write.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect), counter: &s.statements}
+	s.wstmts = s.queries.stmts
+	if wdb != rdb {
+		s.wstmts = newStmtCache(wdb, s.dialect)
+	}
 	for _, db := range []*gorm.DB{s.write, s.read} {
 		if err := s.countStatements(db); err != nil {
 			_ = s.Close()
@@ -128,6 +148,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	s.writer = startWriter(s)
 	return s, nil
 }
 
@@ -148,8 +169,17 @@ func (s *Store) Ping(ctx context.Context) error {
 	return db.PingContext(ctx)
 }
 
-// Close releases the connections.
+// Close stops the writer (after the writes already queued) and releases
+// the connections.
 func (s *Store) Close() error {
+	if s.writer != nil {
+		s.writer.stop()
+	}
+	for _, c := range []*stmtCache{s.queries.stmts, s.wstmts} {
+		if c != nil {
+			c.close()
+		}
+	}
 	var errs []error
 	for _, g := range []*gorm.DB{s.write, s.read} {
 		if g == nil {

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -21,9 +23,24 @@ import (
 type queries struct {
 	db      *gorm.DB
 	dialect dialect
+	stmts   *stmtCache      // prepared statements of the pool db belongs to
+	sqlTx   *sql.Tx         // set inside a write transaction
+	txCtx   context.Context // set inside a write transaction: see Tx
+	counter *atomic.Int64   // QueryCount
 }
 
-func (q queries) with(ctx context.Context) *gorm.DB { return q.db.WithContext(ctx) }
+// ctx is the context statements run under. Inside a write transaction it is
+// the batch's, never the request's: a request that goes away must not
+// interrupt a statement of a transaction other requests share (SQLite rolls
+// back the whole transaction when a statement is interrupted).
+func (q queries) ctx(ctx context.Context) context.Context {
+	if q.txCtx != nil {
+		return q.txCtx
+	}
+	return ctx
+}
+
+func (q queries) with(ctx context.Context) *gorm.DB { return q.db.WithContext(q.ctx(ctx)) }
 
 // Settings are the singleton row: global permissions and versions.
 type Settings struct {
@@ -34,21 +51,53 @@ type Settings struct {
 
 // Settings reads the singleton row.
 func (q queries) Settings(ctx context.Context) (Settings, error) {
-	var r settingsRow
-	if err := q.with(ctx).Where("id = 1").Take(&r).Error; err != nil {
+	rows, err := q.query(ctx, "SELECT global_permissions, global_version, auth_version FROM settings WHERE id = 1")
+	if err != nil {
 		return Settings{}, fmt.Errorf("read settings: %w", err)
 	}
-	return Settings{Global: permissions.Set(r.GlobalPermissions) & permissions.All,
-		GlobalVersion: r.GlobalVersion, AuthVersion: r.AuthVersion}, nil
+	defer rows.Close()
+	if !rows.Next() {
+		return Settings{}, fmt.Errorf("read settings: %w", errors.Join(errNoSettings, rows.Err()))
+	}
+	var st Settings
+	var global int64
+	if err := rows.Scan(&global, &st.GlobalVersion, &st.AuthVersion); err != nil {
+		return Settings{}, fmt.Errorf("read settings: %w", err)
+	}
+	st.Global = permissions.Set(global) & permissions.All
+	return st, rows.Close()
 }
 
-// GetChannel returns one channel and the version of its overwrite list.
+// GetChannel returns one channel.
 func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, error) {
-	var r channelRow
-	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return model.Channel{}, notFound(err, "Channel %q does not exist.", id)
+	rows, err := q.query(ctx, "SELECT "+channelColumns+" FROM channels WHERE id = ?", id)
+	if err != nil {
+		return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
 	}
-	return r.model(), nil
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
+		}
+		return model.Channel{}, apperr.NotFound("Channel %q does not exist.", id)
+	}
+	c, err := scanChannel(rows)
+	if err != nil {
+		return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
+	}
+	return c, rows.Close()
+}
+
+const channelColumns = "id, name, topic, version, created_at, updated_at"
+
+func scanChannel(rows *sql.Rows) (model.Channel, error) {
+	var c model.Channel
+	var created, updated micros
+	if err := rows.Scan(&c.ID, &c.Name, &c.Topic, &c.Version, &created, &updated); err != nil {
+		return model.Channel{}, err
+	}
+	c.CreatedAt, c.UpdatedAt = created.time(), updated.time()
+	return c, nil
 }
 
 // OverwritesVersion is the version of a channel's overwrite list.
@@ -138,17 +187,53 @@ func (q queries) UserRoles(ctx context.Context, userID string) ([]model.Role, er
 	return out, nil
 }
 
-// GetUser returns one user with their role IDs.
+// GetUser returns one user with their role IDs, in one statement.
 func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
-	var r userRow
-	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return model.User{}, notFound(err, "User %q does not exist.", id)
-	}
-	roles, err := q.roleIDsOf(ctx, []string{id})
+	rows, err := q.query(ctx, "SELECT "+q.userColumns()+" FROM users u WHERE u.id = ?", id)
 	if err != nil {
+		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+		}
+		return model.User{}, apperr.NotFound("User %q does not exist.", id)
+	}
+	u, err := scanUser(rows)
+	if err != nil {
+		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+	}
+	return u, rows.Close()
+}
+
+// userColumns are what a user's representation needs, with their role IDs
+// by position descending as one comma-separated column (a role ID never
+// holds a comma).
+func (q queries) userColumns() string {
+	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
+		"(SELECT " + q.dialect.groupConcatOrdered("ur.role_id", "r.position DESC") +
+		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)"
+}
+
+func scanUser(rows *sql.Rows) (model.User, error) {
+	var u model.User
+	var created, updated micros
+	var roles sql.NullString
+	if err := rows.Scan(&u.ID, &u.Username, &u.DisplayName, &u.Email, &u.Status, &u.IsOwner, &u.Version, &created, &updated, &roles); err != nil {
 		return model.User{}, err
 	}
-	return r.model(roles[id]), nil
+	u.CreatedAt, u.UpdatedAt = created.time(), updated.time()
+	u.Roles = splitIDs(roles.String)
+	return u, nil
+}
+
+// splitIDs splits a comma-separated list of IDs ("" is none).
+func splitIDs(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
 }
 
 // UserByUsername finds a user by username, ignoring case.
@@ -180,16 +265,19 @@ type UserFilter struct {
 }
 
 // ListUsers returns up to limit users with IDs after the given one that pass
-// the filter, in ID order, and whether more follow. Every filter is an index
-// range: the prefix is one range per key, so a search costs what its matches
-// cost, never a scan of every user.
+// the filter, in ID order, and whether more follow: one statement, role IDs
+// included. Every filter is an index range: the prefix is one range per key,
+// so a search costs what its matches cost, never a scan of every user.
 func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
 	// The plan is chosen here, not left to the planner's guesses (SQLite
 	// has no statistics): a prefix drives the query from its index ranges,
 	// else a role from its holders in ID order, else the status index, else
-	// the primary key.
-	db := q.with(ctx).Table("users").Select("users.*")
-	order := "users.id"
+	// the primary key. Each combination of filters is one constant
+	// statement, prepared once.
+	var b strings.Builder
+	args := make([]any, 0, 10)
+	b.WriteString("SELECT " + q.userColumns() + " FROM users u")
+	order := "u.id"
 	switch {
 	case f.Prefix != "":
 		lo := strings.ToLower(f.Prefix)
@@ -198,50 +286,61 @@ func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limi
 		if f.MatchEmail {
 			keys = append(keys, "email_key")
 		}
-		parts := make([]string, len(keys))
-		args := make([]any, 0, 2*len(keys))
+		b.WriteString(" WHERE u.id IN (")
 		for i, k := range keys {
-			parts[i] = "SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?"
+			if i > 0 {
+				b.WriteString(" UNION ")
+			}
+			b.WriteString("SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?")
 			args = append(args, lo, hi)
 		}
-		db = db.Where("users.id IN ("+strings.Join(parts, " UNION ")+")", args...)
+		b.WriteString(")")
 		if f.Status != "" {
 			// "|| ''" keeps SQLite, which has no statistics to tell, from
 			// preferring the status index to the prefix ranges.
-			db = db.Where("users.status || '' = ?", f.Status)
+			b.WriteString(" AND u.status || '' = ?")
+			args = append(args, f.Status)
 		}
 		if f.RoleID != "" {
-			db = db.Where("EXISTS (SELECT 1 FROM user_roles WHERE user_roles.user_id = users.id AND user_roles.role_id = ?)", f.RoleID)
+			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = ?)")
+			args = append(args, f.RoleID)
 		}
+		b.WriteString(" AND")
 	case f.RoleID != "":
-		db = db.Joins("JOIN user_roles ON user_roles.user_id = users.id AND user_roles.role_id = ?", f.RoleID)
-		order = "user_roles.user_id" // the order of the role's index
+		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = ? WHERE")
+		args = append(args, f.RoleID)
+		order = "h.user_id" // the order of the role's index
 		if f.Status != "" {
-			db = db.Where("users.status = ?", f.Status)
+			b.WriteString(" u.status = ? AND")
+			args = append(args, f.Status)
 		}
 	case f.Status != "":
-		db = db.Where("users.status = ?", f.Status)
+		b.WriteString(" WHERE u.status = ? AND")
+		args = append(args, f.Status)
+	default:
+		b.WriteString(" WHERE")
 	}
-	db = db.Where(order+" > ?", after)
-	var rows []userRow
-	if err := db.Order(order).Limit(limit + 1).Find(&rows).Error; err != nil {
+	b.WriteString(" " + order + " > ? ORDER BY " + order + " LIMIT ?")
+	args = append(args, after, limit+1)
+	rows, err := q.query(ctx, b.String(), args...)
+	if err != nil {
 		return nil, false, fmt.Errorf("list users: %w", err)
 	}
-	more := len(rows) > limit
+	defer rows.Close()
+	out := make([]model.User, 0, min(limit+1, 64))
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("list users: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, false, fmt.Errorf("list users: %w", err)
+	}
+	more := len(out) > limit
 	if more {
-		rows = rows[:limit]
-	}
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	roles, err := q.roleIDsOf(ctx, ids)
-	if err != nil {
-		return nil, false, err
-	}
-	out := make([]model.User, len(rows))
-	for i, r := range rows {
-		out[i] = r.model(roles[r.ID])
+		out = out[:limit]
 	}
 	return out, more, nil
 }
@@ -263,38 +362,6 @@ func prefixEnd(prefix string) string {
 		}
 	}
 	return string(utf8.MaxRune)
-}
-
-// roleIDsOf loads the role IDs of many users in one query, by position descending.
-func (q queries) roleIDsOf(ctx context.Context, userIDs []string) (map[string][]string, error) {
-	out := make(map[string][]string, len(userIDs))
-	if len(userIDs) == 0 {
-		return out, nil
-	}
-	var rows []struct {
-		UserID string
-		RoleID string
-	}
-	err := q.with(ctx).Table("user_roles").Select("user_roles.user_id, user_roles.role_id").
-		Joins("JOIN roles ON roles.id = user_roles.role_id").
-		Where("user_roles.user_id IN ?", userIDs).Order("roles.position DESC").Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("load user roles: %w", err)
-	}
-	for _, r := range rows {
-		out[r.UserID] = append(out[r.UserID], r.RoleID)
-	}
-	return out, nil
-}
-
-// UserOverwrites lists every overwrite that targets the user.
-func (q queries) HasUserRole(ctx context.Context, userID, roleID string) (bool, error) {
-	var n int64
-	err := q.with(ctx).Model(&userRoleRow{}).Where("user_id = ? AND role_id = ?", userID, roleID).Count(&n).Error
-	if err != nil {
-		return false, fmt.Errorf("read user role: %w", err)
-	}
-	return n > 0, nil
 }
 
 // GetToken returns one token of a user.
@@ -321,15 +388,16 @@ func (q queries) ListTokens(ctx context.Context, userID string) ([]model.Token, 
 
 // Credentials is what one round trip learns about a token.
 type Credentials struct {
-	Principal   model.Principal
-	TokenHash   string
-	Status      string
-	ExpiresAt   *time.Time
-	AuthVersion int64
+	Principal model.Principal
+	TokenHash string
+	Status    string
+	ExpiresAt *time.Time
+	// Versions are the versions as of the same read.
+	Versions Versions
 }
 
 // Authenticate looks a token up by its hash and returns its user, their
-// roles and the current authorization version, in one round trip.
+// roles and the current versions, in one round trip.
 func (q queries) Authenticate(ctx context.Context, tokenHash string) (Credentials, error) {
 	return q.tokenCredentials(ctx, "t.hash = ?", tokenHash)
 }
@@ -341,79 +409,68 @@ func (q queries) CredentialsOfToken(ctx context.Context, tokenID string) (Creden
 	return q.tokenCredentials(ctx, "t.id = ?", tokenID)
 }
 
+func (q queries) credentialColumns() string {
+	return "u.id, u.status, u.is_owner, (SELECT " + q.dialect.groupConcat("ur.role_id") +
+		" FROM user_roles ur WHERE ur.user_id = u.id), s.auth_version, s.credentials_version"
+}
+
 func (q queries) tokenCredentials(ctx context.Context, where string, arg string) (Credentials, error) {
-	var row struct {
-		TokenID     string
-		Hash        string
-		UserID      string
-		Status      string
-		IsOwner     bool
-		ExpiresAt   *time.Time
-		Roles       *string
-		AuthVersion int64
+	rows, err := q.query(ctx, "SELECT t.id, t.hash, t.expires_at, "+q.credentialColumns()+
+		" FROM tokens t JOIN users u ON u.id = t.user_id JOIN settings s ON s.id = 1 WHERE "+where, arg)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("authenticate: %w", err)
 	}
-	sql := `SELECT t.id AS token_id, t.hash, u.id AS user_id, u.status, u.is_owner, t.expires_at,
-  (SELECT ` + q.dialect.groupConcat("ur.role_id") + ` FROM user_roles ur WHERE ur.user_id = u.id) AS roles,
-  (SELECT s.auth_version FROM settings s WHERE s.id = 1) AS auth_version
-FROM tokens t JOIN users u ON u.id = t.user_id WHERE ` + where
-	res := q.with(ctx).Raw(sql, arg).Scan(&row)
-	if res.Error != nil {
-		return Credentials{}, fmt.Errorf("authenticate: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Credentials{}, fmt.Errorf("authenticate: %w", err)
+		}
 		return Credentials{}, apperr.Unauthenticated("The bearer token is unknown or revoked.")
 	}
-	c := Credentials{Principal: model.Principal{UserID: row.UserID, TokenID: row.TokenID, IsOwner: row.IsOwner, Roles: []string{}},
-		TokenHash: row.Hash, Status: row.Status, ExpiresAt: row.ExpiresAt, AuthVersion: row.AuthVersion}
-	if row.Roles != nil && *row.Roles != "" {
-		c.Principal.Roles = strings.Split(*row.Roles, ",")
-		sort.Strings(c.Principal.Roles)
+	var c Credentials
+	var expires *micros
+	var roles sql.NullString
+	if err := rows.Scan(append([]any{&c.Principal.TokenID, &c.TokenHash, &expires}, c.scanTargets(&roles)...)...); err != nil {
+		return Credentials{}, fmt.Errorf("authenticate: %w", err)
 	}
-	return c, nil
+	c.ExpiresAt = timePtr(expires)
+	c.finish(roles)
+	return c, rows.Close()
+}
+
+// scanTargets are the destinations of credentialColumns; finish completes
+// what they hold.
+func (c *Credentials) scanTargets(roles *sql.NullString) []any {
+	return []any{&c.Principal.UserID, &c.Status, &c.Principal.IsOwner, roles, &c.Versions.Auth, &c.Versions.Credentials}
+}
+
+func (c *Credentials) finish(roles sql.NullString) {
+	c.Principal.Roles = splitIDs(roles.String)
+	sort.Strings(c.Principal.Roles)
 }
 
 // CredentialsOf is what Authenticate learns, for a user rather than a token
-// (no token, no expiry): their status, roles and the current authorization
-// version, in one statement. Write transactions use it to re-check their
-// caller against the state they commit on; an unknown user is a 404.
+// (no token, no expiry): their status, roles and the current versions, in
+// one statement. An unknown user is a 404.
 func (q queries) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
-	var row struct {
-		UserID      string
-		Status      string
-		IsOwner     bool
-		Roles       *string
-		AuthVersion int64
+	rows, err := q.query(ctx, "SELECT "+q.credentialColumns()+" FROM users u JOIN settings s ON s.id = 1 WHERE u.id = ?", userID)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
 	}
-	sql := `SELECT u.id AS user_id, u.status, u.is_owner,
-  (SELECT ` + q.dialect.groupConcat("ur.role_id") + ` FROM user_roles ur WHERE ur.user_id = u.id) AS roles,
-  (SELECT s.auth_version FROM settings s WHERE s.id = 1) AS auth_version
-FROM users u WHERE u.id = ?`
-	res := q.with(ctx).Raw(sql, userID).Scan(&row)
-	if res.Error != nil {
-		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, res.Error)
-	}
-	if res.RowsAffected == 0 {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
+		}
 		return Credentials{}, apperr.NotFound("User %q does not exist.", userID)
 	}
-	c := Credentials{Principal: model.Principal{UserID: row.UserID, IsOwner: row.IsOwner, Roles: []string{}},
-		Status: row.Status, AuthVersion: row.AuthVersion}
-	if row.Roles != nil && *row.Roles != "" {
-		c.Principal.Roles = strings.Split(*row.Roles, ",")
-		sort.Strings(c.Principal.Roles)
+	var c Credentials
+	var roles sql.NullString
+	if err := rows.Scan(c.scanTargets(&roles)...); err != nil {
+		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
 	}
-	return c, nil
-}
-
-// PrincipalOf loads a user as a principal (roles included); used inside write
-// transactions to authorize against the state the write commits on.
-func (q queries) PrincipalOf(ctx context.Context, userID string) (model.Principal, string, error) {
-	u, err := q.GetUser(ctx, userID)
-	if err != nil {
-		return model.Principal{}, "", err
-	}
-	roles := append([]string(nil), u.Roles...)
-	sort.Strings(roles)
-	return model.Principal{UserID: u.ID, IsOwner: u.IsOwner, Roles: roles}, u.Status, nil
+	c.finish(roles)
+	return c, rows.Close()
 }
 
 // GetAttachment returns one attachment's metadata.
@@ -442,15 +499,6 @@ func (q queries) ListAttachments(ctx context.Context, channelID, after string, l
 		out[i] = r.model()
 	}
 	return out, more, nil
-}
-
-// BlobKeyInUse reports whether an attachment row points at the blob.
-func (q queries) BlobKeyInUse(ctx context.Context, key string) (bool, error) {
-	var n int64
-	if err := q.with(ctx).Model(&attachmentRow{}).Where("blob_key = ?", key).Count(&n).Error; err != nil {
-		return false, fmt.Errorf("read blob reference: %w", err)
-	}
-	return n > 0, nil
 }
 
 // GetProfile returns a user's links (empty, version 0, when they have none).

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
@@ -15,8 +14,8 @@ type settingsRow struct {
 	GlobalPermissions int64
 	GlobalVersion     int64
 	AuthVersion       int64
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	CreatedAt         micros `gorm:"autoCreateTime:false"`
+	UpdatedAt         micros `gorm:"autoUpdateTime:false"`
 }
 
 func (settingsRow) TableName() string { return "settings" }
@@ -27,15 +26,15 @@ type channelRow struct {
 	Topic             *string
 	Version           int64
 	OverwritesVersion int64
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	CreatedAt         micros `gorm:"autoCreateTime:false"`
+	UpdatedAt         micros `gorm:"autoUpdateTime:false"`
 }
 
 func (channelRow) TableName() string { return "channels" }
 
 func (r channelRow) model() model.Channel {
 	return model.Channel{ID: r.ID, Name: r.Name, Topic: r.Topic, Version: r.Version,
-		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+		CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
 }
 
 type roleRow struct {
@@ -45,8 +44,8 @@ type roleRow struct {
 	Color       *string
 	Permissions int64
 	Version     int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	CreatedAt   micros `gorm:"autoCreateTime:false"`
+	UpdatedAt   micros `gorm:"autoUpdateTime:false"`
 }
 
 func (roleRow) TableName() string { return "roles" }
@@ -54,7 +53,7 @@ func (roleRow) TableName() string { return "roles" }
 func (r roleRow) model() model.Role {
 	return model.Role{ID: r.ID, Name: r.Name, Position: r.Position, Color: r.Color,
 		Permissions: permissions.Set(r.Permissions) & permissions.All, Version: r.Version,
-		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+		CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
 }
 
 type userRow struct {
@@ -69,8 +68,8 @@ type userRow struct {
 	Status         string
 	IsOwner        bool
 	Version        int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	CreatedAt      micros `gorm:"autoCreateTime:false"`
+	UpdatedAt      micros `gorm:"autoUpdateTime:false"`
 }
 
 func (userRow) TableName() string { return "users" }
@@ -81,13 +80,13 @@ func (r userRow) model(roles []string) model.User {
 	}
 	return model.User{ID: r.ID, Username: r.Username, DisplayName: r.DisplayName, Email: r.Email,
 		Status: r.Status, IsOwner: r.IsOwner, Roles: roles, Version: r.Version,
-		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+		CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
 }
 
 type userRoleRow struct {
 	UserID    string `gorm:"primaryKey"`
 	RoleID    string `gorm:"primaryKey"`
-	CreatedAt time.Time
+	CreatedAt micros `gorm:"autoCreateTime:false"`
 }
 
 func (userRoleRow) TableName() string { return "user_roles" }
@@ -112,18 +111,15 @@ type tokenRow struct {
 	UserID    string
 	Name      string
 	Hash      string
-	CreatedAt time.Time
-	ExpiresAt *time.Time
+	CreatedAt micros `gorm:"autoCreateTime:false"`
+	ExpiresAt *micros
 }
 
 func (tokenRow) TableName() string { return "tokens" }
 
 func (r tokenRow) model() model.Token {
-	t := model.Token{ID: r.ID, UserID: r.UserID, Name: r.Name, CreatedAt: utc(r.CreatedAt)}
-	if r.ExpiresAt != nil {
-		e := utc(*r.ExpiresAt)
-		t.ExpiresAt = &e
-	}
+	t := model.Token{ID: r.ID, UserID: r.UserID, Name: r.Name, CreatedAt: r.CreatedAt.time()}
+	t.ExpiresAt = timePtr(r.ExpiresAt)
 	return t
 }
 
@@ -136,8 +132,8 @@ type attachmentRow struct {
 	BlobKey     string
 	CreatedBy   *string
 	UpdatedBy   *string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	CreatedAt   micros `gorm:"autoCreateTime:false"`
+	UpdatedAt   micros `gorm:"autoUpdateTime:false"`
 }
 
 func (attachmentRow) TableName() string { return "attachments" }
@@ -145,14 +141,14 @@ func (attachmentRow) TableName() string { return "attachments" }
 func (r attachmentRow) model() model.Attachment {
 	return model.Attachment{ChannelID: r.ChannelID, ID: r.ID, ContentType: r.ContentType, Size: r.Size,
 		SHA256: r.SHA256, BlobKey: r.BlobKey, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
-		CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt)}
+		CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
 }
 
 type profileRow struct {
 	UserID    string `gorm:"primaryKey"`
 	Links     string
 	Version   int64
-	UpdatedAt time.Time
+	UpdatedAt micros `gorm:"autoUpdateTime:false"`
 }
 
 func (profileRow) TableName() string { return "profiles" }
@@ -164,14 +160,14 @@ type eventRow struct {
 	Subject   string
 	Data      string
 	Reason    *string
-	CreatedAt time.Time
+	CreatedAt micros `gorm:"autoCreateTime:false"`
 }
 
 func (eventRow) TableName() string { return "events" }
 
 func (r eventRow) model() model.Event {
 	ev := model.Event{Seq: r.Seq, Type: r.Type, ActorID: r.ActorID, Subject: r.Subject,
-		Reason: r.Reason, CreatedAt: utc(r.CreatedAt), Data: map[string]any{}}
+		Reason: r.Reason, CreatedAt: r.CreatedAt.time(), Data: map[string]any{}}
 	_ = json.Unmarshal([]byte(r.Data), &ev.Data) // written by us as a JSON object
 	return ev
 }
@@ -179,9 +175,7 @@ func (r eventRow) model() model.Event {
 type ticketRow struct {
 	Hash      string `gorm:"primaryKey"`
 	UserID    string
-	ExpiresAt time.Time
+	ExpiresAt micros
 }
 
 func (ticketRow) TableName() string { return "event_tickets" }
-
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

@@ -23,7 +23,10 @@ type Snapshot struct {
 func (q queries) Snapshot(ctx context.Context) (Snapshot, error) {
 	var snap Snapshot
 	err := q.with(ctx).Transaction(func(db *gorm.DB) error {
-		in := queries{db: db, dialect: q.dialect}
+		in, err := q.inTransaction(db, nil)
+		if err != nil {
+			return err
+		}
 		st, err := in.Settings(ctx)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,43 +17,19 @@ import (
 	"github.com/guildhall/guildhall/internal/permissions"
 )
 
-// Tx is a write transaction. Its reads see the state it will commit on:
-// writers are serialized (see Write).
+// Tx is one request's part of a write transaction (see Write). Its reads
+// see the state it will commit on: writers are serialized, and the requests
+// before it in the same transaction have already made their changes.
 type Tx struct {
 	queries
 	events []model.Event
+	batch  *batchState
 }
 
-// Write runs fn in a serialized write transaction and returns the events it
-// appended, with their sequence numbers, once committed. If fn returns an
-// error, nothing it did is kept.
-func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event, error) {
-	var events []model.Event
-	err := s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-		if lock := s.dialect.lockWrites(); lock != "" {
-			if err := db.Exec(lock).Error; err != nil {
-				return fmt.Errorf("take write lock: %w", err)
-			}
-		}
-		tx := &Tx{queries: queries{db: db, dialect: s.dialect}}
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if len(tx.events) > 0 && s.Postgres() {
-			// Delivered to listeners when (and only if) the transaction commits.
-			last := tx.events[len(tx.events)-1].Seq
-			if err := db.Exec("SELECT pg_notify(?, ?)", EventChannel, fmt.Sprint(last)).Error; err != nil {
-				return fmt.Errorf("notify: %w", err)
-			}
-		}
-		events = tx.events
-		return nil
-	}, s.dialect.writeTx())
-	if err != nil {
-		return nil, err
-	}
-	return events, nil
-}
+// AuthStateUncommitted reports whether authorization state read through tx
+// may include changes not yet committed (a request of this transaction moved
+// a version): such state must not be cached beyond the transaction.
+func (tx *Tx) AuthStateUncommitted() bool { return tx.batch.bumped }
 
 // EventChannel is the PostgreSQL NOTIFY channel that carries new event seqs.
 const EventChannel = "guildhall_events"
@@ -69,12 +46,21 @@ func (tx *Tx) AppendEvent(ctx context.Context, ev model.Event) (model.Event, err
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = model.Now()
 	}
-	row := eventRow{Type: ev.Type, ActorID: ev.ActorID, Subject: ev.Subject, Data: string(data),
-		Reason: ev.Reason, CreatedAt: ev.CreatedAt}
-	if err := tx.with(ctx).Create(&row).Error; err != nil {
+	rows, err := tx.query(ctx, "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
+		ev.Type, ev.ActorID, ev.Subject, string(data), ev.Reason, microsOf(ev.CreatedAt))
+	if err != nil {
 		return model.Event{}, fmt.Errorf("append event: %w", err)
 	}
-	ev.Seq = row.Seq
+	defer rows.Close()
+	if !rows.Next() {
+		return model.Event{}, fmt.Errorf("append event: no seq returned: %w", rows.Err())
+	}
+	if err := rows.Scan(&ev.Seq); err != nil {
+		return model.Event{}, fmt.Errorf("append event: %w", err)
+	}
+	if err := rows.Close(); err != nil {
+		return model.Event{}, fmt.Errorf("append event: %w", err)
+	}
 	tx.events = append(tx.events, ev)
 	return ev, nil
 }
@@ -82,17 +68,30 @@ func (tx *Tx) AppendEvent(ctx context.Context, ev model.Event) (model.Event, err
 // BumpAuthVersion marks the authorization state (roles, overwrites, global
 // permissions) as changed, so every instance reloads its snapshot.
 func (tx *Tx) BumpAuthVersion(ctx context.Context) error {
-	if err := tx.with(ctx).Exec("UPDATE settings SET auth_version = auth_version + 1 WHERE id = 1").Error; err != nil {
+	tx.batch.bumped = true
+	if _, err := tx.exec(ctx, "UPDATE settings SET auth_version = auth_version + 1 WHERE id = 1"); err != nil {
 		return fmt.Errorf("bump auth version: %w", err)
+	}
+	return nil
+}
+
+// BumpCredentials marks credentials (tokens, a user's status or roles) as
+// changed, so every instance re-reads the credentials it cached.
+func (tx *Tx) BumpCredentials(ctx context.Context) error {
+	tx.batch.bumped = true
+	if _, err := tx.exec(ctx, "UPDATE settings SET credentials_version = credentials_version + 1 WHERE id = 1"); err != nil {
+		return fmt.Errorf("bump credentials version: %w", err)
 	}
 	return nil
 }
 
 // EnsureSettings creates the settings row of a fresh store.
 func (tx *Tx) EnsureSettings(ctx context.Context, global permissions.Set) error {
-	now := model.Now()
-	row := settingsRow{ID: 1, GlobalPermissions: int64(global), GlobalVersion: 1, AuthVersion: 1, CreatedAt: now, UpdatedAt: now}
-	if err := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+	tx.batch.bumped = true // the versions exist from now on
+	now := microsOf(model.Now())
+	_, err := tx.exec(ctx, `INSERT INTO settings (id, global_permissions, global_version, auth_version, credentials_version, created_at, updated_at)
+VALUES (1, ?, 1, 1, 1, ?, ?) ON CONFLICT (id) DO NOTHING`, int64(global), now, now)
+	if err != nil {
 		return fmt.Errorf("create settings: %w", err)
 	}
 	return nil
@@ -100,8 +99,9 @@ func (tx *Tx) EnsureSettings(ctx context.Context, global permissions.Set) error 
 
 // SetGlobal replaces the global permissions.
 func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
+	tx.batch.bumped = true
 	err := tx.with(ctx).Exec("UPDATE settings SET global_permissions = ?, global_version = global_version + 1, auth_version = auth_version + 1, updated_at = ? WHERE id = 1",
-		int64(global), model.Now()).Error
+		int64(global), microsOf(model.Now())).Error
 	if err != nil {
 		return fmt.Errorf("set global permissions: %w", err)
 	}
@@ -113,7 +113,7 @@ func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
 // InsertChannel creates a channel; a taken ID is a conflict.
 func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	row := channelRow{ID: c.ID, Name: c.Name, Topic: c.Topic, Version: 1, OverwritesVersion: 1,
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		CreatedAt: microsOf(c.CreatedAt), UpdatedAt: microsOf(c.UpdatedAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return model.Channel{}, duplicate(err, "Channel %q already exists.", c.ID)
 	}
@@ -123,7 +123,7 @@ func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel
 // UpdateChannel stores a channel's name and topic and moves its version.
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	res := tx.with(ctx).Model(&channelRow{}).Where("id = ?", c.ID).Updates(map[string]any{
-		"name": c.Name, "topic": c.Topic, "version": gorm.Expr("version + 1"), "updated_at": c.UpdatedAt})
+		"name": c.Name, "topic": c.Topic, "version": gorm.Expr("version + 1"), "updated_at": microsOf(c.UpdatedAt)})
 	if res.Error != nil {
 		return model.Channel{}, fmt.Errorf("update channel: %w", res.Error)
 	}
@@ -137,14 +137,9 @@ func (tx *Tx) DeleteChannel(ctx context.Context, id string) ([]string, error) {
 	if err := tx.with(ctx).Model(&attachmentRow{}).Where("channel_id = ?", id).Pluck("blob_key", &keys).Error; err != nil {
 		return nil, fmt.Errorf("list channel blobs: %w", err)
 	}
-	for _, stmt := range []string{
-		"DELETE FROM overwrites WHERE channel_id = ?",
-		"DELETE FROM attachments WHERE channel_id = ?",
-		"DELETE FROM channels WHERE id = ?",
-	} {
-		if err := tx.with(ctx).Exec(stmt, id).Error; err != nil {
-			return nil, fmt.Errorf("delete channel: %w", err)
-		}
+	// Its overwrites and attachments go with it (ON DELETE CASCADE).
+	if err := tx.with(ctx).Exec("DELETE FROM channels WHERE id = ?", id).Error; err != nil {
+		return nil, fmt.Errorf("delete channel: %w", err)
 	}
 	return keys, nil
 }
@@ -223,7 +218,7 @@ func (tx *Tx) InsertRole(ctx context.Context, r model.Role) (model.Role, error) 
 		return model.Role{}, err
 	}
 	row := roleRow{ID: r.ID, Name: r.Name, Position: 1, Color: r.Color, Permissions: int64(r.Permissions),
-		Version: 1, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Version: 1, CreatedAt: microsOf(r.CreatedAt), UpdatedAt: microsOf(r.UpdatedAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return model.Role{}, duplicate(err, "Role %q already exists.", r.ID)
 	}
@@ -234,7 +229,7 @@ func (tx *Tx) InsertRole(ctx context.Context, r model.Role) (model.Role, error) 
 func (tx *Tx) UpdateRole(ctx context.Context, r model.Role) (model.Role, error) {
 	err := tx.with(ctx).Model(&roleRow{}).Where("id = ?", r.ID).Updates(map[string]any{
 		"name": r.Name, "color": r.Color, "permissions": int64(r.Permissions),
-		"version": gorm.Expr("version + 1"), "updated_at": r.UpdatedAt}).Error
+		"version": gorm.Expr("version + 1"), "updated_at": microsOf(r.UpdatedAt)}).Error
 	if err != nil {
 		return model.Role{}, fmt.Errorf("update role: %w", err)
 	}
@@ -259,7 +254,7 @@ func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Ti
 	if err != nil {
 		return model.Role{}, err
 	}
-	err = db.Exec("UPDATE roles SET position = ?, version = version + 1, updated_at = ? WHERE id = ?", to, now, id).Error
+	err = db.Exec("UPDATE roles SET position = ?, version = version + 1, updated_at = ? WHERE id = ?", to, microsOf(now), id).Error
 	if err != nil {
 		return model.Role{}, fmt.Errorf("move role: %w", err)
 	}
@@ -274,7 +269,7 @@ AND id IN (SELECT channel_id FROM overwrites WHERE target_type = 'role' AND targ
 	if err == nil {
 		err = db.Exec(`UPDATE users SET version = version + 1, updated_at = ?
 WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)
-AND id IN (SELECT user_id FROM user_roles WHERE role_id IN (`+passed+`))`, now, id, lo, hi, id).Error
+AND id IN (SELECT user_id FROM user_roles WHERE role_id IN (`+passed+`))`, microsOf(now), id, lo, hi, id).Error
 	}
 	if err != nil {
 		return model.Role{}, fmt.Errorf("move role: %w", err)
@@ -294,20 +289,23 @@ func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int6
 		return 0, fmt.Errorf("delete role: %w", err)
 	}
 	// The users' representation (their role list) changes.
-	if err := db.Exec("UPDATE users SET version = version + 1, updated_at = ? WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)", now, r.ID).Error; err != nil {
-		return 0, fmt.Errorf("delete role: %w", err)
-	}
-	if err := db.Exec("DELETE FROM user_roles WHERE role_id = ?", r.ID).Error; err != nil {
+	if err := db.Exec("UPDATE users SET version = version + 1, updated_at = ? WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)", microsOf(now), r.ID).Error; err != nil {
 		return 0, fmt.Errorf("delete role: %w", err)
 	}
 	if err := tx.deleteOverwritesOf(ctx, model.TargetRole, r.ID); err != nil {
 		return 0, err
 	}
+	// user_roles rows go with the role (ON DELETE CASCADE).
 	if err := db.Exec("DELETE FROM roles WHERE id = ?", r.ID).Error; err != nil {
 		return 0, fmt.Errorf("delete role: %w", err)
 	}
 	if err := tx.shiftRoles(ctx, r.Position+1, 1<<30, -1, now); err != nil {
 		return 0, err
+	}
+	if holders > 0 {
+		if err := tx.BumpCredentials(ctx); err != nil {
+			return 0, err
+		}
 	}
 	return holders, tx.BumpAuthVersion(ctx)
 }
@@ -323,7 +321,7 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 	if err := db.Exec("UPDATE roles SET position = -(position + ?) WHERE position >= ? AND position <= ?", delta, lo, hi).Error; err != nil {
 		return fmt.Errorf("shift roles: %w", err)
 	}
-	if err := db.Exec("UPDATE roles SET position = -position, version = version + 1, updated_at = ? WHERE position < 0", now).Error; err != nil {
+	if err := db.Exec("UPDATE roles SET position = -position, version = version + 1, updated_at = ? WHERE position < 0", microsOf(now)).Error; err != nil {
 		return fmt.Errorf("shift roles: %w", err)
 	}
 	return nil
@@ -333,56 +331,70 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 
 // InsertUser creates a user; a taken username or email is a conflict.
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
-	row := userRow{ID: u.ID, Username: u.Username, UsernameKey: strings.ToLower(u.Username), DisplayName: u.DisplayName,
-		DisplayNameKey: strings.ToLower(u.DisplayName), Email: u.Email, EmailKey: lowerPtr(u.Email), Status: u.Status, IsOwner: u.IsOwner, Version: 1,
-		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 	if err := tx.checkUnique(ctx, u); err != nil {
 		return model.User{}, err
 	}
-	if err := tx.with(ctx).Create(&row).Error; err != nil {
+	_, err := tx.exec(ctx, `INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, status, is_owner, version, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+		u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName, strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email),
+		u.Status, u.IsOwner, microsOf(u.CreatedAt), microsOf(u.UpdatedAt))
+	if err != nil {
 		return model.User{}, duplicate(err, "The username or email is taken.")
 	}
-	return row.model(nil), nil
+	u.Version = 1
+	if u.Roles == nil {
+		u.Roles = []string{}
+	}
+	return u, nil
 }
 
-// UpdateUser stores a user's fields and moves their version.
+// UpdateUser stores a user's fields and moves their version. A change of
+// status is a change of credentials (the caller bumps them).
 func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) {
 	if err := tx.checkUnique(ctx, u); err != nil {
 		return model.User{}, err
 	}
-	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", u.ID).Updates(map[string]any{
-		"username": u.Username, "username_key": strings.ToLower(u.Username), "display_name": u.DisplayName,
-		"display_name_key": strings.ToLower(u.DisplayName),
-		"email":            u.Email, "email_key": lowerPtr(u.Email), "status": u.Status,
-		"version": gorm.Expr("version + 1"), "updated_at": u.UpdatedAt}).Error
+	_, err := tx.exec(ctx, `UPDATE users SET username = ?, username_key = ?, display_name = ?, display_name_key = ?, email = ?, email_key = ?,
+status = ?, version = version + 1, updated_at = ? WHERE id = ?`,
+		u.Username, strings.ToLower(u.Username), u.DisplayName, strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email),
+		u.Status, microsOf(u.UpdatedAt), u.ID)
 	if err != nil {
 		return model.User{}, duplicate(err, "The username or email is taken.")
 	}
 	return tx.GetUser(ctx, u.ID)
 }
 
-// checkUnique gives a precise 409 before the unique indexes would.
+// checkUnique gives a precise 409 before the unique indexes would: one
+// statement for both keys.
 func (tx *Tx) checkUnique(ctx context.Context, u model.User) error {
-	var n int64
-	if err := tx.with(ctx).Model(&userRow{}).Where("username_key = ? AND id <> ?", strings.ToLower(u.Username), u.ID).Count(&n).Error; err != nil {
-		return fmt.Errorf("check username: %w", err)
+	rows, err := tx.query(ctx, `SELECT (SELECT 1 FROM users WHERE username_key = ? AND id <> ?), (SELECT 1 FROM users WHERE email_key = ? AND id <> ?)`,
+		strings.ToLower(u.Username), u.ID, lowerPtr(u.Email), u.ID)
+	if err != nil {
+		return fmt.Errorf("check username and email: %w", err)
 	}
-	if n > 0 {
+	defer rows.Close()
+	var name, email sql.NullInt64
+	if rows.Next() {
+		if err := rows.Scan(&name, &email); err != nil {
+			return fmt.Errorf("check username and email: %w", err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("check username and email: %w", err)
+	}
+	if name.Valid {
 		return apperr.Conflict("The username %q is taken (usernames are unique ignoring case).", u.Username)
 	}
-	if u.Email != nil {
-		if err := tx.with(ctx).Model(&userRow{}).Where("email_key = ? AND id <> ?", strings.ToLower(*u.Email), u.ID).Count(&n).Error; err != nil {
-			return fmt.Errorf("check email: %w", err)
-		}
-		if n > 0 {
-			return apperr.Conflict("The email %q is taken.", *u.Email)
-		}
+	if email.Valid {
+		return apperr.Conflict("The email %q is taken.", *u.Email)
 	}
 	return nil
 }
 
-// DeleteUser deletes a user with their roles, overwrites, tokens, tickets and
-// profile links, and returns what went with them.
+// DeleteUser deletes a user, and returns what went with them. The schema's
+// foreign keys take their roles, tokens, event tickets and profile links
+// (ON DELETE CASCADE) and clear them from attachments (SET NULL); their
+// overwrites, whose target is not a foreign key, are deleted here.
 func (tx *Tx) DeleteUser(ctx context.Context, id string) (map[string]int64, error) {
 	db := tx.with(ctx)
 	gone := map[string]int64{}
@@ -400,25 +412,18 @@ func (tx *Tx) DeleteUser(ctx context.Context, id string) (map[string]int64, erro
 	if err := tx.deleteOverwritesOf(ctx, model.TargetUser, id); err != nil {
 		return nil, err
 	}
-	for _, stmt := range []string{
-		"DELETE FROM user_roles WHERE user_id = ?",
-		"DELETE FROM tokens WHERE user_id = ?",
-		"DELETE FROM event_tickets WHERE user_id = ?",
-		"DELETE FROM profiles WHERE user_id = ?",
-		"UPDATE attachments SET created_by = NULL WHERE created_by = ?",
-		"UPDATE attachments SET updated_by = NULL WHERE updated_by = ?",
-		"DELETE FROM users WHERE id = ?",
-	} {
-		if err := db.Exec(stmt, id).Error; err != nil {
-			return nil, fmt.Errorf("delete user: %w", err)
-		}
+	if err := db.Exec("DELETE FROM users WHERE id = ?", id).Error; err != nil {
+		return nil, fmt.Errorf("delete user: %w", err)
+	}
+	if err := tx.BumpCredentials(ctx); err != nil {
+		return nil, err
 	}
 	return gone, tx.BumpAuthVersion(ctx)
 }
 
 // AddUserRole gives a user a role; it reports whether anything changed.
 func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
-	res := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&userRoleRow{UserID: userID, RoleID: roleID, CreatedAt: now})
+	res := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&userRoleRow{UserID: userID, RoleID: roleID, CreatedAt: microsOf(now)})
 	if res.Error != nil {
 		return false, fmt.Errorf("assign role: %w", res.Error)
 	}
@@ -441,17 +446,18 @@ func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now tim
 }
 
 func (tx *Tx) touchUser(ctx context.Context, userID string, now time.Time) error {
-	if err := tx.with(ctx).Exec("UPDATE users SET version = version + 1, updated_at = ? WHERE id = ?", now, userID).Error; err != nil {
+	if err := tx.with(ctx).Exec("UPDATE users SET version = version + 1, updated_at = ? WHERE id = ?", microsOf(now), userID).Error; err != nil {
 		return fmt.Errorf("touch user: %w", err)
 	}
-	return nil
+	// The user's roles are part of their credentials.
+	return tx.BumpCredentials(ctx)
 }
 
 // --- tokens
 
 // InsertToken stores a token's metadata and hash.
 func (tx *Tx) InsertToken(ctx context.Context, t model.Token, hash string) error {
-	row := tokenRow{ID: t.ID, UserID: t.UserID, Name: t.Name, Hash: hash, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+	row := tokenRow{ID: t.ID, UserID: t.UserID, Name: t.Name, Hash: hash, CreatedAt: microsOf(t.CreatedAt), ExpiresAt: microsPtr(t.ExpiresAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return duplicate(err, "The token already exists.")
 	}
@@ -463,16 +469,16 @@ func (tx *Tx) DeleteToken(ctx context.Context, userID, tokenID string) error {
 	if err := tx.with(ctx).Exec("DELETE FROM tokens WHERE id = ? AND user_id = ?", tokenID, userID).Error; err != nil {
 		return fmt.Errorf("delete token: %w", err)
 	}
-	return nil
+	return tx.BumpCredentials(ctx)
 }
 
 // InsertTicket stores an event-stream ticket's hash.
 func (tx *Tx) InsertTicket(ctx context.Context, hash, userID string, expires time.Time) error {
 	now := model.Now()
-	if err := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE expires_at < ?", now).Error; err != nil {
+	if err := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE expires_at < ?", microsOf(now)).Error; err != nil {
 		return fmt.Errorf("purge tickets: %w", err)
 	}
-	if err := tx.with(ctx).Create(&ticketRow{Hash: hash, UserID: userID, ExpiresAt: expires}).Error; err != nil {
+	if err := tx.with(ctx).Create(&ticketRow{Hash: hash, UserID: userID, ExpiresAt: microsOf(expires)}).Error; err != nil {
 		return fmt.Errorf("create ticket: %w", err)
 	}
 	return nil
@@ -491,7 +497,7 @@ func (tx *Tx) ConsumeTicket(ctx context.Context, hash string, now time.Time) (st
 	if err := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE hash = ?", hash).Error; err != nil {
 		return "", fmt.Errorf("consume ticket: %w", err)
 	}
-	if !row.ExpiresAt.After(now) {
+	if !row.ExpiresAt.time().After(now) {
 		return "", apperr.Unauthenticated("The event ticket is unknown, used or expired.")
 	}
 	return row.UserID, nil
@@ -502,7 +508,7 @@ func (tx *Tx) ConsumeTicket(ctx context.Context, hash string, now time.Time) (st
 // PutAttachment creates or replaces an attachment's metadata.
 func (tx *Tx) PutAttachment(ctx context.Context, a model.Attachment) error {
 	row := attachmentRow{ChannelID: a.ChannelID, ID: a.ID, ContentType: a.ContentType, Size: a.Size, SHA256: a.SHA256,
-		BlobKey: a.BlobKey, CreatedBy: a.CreatedBy, UpdatedBy: a.UpdatedBy, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		BlobKey: a.BlobKey, CreatedBy: a.CreatedBy, UpdatedBy: a.UpdatedBy, CreatedAt: microsOf(a.CreatedAt), UpdatedAt: microsOf(a.UpdatedAt)}
 	err := tx.with(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "channel_id"}, {Name: "id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"content_type", "size", "sha256", "blob_key", "updated_by", "updated_at"}),
@@ -534,7 +540,7 @@ func (tx *Tx) PutProfile(ctx context.Context, p model.ProfileLinks, now time.Tim
 	if err != nil {
 		return 0, fmt.Errorf("encode links: %w", err)
 	}
-	row := profileRow{UserID: p.UserID, Links: string(links), Version: p.Version + 1, UpdatedAt: now}
+	row := profileRow{UserID: p.UserID, Links: string(links), Version: p.Version + 1, UpdatedAt: microsOf(now)}
 	err = db.Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "user_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"links", "version", "updated_at"}),

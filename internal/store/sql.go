@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// The hottest statements (authentication, the version probe, reading a
+// user, a page of users, the writes of a create) bypass GORM's statement
+// builder and reflection: they are plain SQL run on GORM's connection pool
+// through prepared statements that are reused for the life of the store. A
+// statement is prepared once per pool (database/sql then prepares it once
+// per connection) and, inside a write transaction, reused through
+// sql.Tx.StmtContext, which finds the statement already prepared on the
+// writer connection. Only constant SQL goes through here, so the cache is
+// bounded by the program text.
+
+// micros is a timestamp as the store keeps it: microseconds since the Unix
+// epoch, UTC, in a BIGINT column on both databases. Reading one is an
+// integer scan, where a SQLite DATETIME was a text parse on every row.
+type micros int64
+
+func microsOf(t time.Time) micros { return micros(t.UnixMicro()) }
+
+// time is the timestamp as the API shows it: UTC, microsecond precision.
+func (m micros) time() time.Time { return time.UnixMicro(int64(m)).UTC() }
+
+func microsPtr(t *time.Time) *micros {
+	if t == nil {
+		return nil
+	}
+	m := microsOf(*t)
+	return &m
+}
+
+func timePtr(m *micros) *time.Time {
+	if m == nil {
+		return nil
+	}
+	t := m.time()
+	return &t
+}
+
+// stmtCache holds the prepared statements of one pool, by their SQL.
+type stmtCache struct {
+	db      *sql.DB
+	rebind  bool // PostgreSQL: ? becomes $1, $2, ...
+	mu      sync.RWMutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool // first met inside a transaction: see prepareIn
+}
+
+func newStmtCache(db *sql.DB, d dialect) *stmtCache {
+	return &stmtCache{db: db, rebind: d.name() == "postgres", m: map[string]*sql.Stmt{}, pending: map[string]bool{}}
+}
+
+func (c *stmtCache) text(query string) string {
+	if c.rebind {
+		return rebind(query)
+	}
+	return query
+}
+
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.m[query]
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st := c.lookup(query); st != nil {
+		return st, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.m[query]; st != nil {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, c.text(query))
+	if err != nil {
+		return nil, fmt.Errorf("prepare %q: %w", firstLine(query), err)
+	}
+	c.m[query] = st
+	delete(c.pending, query)
+	return st, nil
+}
+
+// prepareIn returns the statement for use in tx. A statement not yet in the
+// cache cannot be prepared on the pool from inside a transaction when the
+// transaction holds the pool's only connection (SQLite's writer): it is
+// prepared on the transaction for this once, and remembered for
+// preparePending, which the writer calls between transactions.
+func (c *stmtCache) prepareIn(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	if st := c.lookup(query); st != nil {
+		return tx.StmtContext(ctx, st), nil
+	}
+	st, err := tx.PrepareContext(ctx, c.text(query))
+	if err != nil {
+		return nil, fmt.Errorf("prepare %q: %w", firstLine(query), err)
+	}
+	c.mu.Lock()
+	c.pending[query] = true
+	c.mu.Unlock()
+	return st, nil
+}
+
+// preparePending prepares on the pool the statements first met inside a
+// transaction.
+func (c *stmtCache) preparePending(ctx context.Context) error {
+	c.mu.RLock()
+	n := len(c.pending)
+	c.mu.RUnlock()
+	if n == 0 {
+		return nil
+	}
+	c.mu.RLock()
+	queries := make([]string, 0, n)
+	for q := range c.pending {
+		queries = append(queries, q)
+	}
+	c.mu.RUnlock()
+	for _, q := range queries {
+		if _, err := c.get(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		_ = st.Close()
+	}
+	c.m = map[string]*sql.Stmt{}
+}
+
+// rebind turns ? placeholders into PostgreSQL's $n (the hot SQL has no ?
+// inside literals).
+func rebind(q string) string {
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+func firstLine(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		return q[:i] + " …"
+	}
+	return q
+}
+
+// query runs a constant SQL query through a reused prepared statement: on
+// the read pool, or inside the write transaction when q belongs to one.
+func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	q.count()
+	return st.QueryContext(ctx, args...)
+}
+
+// exec runs a constant SQL statement like query.
+func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	q.count()
+	return st.ExecContext(ctx, args...)
+}
+
+func (q queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if q.sqlTx != nil {
+		// Tx.StmtContext reuses the statement already prepared on the
+		// transaction's connection (preparing it there the first time).
+		return q.stmts.prepareIn(ctx, q.sqlTx, query)
+	}
+	return q.stmts.get(ctx, query)
+}
+
+func (q queries) count() {
+	if q.counter != nil {
+		q.counter.Add(1)
+	}
+}
+
+// inTransaction returns q for the GORM transaction db (its statements reuse
+// q's prepared statements through the transaction); txCtx, when set, is the
+// context every statement runs under (see queries.ctx).
+func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, error) {
+	sqlTx, ok := db.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return queries{}, fmt.Errorf("transaction: unexpected connection %T", db.Statement.ConnPool)
+	}
+	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
+	return q, nil
+}

@@ -1,0 +1,310 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/guildhall/guildhall/internal/model"
+)
+
+// Group commit. Every write goes through one writer goroutine per store.
+// Requests that arrive while a transaction commits wait together and then
+// share the next transaction and its one sync (SQLite's fsync with
+// synchronous=FULL; PostgreSQL's WAL flush at COMMIT): each runs in its own
+// savepoint, so a request that fails undoes only its own changes, and each
+// is answered only after the commit that holds it returned, that is, once
+// it is durable. The transaction takes the write lock as before (the single
+// SQLite writer connection with BEGIN IMMEDIATE; the advisory lock on
+// PostgreSQL), so event seqs follow commit order and every request is
+// authorized against the state it commits on: the state the requests
+// before it in the batch left.
+
+// maxBatch bounds the requests one transaction carries.
+const maxBatch = 64
+
+// batchTimeout bounds a whole batch transaction: a statement that hangs
+// (a frozen database) fails the batch instead of holding every writer.
+const batchTimeout = 30 * time.Second
+
+// ErrClosed is returned by Write after Close.
+var ErrClosed = errors.New("store: closed")
+
+type writeJob struct {
+	ctx  context.Context
+	fn   func(tx *Tx) error
+	done chan writeResult
+}
+
+type writeResult struct {
+	events []model.Event
+	err    error
+}
+
+type writer struct {
+	s     *Store
+	jobs  chan *writeJob
+	quit  chan struct{}
+	ended chan struct{}
+
+	transactions atomic.Int64 // committed or not
+	writes       atomic.Int64 // jobs run in them
+}
+
+// WriterStats counts the write transactions and the writes they carried:
+// writes per transaction is the group commit's batch size.
+type WriterStats struct {
+	Transactions int64
+	Writes       int64
+}
+
+// WriterStats returns the writer's counters since the store was opened.
+func (s *Store) WriterStats() WriterStats {
+	return WriterStats{Transactions: s.writer.transactions.Load(), Writes: s.writer.writes.Load()}
+}
+
+func startWriter(s *Store) *writer {
+	w := &writer{s: s, jobs: make(chan *writeJob, maxBatch), quit: make(chan struct{}), ended: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// stop lets the writer finish the jobs already queued, then ends it.
+func (w *writer) stop() {
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	<-w.ended
+}
+
+func (w *writer) run() {
+	defer close(w.ended)
+	batch := make([]*writeJob, 0, maxBatch)
+	for {
+		var first *writeJob
+		select {
+		case first = <-w.jobs:
+		case <-w.quit:
+			// Answer what is still queued, then end.
+			for {
+				select {
+				case j := <-w.jobs:
+					w.commit([]*writeJob{j})
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case j := <-w.jobs:
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// Write runs fn in a write transaction and returns the events it appended,
+// with their sequence numbers, once they are committed and durable. If fn
+// returns an error, nothing it did is kept, and nothing of the other writes
+// that share its transaction is lost.
+//
+// fn must be deterministic in what it writes given the state it reads: it
+// runs once, inside a transaction that other requests share, and must use
+// only tx for the database (a query through the store would wait for the
+// writer that runs it).
+func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event, error) {
+	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
+	select {
+	case <-s.writer.quit:
+		return nil, ErrClosed
+	default:
+	}
+	select {
+	case s.writer.jobs <- j:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.writer.quit:
+		return nil, ErrClosed
+	}
+	// Once queued, the job is answered whatever happens to ctx: it may be
+	// part of a transaction that commits.
+	r := <-j.done
+	return r.events, r.err
+}
+
+// jobError carries the error of a batch's only job out of the transaction.
+type jobError struct{ err error }
+
+func (e jobError) Error() string { return e.err.Error() }
+
+func (w *writer) commit(batch []*writeJob) {
+	live := batch[:0:0]
+	for _, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.done <- writeResult{err: err} // gone before it started: nothing to do
+			continue
+		}
+		live = append(live, j)
+	}
+	if len(live) == 0 {
+		return
+	}
+	s := w.s
+	w.transactions.Add(1)
+	w.writes.Add(int64(len(live)))
+	results := make([]writeResult, len(live))
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	err := s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+		if lock := s.dialect.lockWrites(); lock != "" {
+			if err := db.Exec(lock).Error; err != nil {
+				return fmt.Errorf("take write lock: %w", err)
+			}
+		}
+		base := queries{dialect: s.dialect, stmts: s.wstmts, counter: &s.statements}
+		q, err := base.inTransaction(db, ctx)
+		if err != nil {
+			return err
+		}
+		batch := &batchState{}
+		single := len(live) == 1
+		var last int64
+		for i, j := range live {
+			tx := &Tx{queries: q, batch: batch}
+			if !single {
+				if err := tx.savepoint(ctx, "SAVEPOINT gh_job"); err != nil {
+					return err
+				}
+			}
+			err := runJob(j, tx)
+			if err != nil {
+				if single {
+					return jobError{err}
+				}
+				// One request's failure undoes its own changes only.
+				if rerr := tx.savepoint(ctx, "ROLLBACK TO SAVEPOINT gh_job"); rerr != nil {
+					return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
+				}
+				if rerr := tx.savepoint(ctx, "RELEASE SAVEPOINT gh_job"); rerr != nil {
+					return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
+				}
+				results[i].err = err
+				continue
+			}
+			if !single {
+				if err := tx.savepoint(ctx, "RELEASE SAVEPOINT gh_job"); err != nil {
+					return err
+				}
+			}
+			results[i].events = tx.events
+			if n := len(tx.events); n > 0 {
+				last = tx.events[n-1].Seq
+			}
+		}
+		if last > 0 && s.Postgres() {
+			// Delivered to listeners when (and only if) the transaction commits.
+			if err := db.Exec("SELECT pg_notify(?, ?)", EventChannel, fmt.Sprint(last)).Error; err != nil {
+				return fmt.Errorf("notify: %w", err)
+			}
+		}
+		return nil
+	}, s.dialect.writeTx())
+	if err != nil {
+		var je jobError
+		if errors.As(err, &je) {
+			err = je.err
+		}
+		for i := range results {
+			results[i] = writeResult{err: err}
+		}
+	}
+	for i, j := range live {
+		j.done <- results[i]
+	}
+	// Statements first met in this transaction are prepared on the pool now,
+	// while no transaction holds its connection, for the next ones to reuse.
+	// Not fatal when it fails: the next transaction prepares them again.
+	_ = s.wstmts.preparePending(ctx)
+}
+
+// runJob runs one request's part of a batch; a panic becomes its error, so
+// it cannot take the writer (and every other request) down.
+func runJob(j *writeJob, tx *Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in write: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return j.fn(tx)
+}
+
+func (tx *Tx) savepoint(ctx context.Context, stmt string) error {
+	if _, err := tx.sqlTx.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
+}
+
+// batchState is what the requests of one transaction share.
+type batchState struct {
+	// bumped: a request of this batch moved a version (committed or not).
+	// Authorization state read from the transaction after that is not yet
+	// committed and must not be cached beyond it.
+	bumped bool
+}
+
+// Versions are the counters caches are keyed by: Auth moves when roles,
+// overwrites, global permissions or the channels that exist change (the
+// authorization snapshot); Credentials when a token, a user's status or a
+// user's roles change (what authenticating a token returns).
+type Versions struct {
+	Auth        int64
+	Credentials int64
+}
+
+var errNoSettings = errors.New("store: no settings row yet")
+
+func (s *Store) readVersions(ctx context.Context, q queries) (Versions, error) {
+	rows, err := q.query(ctx, "SELECT auth_version, credentials_version FROM settings WHERE id = 1")
+	if err != nil {
+		return Versions{}, fmt.Errorf("read versions: %w", err)
+	}
+	defer rows.Close()
+	var v Versions
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Versions{}, fmt.Errorf("read versions: %w", err)
+		}
+		return Versions{}, errNoSettings
+	}
+	if err := rows.Scan(&v.Auth, &v.Credentials); err != nil {
+		return Versions{}, fmt.Errorf("read versions: %w", err)
+	}
+	return v, rows.Close()
+}
+
+// CurrentVersions returns the versions as of now, read from the database
+// (one indexed read of the settings row, through a prepared statement):
+// other processes commit too (other instances on PostgreSQL, a second
+// process on the same SQLite file), so this read is what makes a revocation
+// anywhere hold on the very next request everywhere.
+func (s *Store) CurrentVersions(ctx context.Context) (Versions, error) {
+	v, err := s.readVersions(ctx, s.queries)
+	if err != nil {
+		return Versions{}, err
+	}
+	return v, nil
+}

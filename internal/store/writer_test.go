@@ -1,0 +1,191 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+func openStore(t *testing.T, kind string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), storeOptions(t, kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// holdWriter occupies the writer with a write that waits for release, so
+// that the writes submitted meanwhile queue up for one transaction.
+func holdWriter(t *testing.T, s *store.Store) (release func()) {
+	t.Helper()
+	started, done := make(chan struct{}), make(chan error, 1)
+	ch := make(chan struct{})
+	go func() {
+		_, err := s.Write(context.Background(), func(*store.Tx) error {
+			close(started)
+			<-ch
+			return nil
+		})
+		done <- err
+	}()
+	<-started
+	return func() {
+		close(ch)
+		if err := <-done; err != nil {
+			t.Errorf("the holding write: %v", err)
+		}
+	}
+}
+
+// waitQueued waits until n writes wait for the writer.
+func waitQueued(t *testing.T, s *store.Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.QueuedWrites() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d writes queued", s.QueuedWrites(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommitFailuresStayTheirOwn: writes that queue while a transaction
+// commits share the next one; the write that fails (an error after it
+// changed something, a unique-key violation the database itself raises, a
+// panic) undoes only its own changes, and every other write of the same
+// transaction commits with its events in submission order.
+func TestGroupCommitFailuresStayTheirOwn(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		const n = 8
+		failing := map[int]string{2: "error after a change", 4: "duplicate key", 6: "panic"}
+		release := holdWriter(t, s)
+		before := s.WriterStats()
+
+		type result struct {
+			events []model.Event
+			err    error
+		}
+		results := make([]result, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("c%d", i)
+				if failing[i] == "duplicate key" {
+					id = "c0" // raised by the primary key, not by a check of ours
+				}
+				evs, err := s.Write(ctx, func(tx *store.Tx) error {
+					now := model.Now()
+					if _, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: id, CreatedAt: now, UpdatedAt: now}); err != nil {
+						return err
+					}
+					if _, err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: "channel:" + id}); err != nil {
+						return err
+					}
+					switch failing[i] {
+					case "error after a change":
+						return errors.New("refused after writing")
+					case "panic":
+						panic("boom")
+					}
+					return nil
+				})
+				results[i] = result{evs, err}
+			}()
+			// Submit in order, so the transaction runs them in this order.
+			waitQueued(t, s, i+1)
+		}
+		release()
+		wg.Wait()
+
+		after := s.WriterStats()
+		if got := after.Transactions - before.Transactions; got != 1 {
+			t.Fatalf("the %d queued writes took %d transactions, want 1", n, got)
+		}
+		var lastSeq int64
+		for i, r := range results {
+			id := fmt.Sprintf("c%d", i)
+			_, getErr := s.GetChannel(ctx, id)
+			switch failing[i] {
+			case "":
+				if r.err != nil || len(r.events) != 1 || getErr != nil {
+					t.Fatalf("write %d: %v, %d events, channel: %v", i, r.err, len(r.events), getErr)
+				}
+				if r.events[0].Seq <= lastSeq {
+					t.Fatalf("write %d has seq %d after %d: not in submission order", i, r.events[0].Seq, lastSeq)
+				}
+				lastSeq = r.events[0].Seq
+			case "duplicate key":
+				if r.err == nil || len(r.events) != 0 {
+					t.Fatalf("write %d (%s): %v, %d events", i, failing[i], r.err, len(r.events))
+				}
+				if !errors.Is(r.err, apperr.ErrConflict) {
+					t.Fatalf("write %d (%s): %v, want a conflict", i, failing[i], r.err)
+				}
+			default:
+				if r.err == nil || len(r.events) != 0 || !apperr.IsNotFound(getErr) {
+					t.Fatalf("write %d (%s): %v, %d events, channel: %v", i, failing[i], r.err, len(r.events), getErr)
+				}
+			}
+		}
+		evs, _, err := s.ListEvents(ctx, store.EventFilter{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != n-len(failing) {
+			t.Fatalf("%d events committed, want %d (failed writes leave none)", len(evs), n-len(failing))
+		}
+	})
+}
+
+// TestGroupCommitCanceledBeforeStart: a write whose request went away while
+// it waited does nothing and says so; the others of its transaction commit.
+func TestGroupCommitCanceledBeforeStart(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		release := holdWriter(t, s)
+		gone, cancel := context.WithCancel(ctx)
+		errs := make(chan error, 2)
+		write := func(ctx context.Context, id string) {
+			_, err := s.Write(ctx, func(tx *store.Tx) error {
+				now := model.Now()
+				_, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: id, CreatedAt: now, UpdatedAt: now})
+				return err
+			})
+			errs <- err
+		}
+		go write(gone, "gone")
+		waitQueued(t, s, 1)
+		go write(ctx, "kept")
+		waitQueued(t, s, 2)
+		cancel()
+		release()
+		for range 2 {
+			if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.GetChannel(ctx, "gone"); !apperr.IsNotFound(err) {
+			t.Fatalf("the canceled write committed: %v", err)
+		}
+		if _, err := s.GetChannel(ctx, "kept"); err != nil {
+			t.Fatalf("the write beside a canceled one: %v", err)
+		}
+	})
+}
