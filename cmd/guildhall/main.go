@@ -65,7 +65,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := logger(stderr, cfg.LogLevel)
+	log, flushLog := app.NewLogger(stderr, cfg.LogLevel)
+	defer flushLog()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.New(ctx, cfg, log)

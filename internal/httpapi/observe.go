@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,10 +17,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Request IDs are a random prefix chosen at start and a counter: unique
+// across instances and restarts without a random read per request (they
+// identify requests in logs; they are not secrets).
+var (
+	requestIDPrefix = func() string {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+	requestIDCounter atomic.Uint64
+)
+
 func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	var b [16 + 1 + 16]byte
+	copy(b[:], requestIDPrefix)
+	b[16] = '-'
+	n := requestIDCounter.Add(1)
+	const digits = "0123456789abcdef"
+	for i := len(b) - 1; i > 16; i-- {
+		b[i] = digits[n&0xf]
+		n >>= 4
+	}
+	return string(b[:])
 }
 
 // recoverer turns a panic into a logged 500 problem.
@@ -57,7 +78,8 @@ func (h *Handler) accessLog() echo.MiddlewareFunc {
 }
 
 // metrics counts requests and their latency by route (the route pattern,
-// never the raw path, so cardinality stays bounded).
+// never the raw path, so cardinality stays bounded). The series of each
+// route, method and status are looked up once and kept.
 func metrics(reg *prometheus.Registry) echo.MiddlewareFunc {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "guildhall_http_requests_total", Help: "HTTP requests by route, method and status.",
@@ -67,6 +89,15 @@ func metrics(reg *prometheus.Registry) echo.MiddlewareFunc {
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route", "method"})
 	reg.MustRegister(requests, latency)
+	type key struct {
+		route, method string
+		status        int
+	}
+	type series struct {
+		count   prometheus.Counter
+		latency prometheus.Observer
+	}
+	var cache sync.Map // key -> series
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -74,13 +105,32 @@ func metrics(reg *prometheus.Registry) echo.MiddlewareFunc {
 			if err != nil {
 				c.Error(err) // render now so the status is known
 			}
-			route := c.Path()
-			if route == "" {
-				route = "unmatched"
+			k := key{route: c.Path(), method: methodLabel(c.Request().Method), status: c.Response().Status}
+			if k.route == "" {
+				k.route = "unmatched"
 			}
-			requests.WithLabelValues(route, c.Request().Method, strconv.Itoa(c.Response().Status)).Inc()
-			latency.WithLabelValues(route, c.Request().Method).Observe(time.Since(start).Seconds())
+			v, ok := cache.Load(k)
+			if !ok {
+				v, _ = cache.LoadOrStore(k, series{
+					count:   requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+					latency: latency.WithLabelValues(k.route, k.method),
+				})
+			}
+			m := v.(series)
+			m.count.Inc()
+			m.latency.Observe(time.Since(start).Seconds())
 			return nil
 		}
 	}
+}
+
+// methodLabel bounds the method label: a client may send any token as a
+// method, and each would be a new series.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
 }
