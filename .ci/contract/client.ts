@@ -103,6 +103,12 @@ export const steps = {
     check(permissions.join() === wanted.join(), `global permissions are ${permissions.join(",")}`);
   },
 
+  getMe: async (ctx) => {
+    const r = await ctx.owner.GET("/me");
+    const me = body(r, 200);
+    check(me.is_owner && me.username === "owner", `GET /me as the owner is ${me.username} (is_owner ${String(me.is_owner)})`);
+    etagOf(ctx, r.response);
+  },
   listUsers: async (ctx) => {
     const page = body(await ctx.owner.GET("/users", { params: { query: { limit: 10 } } }), 200);
     const owner = page.items.find((u) => u.is_owner);

@@ -689,6 +689,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the caller
+         * @description The user the bearer token belongs to, with its `ETag`, exactly as
+         *     `GET /users/{userID}` shows that user to themself (`email` included).
+         *     This is how a client that holds only a token learns who it is, for
+         *     example an admin console right after sign-in.
+         *
+         *     **Permission:** any authenticated user.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users": {
         parameters: {
             query?: never;
@@ -3609,6 +3634,43 @@ export interface operations {
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
             500: components["responses"]["DeprecatedInternalError"];
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e",
+                     *       "username": "owner",
+                     *       "display_name": "owner",
+                     *       "email": null,
+                     *       "status": "active",
+                     *       "roles": [],
+                     *       "is_owner": true,
+                     *       "created_at": "2026-11-22T08:15:30.123456Z",
+                     *       "updated_at": "2026-11-22T08:15:30.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     listUsers: {

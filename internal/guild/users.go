@@ -59,6 +59,15 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	return page, nil
 }
 
+// Me returns the caller's own user, email included: what a client holding only
+// a token needs to learn who it is.
+func (s *Service) Me(ctx context.Context, a *Actor) (model.User, error) {
+	if a == nil {
+		return model.User{}, apperr.Unauthenticated("A bearer token is required.")
+	}
+	return s.GetUser(ctx, a, a.UserID)
+}
+
 // GetUser returns one user.
 func (s *Service) GetUser(ctx context.Context, a *Actor, id string) (model.User, error) {
 	u, err := s.store.GetUser(ctx, id)

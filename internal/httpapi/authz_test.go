@@ -430,6 +430,7 @@ func authzRows() []authzRow {
 		}},
 
 		{name: "listUsers", op: "listUsers", success: 200, prepare: get("/users")},
+		{name: "getMe", op: "getMe", success: 200, prepare: get("/me")},
 		{name: "getUser", op: "getUser", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			return testenv.Req{Method: "GET", Path: "/users/" + f.victim.ID}, nil
 		}},

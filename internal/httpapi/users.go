@@ -44,6 +44,19 @@ func (h *Handler) CreateUser(ctx context.Context, req api.CreateUserRequestObjec
 		ETag: ptr(guild.ETag(u.Version)), Location: ptr("/api/users/" + u.ID)}}, nil
 }
 
+// GetMe implements GET /me.
+func (h *Handler) GetMe(ctx context.Context, _ api.GetMeRequestObject) (api.GetMeResponseObject, error) {
+	a, err := actorOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := h.svc.Me(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetMe200JSONResponse{Body: toUser(u), Headers: api.GetMe200ResponseHeaders{ETag: ptr(guild.ETag(u.Version))}}, nil
+}
+
 // GetUser implements GET /users/{userID}.
 func (h *Handler) GetUser(ctx context.Context, req api.GetUserRequestObject) (api.GetUserResponseObject, error) {
 	a, err := actorOf(ctx)

@@ -586,3 +586,67 @@ func TestUsersSearch(t *testing.T) {
 		})
 	})
 }
+
+// GET /me answers who the token belongs to, as GET /users/{userID} shows that
+// user to themself (email included), with the same ETag; without a valid
+// token it is a 401.
+func TestGetMe(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		ctx := t.Context()
+		alice := e.NewUser("alice")
+		e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + alice.ID, Token: e.Owner,
+			Body: map[string]any{"username": "alice", "display_name": "Alice", "email": "alice@example.com", "status": "active"}})
+		e.NewRole("mods")
+		e.Assign(alice.ID, "mods")
+
+		for _, tc := range []struct {
+			name, token, username, email string
+			owner                        bool
+			roles                        []string
+		}{
+			{name: "owner", token: e.Owner, username: "owner", owner: true, roles: []string{}},
+			{name: "a user without MANAGE_USERS sees their own email", token: alice.Token, username: "alice", email: "alice@example.com", roles: []string{"mods"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c := e.Client(tc.token)
+				me, err := c.GetMeWithResponse(ctx)
+				if err != nil || me.JSON200 == nil {
+					t.Fatalf("GET /me: %v %d %s", err, me.StatusCode(), me.Body)
+				}
+				u := me.JSON200
+				if u.Username != tc.username || u.IsOwner != tc.owner || !slices.Equal(u.Roles, tc.roles) {
+					t.Errorf("GET /me = %s", me.Body)
+				}
+				if tc.email != "" && (!u.Email.IsSpecified() || u.Email.MustGet() != openapi_types.Email(tc.email)) {
+					t.Errorf("email %s, want %s", me.Body, tc.email)
+				}
+				got, err := c.GetUserWithResponse(ctx, u.Id)
+				if err != nil || got.JSON200 == nil {
+					t.Fatalf("GET /users/%s: %v %s", u.Id, err, got.Body)
+				}
+				if e2eJSON(got.JSON200) != e2eJSON(u) || got.HTTPResponse.Header.Get("ETag") != me.HTTPResponse.Header.Get("ETag") ||
+					me.HTTPResponse.Header.Get("ETag") == "" {
+					t.Errorf("GET /me %s (ETag %s) differs from GET /users/{id} %s (ETag %s)", me.Body, me.HTTPResponse.Header.Get("ETag"),
+						got.Body, got.HTTPResponse.Header.Get("ETag"))
+				}
+			})
+		}
+
+		t.Run("no token", func(t *testing.T) {
+			res := e.Do(testenv.Req{Method: "GET", Path: "/me"})
+			if p := res.Problem(t); res.Status != http.StatusUnauthorized || p.Code != api.ProblemCodeUnauthenticated {
+				t.Errorf("GET /me without a token: %s", res)
+			}
+		})
+		t.Run("suspended", func(t *testing.T) {
+			e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + alice.ID, Token: e.Owner,
+				Body: map[string]any{"username": "alice", "display_name": "Alice", "status": "suspended"}})
+			if res := e.Do(testenv.Req{Method: "GET", Path: "/me", Token: alice.Token}); res.Status != http.StatusUnauthorized {
+				t.Errorf("GET /me of a suspended user: %s", res)
+			}
+		})
+	})
+}
