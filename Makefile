@@ -8,7 +8,7 @@ export CGO_ENABLED := 1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/guildhall/guildhall/internal/app.Version=$(VERSION)
 
-.PHONY: run build generate check-generated vet test test-short fuzz bench load lint-spec tsclient browser contract ci clean
+.PHONY: run build generate check-generated vet test test-short fuzz bench load lint-spec tsclient browser contract console-check ci clean
 
 run: ## run the server on ./data (SQLite), port 8080
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/guildhall serve
@@ -16,9 +16,10 @@ run: ## run the server on ./data (SQLite), port 8080
 build: ## build bin/guildhall
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/guildhall ./cmd/guildhall
 
-generate: ## regenerate gen/ from openapi/openapi.yaml (gen/ts only when the npm tools are installed)
+generate: ## regenerate gen/ from openapi/openapi.yaml (gen/ts and web/dist only when the npm tools are installed)
 	$(GO) generate ./gen/...
 	@bash .ci/contract/gen-ts.sh
+	@bash web/build.sh
 
 check-generated: generate ## fail if gen/ is stale
 	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run 'make generate' and commit it" >&2; exit 1; }
@@ -56,6 +57,15 @@ browser: build ## Swagger UI at /docs in Debian's chromium: every operation rend
 	bash .ci/contract/browser.sh
 
 contract: lint-spec tsclient browser ## all three
+
+# The admin console (web/): type-checked against gen/ts/schema.ts, rebuilt and
+# compared with the committed web/dist, then walked in Debian's chromium as
+# the owner and as a moderator against bin/guildhall serve. Screenshots go to
+# .ci/artifacts/console/.
+console-check: ## web/dist fresh and type-checked; the console walked in a real browser (owner, moderator, 360 px)
+	bash web/build.sh --check
+	$(MAKE) build
+	bash .ci/console/check.sh
 
 clean:
 	rm -rf bin

@@ -27,6 +27,7 @@ import (
 	"github.com/guildhall/guildhall/internal/events"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/openapi"
+	"github.com/guildhall/guildhall/web"
 )
 
 // Options configure the HTTP stack.
@@ -128,11 +129,18 @@ func New(o Options) (*Server, error) {
 	strict := api.NewStrictHandler(h, nil)
 	api.RegisterHandlersWithOptions(e.Group(""), strict, api.RegisterHandlersOptions{BaseURL: "/api", OperationMiddlewares: mws})
 
-	// Outside the contract: docs, problem types, health and metrics.
+	// Outside the contract: docs, the admin console, problem types, health and metrics.
 	docs := v5emb.NewHandlerWithConfig(swgui.Config{Title: "Guildhall API", SwaggerJSON: "/api/openapi.json", BasePath: "/docs/",
 		SettingsUI: map[string]string{"persistAuthorization": "true"}})
 	e.GET("/docs", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/docs/") })
 	e.GET("/docs/*", echo.WrapHandler(docs))
+	console, err := consoleHandler(web.Dist())
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/console/*", console)
 	e.GET("/problems/:code", problemPage)
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok", "version": o.Version})

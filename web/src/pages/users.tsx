@@ -1,0 +1,456 @@
+// Users: paged and searchable (q, role, status), create, edit, suspend,
+// delete, assign and remove roles, tokens (a new secret is shown once; revoke).
+import type { JSX } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { grantReason, need, roleReason, tokenReason, userReason } from "../access";
+import { done, ifMatch, ok, type Token, type User } from "../api";
+import { useConsole } from "../state";
+import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, when, Why } from "../ui";
+
+type Status = "active" | "suspended";
+
+interface Filters {
+  q: string;
+  role: string;
+  status: "" | Status;
+}
+
+export function UsersPage(): JSX.Element {
+  const c = useConsole();
+  const [filters, setFilters] = useState<Filters>({ q: "", role: "", status: "" });
+  const [draft, setDraft] = useState<Filters>(filters);
+  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]); // the cursor of each page seen
+  const [page, setPage] = useState<{ items: User[]; next: string | null } | null>(null);
+  const [selected, setSelected] = useState<string | null>(null);
+  const act = useAction();
+  const cursor = cursors[cursors.length - 1];
+  const load = () =>
+    act.run(async () => {
+      const query = {
+        limit: 20,
+        ...(filters.q ? { q: filters.q } : {}),
+        ...(filters.role ? { role: filters.role } : {}),
+        ...(filters.status ? { status: filters.status } : {}),
+        ...(cursor ? { cursor } : {}),
+      };
+      const r = await ok(c.api.GET("/users", { params: { query } }));
+      setPage({ items: r.data.items, next: r.data.next_cursor ?? null });
+    });
+  useEffect(() => {
+    void load();
+  }, [filters, cursor]);
+  useEffect(
+    () =>
+      c.onEvent((e) => {
+        if (e.type.startsWith("user.")) void load();
+      }),
+    [filters, cursor],
+  );
+  const search = (e: Event) => {
+    e.preventDefault();
+    setCursors([undefined]);
+    setFilters({ ...draft, q: draft.q.trim() });
+  };
+  return (
+    <div class="split">
+      <section class="list" aria-labelledby="users-h">
+        <h2 id="users-h">Users</h2>
+        <form class="filters" onSubmit={search} role="search">
+          <label>
+            Search{" "}
+            <input name="q" type="search" value={draft.q} placeholder="username, name or email" onInput={(e) => setDraft({ ...draft, q: e.currentTarget.value })} />
+          </label>
+          <label>
+            Role{" "}
+            <select name="role" value={draft.role} onChange={(e) => setDraft({ ...draft, role: e.currentTarget.value })}>
+              <option value="">any</option>
+              {c.roles.map((r) => (
+                <option key={r.id} value={r.id}>
+                  {r.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Status{" "}
+            <select name="status" value={draft.status} onChange={(e) => setDraft({ ...draft, status: e.currentTarget.value as Filters["status"] })}>
+              <option value="">any</option>
+              <option value="active">active</option>
+              <option value="suspended">suspended</option>
+            </select>
+          </label>
+          <button type="submit" class="btn plain">
+            Search
+          </button>
+        </form>
+        <ProblemBox error={act.error} names={c.names} />
+        {page === null ? (
+          <p class="loading">Loading…</p>
+        ) : page.items.length === 0 ? (
+          <p class="muted">No users match.</p>
+        ) : (
+          <ul class="items" data-testid="user-list">
+            {page.items.map((u) => (
+              <li key={u.id}>
+                <a
+                  href="#/users"
+                  aria-current={selected === u.id ? "true" : undefined}
+                  onClick={(e) => {
+                    e.preventDefault();
+                    setSelected(u.id);
+                  }}
+                >
+                  <strong>{u.display_name || u.username}</strong> <span class="muted">@{u.username}</span>
+                  {u.status === "suspended" && <span class="badge warn">suspended</span>}
+                  {u.is_owner && <span class="badge">owner</span>}
+                  <span class="sub">{u.roles.map(c.names.role).join(", ") || "no roles"}</span>
+                </a>
+              </li>
+            ))}
+          </ul>
+        )}
+        <div class="row">
+          <Btn reason={cursors.length > 1 ? null : "this is the first page"} onClick={() => setCursors(cursors.slice(0, -1))}>
+            ← Previous
+          </Btn>
+          <Btn reason={page?.next ? null : "this is the last page"} onClick={() => page?.next && setCursors([...cursors, page.next])}>
+            Next →
+          </Btn>
+        </div>
+        <CreateUser onCreated={(id) => setSelected(id)} />
+      </section>
+      <section class="detail">
+        {selected ? (
+          <UserDetail key={selected} id={selected} onDeleted={() => setSelected(null)} />
+        ) : (
+          <p class="muted">Pick a user to edit them, their roles and their tokens.</p>
+        )}
+      </section>
+    </div>
+  );
+}
+
+function CreateUser(props: { onCreated: (id: string) => void }): JSX.Element {
+  const c = useConsole();
+  const [username, setUsername] = useState("");
+  const [displayName, setDisplayName] = useState("");
+  const [email, setEmail] = useState("");
+  const act = useAction();
+  const reason = need(c.access, "MANAGE_USERS");
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    let id = "";
+    const err = await act.run(async () => {
+      const r = await ok(
+        c.api.POST("/users", {
+          body: { username, ...(displayName ? { display_name: displayName } : {}), ...(email ? { email } : {}) },
+        }),
+      );
+      id = r.data.id;
+    });
+    if (err === null) {
+      props.onCreated(id);
+      setUsername("");
+      setDisplayName("");
+      setEmail("");
+    }
+  };
+  return (
+    <form class="card create" onSubmit={submit} aria-labelledby="new-user-h">
+      <h3 id="new-user-h">New user</h3>
+      <ReadOnly reason={reason} what="create users" />
+      <fieldset disabled={reason !== null}>
+        <label>
+          Username <input name="username" value={username} required pattern="[A-Za-z0-9_.\-]{2,32}" onInput={(e) => setUsername(e.currentTarget.value)} />
+        </label>
+        <label>
+          Display name <input name="display_name" value={displayName} maxLength={100} onInput={(e) => setDisplayName(e.currentTarget.value)} />
+        </label>
+        <label>
+          Email <input name="email" type="email" value={email} maxLength={254} onInput={(e) => setEmail(e.currentTarget.value)} />
+        </label>
+        <Btn type="submit" kind="primary" reason={reason} busy={act.busy}>
+          Create user
+        </Btn>
+      </fieldset>
+      <ProblemBox error={act.error} names={c.names} />
+    </form>
+  );
+}
+
+function UserDetail(props: { id: string; onDeleted: () => void }): JSX.Element {
+  const c = useConsole();
+  const [user, setUser] = useState<{ user: User; etag: string } | null>(null);
+  const [stale, setStale] = useState<unknown>(null);
+  const loader = useAction();
+  const load = () =>
+    loader.run(async () => {
+      const r = await ok(c.api.GET("/users/{userID}", { params: { path: { userID: props.id } } }));
+      setUser({ user: r.data, etag: r.etag });
+    });
+  useEffect(() => {
+    void load();
+    return c.onEvent((e) => {
+      if (e.subject === `user:${props.id}` && e.type !== "user.deleted") void load();
+    });
+  }, [props.id]);
+  if (!user) return loader.error ? <ProblemBox error={loader.error} names={c.names} /> : <p class="loading">Loading…</p>;
+  const onStale = async (e: unknown) => {
+    setStale(e);
+    if (e) await load();
+  };
+  return (
+    <div>
+      <UserEditor key={user.etag} user={user.user} etag={user.etag} stale={stale} onStale={onStale} onSaved={load} onDeleted={props.onDeleted} />
+      <UserRoles user={user.user} onChanged={load} />
+      <Tokens user={user.user} />
+    </div>
+  );
+}
+
+function UserEditor(props: {
+  user: User;
+  etag: string;
+  stale: unknown;
+  onStale: (e: unknown) => Promise<void>;
+  onSaved: () => Promise<unknown>;
+  onDeleted: () => void;
+}): JSX.Element {
+  const c = useConsole();
+  const { user, etag } = props;
+  const self = user.id === c.access.me.id;
+  const [username, setUsername] = useState(user.username);
+  const [displayName, setDisplayName] = useState(user.display_name);
+  const [email, setEmail] = useState(user.email ?? "");
+  const [confirm, setConfirm] = useState(false);
+  const act = useAction();
+  // Oneself: username, email and display name need no permission; status never.
+  const reason = self ? null : userReason(c.access, user, c.roles);
+  const statusReason = self && !c.access.owner ? "you cannot change your own status" : user.is_owner ? "the owner cannot be suspended" : userReason(c.access, user, c.roles);
+  const deleteReason = user.is_owner ? "the owner cannot be deleted" : self ? "you cannot delete yourself here" : userReason(c.access, user, c.roles);
+  const emailHidden = user.email === undefined;
+  const put = (status: Status) =>
+    act.run(async () => {
+      await ok(
+        c.api.PUT("/users/{userID}", {
+          params: { path: { userID: user.id }, header: ifMatch(etag) },
+          body: {
+            username,
+            display_name: displayName,
+            status,
+            // A PUT replaces: keep an email we cannot see by sending none only when it is visible.
+            ...(emailHidden ? {} : { email: email === "" ? null : email }),
+          },
+        }),
+      );
+    });
+  const after = async (err: unknown) => {
+    if (isStale(err)) await props.onStale(err);
+    else if (err === null) {
+      await props.onStale(null);
+      await props.onSaved();
+      if (self) await c.refresh();
+    }
+  };
+  const dirty = username !== user.username || displayName !== user.display_name || email !== (user.email ?? "");
+  const del = async () => {
+    setConfirm(false);
+    const err = await act.run(async () => {
+      await done(c.api.DELETE("/users/{userID}", { params: { path: { userID: user.id }, header: ifMatch(etag) } }));
+    });
+    if (err === null) props.onDeleted();
+    else await after(err);
+  };
+  return (
+    <section class="card" aria-labelledby="user-h">
+      <h2 id="user-h">
+        {user.display_name || user.username} <span class="muted">@{user.username}</span>
+        {user.status === "suspended" && <span class="badge warn">suspended</span>}
+        {user.is_owner && <span class="badge">owner</span>}
+      </h2>
+      <ReadOnly reason={reason} what="edit this user" />
+      {isStale(props.stale) && <ProblemBox error={props.stale} names={c.names} onClose={() => void props.onStale(null)} />}
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          await after(await put(user.status));
+        }}
+      >
+        <fieldset disabled={reason !== null}>
+          <label>
+            Username <input name="username" value={username} required pattern="[A-Za-z0-9_.\-]{2,32}" onInput={(e) => setUsername(e.currentTarget.value)} />
+          </label>
+          <label>
+            Display name <input name="display_name" value={displayName} maxLength={100} onInput={(e) => setDisplayName(e.currentTarget.value)} />
+          </label>
+          <label>
+            Email{" "}
+            <input
+              name="email"
+              type="email"
+              value={email}
+              disabled={emailHidden}
+              placeholder={emailHidden ? "hidden (needs MANAGE_USERS)" : ""}
+              onInput={(e) => setEmail(e.currentTarget.value)}
+            />
+          </label>
+          <p class="muted">
+            Created {when(user.created_at)}, updated {when(user.updated_at)}.
+          </p>
+          <div class="row wrap">
+            <Btn type="submit" kind="primary" reason={reason ?? (dirty ? null : "nothing changed")} busy={act.busy}>
+              Save
+            </Btn>
+            <Btn reason={statusReason} busy={act.busy} onClick={async () => await after(await put(user.status === "active" ? "suspended" : "active"))}>
+              {user.status === "active" ? "Suspend" : "Reactivate"}
+            </Btn>
+            <Btn kind="danger" reason={deleteReason} onClick={() => setConfirm(true)}>
+              Delete user…
+            </Btn>
+          </div>
+          <Why reason={reason ? null : statusReason} />
+        </fieldset>
+      </form>
+      {!isStale(act.error) && <ProblemBox error={act.error} names={c.names} />}
+      {confirm && (
+        <Confirm title={`Delete ${user.username}?`} confirm="Delete user" onConfirm={() => void del()} onCancel={() => setConfirm(false)}>
+          <p>
+            The user <strong>@{user.username}</strong> is deleted together with their role assignments ({user.roles.length}), their channel overwrites,
+            their tokens and their profile links. It cannot be undone.
+          </p>
+        </Confirm>
+      )}
+    </section>
+  );
+}
+
+function UserRoles(props: { user: User; onChanged: () => Promise<unknown> }): JSX.Element {
+  const c = useConsole();
+  const { user } = props;
+  const act = useAction();
+  const base = user.id === c.access.me.id && !c.access.owner ? "you cannot change your own roles" : userReason(c.access, user, c.roles);
+  const toggle = async (roleID: string, has: boolean) => {
+    const path = { params: { path: { userID: user.id, roleID } } };
+    await act.run(async () => {
+      await done(has ? c.api.DELETE("/users/{userID}/roles/{roleID}", path) : c.api.POST("/users/{userID}/roles/{roleID}", path));
+    });
+    await props.onChanged();
+    if (user.id === c.access.me.id) await c.refresh();
+  };
+  return (
+    <section class="card" aria-labelledby="uroles-h">
+      <h2 id="uroles-h">Roles of {user.display_name || user.username}</h2>
+      <ReadOnly reason={base} what="assign or remove roles" />
+      <ul class="checks">
+        {c.roles.map((r) => {
+          const has = user.roles.includes(r.id);
+          const reason = base ?? roleReason(c.access, r) ?? grantReason(c.access, r.permissions);
+          return (
+            <li key={r.id}>
+              <label class={reason ? "off" : ""} title={reason ? `Disabled: ${reason}` : undefined}>
+                <input type="checkbox" name={`role-${r.id}`} checked={has} disabled={reason !== null || act.busy} onChange={() => void toggle(r.id, has)} />
+                <span class="swatch" style={{ background: r.color ?? "transparent" }} aria-hidden="true" /> {r.name}
+                {reason && !base && <span class="why">{reason}</span>}
+              </label>
+            </li>
+          );
+        })}
+      </ul>
+      <ProblemBox error={act.error} names={c.names} />
+    </section>
+  );
+}
+
+function Tokens(props: { user: User }): JSX.Element {
+  const c = useConsole();
+  const { user } = props;
+  const reason = tokenReason(c.access, user);
+  const [tokens, setTokens] = useState<Token[] | null>(null);
+  const [name, setName] = useState("");
+  const [secret, setSecret] = useState<{ name: string; token: string } | null>(null);
+  const [confirm, setConfirm] = useState<Token | null>(null);
+  const act = useAction();
+  const load = () =>
+    act.run(async () => {
+      const r = await ok(c.api.GET("/users/{userID}/tokens", { params: { path: { userID: user.id } } }));
+      setTokens(r.data.items);
+    });
+  useEffect(() => {
+    if (reason === null) void load();
+  }, [user.id]);
+  const create = async (e: Event) => {
+    e.preventDefault();
+    const err = await act.run(async () => {
+      const r = await ok(c.api.POST("/users/{userID}/tokens", { params: { path: { userID: user.id } }, body: { name } }));
+      setSecret({ name: r.data.name, token: r.data.token });
+    });
+    if (err === null) {
+      setName("");
+      await load();
+    }
+  };
+  const revoke = async (t: Token) => {
+    setConfirm(null);
+    await act.run(async () => {
+      await done(c.api.DELETE("/users/{userID}/tokens/{tokenID}", { params: { path: { userID: user.id, tokenID: t.id } } }));
+    });
+    await load();
+  };
+  return (
+    <section class="card" aria-labelledby="tokens-h">
+      <h2 id="tokens-h">Tokens of {user.display_name || user.username}</h2>
+      <ReadOnly reason={reason} what="see or create them" />
+      {secret && (
+        <div class="secret" role="status" data-testid="token-secret">
+          <p>
+            The new token <strong>{secret.name}</strong> — copy it now, it is shown only once:
+          </p>
+          <code>{secret.token}</code>
+          <div class="row">
+            <button type="button" class="btn plain small" onClick={() => void navigator.clipboard?.writeText(secret.token)}>
+              Copy
+            </button>
+            <button type="button" class="btn plain small" onClick={() => setSecret(null)}>
+              I have kept it
+            </button>
+          </div>
+        </div>
+      )}
+      {reason === null && (
+        <>
+          {tokens && tokens.length > 0 ? (
+            <ul class="items">
+              {tokens.map((t) => (
+                <li key={t.id} class="row between">
+                  <span>
+                    <strong>{t.name}</strong> <span class="muted">created {when(t.created_at)}</span>
+                    {t.expires_at && <span class="muted">, expires {when(t.expires_at)}</span>}
+                  </span>
+                  <Btn kind="danger" onClick={() => setConfirm(t)} label={`Revoke ${t.name}`}>
+                    Revoke
+                  </Btn>
+                </li>
+              ))}
+            </ul>
+          ) : (
+            tokens && <p class="muted">No tokens.</p>
+          )}
+          <form class="row wrap" onSubmit={create}>
+            <label>
+              New token name <input name="token-name" value={name} required maxLength={100} placeholder="laptop" onInput={(e) => setName(e.currentTarget.value)} />
+            </label>
+            <Btn type="submit" kind="primary" busy={act.busy}>
+              Create token
+            </Btn>
+          </form>
+        </>
+      )}
+      <ProblemBox error={act.error} names={c.names} />
+      {confirm && (
+        <Confirm title={`Revoke ${confirm.name}?`} confirm="Revoke token" onConfirm={() => void revoke(confirm)} onCancel={() => setConfirm(null)}>
+          <p>Anything using this token (and any event ticket minted with it) stops working at once.</p>
+        </Confirm>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,71 @@
+// What every page shares once signed in: the client, who I am and what I may
+// do, the roles and the permission catalog, and the live event stream.
+import { createContext } from "preact";
+import { useContext } from "preact/hooks";
+import type { Access, Names } from "./access";
+import type { Api, AuditEvent, PermissionInfo, Role, Schemas } from "./api";
+
+export interface Console {
+  api: Api;
+  token: string;
+  access: Access;
+  roles: Role[];
+  catalog: PermissionInfo[];
+  names: Names;
+  /** Reloads me, my permissions and the roles (after a change that may move them). */
+  refresh: () => Promise<void>;
+  /** Subscribes to live events; returns the unsubscribe function. */
+  onEvent: (f: (e: AuditEvent) => void) => () => void;
+  /** "connecting", "live", "off" (no VIEW_AUDIT_LOG) or "retrying". */
+  live: LiveState;
+}
+
+export type LiveState = "connecting" | "live" | "off" | "retrying";
+
+export const ConsoleContext = createContext<Console | null>(null);
+
+export function useConsole(): Console {
+  const c = useContext(ConsoleContext);
+  if (!c) throw new Error("useConsole outside a signed-in console");
+  return c;
+}
+
+/** Channel-scoped permission names of the catalog, in catalog order. */
+export function channelScoped(catalog: readonly PermissionInfo[]): PermissionInfo[] {
+  return catalog.filter((p) => p.scopes.includes("channel"));
+}
+
+type EventType = Schemas["EventType"];
+
+/** Every event type of the contract; tsc fails when the contract adds or drops one. */
+export const eventTypes = [
+  "channel.created",
+  "channel.updated",
+  "channel.renamed",
+  "channel.deleted",
+  "channel.overwrite.set",
+  "channel.overwrite.removed",
+  "channel.attachment.created",
+  "channel.attachment.updated",
+  "channel.attachment.deleted",
+  "role.created",
+  "role.updated",
+  "role.renamed",
+  "role.moved",
+  "role.deleted",
+  "role.permissions.set",
+  "global.permissions.set",
+  "user.created",
+  "user.updated",
+  "user.deleted",
+  "user.role.assigned",
+  "user.role.removed",
+  "user.token.created",
+  "user.token.deleted",
+  "profile.links.set",
+  "profile.links.deleted",
+] as const satisfies readonly EventType[];
+
+type Missing = Exclude<EventType, (typeof eventTypes)[number]>;
+/** A compile-time check: this line fails to type-check when an event type is missing above. */
+export const everyEventType: [Missing] extends [never] ? true : Missing = true;
