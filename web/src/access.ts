@@ -43,14 +43,14 @@ export function need(a: Access, p: Permission): string | null {
 
 /** Channel-scoped permissions of the caller in one channel (from GET /users/{me}/permissions?channelID=). */
 export interface ChannelAccess {
-  channelName: string;
+  channelID: string;
   perms: ReadonlySet<Permission>;
 }
 
 export function needIn(a: Access, c: ChannelAccess | null, p: Permission): string | null {
   if (a.owner || a.admin) return null;
   if (c === null) return `you need ${p}`;
-  return c.perms.has(p) ? null : `you need ${p} in #${c.channelName}`;
+  return c.perms.has(p) ? null : `you need ${p} in #${c.channelID}`;
 }
 
 /** Why the caller may not manage a role (create, rename, move, delete, permissions, assign), or null. */
@@ -100,7 +100,6 @@ export function tokenReason(a: Access, u: User): string | null {
 export interface Names {
   role: (id: string) => string;
   user: (id: string) => string;
-  channel: (id: string) => string;
 }
 
 /**
@@ -110,7 +109,7 @@ export interface Names {
 export function problemWords(p: Problem, names?: Names): { title: string; detail: string; items: string[] } {
   const items = (p.errors ?? []).map((e) => `${e.location}: ${e.message}`);
   if (p.status === 403 && p.reason) {
-    const where = p.channel_id ? ` in #${names ? names.channel(p.channel_id) : p.channel_id}` : "";
+    const where = p.channel_id ? ` in #${p.channel_id}` : "";
     const perms = p.missing_permissions ?? [];
     switch (p.reason) {
       case "missing_permissions":

@@ -207,7 +207,6 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
   const names: Names = {
     role: roleName,
     user: (id) => userNames.current.get(id) ?? id,
-    channel: (id) => id,
   };
   const ctx: Console = {
     api,

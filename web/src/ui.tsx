@@ -1,9 +1,10 @@
 // Small building blocks shared by the pages: gated buttons (disabled with the
 // reason), problems in words, a confirmation dialog, a tri-state cell.
 import type { ComponentChildren, JSX } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useContext, useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, type Problem } from "./api";
 import { problemWords, type Names } from "./access";
+import { ConsoleContext } from "./state";
 
 /** A button that is disabled, with the reason shown, when `reason` is set. */
 export function Btn(props: {
@@ -137,6 +138,7 @@ export function useAction(): {
 } {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  const shell = useContext(ConsoleContext);
   const run = async (f: () => Promise<void>): Promise<unknown> => {
     setBusy(true);
     setError(null);
@@ -145,6 +147,9 @@ export function useAction(): {
       return null;
     } catch (e) {
       setError(e);
+      // A refusal means what I may do changed since it was computed: recompute
+      // it, so that the controls disable themselves with the reason.
+      if (e instanceof ApiError && e.status === 403) void shell?.refresh();
       return e ?? new Error("failed");
     } finally {
       setBusy(false);

@@ -149,7 +149,7 @@ function ChannelDetail(props: { id: string }): JSX.Element {
       setState({
         channel: ch.data,
         etag: ch.etag,
-        mine: { channelName: ch.data.name, perms: new Set(mine.data.permissions) },
+        mine: { channelID: ch.data.id, perms: new Set(mine.data.permissions) },
         overwrites: ows.data.items,
         owEtag: ows.etag,
         users,

@@ -97,7 +97,7 @@ function GlobalPermissions(): JSX.Element {
 /** A step of an explanation in words. */
 export function stepWords(c: Console, s: Schemas["ExplanationStep"], channel: Channel | null): string {
   const verb = s.effect === "allow" ? (s.kind.startsWith("overwrite") ? "allowed" : "granted") : "denied";
-  const inCh = channel ? ` in #${channel.name}` : "";
+  const inCh = channel ? ` in #${channel.id}` : "";
   switch (s.kind) {
     case "owner":
       return "granted: the owner has every permission";
