@@ -1,0 +1,407 @@
+#!/usr/bin/env node
+// walk.mjs BASE_URL OWNER_TOKEN SCREENSHOT_DIR   (run by check.sh)
+//
+// Uses the admin console (/console/) as people would, in Debian's headless
+// chromium driven by playwright-core (no browser download):
+//   owner:     signs in with a pasted token; creates a role, a channel and a
+//              user (and the user's token, shown once); sets an overwrite in
+//              the matrix; asks "Why?" and reads the reason; reorders roles
+//              by drag and drop and by keyboard; uploads an attachment by
+//              drag and drop; a second tab keeps the audit log open and must
+//              see each of those actions arrive live;
+//   stale:     a save over a change made meanwhile shows "Changed meanwhile"
+//              with the fresh state (If-Match, 412);
+//   moderator: sees disabled controls with the missing permission as the
+//              reason, and a refused save as a readable 403;
+//   360 px:    every page fits (no horizontal page scroll);
+//   always:    no request leaves loopback, no page error, no CSP violation,
+//              no layout shift on load.
+// Each state is checked through the public API as well as on screen.
+// Screenshots of every page go to SCREENSHOT_DIR. Last line: console: OK|FAILED - ...
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const [base, token, shotDir] = process.argv.slice(2);
+if (!base || !token || !shotDir) {
+  console.error('usage: walk.mjs BASE_URL OWNER_TOKEN SCREENSHOT_DIR');
+  process.exit(2);
+}
+const contractDir = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'contract');
+const require = createRequire(path.join(contractDir, 'package.json'));
+const { chromium } = require('playwright-core');
+
+const timeout = Number(process.env.TIMEOUT_MS || 15000);
+const loopback = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
+const failures = [];
+const blocked = [];
+const pageErrors = [];
+const t0 = Date.now();
+const log = (msg) => console.log(`console: ${msg} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+const expect = (cond, msg) => { if (!cond) failures.push(msg); return cond; };
+let shots = 0;
+const shot = async (page, name, opts = {}) => {
+  shots++;
+  await page.screenshot({ path: path.join(shotDir, `${String(shots).padStart(2, '0')}-${name}.png`), ...opts });
+};
+
+// The public API, for setting up the moderator and checking what the UI did.
+async function api(method, p, tok, body) {
+  const r = await fetch(`${base}/api${p}`, {
+    method,
+    headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { json = null; }
+  return { status: r.status, json, etag: r.headers.get('ETag') };
+}
+
+const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guildhall-console-'));
+fs.mkdirSync(shotDir, { recursive: true });
+let context;
+let stage = 'start';
+const summary = [];
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+    timeout,
+    acceptDownloads: true,
+  });
+  context.setDefaultTimeout(timeout);
+  await context.route('**/*', (route) => {
+    const u = new URL(route.request().url());
+    if (loopback.has(u.hostname) || u.protocol === 'data:' || u.protocol === 'blob:') return route.continue();
+    blocked.push(u.href);
+    return route.abort('blockedbyclient');
+  });
+  // Layout shifts, summed per page load (the Layout Instability API).
+  await context.addInitScript(() => {
+    window.__cls = 0;
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) if (!e.hadRecentInput) window.__cls += e.value; })
+      .observe({ type: 'layout-shift', buffered: true });
+  });
+  const watch = (page, who) => {
+    page.on('pageerror', (e) => pageErrors.push(`${who} pageerror: ${e.message}`));
+    page.on('console', (m) => {
+      // A refused request (401, 403, 412) is logged by chromium as a failed resource: expected here.
+      if (m.type() === 'error' && !/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()}`);
+    });
+  };
+  const page = context.pages()[0] || (await context.newPage());
+  watch(page, 'owner');
+  log(`chromium ${context.browser()?.version() ?? '?'}`);
+
+  const signIn = async (p, tok) => {
+    const resp = await p.goto(`${base}/console/`, { waitUntil: 'domcontentloaded' });
+    expect(resp?.status() === 200, `/console/ answered ${resp?.status()}`);
+    const csp = resp?.headers()['content-security-policy'] ?? '';
+    expect(csp.includes("script-src 'self'") && !csp.includes('unsafe-inline'), `CSP is ${csp}`);
+    await p.locator('#token').fill(tok);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByTestId('whoami').waitFor();
+  };
+
+  // ---------------------------------------------------------------- sign in
+  stage = 'sign in';
+  await page.goto(`${base}/console`, { waitUntil: 'domcontentloaded' });
+  expect(new URL(page.url()).pathname === '/console/', `/console did not redirect to /console/ (${page.url()})`);
+  await page.locator('#token').waitFor();
+  await shot(page, 'sign-in');
+  // A wrong token is a readable 401.
+  await page.locator('#token').fill('gh_not_a_token_at_all_0123456789abcdef');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  const bad = page.locator('.problem[data-status="401"]');
+  await bad.waitFor();
+  expect(!(await bad.textContent()).includes('{'), 'the 401 is shown as raw JSON');
+  await signIn(page, token);
+  expect((await page.getByTestId('whoami').textContent()).includes('owner'), 'whoami does not say owner');
+  expect(await page.evaluate(() => !location.href.includes('gh_') && sessionStorage.getItem('guildhall.token') !== null), 'the token is not in sessionStorage only');
+  log('signed in as the owner');
+
+  // The audit log stays open in a second tab for the whole walk.
+  const audit = await context.newPage();
+  watch(audit, 'audit tab');
+  await signIn(audit, token);
+  await audit.goto(`${base}/console/#/audit`);
+  await audit.getByTestId('live').filter({ hasText: '● live' }).waitFor();
+  await audit.locator('[data-testid="audit"]').waitFor();
+  // The walk happens in the first tab; a background tab's rendering is
+  // throttled, so it comes to the front (the audit tab keeps streaming).
+  await page.bringToFront();
+  const liveRow = (type, subject) => audit.locator(`[data-testid="audit"] tr.fresh[data-type="${type}"]${subject ? `[data-subject="${subject}"]` : ''}`).first();
+  // What each action must have written, checked in the audit tab (rows that
+  // arrived live carry the class "fresh") once it is brought to the front:
+  // a background tab's rendering is throttled.
+  const wantLive = [];
+  const expectLive = (type, subject) => wantLive.push([type, subject]);
+
+  // ------------------------------------------------------------------ roles
+  stage = 'roles: create';
+  await page.goto(`${base}/console/#/roles`);
+  const createRole = async (id, name) => {
+    await page.locator('input[name="role-id"]').fill(id);
+    await page.locator('input[name="role-name"]').fill(name);
+    await page.getByRole('button', { name: 'Create role' }).click();
+    await page.locator(`[data-testid="role-list"] [data-role="${id}"]`).waitFor();
+  };
+  await createRole('mods', 'Moderators');
+  await createRole('muted', 'Muted');
+  await createRole('helpers', 'Helpers');
+  // Moderators' permissions, as checkboxes with the catalog's descriptions.
+  await page.locator('[data-role="mods"]').click();
+  for (const p of ['MANAGE_CHANNELS', 'MANAGE_MESSAGES', 'VIEW_AUDIT_LOG']) await page.locator(`.perms input[name="${p}"]`).check();
+  await page.locator('#role-h').filter({ hasText: 'Moderators' }).waitFor();
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByRole('button', { name: 'Save' }).and(page.locator('[data-reason="nothing changed"]')).waitFor();
+  const mods = await api('GET', '/roles/mods', token);
+  expect(mods.json?.permissions?.length === 3 && ['MANAGE_CHANNELS', 'MANAGE_MESSAGES', 'VIEW_AUDIT_LOG'].every((p) => mods.json.permissions.includes(p)),
+    `mods permissions ${JSON.stringify(mods.json?.permissions)}`);
+  expectLive('role.created', 'role:mods');
+  expectLive('role.permissions.set', 'role:mods');
+  log('created roles mods, muted, helpers; set the permissions of mods; ');
+
+  stage = 'roles: reorder';
+  const order = async () => (await api('GET', '/roles', token)).json.items.map((r) => r.id).join(',');
+  // Created in this order, each at position 1: mods (3), muted (2), helpers (1).
+  expect(await order() === 'mods,muted,helpers', `initial order ${await order()}`);
+  // Drag and drop: helpers onto mods -> helpers at the top.
+  await page.locator('[data-role="helpers"]').dragTo(page.locator('[data-role="mods"]'));
+  await page.waitForFunction(() => document.querySelector('[data-testid="role-list"] li')?.getAttribute('data-role') === 'helpers');
+  expect(await order() === 'helpers,mods,muted', `after drag and drop: ${await order()}`);
+  // Keyboard: muted up one (Alt+ArrowUp).
+  await page.locator('[data-role="muted"]').focus();
+  await page.keyboard.press('Alt+ArrowUp');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="role-list"] li')].map((l) => l.getAttribute('data-role')).join(',') === 'helpers,muted,mods');
+  expect(await order() === 'helpers,muted,mods', `after Alt+ArrowUp: ${await order()}`);
+  expectLive('role.moved', 'role:helpers');
+  expectLive('role.moved', 'role:muted');
+  await shot(page, 'roles');
+  summary.push('roles reordered by drag and drop and keyboard');
+  log(`reordered roles by drag and drop and by keyboard: ${await order()}`);
+
+  // --------------------------------------------------------------- channels
+  stage = 'channels: create';
+  await page.goto(`${base}/console/#/channels`);
+  await page.locator('input[name="channel-id"]').fill('ops');
+  await page.locator('input[name="channel-name"]').fill('Operations');
+  await page.locator('input[name="channel-topic"]').fill('Where the moderators meet.');
+  await page.getByRole('button', { name: 'Create channel' }).click();
+  await page.locator('#settings-h').filter({ hasText: 'Operations' }).waitFor();
+  expect((await api('GET', '/channels/ops', token)).json?.topic === 'Where the moderators meet.', 'channel ops not created with its topic');
+  expectLive('channel.created', 'channel:ops');
+  log('created channel ops');
+
+  // ------------------------------------------------------------------ users
+  stage = 'users: create';
+  await page.goto(`${base}/console/#/users`);
+  const createUser = async (username, display) => {
+    await page.locator('form.create input[name="username"]').fill(username);
+    await page.locator('form.create input[name="display_name"]').fill(display);
+    await page.getByRole('button', { name: 'Create user' }).click();
+    await page.locator('#user-h').filter({ hasText: display }).waitFor();
+  };
+  await createUser('alice', 'Alice Liddell');
+  await page.locator('input[name="role-muted"]').click();
+  await page.locator('input[name="role-muted"]:checked').waitFor();
+  const alice = (await api('GET', '/users?q=alice', token)).json.items[0];
+  expect(alice?.roles?.includes('muted'), `alice's roles ${JSON.stringify(alice?.roles)}`);
+  expectLive('user.created');
+  expectLive('user.role.assigned');
+  // The moderator, with a token made here: its secret is shown once.
+  await createUser('morgan', 'Morgan Mod');
+  await page.locator('input[name="role-mods"]').click();
+  await page.locator('input[name="role-mods"]:checked').waitFor();
+  await page.locator('input[name="token-name"]').fill('console walk');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  const secretBox = page.getByTestId('token-secret');
+  await secretBox.waitFor();
+  const modToken = (await secretBox.locator('code').textContent()).trim();
+  expect(modToken.length >= 32, 'no token secret shown');
+  await shot(page, 'users-token-once');
+  await page.getByRole('button', { name: 'I have kept it' }).click();
+  expect(await secretBox.count() === 0, 'the secret is still shown');
+  // Search: the users filter by text.
+  await page.locator('input[name="q"]').fill('ali');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="user-list"] li').length === 1);
+  expect((await page.getByTestId('user-list').textContent()).includes('Alice'), 'search for "ali" does not list Alice');
+  await page.locator('[data-testid="user-list"] a').first().click();
+  await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+  await shot(page, 'users');
+  log('created users alice (muted) and morgan (mods, with a token); searched');
+
+  // ---------------------------------------------------- the overwrite matrix
+  stage = 'channels: overwrite matrix';
+  await page.goto(`${base}/console/#/channels/ops`);
+  await page.getByTestId('matrix').waitFor();
+  await page.locator('select[name="add-role"]').selectOption('muted');
+  const cell = page.locator('[data-testid="matrix"] tr[data-row="role:muted"] button[aria-label^="SEND_MESSAGES for"]');
+  await cell.click(); // inherit -> allow
+  await cell.click(); // allow -> deny
+  expect(await cell.getAttribute('data-value') === 'deny', `the cell is ${await cell.getAttribute('data-value')}`);
+  const modsView = page.locator('[data-testid="matrix"] tr[data-row="everyone"] button[aria-label^="VIEW_CHANNEL for"]');
+  await modsView.click(); // everyone: VIEW_CHANNEL allow (harmless, exercises a second row)
+  await page.getByTestId('matrix-save').click();
+  await page.locator('[data-testid="matrix"] tr[data-row="role:muted"] button[aria-label="SEND_MESSAGES for role Muted: deny"]:not(.changed)').waitFor();
+  const ows = (await api('GET', '/channels/ops/permissions', token)).json.items;
+  const mutedOw = ows.find((o) => o.target_type === 'role' && o.target_id === 'muted');
+  expect(mutedOw && mutedOw.deny.includes('SEND_MESSAGES'), `overwrites after save: ${JSON.stringify(ows)}`);
+  expectLive('channel.overwrite.set', 'channel:ops');
+  await shot(page, 'channel-matrix', { fullPage: true });
+  summary.push('overwrite set in the matrix');
+  log('set SEND_MESSAGES deny for Muted in #ops through the matrix');
+
+  // A change made meanwhile is shown, not overwritten (If-Match -> 412).
+  stage = 'channels: changed meanwhile';
+  await page.locator('[data-testid="matrix"] tr[data-row="role:muted"] button[aria-label^="ADD_REACTIONS for"]').click();
+  const before = await api('GET', '/channels/ops/permissions', token);
+  const other = await api('POST', '/channels/ops/permissions', token, { target_type: 'role', target_id: 'helpers', allow: ['MANAGE_MESSAGES'], deny: [] });
+  expect(other.status === 200 && before.etag !== other.etag, `the concurrent change answered ${other.status}`);
+  await page.getByTestId('matrix-save').click();
+  const stale = page.locator('.problem.stale');
+  await stale.waitFor();
+  expect((await stale.textContent()).includes('Changed meanwhile'), 'the 412 is not shown as "Changed meanwhile"');
+  await page.locator('[data-testid="matrix"] tr[data-row="role:helpers"]').waitFor(); // the fresh state, with the other change
+  const after = (await api('GET', '/channels/ops/permissions', token)).json.items.find((o) => o.target_id === 'muted');
+  expect(!after.allow.includes('ADD_REACTIONS'), 'the stale save overwrote the change made meanwhile');
+  await shot(page, 'channel-changed-meanwhile');
+  summary.push('412 shown as changed meanwhile');
+  log('a save over a change made meanwhile showed "Changed meanwhile" and the fresh state');
+
+  // ------------------------------------------------------------ attachments
+  stage = 'attachments: drag and drop';
+  const drop = page.getByTestId('dropzone');
+  const dt = await page.evaluateHandle(() => {
+    const d = new DataTransfer();
+    d.items.add(new File(['Guildhall console walk\n'.repeat(2000)], 'walk notes.txt', { type: 'text/plain' }));
+    return d;
+  });
+  await drop.dispatchEvent('dragover', { dataTransfer: dt });
+  await drop.dispatchEvent('drop', { dataTransfer: dt });
+  await page.locator('[data-testid="attachments"] td', { hasText: 'walk-notes.txt' }).waitFor();
+  const att = await api('GET', '/channels/ops/attachments', token);
+  expect(att.json?.items?.some((a) => a.id === 'walk-notes.txt' && a.size === 46000), `attachments ${JSON.stringify(att.json?.items)}`);
+  expectLive('channel.attachment.created');
+  // Download it back.
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download walk-notes.txt' }).click()]);
+  const got = fs.readFileSync(await download.path(), 'utf8');
+  expect(got.length === 46000, `downloaded ${got.length} bytes`);
+  await shot(page, 'channel', { fullPage: true });
+  summary.push('attachment uploaded by drag and drop');
+  log('uploaded walk-notes.txt by drag and drop, downloaded it back');
+
+  // ------------------------------------------------------------------- Why?
+  stage = 'permissions: why';
+  await page.goto(`${base}/console/#/permissions`);
+  await page.locator('input[name="why-user"]').fill('alice');
+  await page.locator('.suggest button', { hasText: 'alice' }).click();
+  await page.locator('select[name="why-channel"]').selectOption('ops');
+  await page.getByRole('button', { name: 'Explain' }).click();
+  const why = page.locator('[data-testid="explain"] tr[data-permission="SEND_MESSAGES"]');
+  await why.waitFor();
+  const reason = (await why.textContent()).replace(/\s+/g, ' ');
+  expect(reason.includes('not granted') && reason.includes('denied by the overwrite of role Muted in #ops'), `Why? SEND_MESSAGES: ${reason}`);
+  await shot(page, 'permissions-why', { fullPage: true });
+  summary.push(`Why? reads "${reason.match(/denied by [^.]*?#ops/)?.[0]}"`);
+  log(`Why? alice in #ops, SEND_MESSAGES: ${reason}`);
+
+  // ------------------------------------------------------- audit log, live
+  stage = 'audit log';
+  await audit.bringToFront();
+  for (const [type, subject] of wantLive) {
+    stage = `audit log: ${type} ${subject ?? ''}`;
+    await liveRow(type, subject).waitFor();
+  }
+  const seen = await audit.locator('[data-testid="audit"] tr.fresh').count();
+  expect(seen >= 10, `only ${seen} events arrived live`);
+  const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"]').first();
+  expect((await perm.textContent()).includes('+MANAGE_CHANNELS'), 'the audit row of role.permissions.set shows no before/after');
+  await shot(audit, 'audit-log');
+  summary.push(`${seen} events seen live in the audit log`);
+  log(`the audit tab saw ${seen} events arrive live, each of the ${wantLive.length} actions checked among them`);
+  await audit.close();
+
+  // ------------------------------------------------------ no layout shift
+  stage = 'layout shift';
+  for (const p of ['channels/ops', 'roles', 'users', 'permissions', 'audit']) {
+    await page.goto('about:blank');
+    await page.goto(`${base}/console/#/${p}`);
+    await page.waitForLoadState('networkidle');
+    const cls = await page.evaluate(() => window.__cls);
+    expect(cls < 0.1, `layout shift on loading #/${p}: ${cls.toFixed(3)}`);
+  }
+
+  // ------------------------------------------------------------------ 360 px
+  stage = '360 px';
+  await page.setViewportSize({ width: 360, height: 780 });
+  for (const p of ['channels/ops', 'roles', 'users', 'permissions', 'audit']) {
+    await page.goto(`${base}/console/#/${p}`);
+    await page.waitForLoadState('networkidle');
+    const w = await page.evaluate(() => document.documentElement.scrollWidth);
+    expect(w <= 360, `#/${p} is ${w} px wide at 360 px`);
+    await shot(page, `360-${p.replace('/', '-')}`, { fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  summary.push('360 px fits');
+  log('every page fits 360 px');
+
+  // -------------------------------------------------------------- moderator
+  stage = 'moderator';
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await signIn(page, modToken);
+  expect((await page.getByTestId('whoami').textContent()).includes('Moderators'), 'the moderator does not see their role');
+  // Roles: no MANAGE_ROLES.
+  await page.goto(`${base}/console/#/roles`);
+  await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();
+  expect(await page.getByRole('button', { name: 'Create role' }).isDisabled(), 'Create role is enabled for the moderator');
+  await shot(page, 'moderator-roles');
+  // Users: no MANAGE_USERS.
+  await page.goto(`${base}/console/#/users`);
+  const cu = page.getByRole('button', { name: 'Create user' });
+  expect(await cu.isDisabled() && (await cu.getAttribute('data-reason')) === 'you need MANAGE_USERS', 'Create user is not disabled with "you need MANAGE_USERS"');
+  // Permissions: global needs ADMINISTRATOR.
+  await page.goto(`${base}/console/#/permissions`);
+  await page.locator('.readonly', { hasText: 'you need ADMINISTRATOR' }).waitFor();
+  // The channel: may edit it (MANAGE_CHANNELS) but not its overwrites (MANAGE_ROLES in #ops).
+  await page.goto(`${base}/console/#/channels/ops`);
+  await page.getByTestId('matrix').waitFor();
+  const save = page.getByTestId('matrix-save');
+  expect(await save.isDisabled() && (await save.getAttribute('data-reason')) === 'you need MANAGE_ROLES in #ops',
+    `matrix save reason ${await save.getAttribute('data-reason')}`);
+  await shot(page, 'moderator-channel', { fullPage: true });
+  // The owner takes MANAGE_CHANNELS away meanwhile: the save is refused, and the 403 reads in words.
+  const modsNow = await api('GET', '/roles/mods', token);
+  const taken = await api('PUT', '/roles/mods/permissions', token, { permissions: ['MANAGE_MESSAGES', 'VIEW_AUDIT_LOG'] });
+  expect(taken.status === 200, `taking MANAGE_CHANNELS answered ${taken.status} (etag ${modsNow.etag})`);
+  await page.locator('textarea[name="topic"]').fill('Moderators only.');
+  await page.getByRole('button', { name: 'Save' }).first().click();
+  const refused = page.locator('.problem[data-status="403"]');
+  await refused.waitFor();
+  const words = (await refused.textContent()).replace(/\s+/g, ' ');
+  expect(words.includes('you need MANAGE_CHANNELS in #ops') && !words.includes('{'), `the 403 reads: ${words}`);
+  expect((await api('GET', '/channels/ops', token)).json?.topic === 'Where the moderators meet.', 'the refused save changed the topic');
+  await shot(page, 'moderator-403');
+  summary.push(`moderator: disabled controls with reasons, 403 reads "${words.match(/Refused: [^.]*?#ops/)?.[0]}"`);
+  log(`moderator: controls disabled with reasons; the refused save reads "${words}"`);
+} catch (e) {
+  failures.push(`${stage}: ${e.message.split('\n')[0]}`);
+} finally {
+  await context?.close().catch(() => {});
+  fs.rmSync(userDataDir, { recursive: true, force: true });
+}
+expect(blocked.length === 0, `requests left loopback: ${blocked.join(', ')}`);
+expect(pageErrors.length === 0, `page errors: ${pageErrors.join(' | ')}`);
+log(`external requests: ${blocked.length}; page errors: ${pageErrors.length}; ${shots} screenshots in ${shotDir}`);
+for (const f of failures) console.log(`  FAIL ${f}`);
+if (failures.length > 0) {
+  console.log(`console: FAILED - ${failures.length} problems`);
+  process.exit(1);
+}
+console.log(`console: OK - ${summary.join('; ')}`);
