@@ -37,6 +37,7 @@ const loopback = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 const failures = [];
 const blocked = [];
 const pageErrors = [];
+let rateLimited = 0;
 const t0 = Date.now();
 const log = (msg) => console.log(`console: ${msg} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 const expect = (cond, msg) => { if (!cond) failures.push(msg); return cond; };
@@ -90,8 +91,12 @@ try {
   const watch = (page, who) => {
     page.on('pageerror', (e) => pageErrors.push(`${who} pageerror: ${e.message}`));
     page.on('console', (m) => {
-      // A refused request (401, 403, 412) is logged by chromium as a failed resource: expected here.
-      if (m.type() === 'error' && !/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()}`);
+      // A refused request (401, 403, 412) is logged by chromium as a failed
+      // resource: expected here. A 429 is retried by the console after
+      // Retry-After: counted, not a failure (the walk is faster than people).
+      if (m.type() !== 'error') return;
+      if (/status of 429/.test(m.text())) rateLimited++;
+      else if (!/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()}`);
     });
   };
   const page = context.pages()[0] || (await context.newPage());
@@ -398,7 +403,7 @@ try {
 }
 expect(blocked.length === 0, `requests left loopback: ${blocked.join(', ')}`);
 expect(pageErrors.length === 0, `page errors: ${pageErrors.join(' | ')}`);
-log(`external requests: ${blocked.length}; page errors: ${pageErrors.length}; ${shots} screenshots in ${shotDir}`);
+log(`external requests: ${blocked.length}; page errors: ${pageErrors.length}; 429s retried: ${rateLimited}; ${shots} screenshots in ${shotDir}`);
 for (const f of failures) console.log(`  FAIL ${f}`);
 if (failures.length > 0) {
   console.log(`console: FAILED - ${failures.length} problems`);

@@ -31,9 +31,25 @@ export const session = {
   clear: (): void => sessionStorage.removeItem(tokenKey),
 };
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * fetch that honours the rate limit: a 429 is refused before anything
+ * happens, so the request is sent again after Retry-After (at most twice,
+ * waiting at most 5 s each time); the third 429 is the caller's to show.
+ */
+async function politeFetch(req: Request): Promise<Response> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(attempt < 2 ? req.clone() : req);
+    if (res.status !== 429 || attempt >= 2) return res;
+    const wait = Number(res.headers.get("Retry-After") ?? "1");
+    await sleep(Math.min(Number.isFinite(wait) && wait > 0 ? wait : 1, 5) * 1000);
+  }
+}
+
 /** A client that sends the token as `Authorization: Bearer`. */
 export function connect(token: string): Api {
-  const c = createClient<paths>({ baseUrl: apiBase });
+  const c = createClient<paths>({ baseUrl: apiBase, fetch: politeFetch });
   c.use({
     onRequest({ request }) {
       request.headers.set("Authorization", `Bearer ${token}`);

@@ -92,14 +92,15 @@ interface Loaded {
   catalog: PermissionInfo[];
 }
 
-async function load(api: Api): Promise<Loaded> {
+/** Who I am, what I may do and the roles; the catalog only the first time (it never changes). */
+async function load(api: Api, catalog: PermissionInfo[] | null): Promise<Loaded> {
   const me = (await ok(api.GET("/me"))).data;
-  const [perms, roles, catalog] = await Promise.all([
+  const [perms, roles, cat] = await Promise.all([
     ok(api.GET("/users/{userID}/permissions", { params: { path: { userID: me.id } } })),
     ok(api.GET("/roles")),
-    ok(api.GET("/permissions")),
+    catalog ? Promise.resolve(catalog) : ok(api.GET("/permissions")).then((r) => r.data.items),
   ]);
-  return { me, access: makeAccess(me, perms.data.permissions, roles.data.items), roles: roles.data.items, catalog: catalog.data.items };
+  return { me, access: makeAccess(me, perms.data.permissions, roles.data.items), roles: roles.data.items, catalog: cat };
 }
 
 function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
@@ -111,15 +112,35 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
   const listeners = useRef(new Set<(e: AuditEvent) => void>());
   const userNames = useRef(new Map<string, string>());
 
-  const refresh = useCallback(async () => {
-    try {
-      const l = await load(api);
-      userNames.current.set(l.me.id, l.me.display_name || l.me.username);
-      setState(l);
-      setError(null);
-    } catch (e) {
-      setError(e);
+  // One reload at a time: calls made meanwhile share a single follow-up.
+  const loading = useRef<{ running: Promise<void> | null; again: Promise<void> | null; catalog: PermissionInfo[] | null }>({
+    running: null,
+    again: null,
+    catalog: null,
+  });
+  const refresh = useCallback((): Promise<void> => {
+    const l = loading.current;
+    if (l.running) {
+      l.again ??= l.running.then(() => {
+        l.again = null;
+        return refresh();
+      });
+      return l.again;
     }
+    l.running = (async () => {
+      try {
+        const got = await load(api, l.catalog);
+        l.catalog = got.catalog;
+        userNames.current.set(got.me.id, got.me.display_name || got.me.username);
+        setState(got);
+        setError(null);
+      } catch (e) {
+        setError(e);
+      } finally {
+        l.running = null;
+      }
+    })();
+    return l.running;
   }, [api]);
 
   useEffect(() => {

@@ -30,6 +30,11 @@ export function useConsole(): Console {
   return c;
 }
 
+/** Whether an event was caused by someone else (one's own changes are reloaded where they are made). */
+export function byOthers(c: Console, e: AuditEvent): boolean {
+  return e.actor_id !== c.access.me.id;
+}
+
 /** Channel-scoped permission names of the catalog, in catalog order. */
 export function channelScoped(catalog: readonly PermissionInfo[]): PermissionInfo[] {
   return catalog.filter((p) => p.scopes.includes("channel"));

@@ -7,7 +7,7 @@ import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { grantReason, moveReason, need, roleReason } from "../access";
 import { done, ifMatch, mergePatch, ok, type Permission, type Role } from "../api";
-import { useConsole } from "../state";
+import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, Why } from "../ui";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -21,7 +21,7 @@ export function RolesPage(): JSX.Element {
   useEffect(
     () =>
       c.onEvent((e) => {
-        if (e.type.startsWith("role.") || e.type.startsWith("user.role.")) void c.refresh();
+        if ((e.type.startsWith("role.") || e.type.startsWith("user.role.")) && byOthers(c, e)) void c.refresh();
       }),
     [],
   );
@@ -172,7 +172,7 @@ function RoleDetail(props: { id: string; onDeleted: () => void }): JSX.Element {
   useEffect(() => {
     void load();
     return c.onEvent((e) => {
-      if (e.subject === `role:${props.id}` && e.type !== "role.deleted") void load();
+      if (e.subject === `role:${props.id}` && e.type !== "role.deleted" && byOthers(c, e)) void load();
     });
   }, [props.id]);
   if (!role) return loader.error ? <ProblemBox error={loader.error} names={c.names} /> : <p class="loading">Loading…</p>;

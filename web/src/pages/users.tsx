@@ -4,7 +4,7 @@ import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { grantReason, need, roleReason, tokenReason, userReason } from "../access";
 import { done, ifMatch, ok, type Token, type User } from "../api";
-import { useConsole } from "../state";
+import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, when, Why } from "../ui";
 
 type Status = "active" | "suspended";
@@ -42,7 +42,7 @@ export function UsersPage(): JSX.Element {
   useEffect(
     () =>
       c.onEvent((e) => {
-        if (e.type.startsWith("user.")) void load();
+        if (e.type.startsWith("user.") && byOthers(c, e)) void load();
       }),
     [filters, cursor],
   );
@@ -117,11 +117,24 @@ export function UsersPage(): JSX.Element {
             Next →
           </Btn>
         </div>
-        <CreateUser onCreated={(id) => setSelected(id)} />
+        <CreateUser
+          onCreated={(id) => {
+            setSelected(id);
+            void load();
+          }}
+        />
       </section>
       <section class="detail">
         {selected ? (
-          <UserDetail key={selected} id={selected} onDeleted={() => setSelected(null)} />
+          <UserDetail
+            key={selected}
+            id={selected}
+            onChanged={load}
+            onDeleted={() => {
+              setSelected(null);
+              void load();
+            }}
+          />
         ) : (
           <p class="muted">Pick a user to edit them, their roles and their tokens.</p>
         )}
@@ -178,7 +191,7 @@ function CreateUser(props: { onCreated: (id: string) => void }): JSX.Element {
   );
 }
 
-function UserDetail(props: { id: string; onDeleted: () => void }): JSX.Element {
+function UserDetail(props: { id: string; onChanged: () => Promise<unknown>; onDeleted: () => void }): JSX.Element {
   const c = useConsole();
   const [user, setUser] = useState<{ user: User; etag: string } | null>(null);
   const [stale, setStale] = useState<unknown>(null);
@@ -188,10 +201,15 @@ function UserDetail(props: { id: string; onDeleted: () => void }): JSX.Element {
       const r = await ok(c.api.GET("/users/{userID}", { params: { path: { userID: props.id } } }));
       setUser({ user: r.data, etag: r.etag });
     });
+  // After one's own change: this user and the list it shows in.
+  const changed = async () => {
+    await load();
+    await props.onChanged();
+  };
   useEffect(() => {
     void load();
     return c.onEvent((e) => {
-      if (e.subject === `user:${props.id}` && e.type !== "user.deleted") void load();
+      if (e.subject === `user:${props.id}` && e.type !== "user.deleted" && byOthers(c, e)) void load();
     });
   }, [props.id]);
   if (!user) return loader.error ? <ProblemBox error={loader.error} names={c.names} /> : <p class="loading">Loading…</p>;
@@ -201,8 +219,8 @@ function UserDetail(props: { id: string; onDeleted: () => void }): JSX.Element {
   };
   return (
     <div>
-      <UserEditor key={user.etag} user={user.user} etag={user.etag} stale={stale} onStale={onStale} onSaved={load} onDeleted={props.onDeleted} />
-      <UserRoles user={user.user} onChanged={load} />
+      <UserEditor key={user.etag} user={user.user} etag={user.etag} stale={stale} onStale={onStale} onSaved={changed} onDeleted={props.onDeleted} />
+      <UserRoles user={user.user} onChanged={changed} />
       <Tokens user={user.user} />
     </div>
   );
