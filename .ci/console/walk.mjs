@@ -299,8 +299,67 @@ try {
   const got = fs.readFileSync(await download.path(), 'utf8');
   expect(got.length === 46000, `downloaded ${got.length} bytes`);
   await shot(page, 'channel', { fullPage: true });
+  // The file picker works too; delete what it uploaded.
+  await page.locator('.drop input[type="file"]').setInputFiles({ name: 'logo.png', mimeType: 'image/png', buffer: Buffer.from('89504e470d0a1a0a', 'hex') });
+  await page.getByRole('button', { name: 'Delete logo.png' }).click();
+  await page.locator('dialog.confirm').getByRole('button', { name: 'Delete attachment' }).click();
+  await page.getByRole('button', { name: 'Delete logo.png' }).waitFor({ state: 'detached' });
+  expect((await api('GET', '/channels/ops/attachments', token)).json?.items?.map((a) => a.id).join() === 'walk-notes.txt', 'logo.png was not deleted');
+  expectLive('channel.attachment.deleted', 'attachment:ops/logo.png');
   summary.push('attachment uploaded by drag and drop');
-  log('uploaded walk-notes.txt by drag and drop, downloaded it back');
+  log('uploaded walk-notes.txt by drag and drop, downloaded it back; uploaded logo.png with the file picker, deleted it');
+
+  // ------------------------------------------- rename, suspend, delete
+  stage = 'channels: rename, delete';
+  await page.goto(`${base}/console/#/channels`);
+  await page.locator('input[name="channel-id"]').fill('scratch');
+  await page.locator('input[name="channel-name"]').fill('Scratch');
+  await page.getByRole('button', { name: 'Create channel' }).click();
+  await page.locator('#settings-h').filter({ hasText: 'Scratch' }).waitFor();
+  await page.locator('input[name="name"]').fill('Scratch pad');
+  await page.getByRole('button', { name: 'Save' }).first().click();
+  await page.locator('#settings-h').filter({ hasText: 'Scratch pad' }).waitFor();
+  expect((await api('GET', '/channels/scratch', token)).json?.name === 'Scratch pad', 'the channel was not renamed');
+  await page.getByRole('button', { name: 'Delete channel…' }).click();
+  const dialog = page.locator('dialog.confirm');
+  await dialog.waitFor();
+  const says = (await dialog.textContent()).replace(/\s+/g, ' ');
+  expect(says.includes('0 permission overwrites') && says.includes('0 attachments'), `the delete confirmation says: ${says}`);
+  await dialog.getByRole('button', { name: 'Delete channel' }).click();
+  await page.waitForFunction(() => location.hash === '#/channels');
+  expect((await api('GET', '/channels/scratch', token)).status === 404, 'the channel was not deleted');
+  expectLive('channel.updated', 'channel:scratch');
+  expectLive('channel.deleted', 'channel:scratch');
+
+  stage = 'users: suspend, revoke';
+  await page.goto(`${base}/console/#/users`);
+  await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+  await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+  await page.getByRole('button', { name: 'Suspend' }).click();
+  await page.locator('#user-h .badge.warn').waitFor();
+  expect((await api('GET', `/users/${alice.id}`, token)).json?.status === 'suspended', 'alice is not suspended');
+  await page.getByRole('button', { name: 'Reactivate' }).click();
+  await page.getByRole('button', { name: 'Suspend' }).waitFor();
+  expect((await api('GET', `/users/${alice.id}`, token)).json?.status === 'active', 'alice is not active again');
+  expectLive('user.updated', `user:${alice.id}`);
+  await page.locator('input[name="token-name"]').fill('to revoke');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.getByTestId('token-secret').waitFor();
+  await page.getByRole('button', { name: 'Revoke to revoke' }).click();
+  await page.locator('dialog.confirm').getByRole('button', { name: 'Revoke token' }).click();
+  await page.getByRole('button', { name: 'Revoke to revoke' }).waitFor({ state: 'detached' });
+  expect((await api('GET', `/users/${alice.id}/tokens`, token)).json?.items?.length === 0, 'the token was not revoked');
+  expectLive('user.token.deleted');
+
+  stage = 'roles: delete';
+  await page.goto(`${base}/console/#/roles`);
+  await page.locator('[data-role="helpers"]').click();
+  await page.getByRole('button', { name: 'Delete role…' }).click();
+  await page.locator('dialog.confirm').getByRole('button', { name: 'Delete role' }).click();
+  await page.locator('[data-role="helpers"]').waitFor({ state: 'detached' });
+  expect(await order() === 'muted,mods', `roles after deleting helpers: ${await order()}`);
+  expectLive('role.deleted', 'role:helpers');
+  log('renamed and deleted a channel (the confirmation says what goes with it), suspended and reactivated a user, revoked a token, deleted a role');
 
   // ------------------------------------------------------------------- Why?
   stage = 'permissions: why';
@@ -329,6 +388,12 @@ try {
   const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"]').first();
   expect((await perm.textContent()).includes('+MANAGE_CHANNELS'), 'the audit row of role.permissions.set shows no before/after');
   await shot(audit, 'audit-log');
+  // Filtered: role events only.
+  await audit.locator('select[name="type"]').selectOption('role.*');
+  await audit.getByRole('button', { name: 'Filter' }).click();
+  await audit.waitForFunction(() => [...document.querySelectorAll('[data-testid="audit"] tbody tr')].every((r) => r.dataset.type?.startsWith('role.')));
+  const roleRows = await audit.locator('[data-testid="audit"] tbody tr').count();
+  expect(roleRows >= 6, `the role.* filter shows ${roleRows} rows`);
   summary.push(`${seen} events seen live in the audit log`);
   log(`the audit tab saw ${seen} events arrive live, each of the ${wantLive.length} actions checked among them`);
   await audit.close();
