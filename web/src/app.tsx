@@ -3,7 +3,7 @@
 import type { JSX } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { makeAccess, type Access, type Names } from "./access";
-import { connect, ok, session, type Api, type AuditEvent, type PermissionInfo, type Role, type User } from "./api";
+import { ApiError, connect, ok, session, type Api, type AuditEvent, type PermissionInfo, type Role, type User } from "./api";
 import { ConsoleContext, eventTypes, type Console, type LiveState } from "./state";
 import { ProblemBox } from "./ui";
 import { ChannelsPage } from "./pages/channels";
@@ -182,11 +182,15 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
             timer = window.setTimeout(() => void open(), 2000);
           }
         };
-      } catch {
-        if (!stopped) {
-          setLive("retrying");
-          timer = window.setTimeout(() => void open(), 5000);
+      } catch (e) {
+        if (stopped) return;
+        // Refused: VIEW_AUDIT_LOG was taken away; recomputing access turns the stream off.
+        if (e instanceof ApiError && e.status === 403) {
+          void refresh();
+          return;
         }
+        setLive("retrying");
+        timer = window.setTimeout(() => void open(), 5000);
       }
     };
     const handle = (m: MessageEvent<string>) => {
@@ -206,7 +210,7 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
       window.clearTimeout(timer);
       es?.close();
     };
-  }, [api, canAudit]);
+  }, [api, canAudit, refresh]);
 
   if (!state) {
     return (

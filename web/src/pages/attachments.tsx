@@ -4,7 +4,7 @@ import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { needIn, type ChannelAccess } from "../access";
 import { allPages, apiBase, ApiError, done, problemOf, uploadAttachment, type Attachment, type Channel } from "../api";
-import { useConsole } from "../state";
+import { byOthers, useConsole } from "../state";
 import { Btn, bytes, Confirm, ProblemBox, ReadOnly, useAction, when } from "../ui";
 
 /** An attachment ID from a file name: the contract's pattern, at most 128 characters. */
@@ -39,7 +39,7 @@ export function Attachments(props: { channel: Channel; mine: ChannelAccess; onCo
   useEffect(() => {
     void load();
     return c.onEvent((e) => {
-      if (e.subject.startsWith(`attachment:${channel.id}/`) || (e.type.startsWith("channel.attachment.") && e.subject.includes(channel.id))) void load();
+      if (e.subject.startsWith(`attachment:${channel.id}/`) && byOthers(c, e)) void load();
     });
   }, [channel.id]);
 
