@@ -94,7 +94,7 @@ export function RolesPage(): JSX.Element {
                   {r.position}
                 </span>
                 {reason && (
-                  <span class="why" id={`why-${r.id}`}>
+                  <span class={reason === manage ? "visually-hidden" : "why"} id={`why-${r.id}`}>
                     {reason}
                   </span>
                 )}
