@@ -1,0 +1,644 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSplitParts(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []part
+		wantErr bool
+	}{
+		{"plain path", "/api/users?limit=50", []part{{lit: "/api/users?limit=50"}}, false},
+		{"id in a path", "/api/users/{id}/permissions", []part{{lit: "/api/users/"}, {ph: 'i'}, {lit: "/permissions"}}, false},
+		{"uniq inside JSON braces", `{"username":"u{uniq}","n":{"a":1}}`,
+			[]part{{lit: `{"username":"u`}, {ph: 'u'}, {lit: `","n":{"a":1}}`}}, false},
+		{"two placeholders back to back", "{id}{uniq}", []part{{ph: 'i'}, {ph: 'u'}}, false},
+		{"an unclosed brace is text", "a{b", []part{{lit: "a{b"}}, false},
+		{"a typo is an error, not text", "/api/users/{ids}", nil, true},
+		{"empty", "", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := splitParts(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequestRendering(t *testing.T) {
+	var counter atomic.Uint64
+	tests := []struct {
+		name, method, path, body string
+		ids                      []string
+		check                    func(t *testing.T, req *http.Request, body string)
+	}{
+		{name: "GET with a random id", method: "GET", path: "/api/users/{id}", ids: []string{"a1", "b2"},
+			check: func(t *testing.T, req *http.Request, body string) {
+				if req.URL.Path != "/api/users/a1" && req.URL.Path != "/api/users/b2" {
+					t.Errorf("path %q is not one of the ids", req.URL.Path)
+				}
+				if body != "" || req.ContentLength > 0 {
+					t.Errorf("GET has a body %q", body)
+				}
+			}},
+		{name: "POST with a unique value and its Content-Length", method: "POST", path: "/api/users", body: createBody,
+			check: func(t *testing.T, req *http.Request, body string) {
+				var u struct{ Username, Display_name string }
+				if err := json.Unmarshal([]byte(body), &u); err != nil {
+					t.Fatalf("body %q: %v", body, err)
+				}
+				if !strings.HasPrefix(u.Username, "utag") || u.Display_name != "Bench "+strings.TrimPrefix(u.Username, "u") {
+					t.Errorf("body %q does not carry the unique value twice", body)
+				}
+				if req.Header.Get("Content-Type") != "application/json" {
+					t.Errorf("Content-Type %q", req.Header.Get("Content-Type"))
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl, err := compileTemplate(tc.method, tc.path, tc.body, "127.0.0.1:1", "secret")
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := newRequestSource(tpl, tc.ids, "tag", &counter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			var bufs renderBufs
+			seen := map[string]bool{}
+			for range 20 {
+				raw := append([]byte(nil), src.next(rng, &bufs)...)
+				// The request must be what a real server parses, with nothing left over.
+				req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+				if err != nil {
+					t.Fatalf("%q: %v", raw, err)
+				}
+				body, _ := io.ReadAll(req.Body)
+				if int64(len(body)) != max(req.ContentLength, 0) {
+					t.Fatalf("Content-Length %d, body %d bytes", req.ContentLength, len(body))
+				}
+				if req.Method != tc.method || req.Host != "127.0.0.1:1" || req.Header.Get("Authorization") != "Bearer secret" {
+					t.Fatalf("request line or headers wrong: %q", raw)
+				}
+				tc.check(t, req, string(body))
+				if tc.body != "" {
+					if seen[string(body)] {
+						t.Fatalf("body %q sent twice", body)
+					}
+					seen[string(body)] = true
+				}
+			}
+		})
+	}
+	t.Run("a template with {id} needs ids", func(t *testing.T) {
+		tpl, _ := compileTemplate("GET", "/api/users/{id}", "", "h", "")
+		if _, err := newRequestSource(tpl, nil, "t", &counter); err == nil {
+			t.Fatal("no error without ids")
+		}
+	})
+}
+
+func TestParseResponse(t *testing.T) {
+	full := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	chunked := "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n4;ext=1\r\nabcd\r\nA\r\n0123456789\r\n0\r\n\r\n"
+	noContent := "HTTP/1.1 204 No Content\r\nX-Request-Id: 1\r\n\r\n"
+	noReason := "HTTP/1.1 201\r\nContent-Length: 0\r\n\r\n"
+	closing := "HTTP/1.1 400 Bad Request\r\nCONNECTION: close\r\ncontent-length: 1\r\n\r\nx"
+	tests := []struct {
+		name       string
+		in         string
+		wantStatus int
+		wantLen    int // bytes of the whole response
+		wantBody   string
+		wantClose  bool
+		wantErr    error // errNeedMore, or nil; other errors: wantBad
+		wantBad    bool
+	}{
+		{name: "content-length", in: full, wantStatus: 200, wantLen: len(full), wantBody: "{}"},
+		{name: "content-length, then the next response", in: full + "HTTP/1.1 404", wantStatus: 200, wantLen: len(full), wantBody: "{}"},
+		{name: "head cut short", in: full[:20], wantErr: errNeedMore},
+		{name: "body cut short", in: full[:len(full)-1], wantErr: errNeedMore},
+		{name: "chunked with an extension", in: chunked, wantStatus: 200, wantLen: len(chunked),
+			wantBody: "4;ext=1\r\nabcd\r\nA\r\n0123456789\r\n0\r\n\r\n"},
+		{name: "chunked, cut in a chunk", in: chunked[:len(chunked)-12], wantErr: errNeedMore},
+		{name: "chunked, last chunk without its blank line", in: chunked[:len(chunked)-2], wantErr: errNeedMore},
+		{name: "chunked with a trailer", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-T: 1\r\n\r\n", wantStatus: 200,
+			wantLen: len("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-T: 1\r\n\r\n"), wantBody: "1\r\nx\r\n0\r\nX-T: 1\r\n\r\n"},
+		{name: "204 has no body", in: noContent, wantStatus: 204, wantLen: len(noContent)},
+		{name: "status line without a reason", in: noReason, wantStatus: 201, wantLen: len(noReason)},
+		{name: "connection close", in: closing, wantStatus: 400, wantLen: len(closing), wantBody: "x", wantClose: true},
+		{name: "not HTTP", in: "SSH-2.0-OpenSSH\r\n\r\n", wantBad: true},
+		{name: "letters for a status", in: "HTTP/1.1 2x0 OK\r\n\r\n", wantBad: true},
+		{name: "bad content-length", in: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", wantBad: true},
+		{name: "bad chunk size", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", wantBad: true},
+		{name: "chunk longer than it says", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxy\r\n0\r\n\r\n", wantBad: true},
+		{name: "no length at all", in: "HTTP/1.1 200 OK\r\n\r\nhello", wantBad: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, n, err := parseResponse([]byte(tc.in))
+			switch {
+			case tc.wantBad:
+				if err == nil || errors.Is(err, errNeedMore) {
+					t.Fatalf("err = %v, want a parse error", err)
+				}
+				return
+			case tc.wantErr != nil:
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				return
+			case err != nil:
+				t.Fatalf("err = %v", err)
+			}
+			if r.status != tc.wantStatus || n != tc.wantLen || r.close != tc.wantClose {
+				t.Fatalf("status %d len %d close %v, want %d %d %v", r.status, n, r.close, tc.wantStatus, tc.wantLen, tc.wantClose)
+			}
+			if body := tc.in[r.bodyOff:n]; body != tc.wantBody {
+				t.Fatalf("body %q, want %q", body, tc.wantBody)
+			}
+		})
+	}
+}
+
+// TestClientAgainstNetHTTP runs the load generator's connection against a
+// real net/http server: small answers (Content-Length), large ones
+// (chunked), bodies that arrive in pieces, errors, and a server that
+// closes the connection.
+func TestClientAgainstNetHTTP(t *testing.T) {
+	big := strings.Repeat("0123456789", 20_000) // > the 64 KiB read buffer, so chunked and read in parts
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/small":
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		case "/big":
+			_, _ = io.WriteString(w, big)
+		case "/echo":
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(b)
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = io.WriteString(w, "bye")
+		default:
+			http.Error(w, "no such thing", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	c, err := dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.c.Close() }()
+	c.setDeadline(time.Now().Add(30 * time.Second))
+	var counter atomic.Uint64
+	rng := rand.New(rand.NewPCG(3, 4))
+	tests := []struct {
+		name, method, path, body string
+		wantStatus               int
+		wantBody                 string
+	}{
+		{"small", "GET", "/small", "", 200, `{"ok":true}`},
+		{"big, chunked", "GET", "/big", "", 200, big},
+		{"small again on the same connection", "GET", "/small", "", 200, `{"ok":true}`},
+		{"a body", "POST", "/echo", `{"username":"u{uniq}"}`, 201, ""},
+		{"not found", "GET", "/nope", "", 404, "no such thing\n"},
+		{"the server closes", "GET", "/close", "", 200, "bye"},
+		{"and the client reconnects", "GET", "/small", "", 200, `{"ok":true}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl, err := compileTemplate(tc.method, tc.path, tc.body, addr, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := newRequestSource(tpl, nil, "x", &counter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bufs renderBufs
+			resp, start, end, err := c.roundTrip(src.next(rng, &bufs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.status != tc.wantStatus {
+				t.Fatalf("status %d, want %d", resp.status, tc.wantStatus)
+			}
+			body := c.buf[start+resp.bodyOff : end]
+			if resp.chunked {
+				body = dechunk(t, body)
+			}
+			if tc.wantBody != "" && string(body) != tc.wantBody {
+				t.Fatalf("body %d bytes %.40q, want %d bytes", len(body), body, len(tc.wantBody))
+			}
+		})
+	}
+
+	t.Run("closed loop: every request answered, every create unique", func(t *testing.T) {
+		tpl, _ := compileTemplate("POST", "/echo", `{"username":"u{uniq}"}`, addr, "")
+		src, _ := newRequestSource(tpl, nil, "run", &counter)
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		res, err := runLoad(t.Context(), loadSpec{addr: addr, src: src, conns: 4, duration: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if res.ok == 0 || res.non2xx != 0 || res.sockErrs != 0 || int64(len(res.lat)) != res.requests || res.requests != int64(len(bodies)) {
+			t.Fatalf("ok %d non2xx %d sockErrs %d latencies %d requests %d; server saw %d (%s)",
+				res.ok, res.non2xx, res.sockErrs, len(res.lat), res.requests, len(bodies), res.firstBad)
+		}
+		seen := map[string]bool{}
+		for _, b := range bodies {
+			if seen[b] {
+				t.Fatalf("body %s sent twice", b)
+			}
+			seen[b] = true
+		}
+	})
+
+	t.Run("open loop: the rate is kept, errors are counted", func(t *testing.T) {
+		tpl, _ := compileTemplate("GET", "/nope", "", addr, "")
+		src, _ := newRequestSource(tpl, nil, "run", &counter)
+		res, err := runLoad(t.Context(), loadSpec{addr: addr, src: src, conns: 2, duration: 300 * time.Millisecond, rate: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 100/s for 0.3 s is due 30 requests; the last few may not be due
+		// before the end on a slow machine, none more may be sent.
+		if res.requests > 30 || res.requests < 1 || res.non2xx != res.requests || !strings.HasPrefix(res.firstBad, "HTTP 404") {
+			t.Fatalf("requests %d non2xx %d first %q", res.requests, res.non2xx, res.firstBad)
+		}
+	})
+}
+
+func dechunk(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out []byte
+	for {
+		line, rest, ok := bytes.Cut(b, crlf)
+		if !ok {
+			t.Fatalf("bad chunked body")
+		}
+		n, err := strconv.ParseInt(string(line), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return out
+		}
+		out = append(out, rest[:n]...)
+		b = rest[n+2:]
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]int64, 100)
+	for i := range hundred {
+		hundred[i] = int64(i + 1)
+	}
+	tests := []struct {
+		name   string
+		sorted []int64
+		p      float64
+		want   int64
+	}{
+		{"empty", nil, 50, 0},
+		{"one value", []int64{7}, 99, 7},
+		{"p50 of 1..100", hundred, 50, 50},
+		{"p99 of 1..100", hundred, 99, 99},
+		{"p100 is the max", hundred, 100, 100},
+		{"p50 of four is the second", []int64{1, 2, 3, 4}, 50, 2},
+		{"p99 of ten is the max", []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 99, 10},
+		{"a tiny p is the min", hundred, 0.001, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := percentile(tc.sorted, tc.p); got != tc.want {
+				t.Fatalf("percentile(%v) = %d, want %d", tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSpreadAndRatios(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name     string
+		a, ref   []float64
+		want     spread
+		wantNone bool
+	}{
+		{name: "round by round", a: []float64{300, 330, 290}, ref: []float64{25, 30, 20},
+			want: spread{med: 12, lo: 11, hi: 14.5, n: 3}},
+		{name: "even count: mean of the middle two", a: []float64{10, 40, 20, 30}, ref: []float64{10, 10, 10, 10},
+			want: spread{med: 2.5, lo: 1, hi: 4, n: 4}},
+		{name: "a round missing on either side is skipped", a: []float64{100, nan, 300}, ref: []float64{10, 10, nan},
+			want: spread{med: 10, lo: 10, hi: 10, n: 1}},
+		{name: "a zero reference is skipped", a: []float64{5}, ref: []float64{0}, wantNone: true},
+		{name: "unequal lengths pair what they share", a: []float64{4, 8, 12}, ref: []float64{2, 2},
+			want: spread{med: 3, lo: 2, hi: 4, n: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := summarize(pairRatios(tc.a, tc.ref))
+			if tc.wantNone {
+				if got.n != 0 || !math.IsNaN(got.med) {
+					t.Fatalf("got %+v, want nothing", got)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	t.Run("µs per request", func(t *testing.T) {
+		if got := perRequestMicros(250, 100, 10_000); got != 250 {
+			t.Fatalf("250 ticks at 100 Hz over 10,000 requests = %v µs, want 250", got)
+		}
+		if got := perRequestMicros(1, 100, 0); !math.IsNaN(got) {
+			t.Fatalf("no requests = %v, want NaN", got)
+		}
+	})
+}
+
+func TestParseProcStat(t *testing.T) {
+	// proc(5): pid (comm) state ppid pgrp session tty_nr tpgid flags minflt
+	// cminflt majflt cmajflt utime stime cutime cstime priority nice
+	// num_threads itrealvalue starttime ...
+	tail := " 0 0 0 0 4194560 5 0 0 0 1234 567 8 9 20 0 7 0 424242 1000 10 18446744073709551615"
+	tests := []struct {
+		name    string
+		line    string
+		want    procStat
+		wantErr bool
+	}{
+		{"plain", "42 (guildhall) S 7" + tail, procStat{pid: 42, ppid: 7, comm: "guildhall", utime: 1234, stime: 567, startTimeTick: 424242}, false},
+		{"spaces and parentheses in the name", "43 (postgres: a (b) c) R 1" + tail,
+			procStat{pid: 43, ppid: 1, comm: "postgres: a (b) c", utime: 1234, stime: 567, startTimeTick: 424242}, false},
+		{"cut short", "44 (x) S 1 0 0", procStat{}, true},
+		{"no name", "45 S 1" + tail, procStat{}, true},
+		{"letters for utime", "46 (x) S 1 0 0 0 0 4194560 5 0 0 0 lots 567 8 9 20 0 7 0 1 1000 10 1", procStat{}, true},
+	}
+	t.Run("this process", func(t *testing.T) {
+		st, err := readProcStat(os.Getpid())
+		if err != nil || st.pid != os.Getpid() || st.ppid != os.Getppid() || st.startTimeTick == 0 {
+			t.Fatalf("got %+v, %v; want pid %d ppid %d", st, err, os.Getpid(), os.Getppid())
+		}
+	})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcStat(tc.line)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseMachineStat(t *testing.T) {
+	content := "cpu  100 5 50 1000 20 3 2 1 0 0\ncpu0 50 2 25 500 10 1 1 0 0 0\nintr 1 2 3\n"
+	busy, total, err := parseMachineStat(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// busy = user + nice + system + irq + softirq + steal; total adds idle and iowait.
+	if busy != 100+5+50+3+2+1 || total != busy+1000+20 {
+		t.Fatalf("busy %d total %d", busy, total)
+	}
+	if _, _, err := parseMachineStat("cpu0 1 2 3 4 5 6 7 8\n"); err == nil {
+		t.Fatal("no error without the aggregate line")
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"1", []int{1}, false},
+		{"0-3,6\n", []int{0, 1, 2, 3, 6}, false},
+		{"0-1,3-4", []int{0, 1, 3, 4}, false},
+		{"", nil, true},
+		{"3-1", nil, true},
+		{"a", nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(strconv.Quote(tc.in), func(t *testing.T) {
+			got, err := parseCPUList(tc.in)
+			if (err != nil) != tc.wantErr || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, %v; want %v (error: %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestProcessTreeAndCPUDelta(t *testing.T) {
+	parents := map[int]int{1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 20: 1, 21: 20}
+	if got, want := descendants(10, parents), []int{10, 11, 12, 13}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("descendants(10) = %v, want %v", got, want)
+	}
+	if got, want := descendants(99, parents), []int{99}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("descendants of an unknown pid = %v, want %v", got, want)
+	}
+	before := cpuSample{{10, 5}: 100, {11, 6}: 50, {12, 7}: 10}
+	after := cpuSample{
+		{10, 5}: 160, // +60
+		{11, 6}: 50,  // +0
+		{12, 9}: 4,   // pid 12 reused by a new process: counts whole
+		{14, 8}: 30,  // born during the run: counts whole
+	}
+	if got := cpuDelta(before, after); got != 60+0+4+30 {
+		t.Fatalf("cpuDelta = %d, want 94", got)
+	}
+	self := sampleCPU([]int{os.Getpid()})
+	if len(self) != 1 {
+		t.Fatalf("sampling this process gave %v", self)
+	}
+}
+
+func TestSelectScenarios(t *testing.T) {
+	names := func(ss []scenario) string {
+		var n []string
+		for _, s := range ss {
+			n = append(n, s.name)
+		}
+		return strings.Join(n, ",")
+	}
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "get_user", want: "get_user"},
+		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
+		{in: "page_deep", want: "page_1,page_1000"},
+		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,create_user,latency_get_user,latency_create_user"},
+		{in: "get_usr", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := selectScenarios(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && names(got) != tc.want {
+				t.Fatalf("got %s, want %s", names(got), tc.want)
+			}
+		})
+	}
+}
+
+// TestCeiling checks that the ceiling answers the scenarios' routes like
+// Guildhall would: statuses, shapes, auth, validation and a cursor walk.
+func TestCeiling(t *testing.T) {
+	seeded := []string{"01a0-c", "01a0-a", "01a0-b"}
+	c := newCeiling("tok", "01a0-heavy", "01a0-light", seeded)
+	srv := httptest.NewServer(c.handler())
+	defer srv.Close()
+	do := func(method, path, token, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	tests := []struct {
+		name, method, path, token, body string
+		wantStatus                      int
+		check                           func(t *testing.T, m map[string]any)
+	}{
+		{"no token", "GET", "/api/users/01a0-a", "", "", 401, nil},
+		{"wrong token", "GET", "/api/users/01a0-a", "nope", "", 401, nil},
+		{"a user", "GET", "/api/users/01a0-a", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			if m["id"] != "01a0-a" || m["status"] != "active" || m["roles"] == nil || m["created_at"] == nil {
+				t.Errorf("user %v", m)
+			}
+		}},
+		{"an unknown user", "GET", "/api/users/zzz", "tok", "", 404, func(t *testing.T, m map[string]any) {
+			if m["code"] != "not_found" {
+				t.Errorf("problem %v", m)
+			}
+		}},
+		{"permissions", "GET", "/api/users/01a0-a/permissions", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			if m["channel_id"] != nil || len(m["permissions"].([]any)) != len(defaultGlobal) {
+				t.Errorf("permissions %v", m)
+			}
+		}},
+		{"permissions in the heavy channel, explained", "GET", "/api/users/01a0-heavy/permissions?channelID=heavy&explain=true", "tok", "", 200,
+			func(t *testing.T, m map[string]any) {
+				if m["channel_id"] != heavyChannel || len(m["explain"].([]any)) != len(channelPerms) {
+					t.Errorf("explain %v", m)
+				}
+			}},
+		{"permissions in an unknown channel", "GET", "/api/users/01a0-a/permissions?channelID=zzz", "tok", "", 404, nil},
+		{"a channel", "GET", "/api/channels/bench", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			if m["id"] != "bench" || m["name"] != "Bench" {
+				t.Errorf("channel %v", m)
+			}
+		}},
+		{"the heavy channel's overwrites", "GET", "/api/channels/heavy/permissions", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			// everyone, the roles, and the users there are (heavy + 3 seeded).
+			if n := len(m["items"].([]any)); n != 1+heavyRoles+1+len(seeded) || m["next_cursor"] != nil {
+				t.Errorf("%d overwrites, next_cursor %v", n, m["next_cursor"])
+			}
+		}},
+		{"the light channel's overwrites", "GET", "/api/channels/light/permissions", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			if n := len(m["items"].([]any)); n != 0 {
+				t.Errorf("%d overwrites", n)
+			}
+		}},
+		{"create", "POST", "/api/users", "tok", `{"username":"u1","display_name":"Bench 1"}`, 201, func(t *testing.T, m map[string]any) {
+			if m["username"] != "u1" || m["display_name"] != "Bench 1" || m["id"] == "" {
+				t.Errorf("created %v", m)
+			}
+		}},
+		{"create with a bad username", "POST", "/api/users", "tok", `{"username":"u 1"}`, 400, nil},
+		{"create with an unknown field", "POST", "/api/users", "tok", `{"username":"u1","x":1}`, 400, nil},
+		{"a bad limit", "GET", "/api/users?limit=0", "tok", "", 400, nil},
+		{"a bad cursor", "GET", "/api/users?cursor=!!", "tok", "", 400, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, m := do(tc.method, tc.path, tc.token, tc.body)
+			if status != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %v", status, tc.wantStatus, m)
+			}
+			if tc.check != nil {
+				tc.check(t, m)
+			}
+		})
+	}
+	t.Run("a cursor walk sees every user once, in order", func(t *testing.T) {
+		var got []string
+		path := "/api/users?limit=2"
+		for range 10 {
+			status, m := do("GET", path, "tok", "")
+			if status != 200 {
+				t.Fatalf("status %d", status)
+			}
+			for _, it := range m["items"].([]any) {
+				got = append(got, it.(map[string]any)["id"].(string))
+			}
+			next, _ := m["next_cursor"].(string)
+			if next == "" {
+				break
+			}
+			path = "/api/users?limit=2&cursor=" + url.QueryEscape(next)
+		}
+		want := []string{"01a0-a", "01a0-b", "01a0-c", "01a0-heavy", "01a0-light"}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("walk %v, want %v", got, want)
+		}
+	})
+}

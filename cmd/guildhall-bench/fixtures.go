@@ -1,0 +1,69 @@
+package main
+
+import "fmt"
+
+// The permission setups the scenarios ask about. The real servers get them
+// through the API (setup.go); the ceiling builds the same shapes in memory
+// (ceiling.go), so both answer with bodies of the same size.
+
+// channelPerms are the channel-scoped permissions in catalog order.
+var channelPerms = []string{
+	"MANAGE_ROLES", "MANAGE_CHANNELS", "VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY",
+	"ATTACH_FILES", "MANAGE_MESSAGES", "EMBED_LINKS", "MENTION_EVERYONE", "ADD_REACTIONS",
+}
+
+// defaultGlobal are a fresh store's global permissions, in catalog order.
+var defaultGlobal = []string{
+	"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ATTACH_FILES", "EMBED_LINKS", "ADD_REACTIONS",
+}
+
+const (
+	benchChannel = "bench" // get_channel, get_perms_channel: a channel with a couple of overwrites
+	benchRole    = "bench"
+	heavyChannel = "heavy" // perms_heavy, list_overwrites_heavy
+	lightChannel = "light" // perms_light, list_overwrites_light: no overwrites
+	// DESIGN's limits are 250 roles and 500 overwrites per channel; the bench
+	// role and the 248 heavy roles make 249 roles, and the heavy channel gets
+	// everyone + 248 roles + 250 users = 499 overwrites.
+	heavyRoles     = 248
+	heavyUserOvers = 250
+)
+
+type overwriteSpec struct {
+	targetType  string // everyone, role, user
+	targetID    string // role ID or user ID; empty for everyone
+	allow, deny []string
+}
+
+func heavyRoleID(i int) string { return fmt.Sprintf("hr%03d", i) }
+
+// heavyRolePerms are the permissions of heavy role i (1-based).
+func heavyRolePerms(i int) []string { return []string{channelPerms[i%len(channelPerms)]} }
+
+// benchOverwrites are the bench channel's overwrites.
+func benchOverwrites() []overwriteSpec {
+	return []overwriteSpec{
+		{targetType: "everyone", allow: []string{}, deny: []string{"ADD_REACTIONS"}},
+		{targetType: "role", targetID: benchRole, allow: []string{"MANAGE_MESSAGES"}, deny: []string{}},
+	}
+}
+
+// heavyOverwrites are the heavy channel's overwrites: everyone, one per
+// heavy role, and one per user of users (users[0] is the heavy user).
+func heavyOverwrites(users []string) []overwriteSpec {
+	n := len(channelPerms)
+	ows := []overwriteSpec{{targetType: "everyone", allow: []string{}, deny: []string{"VIEW_CHANNEL"}}}
+	for i := 1; i <= heavyRoles; i++ {
+		ows = append(ows, overwriteSpec{targetType: "role", targetID: heavyRoleID(i),
+			allow: []string{channelPerms[(i+1)%n]}, deny: []string{channelPerms[(i+4)%n]}})
+	}
+	for k, u := range users {
+		if k == 0 {
+			ows = append(ows, overwriteSpec{targetType: "user", targetID: u, allow: []string{"VIEW_CHANNEL"}, deny: []string{}})
+			continue
+		}
+		ows = append(ows, overwriteSpec{targetType: "user", targetID: u,
+			allow: []string{channelPerms[k%n]}, deny: []string{channelPerms[(k+5)%n]}})
+	}
+	return ows
+}

@@ -1,0 +1,663 @@
+// Command guildhall-bench is Guildhall's side-by-side HTTP load benchmark
+// (make bench-http; docs/performance.md). In one run it drives the real
+// server on SQLite and on PostgreSQL, and a bare Echo server with the same
+// routes (the ceiling), with the same load generator, in interleaved
+// rounds, and prints a table per scenario: req/s, server CPU per request,
+// latency percentiles, errors, and the ratio of CPU per request to the
+// ceiling's in the same round.
+//
+//	guildhall-bench [flags]          run the benchmark (-h lists the flags)
+//	guildhall-bench ceiling [flags]  the ceiling server (the bench starts it)
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+type config struct {
+	scenarios        string
+	pageDeep         bool
+	targets          string
+	users, deepUsers int
+	conns            int
+	duration, warmup time.Duration
+	rounds           int
+	rate             float64
+	quick            bool
+	bin              string
+	pgURL            string
+	out              string
+	pin              string
+	genCPU, srvCPU   int
+	seedConns        int
+	keepData         bool
+	cpuProfile       string
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("guildhall-bench", flag.ContinueOnError)
+	fs.StringVar(&c.scenarios, "scenarios", "default", "comma-separated scenarios or groups: "+scenarioNames()+"; groups default ("+defaultScenarios+"), reads, perms, latency, page_deep, all")
+	fs.BoolVar(&c.pageDeep, "page-deep", false, "also run page_deep (seeds -deep-users users: slow)")
+	fs.StringVar(&c.targets, "targets", "ceiling,sqlite,postgres", "targets to run, in this order")
+	fs.IntVar(&c.users, "users", 10000, "users to seed through the API")
+	fs.IntVar(&c.deepUsers, "deep-users", 100000, "users in all for page_deep")
+	fs.IntVar(&c.conns, "conns", 32, "connections of the closed loop")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "length of a measured round")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "warm-up per target and scenario (not measured)")
+	fs.IntVar(&c.rounds, "rounds", 3, "measured rounds per target and scenario (order alternates A B C, C B A, ...)")
+	fs.Float64Var(&c.rate, "rate", 200, "requests per second of the open loop (latency scenarios)")
+	fs.BoolVar(&c.quick, "quick", false, "smoke run: -rounds 1 -duration 1s -warmup 500ms unless given")
+	fs.StringVar(&c.bin, "bin", "bin/guildhall", "the guildhall binary to measure")
+	fs.StringVar(&c.pgURL, "pg", "postgres://127.0.0.1:5432/test?sslmode=disable", "PostgreSQL to create the bench's database in (skipped when unreachable)")
+	fs.StringVar(&c.out, "out", "", "run directory (default tmp/bench-http/<time>)")
+	fs.StringVar(&c.pin, "pin", "auto", "auto: load generator on -loadgen-cpu, servers and PostgreSQL on -server-cpu when taskset exists and there are 2+ CPUs; off: no pinning")
+	fs.IntVar(&c.genCPU, "loadgen-cpu", 0, "CPU of the load generator when pinning")
+	fs.IntVar(&c.srvCPU, "server-cpu", 1, "CPU of the servers when pinning")
+	fs.IntVar(&c.seedConns, "seed-conns", 32, "concurrent requests while seeding")
+	fs.BoolVar(&c.keepData, "keep-data", false, "keep the SQLite data directory in the run directory")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench itself (the load generator) to this file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rounds"] {
+			c.rounds = 1
+		}
+		if !set["duration"] {
+			c.duration = time.Second
+		}
+		if !set["warmup"] {
+			c.warmup = 500 * time.Millisecond
+		}
+	}
+	if c.pageDeep {
+		c.scenarios += ",page_deep"
+	}
+	switch {
+	case c.users < 1 || c.users > 1_000_000:
+		return c, errors.New("-users must be 1..1000000")
+	case c.conns < 1 || c.conns > 4096:
+		return c, errors.New("-conns must be 1..4096")
+	case c.rounds < 1 || c.duration <= 0 || c.warmup < 0:
+		return c, errors.New("-rounds must be >= 1 and -duration > 0")
+	case c.rate <= 0:
+		return c, errors.New("-rate must be > 0")
+	case c.pin != "auto" && c.pin != "off":
+		return c, errors.New("-pin is auto or off")
+	}
+	return c, nil
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "ceiling" {
+		if err := ceilingMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "guildhall-bench ceiling:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "guildhall-bench:", err)
+		}
+		os.Exit(2)
+	}
+	pinned, note := pinSelf(cfg)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b := &bench{cfg: cfg, pinned: pinned, pinNote: note, results: map[string]map[string]*targetResult{}}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "guildhall-bench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	err = b.run(ctx)
+	b.cleanup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "guildhall-bench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+// pinSelf puts the bench (the load generator) on its CPU by executing
+// itself again under taskset, so that the Go runtime sizes GOMAXPROCS to
+// that one CPU. It returns whether pinning is on and what to report.
+func pinSelf(cfg config) (bool, string) {
+	if cfg.pin == "off" {
+		return false, "off (-pin off): servers and load generator share every CPU"
+	}
+	if v := os.Getenv("GUILDHALL_BENCH_PINNED"); v != "" {
+		return true, fmt.Sprintf("load generator on CPU %d; servers (and PostgreSQL) on CPU %d", cfg.genCPU, cfg.srvCPU)
+	}
+	n := onlineCPUs()
+	taskset, err := exec.LookPath("taskset")
+	switch {
+	case err != nil:
+		return false, "off: taskset not found; servers and load generator share every CPU"
+	case n < 2:
+		return false, fmt.Sprintf("off: %d CPU online; servers and load generator share it", n)
+	case cfg.genCPU == cfg.srvCPU || cfg.genCPU < 0 || cfg.srvCPU < 0 || cfg.genCPU >= n || cfg.srvCPU >= n:
+		fmt.Fprintf(os.Stderr, "guildhall-bench: -loadgen-cpu %d and -server-cpu %d must be two different CPUs of 0..%d\n", cfg.genCPU, cfg.srvCPU, n-1)
+		os.Exit(2)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return false, "off: " + err.Error()
+	}
+	argv := append([]string{"taskset", "-c", strconv.Itoa(cfg.genCPU), exe}, os.Args[1:]...)
+	env := append(os.Environ(), "GUILDHALL_BENCH_PINNED=1", "GUILDHALL_BENCH_ARGV0="+os.Args[0])
+	err = syscall.Exec(taskset, argv, env)
+	return false, "off: could not re-execute under taskset: " + err.Error()
+}
+
+type bench struct {
+	cfg     config
+	pinned  bool
+	pinNote string
+
+	dir     string
+	md      *os.File // results.md
+	raw     *os.File // results.jsonl
+	hz      float64
+	tag     string // makes usernames unique to this run
+	counter atomic.Uint64
+	targets []*target
+	pg      *pgCluster
+	results map[string]map[string]*targetResult // scenario -> target -> result
+	skipped string                              // why a target is missing, for the report
+}
+
+func (b *bench) srvCPUs() string {
+	if !b.pinned {
+		return ""
+	}
+	return strconv.Itoa(b.cfg.srvCPU)
+}
+
+// say prints to stdout and to results.md.
+func (b *bench) say(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	fmt.Print(s)
+	if b.md != nil {
+		_, _ = b.md.WriteString(s)
+	}
+}
+
+// progress prints to stderr only.
+func progress(format string, args ...any) { fmt.Fprintf(os.Stderr, format, args...) }
+
+func (b *bench) run(ctx context.Context) error {
+	scs, err := selectScenarios(b.cfg.scenarios)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(b.cfg.bin); err != nil && strings.Contains(b.cfg.targets, "sql") {
+		return fmt.Errorf("%s: %w (make build)", b.cfg.bin, err)
+	}
+	b.dir = b.cfg.out
+	if b.dir == "" {
+		b.dir = filepath.Join("tmp", "bench-http", time.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return err
+	}
+	if b.md, err = os.Create(filepath.Join(b.dir, "results.md")); err != nil {
+		return err
+	}
+	if b.raw, err = os.Create(filepath.Join(b.dir, "results.jsonl")); err != nil {
+		return err
+	}
+	b.hz = clockTicks()
+	b.tag = strconv.FormatInt(time.Now().Unix()%(36*36*36*36*36), 36)
+
+	needPerms := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" })
+	needDeep := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" })
+
+	wanted := strings.Split(b.cfg.targets, ",")
+	for _, name := range wanted {
+		switch strings.TrimSpace(name) {
+		case "ceiling", "sqlite", "postgres":
+		default:
+			return fmt.Errorf("unknown target %q (ceiling, sqlite, postgres)", name)
+		}
+	}
+	if slices.Contains(wanted, "postgres") {
+		pg, err := openPG(ctx, b.cfg.pgURL)
+		if err != nil {
+			b.skipped = fmt.Sprintf("PostgreSQL unreachable at %s (%v): the postgres target is skipped", redactURL(b.cfg.pgURL), err)
+			progress("%s\n", b.skipped)
+			wanted = slices.DeleteFunc(wanted, func(s string) bool { return s == "postgres" })
+		} else {
+			b.pg = pg
+		}
+	}
+
+	b.say("# guildhall-bench %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	for _, l := range machine(b.cfg.bin, b.pg) {
+		b.say("- %s\n", l)
+	}
+	argv0 := os.Getenv("GUILDHALL_BENCH_ARGV0")
+	if argv0 == "" {
+		argv0 = os.Args[0]
+	}
+	b.say("- command: `%s`\n", shellJoin(append([]string{argv0}, os.Args[1:]...)))
+	b.say("- pinning: %s\n", b.pinNote)
+	b.say("- %d round(s) of %v after a %v warm-up, per target and scenario; closed loop: %d connections; open loop: %g req/s; %s users seeded through the API\n",
+		b.cfg.rounds, b.cfg.duration, b.cfg.warmup, b.cfg.conns, b.cfg.rate, thousands(int64(b.cfg.users)))
+	if b.skipped != "" {
+		b.say("- %s\n", b.skipped)
+	}
+	if b.pg != nil {
+		for _, n := range b.pg.notes {
+			b.say("- %s\n", n)
+		}
+	}
+	b.say("- run directory: %s\n\n", b.dir)
+
+	for _, name := range wanted {
+		var err error
+		switch strings.TrimSpace(name) {
+		case "ceiling":
+			err = b.startCeiling(ctx, needDeep)
+		case "sqlite":
+			err = b.startGuildhall(ctx, "sqlite", needPerms)
+		case "postgres":
+			err = b.startGuildhall(ctx, "postgres", needPerms)
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	for _, sc := range scs {
+		if sc.needs == "deep" {
+			if err := b.prepareDeep(ctx); err != nil {
+				return err
+			}
+		}
+		if err := b.runScenario(ctx, sc); err != nil {
+			return err
+		}
+	}
+	if s := ratioSummary(b.names(), b.results); s != "" {
+		b.say("%s", s)
+	}
+	progress("tables written to %s\n", filepath.Join(b.dir, "results.md"))
+	return nil
+}
+
+func (b *bench) names() []string {
+	var out []string
+	for _, t := range b.targets {
+		out = append(out, t.name)
+	}
+	return out
+}
+
+func randomToken() string {
+	buf := make([]byte, 24)
+	_, _ = rand.Read(buf)
+	return "gh_bench_" + hex.EncodeToString(buf)
+}
+
+func (b *bench) startCeiling(ctx context.Context, deep bool) error {
+	n := b.cfg.users
+	if deep {
+		n = max(n, b.cfg.deepUsers)
+	}
+	ids := make([]string, n+2)
+	for i := range ids {
+		ids[i] = uuid.Must(uuid.NewV7()).String()
+	}
+	idsPath := filepath.Join(b.dir, "ceiling-ids.txt")
+	if err := os.WriteFile(idsPath, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	t := &target{name: "ceiling", addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, "ceiling.log")}
+	t.proc, err = startProcess([]string{exe, "ceiling", "-addr", addr, "-token", t.token, "-ids", idsPath}, nil, t.logPath, b.srvCPUs())
+	if err != nil {
+		return err
+	}
+	b.targets = append(b.targets, t)
+	if err := t.waitReady(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	t.api = newAPIClient(addr, t.token, b.cfg.seedConns)
+	t.heavyUser, t.lightUser = ids[0], ids[1]
+	t.ids = ids[2 : 2+b.cfg.users]
+	progress("ceiling: pid %d on %s\n", t.proc.pid(), addr)
+	return nil
+}
+
+func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	t := &target{name: store, addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, store+".log")}
+	env := []string{
+		"GUILDHALL_ADDR=" + addr,
+		"GUILDHALL_RATE_LIMIT=0",
+		"GUILDHALL_BOOTSTRAP_TOKEN=" + t.token,
+		"GUILDHALL_DATA_DIR=" + filepath.Join(b.dir, store+"-data"),
+	}
+	if store == "postgres" {
+		t.pg = b.pg
+		t.pgDB = "guildhall_bench_" + b.tag
+		dbURL, err := b.pg.createDB(ctx, t.pgDB)
+		if err != nil {
+			return err
+		}
+		env = append(env, "GUILDHALL_DATABASE_URL="+dbURL)
+		if b.pinned {
+			if err := b.pg.pin(b.srvCPUs()); err != nil {
+				b.say("- PostgreSQL not pinned: %v\n\n", err)
+			} else if b.pg.postmaster > 0 {
+				progress("postgres: postmaster %d and its processes pinned to CPU %d\n", b.pg.postmaster, b.cfg.srvCPU)
+			}
+		}
+	}
+	t.proc, err = startProcess([]string{b.cfg.bin, "serve"}, env, t.logPath, b.srvCPUs())
+	if err != nil {
+		return err
+	}
+	b.targets = append(b.targets, t)
+	if err := t.waitReady(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	t.api = newAPIClient(addr, t.token, b.cfg.seedConns)
+	progress("%s: pid %d on %s; seeding %d users ...\n", store, t.proc.pid(), addr, b.cfg.users)
+	start := time.Now()
+	if t.ids, err = seedUsers(ctx, t.api, "s"+b.tag+"_", 0, b.cfg.users, b.cfg.seedConns); err != nil {
+		return fmt.Errorf("%s: seeding: %w", store, err)
+	}
+	progress("%s: seeded %d users in %v\n", store, len(t.ids), time.Since(start).Round(time.Millisecond))
+	if err := setupBench(ctx, t.api); err != nil {
+		return fmt.Errorf("%s: bench channel: %w", store, err)
+	}
+	if needPerms {
+		start := time.Now()
+		if t.heavyUser, t.lightUser, err = setupHeavy(ctx, t.api, t.ids, "p"+b.tag+"_", 8); err != nil {
+			return fmt.Errorf("%s: heavy permission setup: %w", store, err)
+		}
+		progress("%s: %d roles and %d overwrites set up in %v\n", store, heavyRoles, 1+heavyRoles+min(len(t.ids)+1, heavyUserOvers), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// prepareDeep seeds every real target up to -deep-users and walks each
+// target's list to the cursor of page 1,000.
+func (b *bench) prepareDeep(ctx context.Context) error {
+	for _, t := range b.targets {
+		if t.deepReady {
+			continue
+		}
+		if t.name != "ceiling" && len(t.ids) < b.cfg.deepUsers {
+			more := b.cfg.deepUsers - len(t.ids)
+			progress("%s: seeding %d more users for page_deep ...\n", t.name, more)
+			start := time.Now()
+			ids, err := seedUsers(ctx, t.api, "d"+b.tag+"_", 0, more, b.cfg.seedConns)
+			if err != nil {
+				return fmt.Errorf("%s: seeding: %w", t.name, err)
+			}
+			progress("%s: seeded %d users in %v\n", t.name, more, time.Since(start).Round(time.Millisecond))
+			t.ids = append(t.ids, ids...)
+		}
+		cur, err := cursorOfPage(ctx, t.api, 1000)
+		if err != nil {
+			return fmt.Errorf("%s: walking to page 1,000: %w", t.name, err)
+		}
+		t.deepCursor, t.deepReady = cur, true
+	}
+	return nil
+}
+
+func (b *bench) runScenario(ctx context.Context, sc scenario) error {
+	progress("== %s\n", sc.name)
+	srcs := map[*target]*requestSource{}
+	for _, t := range b.targets {
+		path, body, err := sc.fill(t)
+		if err != nil {
+			progress("  %s: skipped: %v\n", t.name, err)
+			continue
+		}
+		tpl, err := compileTemplate(sc.method, path, body, t.addr, t.token)
+		if err != nil {
+			return err
+		}
+		if srcs[t], err = newRequestSource(tpl, t.ids, b.tag, &b.counter); err != nil {
+			return fmt.Errorf("%s %s: %w", sc.name, t.name, err)
+		}
+		status, snippet, err := preflight(t.addr, srcs[t])
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s %s: preflight: %w", sc.name, t.name, err)
+		case status < 200 || status > 299:
+			progress("  %s: preflight answered %d: %s\n", t.name, status, snippet)
+		}
+	}
+	res := map[string]*targetResult{}
+	b.results[sc.name] = res
+	if b.cfg.warmup > 0 {
+		for _, t := range b.targets {
+			if srcs[t] != nil {
+				if _, _, err := b.measure(ctx, sc, t, srcs[t], "warmup", 0); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for r := 0; r < b.cfg.rounds; r++ {
+		order := slices.Clone(b.targets)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, t := range order {
+			if srcs[t] == nil {
+				continue
+			}
+			rec, lat, err := b.measure(ctx, sc, t, srcs[t], "measure", r)
+			if err != nil {
+				return err
+			}
+			tr := res[t.name]
+			if tr == nil {
+				tr = &targetResult{}
+				res[t.name] = tr
+			}
+			tr.rounds = append(tr.rounds, rec)
+			tr.lat = append(tr.lat, lat...)
+		}
+	}
+	how := fmt.Sprintf("closed loop, %d connections", b.cfg.conns)
+	if sc.open {
+		how = fmt.Sprintf("open loop at %g req/s, latency from each request's scheduled time", b.cfg.rate)
+	}
+	b.say("%s\n", scenarioTable(sc, how, b.names(), res, "ceiling"))
+	// The latencies are in the table now; keep the memory down.
+	for _, tr := range res {
+		tr.lat = nil
+	}
+	return nil
+}
+
+// measure runs one round (or warm-up) of sc against t and accounts for it.
+func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *requestSource, phase string, round int) (runRecord, []int64, error) {
+	spec := loadSpec{addr: t.addr, src: src, conns: b.cfg.conns, seed: mrand.Uint64()}
+	spec.duration = b.cfg.duration
+	if phase == "warmup" {
+		spec.duration = b.cfg.warmup
+	}
+	if sc.open {
+		spec.rate = b.cfg.rate
+	}
+	// The CPU window is kept tight around the load: the processes are listed
+	// before, sampled just before and just after, and only then are the
+	// processes born during the run (new PostgreSQL backends) added.
+	pids := t.pids(ctx)
+	c0, m0, w0 := sampleCPU(pids), machineBusyTicks(), time.Now()
+	res, err := runLoad(ctx, spec)
+	if err != nil {
+		return runRecord{}, nil, err
+	}
+	c1, m1, window := sampleCPU(pids), machineBusyTicks(), time.Since(w0).Seconds()
+	for k, v := range sampleCPU(slices.DeleteFunc(t.pids(ctx), func(p int) bool { return slices.Contains(pids, p) })) {
+		c1[k] = v
+	}
+	if t.proc.exited() {
+		return runRecord{}, nil, fmt.Errorf("%s exited during %s (%v); its log %s ends:\n%s", t.name, sc.name, t.proc.err, t.logPath, tail(t.logPath, 2000))
+	}
+	srv := cpuDelta(c0, c1)
+	sec := res.elapsed.Seconds()
+	slices.Sort(res.lat)
+	rec := runRecord{
+		Scenario: sc.name, Target: t.name, Phase: phase, Round: round,
+		Seconds: num(sec), Window: num(window),
+		Requests: res.requests, OK: res.ok, Non2xx: res.non2xx, SockErrs: res.sockErrs,
+		RPS:        num(float64(res.ok) / sec),
+		SrvTicks:   srv,
+		SrvUs:      num(perRequestMicros(srv, b.hz, res.requests)),
+		SrvCores:   num(float64(srv) / b.hz / window),
+		GenCores:   num(res.genCPU.Seconds() / sec),
+		OtherCores: num((float64(m1-m0)/b.hz - float64(srv)/b.hz - res.genCPU.Seconds()) / window),
+		P50ms:      num(ms(percentile(res.lat, 50))),
+		P99ms:      num(ms(percentile(res.lat, 99))),
+		MaxMs:      num(ms(percentile(res.lat, 100))),
+		FirstBad:   res.firstBad,
+	}
+	if line, err := json.Marshal(rec); err == nil {
+		_, _ = b.raw.Write(append(line, '\n'))
+	}
+	p := "r" + strconv.Itoa(round+1)
+	if phase == "warmup" {
+		p = "w "
+	}
+	progress("  %s %-8s %8s req/s  %7s µs/req  p50 %s ms  p99 %s ms  err %d  srv %.2f gen %.2f other %.2f cores\n",
+		p, t.name, fmtNum(float64(rec.RPS)), fmtNum(float64(rec.SrvUs)), fmtNum(float64(rec.P50ms)), fmtNum(float64(rec.P99ms)),
+		rec.Non2xx+rec.SockErrs, float64(rec.SrvCores), float64(rec.GenCores), math.Max(0, float64(rec.OtherCores)))
+	if phase == "warmup" {
+		return rec, nil, nil
+	}
+	return rec, res.lat, nil
+}
+
+// preflight sends one request and returns its status (and the body's start
+// when it is not a success).
+func preflight(addr string, src *requestSource) (int, string, error) {
+	c, err := dial(addr)
+	if err != nil {
+		return 0, "", err
+	}
+	defer c.c.Close()
+	c.setDeadline(time.Now().Add(30 * time.Second))
+	var bufs renderBufs
+	resp, start, end, err := c.roundTrip(src.next(mrand.New(mrand.NewPCG(1, 2)), &bufs))
+	if err != nil {
+		return 0, "", err
+	}
+	return resp.status, trunc(string(c.buf[start+resp.bodyOff:end]), 300), nil
+}
+
+func (b *bench) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, t := range b.targets {
+		t.proc.stop()
+	}
+	if b.pg != nil {
+		for _, t := range b.targets {
+			if t.pgDB != "" {
+				if err := b.pg.dropDB(ctx, t.pgDB); err != nil {
+					progress("dropping database %s: %v\n", t.pgDB, err)
+				}
+			}
+		}
+		if err := b.pg.restore(); err != nil {
+			progress("restoring PostgreSQL's CPU affinity: %v\n", err)
+		}
+		_ = b.pg.conn.Close(ctx)
+	}
+	if !b.cfg.keepData {
+		for _, t := range b.targets {
+			if t.name != "ceiling" {
+				_ = os.RemoveAll(filepath.Join(b.dir, t.name+"-data"))
+			}
+		}
+	}
+	for _, f := range []io.Closer{b.md, b.raw} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ',' || r == '=' || r == ':' ||
+				r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) < 0 {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// redactURL hides a password in a database URL.
+func redactURL(s string) string {
+	if i := strings.Index(s, "@"); i > 0 {
+		if j := strings.Index(s, "://"); j > 0 && j < i {
+			if k := strings.Index(s[j+3:i], ":"); k >= 0 {
+				return s[:j+3+k] + ":***" + s[i:]
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// runRecord is one load run, as written to results.jsonl.
+type runRecord struct {
+	Scenario   string `json:"scenario"`
+	Target     string `json:"target"`
+	Phase      string `json:"phase"` // warmup or measure
+	Round      int    `json:"round"`
+	Seconds    num    `json:"seconds"`            // of load
+	Window     num    `json:"cpu_window_seconds"` // between the CPU samples
+	Requests   int64  `json:"requests"`
+	OK         int64  `json:"ok"`
+	Non2xx     int64  `json:"non_2xx"`
+	SockErrs   int64  `json:"socket_errors"`
+	RPS        num    `json:"rps_2xx"`
+	SrvTicks   uint64 `json:"server_cpu_ticks"`
+	SrvUs      num    `json:"server_us_per_request"`
+	SrvCores   num    `json:"server_cores"`
+	GenCores   num    `json:"loadgen_cores"`
+	OtherCores num    `json:"other_cores"`
+	P50ms      num    `json:"p50_ms"`
+	P99ms      num    `json:"p99_ms"`
+	MaxMs      num    `json:"max_ms"`
+	FirstBad   string `json:"first_bad,omitempty"`
+}
+
+// num is a float64 that is null in JSON when it is not a number.
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', 6, 64), nil
+}
+
+// targetResult is everything one target did in one scenario.
+type targetResult struct {
+	rounds []runRecord // measured rounds, by round index
+	lat    []int64     // the latencies of every measured request, ns
+}
+
+func (r *targetResult) series(f func(runRecord) float64) []float64 {
+	out := make([]float64, len(r.rounds))
+	for i, rec := range r.rounds {
+		out[i] = f(rec)
+	}
+	return out
+}
+
+func usOf(r runRecord) float64  { return float64(r.SrvUs) }
+func rpsOf(r runRecord) float64 { return float64(r.RPS) }
+
+func fmtNum(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "–"
+	case x >= 1000:
+		return thousands(int64(math.Round(x)))
+	case x >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	case x >= 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	}
+}
+
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// fmtSpread prints "median (min–max)", or just the value for one round.
+func fmtSpread(s spread, unit string) string {
+	if s.n == 0 {
+		return "–"
+	}
+	if s.n == 1 || s.lo == s.hi {
+		return fmtNum(s.med) + unit
+	}
+	return fmt.Sprintf("%s%s (%s–%s)", fmtNum(s.med), unit, fmtNum(s.lo), fmtNum(s.hi))
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// scenarioTable renders one scenario's table: a row per target, the ratio
+// column taken round by round against the ceiling.
+func scenarioTable(sc scenario, how string, targets []string, res map[string]*targetResult, ceilingName string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s\n\n`%s %s`", sc.name, sc.method, sc.path)
+	if sc.body != "" {
+		fmt.Fprintf(&b, " `%s`", sc.body)
+	}
+	fmt.Fprintf(&b, " (%s)\n\n", how)
+	head := "| target | req/s median (min–max) | server CPU µs/req | p50 ms | p99 ms |"
+	sep := "|---|--:|--:|--:|--:|"
+	if sc.open {
+		head += " max ms |"
+		sep += "--:|"
+	}
+	head += " errors | µs/req × ceiling |"
+	sep += "--:|--:|"
+	b.WriteString(head + "\n" + sep + "\n")
+	ref := res[ceilingName]
+	var notes []string
+	for _, name := range targets {
+		r := res[name]
+		if r == nil || len(r.rounds) == 0 {
+			continue
+		}
+		slices.Sort(r.lat)
+		var reqs, bad int64
+		genMax := 0.0
+		for _, rec := range r.rounds {
+			reqs += rec.Requests
+			bad += rec.Non2xx + rec.SockErrs
+			genMax = max(genMax, float64(rec.GenCores))
+			if rec.FirstBad != "" && !slices.Contains(notes, name+": "+rec.FirstBad) && len(notes) < 6 {
+				notes = append(notes, name+": "+rec.FirstBad)
+			}
+		}
+		if !sc.open && genMax > 0.9 {
+			notes = append(notes, fmt.Sprintf("%s: the load generator used %.2f of its core in a round; this row's req/s may be the generator's limit, not the server's", name, genMax))
+		}
+		ratio := "–"
+		if ref != nil && name != ceilingName {
+			ratio = fmtSpread(summarize(pairRatios(r.series(usOf), ref.series(usOf))), "×")
+		} else if name == ceilingName {
+			ratio = "1×"
+		}
+		row := fmt.Sprintf("| %s | %s | %s | %s | %s |", name, fmtSpread(summarize(r.series(rpsOf)), ""),
+			fmtSpread(summarize(r.series(usOf)), ""), fmtNum(ms(percentile(r.lat, 50))), fmtNum(ms(percentile(r.lat, 99))))
+		if sc.open {
+			row += " " + fmtNum(ms(percentile(r.lat, 100))) + " |"
+		}
+		row += fmt.Sprintf(" %s/%s | %s |", thousands(bad), thousands(reqs), ratio)
+		b.WriteString(row + "\n")
+	}
+	for _, n := range notes {
+		b.WriteString("\n- " + n)
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// ratioSummary renders the heavy/light and deep/shallow ratios that the
+// scenarios measured: each target's µs/req of one scenario over another,
+// round by round.
+func ratioSummary(targets []string, all map[string]map[string]*targetResult) string {
+	pair := func(target, a, b string) string {
+		ra, rb := all[a][target], all[b][target]
+		if ra == nil || rb == nil {
+			return "–"
+		}
+		return fmtSpread(summarize(pairRatios(ra.series(usOf), rb.series(usOf))), "×")
+	}
+	perItem := func(target, sc string, items float64) string {
+		r := all[sc][target]
+		if r == nil {
+			return "–"
+		}
+		s := summarize(r.series(usOf))
+		return fmtNum(s.med / items)
+	}
+	var b strings.Builder
+	if all["perms_heavy"] != nil || all["list_overwrites_heavy"] != nil {
+		b.WriteString("### heavy / light\n\n")
+		b.WriteString(fmt.Sprintf("Server CPU per request of a user holding %d roles in a channel with %d overwrites, over a user with no roles in a bare channel (round by round).\n\n", heavyRoles, 1+heavyRoles+heavyUserOvers))
+		b.WriteString("| target | permissions | with explain | list overwrites | µs per overwrite listed | µs per user listed (list_users) |\n|---|--:|--:|--:|--:|--:|\n")
+		for _, t := range targets {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", t,
+				pair(t, "perms_heavy", "perms_light"), pair(t, "perms_heavy_explain", "perms_light_explain"),
+				pair(t, "list_overwrites_heavy", "list_overwrites_light"),
+				perItem(t, "list_overwrites_heavy", float64(1+heavyRoles+heavyUserOvers)), perItem(t, "list_users", 50))
+		}
+		b.WriteString("\n")
+	}
+	if all["page_1000"] != nil {
+		b.WriteString("### page 1,000 / page 1\n\n| target | µs/req page 1,000 ÷ page 1 |\n|---|--:|\n")
+		for _, t := range targets {
+			fmt.Fprintf(&b, "| %s | %s |\n", t, pair(t, "page_1000", "page_1"))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// machine describes where and what was measured.
+func machine(guildhallBin string, pg *pgCluster) []string {
+	model := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "unknown"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	lines := []string{
+		fmt.Sprintf("CPU: %s, %d cores online; kernel %s; %s/%s", model, onlineCPUs(), kernel, runtime.GOOS, runtime.GOARCH),
+		"Go: " + runtime.Version(),
+	}
+	if out, err := exec.Command(guildhallBin, "version").Output(); err == nil {
+		lines = append(lines, "guildhall version: "+strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		commit := strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			commit += " (with uncommitted changes)"
+		}
+		lines = append(lines, "git commit: "+commit)
+	}
+	if pg != nil && pg.version != "" {
+		v := pg.version
+		if i := strings.Index(v, " on "); i > 0 {
+			v = v[:i]
+		}
+		lines = append(lines, "PostgreSQL: "+v)
+	}
+	return lines
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// A scenario is one request shape, driven against every target.
+type scenario struct {
+	name   string
+	method string
+	// path and body are templates: {id} and {uniq} change per request;
+	// {heavy_user}, {light_user} and {cursor} are the target's fixtures.
+	path, body string
+	open       bool   // open loop at -rate, for latency; else closed loop with -conns
+	needs      string // "perms" or "deep": fixtures beyond the seeded users
+}
+
+const createBody = `{"username":"u{uniq}","display_name":"Bench {uniq}"}`
+
+var scenarios = []scenario{
+	{name: "get_user", method: "GET", path: "/api/users/{id}"},
+	{name: "get_perms", method: "GET", path: "/api/users/{id}/permissions"},
+	{name: "get_perms_channel", method: "GET", path: "/api/users/{id}/permissions?channelID=" + benchChannel},
+	{name: "get_channel", method: "GET", path: "/api/channels/" + benchChannel},
+	{name: "list_users", method: "GET", path: "/api/users?limit=50"},
+	{name: "perms_heavy", method: "GET", path: "/api/users/{heavy_user}/permissions?channelID=" + heavyChannel, needs: "perms"},
+	{name: "perms_light", method: "GET", path: "/api/users/{light_user}/permissions?channelID=" + lightChannel, needs: "perms"},
+	{name: "perms_heavy_explain", method: "GET", path: "/api/users/{heavy_user}/permissions?channelID=" + heavyChannel + "&explain=true", needs: "perms"},
+	{name: "perms_light_explain", method: "GET", path: "/api/users/{light_user}/permissions?channelID=" + lightChannel + "&explain=true", needs: "perms"},
+	{name: "list_overwrites_heavy", method: "GET", path: "/api/channels/" + heavyChannel + "/permissions", needs: "perms"},
+	{name: "list_overwrites_light", method: "GET", path: "/api/channels/" + lightChannel + "/permissions", needs: "perms"},
+	{name: "create_user", method: "POST", path: "/api/users", body: createBody},
+	{name: "latency_get_user", method: "GET", path: "/api/users/{id}", open: true},
+	{name: "latency_create_user", method: "POST", path: "/api/users", body: createBody, open: true},
+	{name: "page_1", method: "GET", path: "/api/users?limit=50", needs: "deep"},
+	{name: "page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "deep"},
+}
+
+var scenarioGroups = map[string][]string{
+	"reads":     {"get_user", "get_perms", "get_perms_channel", "get_channel", "list_users"},
+	"perms":     {"perms_heavy", "perms_light", "perms_heavy_explain", "perms_light_explain", "list_overwrites_heavy", "list_overwrites_light"},
+	"latency":   {"latency_get_user", "latency_create_user"},
+	"page_deep": {"page_1", "page_1000"},
+}
+
+// defaultScenarios is everything but page_deep (slow to seed).
+const defaultScenarios = "reads,perms,create_user,latency"
+
+// selectScenarios expands a comma-separated list of scenario and group
+// names ("default" and "all" too) into scenarios, in the bench's order
+// (reads, writes, then the deep pages, which seed more users).
+func selectScenarios(list string) ([]scenario, error) {
+	want := map[string]bool{}
+	var expand func(name string, depth int) error
+	expand = func(name string, depth int) error {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			return nil
+		case depth > 3:
+			return fmt.Errorf("scenario groups nest too deep at %q", name)
+		case name == "default":
+			for _, n := range strings.Split(defaultScenarios, ",") {
+				if err := expand(n, depth+1); err != nil {
+					return err
+				}
+			}
+		case name == "all":
+			for _, s := range scenarios {
+				want[s.name] = true
+			}
+		case scenarioGroups[name] != nil:
+			for _, n := range scenarioGroups[name] {
+				want[n] = true
+			}
+		default:
+			if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.name == name }) {
+				return fmt.Errorf("unknown scenario %q (scenarios: %s; groups: default, all, reads, perms, latency, page_deep)", name, scenarioNames())
+			}
+			want[name] = true
+		}
+		return nil
+	}
+	for _, n := range strings.Split(list, ",") {
+		if err := expand(n, 0); err != nil {
+			return nil, err
+		}
+	}
+	var out []scenario
+	for _, s := range scenarios {
+		if want[s.name] {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no scenario selected")
+	}
+	return out, nil
+}
+
+func scenarioNames() string {
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// fill puts the target's fixtures into a scenario's template.
+func (s scenario) fill(t *target) (path, body string, err error) {
+	r := strings.NewReplacer("{heavy_user}", t.heavyUser, "{light_user}", t.lightUser, "{cursor}", url.QueryEscape(t.deepCursor))
+	switch {
+	case s.needs == "perms" && (t.heavyUser == "" || t.lightUser == ""):
+		return "", "", fmt.Errorf("%s has no heavy/light fixtures", t.name)
+	case s.needs == "deep" && !t.deepReady:
+		return "", "", fmt.Errorf("%s has no deep cursor", t.name)
+	}
+	return r.Replace(s.path), r.Replace(s.body), nil
+}
