@@ -8,7 +8,7 @@ export CGO_ENABLED := 1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/guildhall/guildhall/internal/app.Version=$(VERSION)
 
-.PHONY: run build generate check-generated vet test test-short fuzz bench load lint-spec tsclient browser contract console-check ci clean
+.PHONY: run build generate check-generated vet test test-short fuzz bench load bench-http lint-spec tsclient browser contract console-check ci clean
 
 run: ## run the server on ./data (SQLite), port 8080
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/guildhall serve
@@ -44,6 +44,12 @@ bench: ## Go benchmarks, then the load run
 
 load: ## the load run: 32 clients for LOAD_DURATION against an in-process server (SQLite)
 	$(GO) run ./cmd/guildhall-load -duration $(or $(LOAD_DURATION),10s) -clients 32
+
+# Side by side, in one run: bin/guildhall on SQLite and PostgreSQL and a bare
+# Echo server with the same routes (the ceiling). See docs/performance.md.
+bench-http: build ## the HTTP load benchmark (~10 min; BENCH_FLAGS=-quick for a smoke run, -h for the flags)
+	$(GO) build -o bin/guildhall-bench ./cmd/guildhall-bench
+	bin/guildhall-bench -bin bin/guildhall $(BENCH_FLAGS)
 
 # The contract seen from outside, with the npm tools pinned in
 # .ci/contract/package-lock.json (installed by .ci/contract/setup.sh on first use).
