@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/config"
 	"github.com/guildhall/guildhall/internal/events"
@@ -66,8 +69,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		_ = st.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_write_transactions_total",
+			Help: "Write transactions (group commits) the store ran."},
+			func() float64 { return float64(st.WriterStats().Transactions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_writes_total",
+			Help: "Writes the store ran; per transaction, the group commit's batch size."},
+			func() float64 { return float64(st.WriterStats().Writes) }))
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
-		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: st.Ping})
+		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: st.Ping, Registry: reg})
 	if err != nil {
 		_ = st.Close()
 		return nil, err

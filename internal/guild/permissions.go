@@ -62,18 +62,20 @@ type UserPermissions struct {
 // permissions in a channel, optionally with the provenance of each.
 func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, channelID *string, explain bool) (UserPermissions, error) {
 	// An unknown channel is a 400 (the query is invalid), which DESIGN §11
-	// puts before the 404 of the path's user.
+	// puts before the 404 of the path's user. One statement reads both.
+	chID := ""
 	if channelID != nil {
-		if _, err := s.store.GetChannel(ctx, *channelID); err != nil {
-			if apperr.IsNotFound(err) {
-				return UserPermissions{}, apperr.Invalid("query.channelID", "no channel with ID %q", *channelID)
-			}
-			return UserPermissions{}, err
-		}
+		chID = *channelID
 	}
-	u, err := s.store.GetUser(ctx, userID)
+	u, err := s.store.PermissionSubject(ctx, userID, chID)
 	if err != nil {
 		return UserPermissions{}, err
+	}
+	if channelID != nil && !u.ChannelExists {
+		return UserPermissions{}, apperr.Invalid("query.channelID", "no channel with ID %q", *channelID)
+	}
+	if !u.UserExists {
+		return UserPermissions{}, apperr.NotFound("User %q does not exist.", userID)
 	}
 	if a.UserID != userID {
 		if err := a.require(manageRoles); err != nil {

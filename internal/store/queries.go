@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -33,9 +34,19 @@ type queries struct {
 // the batch's, never the request's: a request that goes away must not
 // interrupt a statement of a transaction other requests share (SQLite rolls
 // back the whole transaction when a statement is interrupted).
+//
+// Outside transactions, SQLite statements run without the request's
+// cancellation: with a cancellable context, database/sql and the SQLite
+// driver each start a goroutine per statement to watch it (a sixth of a
+// cheap request), and a local, indexed, bounded SQLite read has nothing to
+// cancel. PostgreSQL statements keep the request's context: a database that
+// hangs must not hold the request.
 func (q queries) ctx(ctx context.Context) context.Context {
 	if q.txCtx != nil {
 		return q.txCtx
+	}
+	if q.dialect.name() == "sqlite" {
+		return context.WithoutCancel(ctx)
 	}
 	return ctx
 }
@@ -189,7 +200,7 @@ func (q queries) UserRoles(ctx context.Context, userID string) ([]model.Role, er
 
 // GetUser returns one user with their role IDs, in one statement.
 func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
-	rows, err := q.query(ctx, "SELECT "+q.userColumns()+" FROM users u WHERE u.id = ?", id)
+	rows, err := q.query(ctx, q.sql().getUser, id)
 	if err != nil {
 		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
 	}
@@ -210,9 +221,9 @@ func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
 // userColumns are what a user's representation needs, with their role IDs
 // by position descending as one comma-separated column (a role ID never
 // holds a comma).
-func (q queries) userColumns() string {
+func userColumns(d dialect) string {
 	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
-		"(SELECT " + q.dialect.groupConcatOrdered("ur.role_id", "r.position DESC") +
+		"(SELECT " + d.groupConcatOrdered("ur.role_id", "r.position DESC") +
 		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)"
 }
 
@@ -234,6 +245,37 @@ func splitIDs(s string) []string {
 		return []string{}
 	}
 	return strings.Split(s, ",")
+}
+
+// PermissionSubject is what computing a user's permissions reads: whether
+// the user exists, is the owner, and their role IDs (unordered); and
+// whether the channel asked about (if any) exists.
+type PermissionSubject struct {
+	UserExists    bool
+	IsOwner       bool
+	Roles         []string
+	ChannelExists bool
+}
+
+// PermissionSubject reads a user and a channel's existence in one statement
+// (channelID "" asks about no channel).
+func (q queries) PermissionSubject(ctx context.Context, userID, channelID string) (PermissionSubject, error) {
+	rows, err := q.query(ctx, q.sql().permissionSubject, channelID, userID)
+	if err != nil {
+		return PermissionSubject{}, fmt.Errorf("read user %q: %w", userID, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return PermissionSubject{}, fmt.Errorf("read user %q: %w", userID, errors.Join(errNoSettings, rows.Err()))
+	}
+	var channel sql.NullInt64
+	var id, roles sql.NullString
+	var owner sql.NullBool
+	if err := rows.Scan(&channel, &id, &owner, &roles); err != nil {
+		return PermissionSubject{}, fmt.Errorf("read user %q: %w", userID, err)
+	}
+	return PermissionSubject{UserExists: id.Valid, IsOwner: owner.Bool, Roles: splitIDs(roles.String),
+		ChannelExists: channel.Valid && channelID != ""}, rows.Close()
 }
 
 // UserByUsername finds a user by username, ignoring case.
@@ -274,55 +316,8 @@ func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limi
 	// else a role from its holders in ID order, else the status index, else
 	// the primary key. Each combination of filters is one constant
 	// statement, prepared once.
-	var b strings.Builder
-	args := make([]any, 0, 10)
-	b.WriteString("SELECT " + q.userColumns() + " FROM users u")
-	order := "u.id"
-	switch {
-	case f.Prefix != "":
-		lo := strings.ToLower(f.Prefix)
-		hi := prefixEnd(lo)
-		keys := []string{"username_key", "display_name_key"}
-		if f.MatchEmail {
-			keys = append(keys, "email_key")
-		}
-		b.WriteString(" WHERE u.id IN (")
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(" UNION ")
-			}
-			b.WriteString("SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?")
-			args = append(args, lo, hi)
-		}
-		b.WriteString(")")
-		if f.Status != "" {
-			// "|| ''" keeps SQLite, which has no statistics to tell, from
-			// preferring the status index to the prefix ranges.
-			b.WriteString(" AND u.status || '' = ?")
-			args = append(args, f.Status)
-		}
-		if f.RoleID != "" {
-			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = ?)")
-			args = append(args, f.RoleID)
-		}
-		b.WriteString(" AND")
-	case f.RoleID != "":
-		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = ? WHERE")
-		args = append(args, f.RoleID)
-		order = "h.user_id" // the order of the role's index
-		if f.Status != "" {
-			b.WriteString(" u.status = ? AND")
-			args = append(args, f.Status)
-		}
-	case f.Status != "":
-		b.WriteString(" WHERE u.status = ? AND")
-		args = append(args, f.Status)
-	default:
-		b.WriteString(" WHERE")
-	}
-	b.WriteString(" " + order + " > ? ORDER BY " + order + " LIMIT ?")
-	args = append(args, after, limit+1)
-	rows, err := q.query(ctx, b.String(), args...)
+	text, args := q.sql().listUsers(f, after, limit)
+	rows, err := q.query(ctx, text, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list users: %w", err)
 	}
@@ -344,6 +339,124 @@ func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limi
 	}
 	return out, more, nil
 }
+
+// listUsers returns the statement of a page of users for the filter's shape
+// (built once per shape) and its arguments.
+func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any) {
+	shape := 0
+	if f.Prefix != "" {
+		shape |= 1
+		if f.MatchEmail {
+			shape |= 2
+		}
+	}
+	if f.RoleID != "" {
+		shape |= 4
+	}
+	if f.Status != "" {
+		shape |= 8
+	}
+	args := make([]any, 0, 10)
+	if f.Prefix != "" {
+		lo := strings.ToLower(f.Prefix)
+		hi := prefixEnd(lo)
+		n := 2
+		if f.MatchEmail {
+			n = 3
+		}
+		for range n {
+			args = append(args, lo, hi)
+		}
+		if f.Status != "" {
+			args = append(args, f.Status)
+		}
+		if f.RoleID != "" {
+			args = append(args, f.RoleID)
+		}
+	} else {
+		if f.RoleID != "" {
+			args = append(args, f.RoleID)
+		}
+		if f.Status != "" {
+			args = append(args, f.Status)
+		}
+	}
+	args = append(args, after, limit+1)
+	if text, ok := h.listUsersByShape.Load(shape); ok {
+		return text.(string), args
+	}
+	text := buildListUsers(h.dialect, f)
+	h.listUsersByShape.Store(shape, text)
+	return text, args
+}
+
+func buildListUsers(d dialect, f UserFilter) string {
+	var b strings.Builder
+	b.WriteString("SELECT " + userColumns(d) + " FROM users u")
+	order := "u.id"
+	switch {
+	case f.Prefix != "":
+		keys := []string{"username_key", "display_name_key"}
+		if f.MatchEmail {
+			keys = append(keys, "email_key")
+		}
+		b.WriteString(" WHERE u.id IN (")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(" UNION ")
+			}
+			b.WriteString("SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?")
+		}
+		b.WriteString(")")
+		if f.Status != "" {
+			// "|| ''" keeps SQLite, which has no statistics to tell, from
+			// preferring the status index to the prefix ranges.
+			b.WriteString(" AND u.status || '' = ?")
+		}
+		if f.RoleID != "" {
+			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = ?)")
+		}
+		b.WriteString(" AND")
+	case f.RoleID != "":
+		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = ? WHERE")
+		order = "h.user_id" // the order of the role's index
+		if f.Status != "" {
+			b.WriteString(" u.status = ? AND")
+		}
+	case f.Status != "":
+		b.WriteString(" WHERE u.status = ? AND")
+	default:
+		b.WriteString(" WHERE")
+	}
+	b.WriteString(" " + order + " > ? ORDER BY " + order + " LIMIT ?")
+	return b.String()
+}
+
+// hotSQL is the text of the hottest statements for one dialect, built once.
+type hotSQL struct {
+	dialect                               dialect
+	getUser, permissionSubject            string
+	tokenByHash, tokenByID, credentialsOf string
+	listUsersByShape                      sync.Map // int -> string
+}
+
+func newHotSQL(d dialect) *hotSQL {
+	token := "SELECT t.id, t.hash, t.expires_at, " + credentialColumns(d) +
+		" FROM tokens t JOIN users u ON u.id = t.user_id JOIN settings s ON s.id = 1 WHERE "
+	return &hotSQL{
+		dialect: d,
+		getUser: "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
+		permissionSubject: "SELECT (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
+			" FROM user_roles ur WHERE ur.user_id = u.id) FROM settings s LEFT JOIN users u ON u.id = ? WHERE s.id = 1",
+		tokenByHash:   token + "t.hash = ?",
+		tokenByID:     token + "t.id = ?",
+		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u JOIN settings s ON s.id = 1 WHERE u.id = ?",
+	}
+}
+
+var hotSQLs = map[string]*hotSQL{"sqlite": newHotSQL(sqliteDialect{}), "postgres": newHotSQL(postgresDialect{})}
+
+func (q queries) sql() *hotSQL { return hotSQLs[q.dialect.name()] }
 
 // prefixEnd is the least string greater than every string that starts with
 // prefix: its last rune incremented (a rune already at the maximum is
@@ -399,24 +512,27 @@ type Credentials struct {
 // Authenticate looks a token up by its hash and returns its user, their
 // roles and the current versions, in one round trip.
 func (q queries) Authenticate(ctx context.Context, tokenHash string) (Credentials, error) {
-	return q.tokenCredentials(ctx, "t.hash = ?", tokenHash)
+	return q.tokenCredentials(ctx, false, tokenHash)
 }
 
 // CredentialsOfToken is Authenticate for a token already authenticated, by
 // its ID: requests that outlive their start (writes, event streams) use it to
 // learn that their token was revoked or has expired since.
 func (q queries) CredentialsOfToken(ctx context.Context, tokenID string) (Credentials, error) {
-	return q.tokenCredentials(ctx, "t.id = ?", tokenID)
+	return q.tokenCredentials(ctx, true, tokenID)
 }
 
-func (q queries) credentialColumns() string {
-	return "u.id, u.status, u.is_owner, (SELECT " + q.dialect.groupConcat("ur.role_id") +
+func credentialColumns(d dialect) string {
+	return "u.id, u.status, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
 		" FROM user_roles ur WHERE ur.user_id = u.id), s.auth_version, s.credentials_version"
 }
 
-func (q queries) tokenCredentials(ctx context.Context, where string, arg string) (Credentials, error) {
-	rows, err := q.query(ctx, "SELECT t.id, t.hash, t.expires_at, "+q.credentialColumns()+
-		" FROM tokens t JOIN users u ON u.id = t.user_id JOIN settings s ON s.id = 1 WHERE "+where, arg)
+func (q queries) tokenCredentials(ctx context.Context, byID bool, arg string) (Credentials, error) {
+	text := q.sql().tokenByHash
+	if byID {
+		text = q.sql().tokenByID
+	}
+	rows, err := q.query(ctx, text, arg)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("authenticate: %w", err)
 	}
@@ -453,7 +569,7 @@ func (c *Credentials) finish(roles sql.NullString) {
 // (no token, no expiry): their status, roles and the current versions, in
 // one statement. An unknown user is a 404.
 func (q queries) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
-	rows, err := q.query(ctx, "SELECT "+q.credentialColumns()+" FROM users u JOIN settings s ON s.id = 1 WHERE u.id = ?", userID)
+	rows, err := q.query(ctx, q.sql().credentialsOf, userID)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
 	}

@@ -172,6 +172,7 @@ func firstLine(q string) string {
 // query runs a constant SQL query through a reused prepared statement: on
 // the read pool, or inside the write transaction when q belongs to one.
 func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = q.ctx(ctx)
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -182,6 +183,7 @@ func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Row
 
 // exec runs a constant SQL statement like query.
 func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = q.ctx(ctx)
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		return nil, err
