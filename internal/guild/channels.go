@@ -54,8 +54,11 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, rawCursor string, 
 
 // GetChannel returns a channel the caller can see.
 func (s *Service) GetChannel(ctx context.Context, a *Actor, id string) (model.Channel, error) {
-	c, err := s.store.GetChannel(ctx, id)
+	c, v, err := s.store.ReadChannel(ctx, id)
 	if err != nil {
+		return model.Channel{}, err
+	}
+	if err := confirm(a, v); err != nil {
 		return model.Channel{}, err
 	}
 	if err := a.requireIn(id, viewChannel); err != nil {

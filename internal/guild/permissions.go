@@ -71,6 +71,9 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	if err != nil {
 		return UserPermissions{}, err
 	}
+	if err := confirm(a, u.Versions); err != nil {
+		return UserPermissions{}, err
+	}
 	if channelID != nil && !u.ChannelExists {
 		return UserPermissions{}, apperr.Invalid("query.channelID", "no channel with ID %q", *channelID)
 	}

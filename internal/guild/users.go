@@ -45,9 +45,14 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	}
 	sf := store.UserFilter{Prefix: f.Query, RoleID: f.RoleID, Status: f.Status,
 		MatchEmail: a.Base().Has(permissions.ManageUsers)}
-	users, more, err := s.store.ListUsers(ctx, sf, after, pageLimit(limit))
+	users, more, v, read, err := s.store.ListUsers(ctx, sf, after, pageLimit(limit))
 	if err != nil {
 		return Page[model.User]{}, err
+	}
+	if read { // an empty page is confirmed by Confirm
+		if err := confirm(a, v); err != nil {
+			return Page[model.User]{}, err
+		}
 	}
 	page := Page[model.User]{Items: users}
 	for i := range page.Items {
@@ -70,8 +75,11 @@ func (s *Service) Me(ctx context.Context, a *Actor) (model.User, error) {
 
 // GetUser returns one user.
 func (s *Service) GetUser(ctx context.Context, a *Actor, id string) (model.User, error) {
-	u, err := s.store.GetUser(ctx, id)
+	u, v, err := s.store.ReadUser(ctx, id)
 	if err != nil {
+		return model.User{}, err
+	}
+	if err := confirm(a, v); err != nil {
 		return model.User{}, err
 	}
 	s.hideEmail(a, &u)

@@ -1090,8 +1090,8 @@ func TestAuthzOneStatementPerRequest(t *testing.T) {
 		// A channel-scoped refusal (overwrites included) reads only the
 		// channel beyond authentication.
 		rename := testenv.Req{Method: "PATCH", Path: "/channels/ops", Token: alice.Token, Type: "application/merge-patch+json", Body: `{"topic":"x"}`}
-		if n := cost(testenv.Req{Method: "GET", Path: "/channels/ops", Token: alice.Token}, 200); n > 2 {
-			t.Errorf("GET /channels/ops cost %d statements, want at most 2 (authorization and the channel)", n)
+		if n := cost(testenv.Req{Method: "GET", Path: "/channels/ops", Token: alice.Token}, 200); n != 1 {
+			t.Errorf("GET /channels/ops cost %d statements, want 1 (the channel, with the versions that confirm the caller)", n)
 		}
 		// A change reloads the snapshot once; then one statement again.
 		e.SetOverwrite("ops", "role", "mods", nil, nil)
@@ -1259,6 +1259,76 @@ func TestAuthzOrderOfChecks(t *testing.T) {
 					t.Errorf("the refused request changed state:\n%s\n%s", before, after)
 				}
 			})
+		}
+	})
+}
+
+// TestAuthzReadsConfirmCachedCredentials: on a warm instance the hottest
+// reads cost one statement in all (the data and, in the same statement, the
+// versions that confirm the caller's cached credentials), and those cached
+// credentials never outlive a change made on another instance: the very next
+// request there is answered on the new state, a revoked token gets its 401
+// before any 400 of a bad request, and a read that finds the versions moved
+// is run again on the fresh state (one statement to read the caller again).
+func TestAuthzReadsConfirmCachedCredentials(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e1 := testenv.Start(t, kind)
+		e2 := testenv.StartWith(t, kind, e1.Config) // the same database
+		e1.NewRole("mods", "MANAGE_ROLES")
+		alice := e1.NewUser("alice")
+		bob := e1.NewUser("bob")
+		e1.Assign(alice.ID, "mods")
+		e1.NewChannel("ops")
+		st := e2.App.Store
+		cost := func(r testenv.Req, want int) int64 {
+			t.Helper()
+			before := st.QueryCount()
+			e2.Must(want, r)
+			return st.QueryCount() - before
+		}
+		reads := []testenv.Req{
+			{Method: "GET", Path: "/users/" + bob.ID},
+			{Method: "GET", Path: "/users?limit=5"},
+			{Method: "GET", Path: "/users/" + bob.ID + "/permissions"},
+			{Method: "GET", Path: "/users/" + bob.ID + "/permissions?channelID=ops"},
+			{Method: "GET", Path: "/channels/ops"},
+		}
+		for _, r := range reads {
+			r.Token = alice.Token
+			cost(r, 200) // warm: caches alice's credentials and the snapshot
+			if n := cost(r, 200); n != 1 {
+				t.Errorf("warm %s cost %d statements, want 1", r.Path, n)
+			}
+		}
+
+		// Alice loses MANAGE_ROLES on instance 1: instance 2's cached
+		// credentials are now stale, and its next read says so.
+		e1.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + alice.ID + "/roles/mods", Token: e1.Owner})
+		perms := testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/permissions", Token: alice.Token}
+		if n := cost(perms, http.StatusForbidden); n < 2 {
+			t.Errorf("the first read after a change on another instance cost %d statements; it must read the caller again", n)
+		}
+		if n := cost(perms, http.StatusForbidden); n != 1 {
+			t.Errorf("the next one cost %d statements, want 1", n)
+		}
+
+		// Revoked on instance 1: instance 2 answers 401, also to a request
+		// that is invalid too (401 comes before 400).
+		var tokens api.TokenList
+		e1.Must(200, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/tokens", Token: e1.Owner}).JSON(t, &tokens)
+		for _, tok := range tokens.Items {
+			e1.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + alice.ID + "/tokens/" + tok.Id, Token: e1.Owner})
+		}
+		bad := testenv.Req{Method: "GET", Path: "/users?limit=0", Token: alice.Token}
+		if res := e2.Do(bad); res.Status != http.StatusUnauthorized {
+			t.Fatalf("a revoked token with an invalid request: %d %s, want 401", res.Status, res.Body)
+		}
+		for _, r := range reads {
+			r.Token = alice.Token
+			if res := e2.Do(r); res.Status != http.StatusUnauthorized {
+				t.Fatalf("%s with a token revoked on another instance: %d %s, want 401", r.Path, res.Status, res.Body)
+			}
 		}
 	})
 }

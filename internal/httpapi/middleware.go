@@ -73,7 +73,10 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 			ctx = context.WithValue(ctx, requestKey, req)
 			ctx = context.WithValue(ctx, responseKey, http.ResponseWriter(c.Response()))
 			c.SetRequest(req.WithContext(ctx))
-			return next(c)
+			if err := next(c); err != nil {
+				return h.confirmOnError(c, err)
+			}
+			return nil
 		}
 	}
 }

@@ -126,7 +126,7 @@ func New(o Options) (*Server, error) {
 		chain = append(chain, h.gate(op), h.validate(op))
 		mws[op.id] = chain
 	}
-	strict := api.NewStrictHandler(h, nil)
+	strict := api.NewStrictHandler(h, []api.StrictMiddlewareFunc{h.confirmActor})
 	api.RegisterHandlersWithOptions(e.Group(""), strict, api.RegisterHandlersOptions{BaseURL: "/api", OperationMiddlewares: mws})
 
 	// Outside the contract: docs, the admin console, problem types, health and metrics.

@@ -81,35 +81,34 @@ func (q queries) Settings(ctx context.Context) (Settings, error) {
 
 // GetChannel returns one channel.
 func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, error) {
-	rows, err := q.query(ctx, "SELECT "+channelColumns+" FROM channels WHERE id = ?", id)
+	c, _, err := q.ReadChannel(ctx, id)
+	return c, err
+}
+
+// ReadChannel is GetChannel with the versions it was read at (see ReadUser).
+func (q queries) ReadChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
+	rows, err := q.query(ctx, "SELECT "+versionColumns+", "+channelColumns+" FROM channels c LEFT JOIN settings s ON s.id = 1 WHERE c.id = ?", id)
 	if err != nil {
-		return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
+		return model.Channel{}, Versions{}, fmt.Errorf("read channel %q: %w", id, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
+			return model.Channel{}, Versions{}, fmt.Errorf("read channel %q: %w", id, err)
 		}
-		return model.Channel{}, apperr.NotFound("Channel %q does not exist.", id)
+		return model.Channel{}, Versions{}, apperr.NotFound("Channel %q does not exist.", id)
 	}
-	c, err := scanChannel(rows)
-	if err != nil {
-		return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
-	}
-	return c, rows.Close()
-}
-
-const channelColumns = "id, name, topic, version, created_at, updated_at"
-
-func scanChannel(rows *sql.Rows) (model.Channel, error) {
-	var c model.Channel
+	var v Versions
 	var created, updated micros
-	if err := rows.Scan(&c.ID, &c.Name, &c.Topic, &c.Version, &created, &updated); err != nil {
-		return model.Channel{}, err
+	var c model.Channel
+	if err := rows.Scan(&v.Auth, &v.Credentials, &c.ID, &c.Name, &c.Topic, &c.Version, &created, &updated); err != nil {
+		return model.Channel{}, Versions{}, fmt.Errorf("read channel %q: %w", id, err)
 	}
 	c.CreatedAt, c.UpdatedAt = created.time(), updated.time()
-	return c, nil
+	return c, v, rows.Close()
 }
+
+const channelColumns = "c.id, c.name, c.topic, c.version, c.created_at, c.updated_at"
 
 // OverwritesVersion is the version of a channel's overwrite list.
 func (q queries) OverwritesVersion(ctx context.Context, channelID string) (int64, error) {
@@ -200,43 +199,63 @@ func (q queries) UserRoles(ctx context.Context, userID string) ([]model.Role, er
 
 // GetUser returns one user with their role IDs, in one statement.
 func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
+	u, _, err := q.ReadUser(ctx, id)
+	return u, err
+}
+
+// ReadUser is GetUser with the versions the user was read at (see
+// Versions): a request that reads through it learns, in the same
+// statement, whether the credentials it was authenticated with are current.
+func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions, error) {
 	rows, err := q.query(ctx, q.sql().getUser, id)
 	if err != nil {
-		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+		return model.User{}, Versions{}, fmt.Errorf("read user %q: %w", id, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+			return model.User{}, Versions{}, fmt.Errorf("read user %q: %w", id, err)
 		}
-		return model.User{}, apperr.NotFound("User %q does not exist.", id)
+		return model.User{}, Versions{}, apperr.NotFound("User %q does not exist.", id)
 	}
-	u, err := scanUser(rows)
+	u, v, err := scanUser(rows)
 	if err != nil {
-		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+		return model.User{}, Versions{}, fmt.Errorf("read user %q: %w", id, err)
 	}
-	return u, rows.Close()
+	return u, v, rows.Close()
 }
 
 // userColumns are what a user's representation needs, with their role IDs
 // by position descending as one comma-separated column (a role ID never
 // holds a comma).
+//
+// The versions come with every row (settings is joined on its one row).
 func userColumns(d dialect) string {
-	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
+	return versionColumns + ", " +
+		"u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
 		"(SELECT " + d.groupConcatOrdered("ur.role_id", "r.position DESC") +
 		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)"
 }
 
-func scanUser(rows *sql.Rows) (model.User, error) {
+// fromUsers is the FROM clause userColumns needs.
+const fromUsers = " FROM users u LEFT JOIN settings s ON s.id = 1"
+
+// versionColumns read the versions of a joined settings row s (0 before
+// the store is bootstrapped).
+const versionColumns = "COALESCE(s.auth_version, 0), COALESCE(s.credentials_version, 0)"
+
+func scanUser(rows *sql.Rows) (model.User, Versions, error) {
 	var u model.User
+	var v Versions
 	var created, updated micros
 	var roles sql.NullString
-	if err := rows.Scan(&u.ID, &u.Username, &u.DisplayName, &u.Email, &u.Status, &u.IsOwner, &u.Version, &created, &updated, &roles); err != nil {
-		return model.User{}, err
+	if err := rows.Scan(&v.Auth, &v.Credentials, &u.ID, &u.Username, &u.DisplayName, &u.Email, &u.Status, &u.IsOwner, &u.Version,
+		&created, &updated, &roles); err != nil {
+		return model.User{}, Versions{}, err
 	}
 	u.CreatedAt, u.UpdatedAt = created.time(), updated.time()
 	u.Roles = splitIDs(roles.String)
-	return u, nil
+	return u, v, nil
 }
 
 // splitIDs splits a comma-separated list of IDs ("" is none).
@@ -251,6 +270,7 @@ func splitIDs(s string) []string {
 // the user exists, is the owner, and their role IDs (unordered); and
 // whether the channel asked about (if any) exists.
 type PermissionSubject struct {
+	Versions      Versions // as of the read
 	UserExists    bool
 	IsOwner       bool
 	Roles         []string
@@ -271,10 +291,11 @@ func (q queries) PermissionSubject(ctx context.Context, userID, channelID string
 	var channel sql.NullInt64
 	var id, roles sql.NullString
 	var owner sql.NullBool
-	if err := rows.Scan(&channel, &id, &owner, &roles); err != nil {
+	var v Versions
+	if err := rows.Scan(&v.Auth, &v.Credentials, &channel, &id, &owner, &roles); err != nil {
 		return PermissionSubject{}, fmt.Errorf("read user %q: %w", userID, err)
 	}
-	return PermissionSubject{UserExists: id.Valid, IsOwner: owner.Bool, Roles: splitIDs(roles.String),
+	return PermissionSubject{Versions: v, UserExists: id.Valid, IsOwner: owner.Bool, Roles: splitIDs(roles.String),
 		ChannelExists: channel.Valid && channelID != ""}, rows.Close()
 }
 
@@ -310,7 +331,9 @@ type UserFilter struct {
 // the filter, in ID order, and whether more follow: one statement, role IDs
 // included. Every filter is an index range: the prefix is one range per key,
 // so a search costs what its matches cost, never a scan of every user.
-func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+//
+// ok reports whether versions is set: it is when the page has a user.
+func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limit int) (users []model.User, more bool, versions Versions, ok bool, err error) {
 	// The plan is chosen here, not left to the planner's guesses (SQLite
 	// has no statistics): a prefix drives the query from its index ranges,
 	// else a role from its holders in ID order, else the status index, else
@@ -319,25 +342,26 @@ func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limi
 	text, args := q.sql().listUsers(f, after, limit)
 	rows, err := q.query(ctx, text, args...)
 	if err != nil {
-		return nil, false, fmt.Errorf("list users: %w", err)
+		return nil, false, Versions{}, false, fmt.Errorf("list users: %w", err)
 	}
 	defer rows.Close()
 	out := make([]model.User, 0, min(limit+1, 64))
 	for rows.Next() {
-		u, err := scanUser(rows)
+		u, v, err := scanUser(rows)
 		if err != nil {
-			return nil, false, fmt.Errorf("list users: %w", err)
+			return nil, false, Versions{}, false, fmt.Errorf("list users: %w", err)
 		}
 		out = append(out, u)
+		versions, ok = v, true
 	}
 	if err := rows.Close(); err != nil {
-		return nil, false, fmt.Errorf("list users: %w", err)
+		return nil, false, Versions{}, false, fmt.Errorf("list users: %w", err)
 	}
-	more := len(out) > limit
+	more = len(out) > limit
 	if more {
 		out = out[:limit]
 	}
-	return out, more, nil
+	return out, more, versions, ok, nil
 }
 
 // listUsers returns the statement of a page of users for the filter's shape
@@ -392,7 +416,7 @@ func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any
 
 func buildListUsers(d dialect, f UserFilter) string {
 	var b strings.Builder
-	b.WriteString("SELECT " + userColumns(d) + " FROM users u")
+	b.WriteString("SELECT " + userColumns(d) + fromUsers)
 	order := "u.id"
 	switch {
 	case f.Prefix != "":
@@ -445,8 +469,8 @@ func newHotSQL(d dialect) *hotSQL {
 		" FROM tokens t JOIN users u ON u.id = t.user_id JOIN settings s ON s.id = 1 WHERE "
 	return &hotSQL{
 		dialect: d,
-		getUser: "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
-		permissionSubject: "SELECT (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
+		getUser: "SELECT " + userColumns(d) + fromUsers + " WHERE u.id = ?",
+		permissionSubject: "SELECT s.auth_version, s.credentials_version, (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
 			" FROM user_roles ur WHERE ur.user_id = u.id) FROM settings s LEFT JOIN users u ON u.id = ? WHERE s.id = 1",
 		tokenByHash:   token + "t.hash = ?",
 		tokenByID:     token + "t.id = ?",
