@@ -1,55 +1,85 @@
 // Command guildhall runs the Guildhall administration service.
 //
-//	guildhall serve [flags]                    run the server
-//	guildhall token create --user NAME [flags] print a new token for a user
-//	guildhall version                          print the version
+//	guildhall serve [flags]                     run the server (the default)
+//	guildhall token create --user NAME [flags]  print a new token for a user
+//	guildhall backup --to DIR [flags]           snapshot a live store
+//	guildhall restore --from DIR [flags]        restore a snapshot into an empty data directory
+//	guildhall version                           print the version
+//
+// Every flag has a GUILDHALL_* environment variable (the flag wins); `--help`
+// on any command lists them. Flags and variables are declared once, in
+// internal/config, and parsed with kong.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/guildhall/guildhall/internal/app"
+	"github.com/guildhall/guildhall/internal/backup"
 	"github.com/guildhall/guildhall/internal/config"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
 func main() {
+	config.DropEmptyEnv()
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "guildhall:", err)
-		}
+		fmt.Fprintln(os.Stderr, "guildhall:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		args = []string{"serve"}
+// cli is the command line: one field per command.
+type cli struct {
+	Serve   serveCmd   `cmd:"" default:"withargs" help:"Run the server (the default command)."`
+	Token   tokenCmd   `cmd:"" help:"Manage tokens from the command line."`
+	Backup  backupCmd  `cmd:"" help:"Write a consistent snapshot of a live store (the SQLite file and the attachment blobs, with a manifest of checksums) to an empty directory. On PostgreSQL, print the pg_dump command to run."`
+	Restore restoreCmd `cmd:"" help:"Restore a snapshot made by backup into an empty data directory (refusing a non-empty one). On PostgreSQL, print the pg_restore command to run."`
+	Version versionCmd `cmd:"" help:"Print the version."`
+}
+
+// streams are where commands write; bound into every Run.
+type streams struct {
+	stdout, stderr io.Writer
+}
+
+// helpShown ends a parse after --help printed its text.
+type helpShown struct{}
+
+func run(args []string, stdout, stderr io.Writer) (err error) {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("guildhall"),
+		kong.Description("Guildhall: the administration service of a chat community, over HTTP under /api."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) { panic(helpShown{}) }),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		return err
 	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], stdout, stderr)
-	case "token":
-		if len(args) < 2 || args[1] != "create" {
-			return errors.New("usage: guildhall token create --user NAME")
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(helpShown); !ok {
+				panic(r)
+			}
+			err = nil
 		}
-		return tokenCreate(args[2:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, app.Version)
-		return nil
-	default:
-		return fmt.Errorf("unknown command %q (serve, token create, version)", args[0])
+	}()
+	ctx, err := parser.Parse(args)
+	if err != nil {
+		return err
 	}
+	return ctx.Run(&streams{stdout: stdout, stderr: stderr})
 }
 
 func logger(w io.Writer, level string) *slog.Logger {
@@ -60,12 +90,15 @@ func logger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
-func serve(args []string, stdout, stderr io.Writer) error {
-	cfg, err := config.Parse("guildhall serve", args, config.Env)
-	if err != nil {
-		return err
-	}
-	log, flushLog := app.NewLogger(stderr, cfg.LogLevel)
+type serveCmd struct {
+	config.Config
+}
+
+func (s *serveCmd) Validate() error { return s.Config.Validate() }
+
+func (s *serveCmd) Run(io *streams) error {
+	cfg := s.Config
+	log, flushLog := app.NewLogger(io.stderr, cfg.LogLevel)
 	defer flushLog()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -81,59 +114,102 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	base := "http://" + displayAddr(ln.Addr().String())
 	if a.OwnerToken != "" {
 		if cfg.BootstrapToken != "" {
-			fmt.Fprintf(stdout, "Created the owner %q with the token from GUILDHALL_BOOTSTRAP_TOKEN.\n", cfg.OwnerName)
+			fmt.Fprintf(io.stdout, "Created the owner %q with the token from GUILDHALL_BOOTSTRAP_TOKEN.\n", cfg.OwnerName)
 		} else {
-			fmt.Fprintf(stdout, "Created the owner %q. Their token (shown once, keep it safe):\n\n    %s\n\n", cfg.OwnerName, a.OwnerToken)
+			fmt.Fprintf(io.stdout, "Created the owner %q. Their token (shown once, keep it safe):\n\n    %s\n\n", cfg.OwnerName, a.OwnerToken)
 		}
 	}
-	fmt.Fprintf(stdout, "Guildhall %s listening on %s (store: %s)\nAPI docs: %s/docs/\n", app.Version, base, storeName(cfg), base)
+	fmt.Fprintf(io.stdout, "Guildhall %s listening on %s (store: %s)\nAPI docs: %s/docs/\n", app.Version, base, storeName(cfg.Store), base)
 	log.Info("listening", "addr", ln.Addr().String(), "version", app.Version)
 	return a.Serve(ctx, ln)
 }
 
-func tokenCreate(args []string, stdout, stderr io.Writer) error {
-	var user, name string
-	rest := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "--user" || a == "-user":
-			if i+1 < len(args) {
-				user, i = args[i+1], i+1
-			}
-		case strings.HasPrefix(a, "--user="):
-			user = strings.TrimPrefix(a, "--user=")
-		case a == "--name" || a == "-name":
-			if i+1 < len(args) {
-				name, i = args[i+1], i+1
-			}
-		case strings.HasPrefix(a, "--name="):
-			name = strings.TrimPrefix(a, "--name=")
-		default:
-			rest = append(rest, a)
-		}
-	}
-	if user == "" {
-		return errors.New("usage: guildhall token create --user NAME [--name LABEL]")
-	}
-	if name == "" {
-		name = "cli"
-	}
-	cfg, err := config.Parse("guildhall token create", rest, config.Env)
-	if err != nil {
-		return err
-	}
+type tokenCmd struct {
+	Create tokenCreateCmd `cmd:"" help:"Print a new token for a user (the secret on stdout, once)."`
+}
+
+type tokenCreateCmd struct {
+	User string `required:"" help:"Username of the token's owner."`
+	Name string `default:"cli" help:"Label of the token."`
+	config.Store
+}
+
+func (t *tokenCreateCmd) Validate() error { return t.Store.Validate() }
+
+func (t *tokenCreateCmd) Run(io *streams) error {
+	cfg := config.Default()
+	cfg.Store = t.Store
 	ctx := context.Background()
-	a, err := app.New(ctx, cfg, logger(stderr, "warn"))
+	// Not a serving process: app.New starts no background work, so nothing
+	// here sweeps a running server's uploads or blobs.
+	a, err := app.New(ctx, cfg, logger(io.stderr, "warn"))
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	tok, secret, err := a.Service.IssueToken(ctx, user, name)
+	tok, secret, err := a.Service.IssueToken(ctx, t.User, t.Name)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, secret)
-	fmt.Fprintf(stderr, "token %s for user %q\n", tok.ID, user)
+	fmt.Fprintln(io.stdout, secret)
+	fmt.Fprintf(io.stderr, "token %s for user %q\n", tok.ID, t.User)
+	return nil
+}
+
+type backupCmd struct {
+	To string `required:"" placeholder:"DIR" help:"Directory to write the snapshot to; it must be empty or absent."`
+	config.Store
+}
+
+func (b *backupCmd) Validate() error { return b.Store.Validate() }
+
+func (b *backupCmd) Run(io *streams) error {
+	if store.IsPostgresURL(b.DatabaseURL) {
+		text, err := backup.PostgresDumpInstructions(b.DatabaseURL, b.To)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(io.stdout, text)
+		return nil
+	}
+	m, err := backup.SQLite(context.Background(), b.DataDir, b.To)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.stdout, "Backed up %s to %s: the database (%d bytes) and %d attachment blobs (%d bytes); manifest %s.\n",
+		b.DataDir, b.To, m.Database.Size, m.BlobCount(), m.BlobBytes(), backup.ManifestName)
+	return nil
+}
+
+type restoreCmd struct {
+	From string `required:"" placeholder:"DIR" help:"Directory written by guildhall backup."`
+	config.Store
+}
+
+func (r *restoreCmd) Validate() error { return r.Store.Validate() }
+
+func (r *restoreCmd) Run(io *streams) error {
+	if store.IsPostgresURL(r.DatabaseURL) {
+		text, err := backup.PostgresRestoreInstructions(r.DatabaseURL, r.From)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(io.stdout, text)
+		return nil
+	}
+	m, err := backup.Restore(context.Background(), r.From, r.DataDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.stdout, "Restored %s into %s: the database and %d attachment blobs, every checksum verified. Start the server on it with GUILDHALL_DATA_DIR=%s.\n",
+		r.From, r.DataDir, m.BlobCount(), r.DataDir)
+	return nil
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run(io *streams) error {
+	fmt.Fprintln(io.stdout, app.Version)
 	return nil
 }
 
@@ -148,9 +224,10 @@ func displayAddr(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-func storeName(cfg config.Config) string {
-	if store.IsPostgresURL(cfg.DatabaseURL) {
+func storeName(s config.Store) string {
+	if store.IsPostgresURL(s.DatabaseURL) {
 		return "postgresql"
 	}
-	return "sqlite in " + cfg.DataDir
+	return "sqlite in " + s.DataDir
 }
+

@@ -34,8 +34,10 @@ type App struct {
 	Service *guild.Service
 	Broker  *events.Broker
 	HTTP    *httpapi.Server
-	// dbBlobs is the PostgreSQL blob store, swept in the background.
-	dbBlobs *store.DBBlobs
+	// dbBlobs (PostgreSQL) or dirBlobs (SQLite) is the blob store, swept in
+	// the background.
+	dbBlobs  *store.DBBlobs
+	dirBlobs *blob.Dir
 	log     *slog.Logger
 	// OwnerToken is the owner's token when this start created the owner.
 	OwnerToken string
@@ -53,12 +55,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	}
 	var blobs blob.Store
 	var dbBlobs *store.DBBlobs
+	var dirBlobs *blob.Dir
 	if st.Postgres() {
 		dbBlobs = st.Blobs() // every instance reaches them
 		blobs = dbBlobs
-	} else if blobs, err = blob.NewDir(filepath.Join(cfg.DataDir, "blobs")); err != nil {
+	} else if dirBlobs, err = blob.NewDir(filepath.Join(cfg.DataDir, "blobs")); err != nil {
 		_ = st.Close()
 		return nil, err
+	} else {
+		blobs = dirBlobs
 	}
 	broker := events.NewBroker()
 	limits := guild.DefaultLimits()
@@ -83,7 +88,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		_ = st.Close()
 		return nil, err
 	}
-	return &App{Config: cfg, Store: st, Service: svc, Broker: broker, HTTP: srv, dbBlobs: dbBlobs, log: log, OwnerToken: token}, nil
+	return &App{Config: cfg, Store: st, Service: svc, Broker: broker, HTTP: srv, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token}, nil
 }
 
 // Background starts the instance's background work until ctx ends: the
@@ -98,6 +103,19 @@ func (a *App) Background(ctx context.Context) {
 		// instance sweeps, and the deletes are idempotent.
 		go a.every(ctx, 5*time.Minute, "swept deleted blobs", func(ctx context.Context) (int64, error) {
 			return a.dbBlobs.Sweep(ctx, time.Now().Add(-store.BlobGrace))
+		})
+		go a.every(ctx, 5*time.Minute, "trashed orphaned blobs", func(ctx context.Context) (int64, error) {
+			return a.dbBlobs.AdoptOrphans(ctx, time.Now())
+		})
+	}
+	if a.dirBlobs != nil {
+		// Only the serving process sweeps the blob directory: the token CLI
+		// (app.New without Background) never touches a live upload.
+		go a.every(ctx, 5*time.Minute, "removed temporary upload files", func(context.Context) (int64, error) {
+			return a.dirBlobs.SweepTemp(blob.TempGrace)
+		})
+		go a.every(ctx, 5*time.Minute, "removed orphaned blobs", func(ctx context.Context) (int64, error) {
+			return a.dirBlobs.SweepOrphans(ctx, blob.OrphanGrace, a.Store.ReferencedBlobs)
 		})
 	}
 	if a.Config.EventRetention > 0 {

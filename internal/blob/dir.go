@@ -10,7 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
+	"sync"
 )
 
 // Dir keeps blobs as files under a directory: <dir>/<k[:2]>/<k>, written
@@ -18,31 +18,19 @@ import (
 // NewKey, never from a request, so no client input becomes a path.
 type Dir struct {
 	root string
+	mu   sync.Mutex
+	open map[string]struct{} // temporary files of this process's uploads in progress
 }
 
-// staleTmp is how long a temporary file must have been left untouched before
-// NewDir removes it: an upload in progress keeps touching its file, and
-// another process on the same directory (such as the token CLI starting
-// beside a running server) must not remove a live upload's file.
-const staleTmp = time.Minute
-
-// NewDir prepares the directory and removes the temporary files left by
-// interrupted uploads (those untouched for a minute).
+// NewDir prepares the directory. It removes nothing: only the serving
+// process sweeps (SweepTemp, SweepOrphans), so that another process on the
+// same directory, such as the token CLI beside a running server, never
+// touches a live upload.
 func NewDir(root string) (*Dir, error) {
 	if err := os.MkdirAll(filepath.Join(root, "tmp"), 0o750); err != nil {
 		return nil, fmt.Errorf("create blob dir: %w", err)
 	}
-	d := &Dir{root: root}
-	entries, err := os.ReadDir(filepath.Join(root, "tmp"))
-	if err != nil {
-		return nil, fmt.Errorf("read blob tmp dir: %w", err)
-	}
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleTmp {
-			_ = os.Remove(filepath.Join(root, "tmp", e.Name()))
-		}
-	}
-	return d, nil
+	return &Dir{root: root, open: map[string]struct{}{}}, nil
 }
 
 func (d *Dir) path(key string) string { return filepath.Join(d.root, key[:2], key) }
@@ -56,6 +44,8 @@ func (d *Dir) Put(ctx context.Context, r io.Reader, max int64) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("create blob: %w", err)
 	}
+	d.track(tmp.Name(), true)
+	defer d.track(tmp.Name(), false)
 	placed := ""
 	done := false
 	defer func() {

@@ -282,10 +282,12 @@ func TestDirRefusesForeignKeys(t *testing.T) {
 	}
 }
 
-// NewDir removes temporary files left by interrupted uploads, but only those
-// untouched for a while: another process opening the directory (the token
-// CLI beside a running server) must not remove a live upload's file.
-func TestNewDirCleansStaleTemporaryFiles(t *testing.T) {
+// NewDir removes nothing (another process opening the directory, such as
+// the token CLI beside a running server, must not touch a live upload);
+// SweepTemp, which only the serving process runs, removes the temporary
+// files of interrupted uploads once they are older than the grace, and never
+// one that an upload of its own has open, however old.
+func TestSweepTempRemovesOnlyStaleUnopenedFiles(t *testing.T) {
 	t.Parallel()
 	d, root := newDir(t)
 	info, err := d.Put(context.Background(), strings.NewReader("stored"), 100)
@@ -299,22 +301,109 @@ func TestNewDirCleansStaleTemporaryFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old := time.Now().Add(-time.Hour)
+	old := time.Now().Add(-2 * blob.TempGrace)
 	if err := os.Chtimes(stale, old, old); err != nil {
 		t.Fatal(err)
 	}
+	all := []string{info.Key[:2] + "/" + info.Key, "tmp/" + filepath.Base(fresh), "tmp/" + filepath.Base(stale)}
+	slices.Sort(all)
 	d2, err := blob.NewDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{info.Key[:2] + "/" + info.Key, "tmp/" + filepath.Base(fresh)}
-	slices.Sort(want)
-	if got := files(t, root); !slices.Equal(got, want) {
-		t.Fatalf("files after NewDir: %v, want %v", got, want)
+	if got := files(t, root); !slices.Equal(got, all) {
+		t.Fatalf("files after NewDir: %v, want %v (NewDir removes nothing)", got, all)
+	}
+
+	// An upload of d2 in progress whose file is old: stalled, not gone.
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := d2.Put(context.Background(), pr, 100)
+		done <- err
+	}()
+	if _, err := pw.Write([]byte("half")); err != nil {
+		t.Fatal(err)
+	}
+	var live string
+	for _, f := range files(t, root) {
+		if strings.HasPrefix(f, "tmp/") && !slices.Contains(all, f) {
+			live = filepath.Join(root, f)
+		}
+	}
+	if live == "" {
+		t.Fatal("the upload in progress has no temporary file")
+	}
+	if err := os.Chtimes(live, old, old); err != nil {
+		t.Fatal(err)
+	}
+	n, err := d2.SweepTemp(blob.TempGrace)
+	if err != nil || n != 1 {
+		t.Fatalf("SweepTemp = %d, %v; want 1 (the stale file only)", n, err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale temporary file is still there: %v", err)
+	}
+	for _, p := range []string{fresh, live} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("SweepTemp removed %s: %v", p, err)
+		}
+	}
+	_ = pw.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("the upload failed after the sweep: %v", err)
 	}
 	if got := readAll(t, d2, info.Key, info.Size); string(got) != "stored" {
-		t.Fatalf("stored blob after NewDir: %q", got)
+		t.Fatalf("stored blob after the sweep: %q", got)
 	}
+}
+
+// SweepOrphans removes placed blobs that nothing points at once they are
+// older than the grace, and keeps referenced and young ones.
+func TestSweepOrphans(t *testing.T) {
+	t.Parallel()
+	d, root := newDir(t)
+	ctx := context.Background()
+	put := func(s string) string {
+		info, err := d.Put(ctx, strings.NewReader(s), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Key
+	}
+	kept, orphan, young := put("kept"), put("orphan"), put("young")
+	old := time.Now().Add(-2 * blob.OrphanGrace)
+	for _, k := range []string{kept, orphan} {
+		if err := os.Chtimes(filepath.Join(root, blob.RelPath(k)), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asked []string
+	n, err := d.SweepOrphans(ctx, blob.OrphanGrace, func(_ context.Context, keys []string) (map[string]bool, error) {
+		asked = append(asked, keys...)
+		return map[string]bool{kept: true}, nil
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("SweepOrphans = %d, %v; want 1", n, err)
+	}
+	slices.Sort(asked)
+	if want := []string{kept, orphan}; !slices.Equal(asked, sortedCopy(want)) {
+		t.Fatalf("asked about %v, want the old blobs %v only", asked, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, blob.RelPath(orphan))); !os.IsNotExist(err) {
+		t.Fatalf("the orphan is still there: %v", err)
+	}
+	for _, k := range []string{kept, young} {
+		if _, err := os.Stat(filepath.Join(root, blob.RelPath(k))); err != nil {
+			t.Fatalf("blob %s removed: %v", k, err)
+		}
+	}
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }
 
 // countingReader counts the bytes its source hands out.

@@ -1,121 +1,163 @@
-// Package config reads Guildhall's configuration from flags, each with an
-// environment variable of the same meaning (the flag wins).
+// Package config is Guildhall's configuration: one struct whose tags declare,
+// in one place, every flag, its GUILDHALL_* environment variable, its default
+// and its help. cmd/guildhall parses it with kong (the flag wins over the
+// variable); tests take Default() and change fields.
 package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"maps"
+	"net/netip"
 	"os"
-	"strconv"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/alecthomas/kong"
 )
+
+// Store says where the state lives. The commands that only need the store
+// (token create, backup, restore) take these flags alone.
+type Store struct {
+	DataDir     string `name:"data-dir" env:"GUILDHALL_DATA_DIR" default:"./data" help:"Directory of the SQLite file and the attachment blobs."`
+	DatabaseURL string `name:"database-url" env:"GUILDHALL_DATABASE_URL" help:"A postgres:// URL switches to PostgreSQL; empty uses the embedded SQLite store."`
+}
 
 // Config is everything an instance needs.
 type Config struct {
-	Addr               string
-	DataDir            string
-	DatabaseURL        string
-	BootstrapToken     string
-	OwnerName          string
-	MaxAttachmentBytes int64
-	RateLimit          float64
-	CORSOrigins        []string
-	EventRetention     time.Duration // 0 keeps every event
-	SSEHeartbeat       time.Duration // interval of event-stream heartbeats; 0 means 15s
-	LogLevel           string
-	// DebugAddr, when set, serves net/http/pprof there (never on the API
-	// address): for profiling a running instance.
-	DebugAddr       string
-	ShutdownTimeout time.Duration
+	Store
+
+	Addr               string        `name:"addr" env:"GUILDHALL_ADDR" default:":8080" help:"Listen address."`
+	BootstrapToken     string        `name:"bootstrap-token" env:"GUILDHALL_BOOTSTRAP_TOKEN" help:"The owner's token on an empty store (at least 32 characters); ignored otherwise."`
+	OwnerName          string        `name:"owner" env:"GUILDHALL_OWNER" default:"owner" help:"Username of the owner created on an empty store."`
+	MaxAttachmentBytes int64         `name:"max-attachment-bytes" env:"GUILDHALL_MAX_ATTACHMENT_BYTES" default:"26214400" help:"Largest attachment upload in bytes; larger is a 413."`
+	RateLimit          float64       `name:"rate-limit" env:"GUILDHALL_RATE_LIMIT" default:"20" help:"Requests per second per token (per client address without one), bursts of twice that; 0 turns it off."`
+	RateLimitClients   int           `name:"rate-limit-clients" env:"GUILDHALL_RATE_LIMIT_CLIENTS" default:"10000" help:"How many client addresses, and how many tokens, the rate limiter remembers (least recently seen forgotten first)."`
+	TrustedProxies     []string      `name:"trusted-proxies" env:"GUILDHALL_TRUSTED_PROXIES" sep:"," help:"Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed; empty: the client address is the connection's."`
+	CORSOrigins        []string      `name:"cors-origins" env:"GUILDHALL_CORS_ORIGINS" sep:"," help:"Comma-separated origins allowed to call from a browser; empty allows none."`
+	EventRetention     time.Duration `name:"event-retention" env:"GUILDHALL_EVENT_RETENTION" default:"0s" help:"Delete audit events older than this (e.g. 2160h); 0 keeps every event."`
+	SSEHeartbeat       time.Duration `name:"sse-heartbeat" env:"GUILDHALL_SSE_HEARTBEAT" default:"15s" help:"Interval of the heartbeat comments on idle event streams."`
+	LogLevel           string        `name:"log-level" env:"GUILDHALL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"debug, info, warn or error (JSON logs on stderr)."`
+	DebugAddr          string        `name:"debug-addr" env:"GUILDHALL_DEBUG_ADDR" help:"Address of a net/http/pprof listener for profiling, never the API address (empty: none)."`
+	ShutdownTimeout    time.Duration `name:"shutdown-timeout" env:"GUILDHALL_SHUTDOWN_TIMEOUT" default:"15s" help:"On SIGTERM, how long requests in flight (a long download) may take to finish before they are cut."`
+	DrainDelay         time.Duration `name:"drain-delay" env:"GUILDHALL_DRAIN_DELAY" default:"0s" help:"On SIGTERM, how long to go on serving with /readyz at 503 before closing the listener, so a load balancer stops sending first."`
+	RequestTimeout     time.Duration `name:"request-timeout" env:"GUILDHALL_REQUEST_TIMEOUT" default:"30s" help:"Deadline of a request, transfers of attachment bytes and event streams excepted."`
+	DBTimeout          time.Duration `name:"db-timeout" env:"GUILDHALL_DB_TIMEOUT" default:"5s" help:"Deadline of one database statement (a transaction gets four times that); a database that does not answer in time is a 503."`
+	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"An upload body that sends nothing for this long is a 408."`
+	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted upload, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 }
 
-// Default is the configuration with nothing set.
+// Default is the configuration with nothing set: the defaults of the tags
+// above, and nothing from the environment.
 func Default() Config {
-	return Config{Addr: ":8080", DataDir: "./data", OwnerName: "owner", MaxAttachmentBytes: 25 << 20,
-		RateLimit: 20, LogLevel: "info", ShutdownTimeout: 15 * time.Second, SSEHeartbeat: 15 * time.Second}
+	var c Config
+	k, err := kong.New(&c)
+	if err != nil {
+		panic(fmt.Sprintf("config: %v", err)) // the tags above are broken
+	}
+	for _, f := range k.Model.Flags {
+		if !f.HasDefault {
+			continue
+		}
+		if err := f.Parse(kong.ScanFromTokens(kong.Token{Type: kong.FlagValueToken, Value: f.Default}), f.Target); err != nil {
+			panic(fmt.Sprintf("config: default of --%s: %v", f.Name, err))
+		}
+	}
+	return c
 }
 
-// Parse reads flags (args, without the program name) over the environment.
-func Parse(name string, args []string, env func(string) string) (Config, error) {
-	c := Default()
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	var cors string
-	var err error
-	str := func(p *string, flagName, envName, usage string) {
-		if v := env(envName); v != "" {
-			*p = v
-		}
-		fs.StringVar(p, flagName, *p, usage+" ($"+envName+")")
-	}
-	str(&c.Addr, "addr", "GUILDHALL_ADDR", "listen address")
-	str(&c.DataDir, "data-dir", "GUILDHALL_DATA_DIR", "directory of the SQLite file and attachment blobs")
-	str(&c.DatabaseURL, "database-url", "GUILDHALL_DATABASE_URL", "postgres:// URL; empty uses embedded SQLite")
-	str(&c.BootstrapToken, "bootstrap-token", "GUILDHALL_BOOTSTRAP_TOKEN", "owner token to create on an empty store (at least 32 characters)")
-	str(&c.OwnerName, "owner", "GUILDHALL_OWNER", "username of the owner created on an empty store")
-	str(&c.LogLevel, "log-level", "GUILDHALL_LOG_LEVEL", "debug, info, warn or error")
-	str(&c.DebugAddr, "debug-addr", "GUILDHALL_DEBUG_ADDR", "address of a net/http/pprof listener for profiling (empty: none)")
-	cors = env("GUILDHALL_CORS_ORIGINS")
-	fs.StringVar(&cors, "cors-origins", cors, "comma-separated origins allowed to call from a browser ($GUILDHALL_CORS_ORIGINS)")
-	if v := env("GUILDHALL_MAX_ATTACHMENT_BYTES"); v != "" {
-		if c.MaxAttachmentBytes, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return c, fmt.Errorf("GUILDHALL_MAX_ATTACHMENT_BYTES: %w", err)
-		}
-	}
-	fs.Int64Var(&c.MaxAttachmentBytes, "max-attachment-bytes", c.MaxAttachmentBytes, "largest attachment upload ($GUILDHALL_MAX_ATTACHMENT_BYTES)")
-	if v := env("GUILDHALL_RATE_LIMIT"); v != "" {
-		if c.RateLimit, err = strconv.ParseFloat(v, 64); err != nil {
-			return c, fmt.Errorf("GUILDHALL_RATE_LIMIT: %w", err)
-		}
-	}
-	fs.Float64Var(&c.RateLimit, "rate-limit", c.RateLimit, "requests per second per token (per address without one); 0 turns it off ($GUILDHALL_RATE_LIMIT)")
-	if v := env("GUILDHALL_EVENT_RETENTION"); v != "" {
-		if c.EventRetention, err = time.ParseDuration(v); err != nil {
-			return c, fmt.Errorf("GUILDHALL_EVENT_RETENTION: %w", err)
-		}
-	}
-	fs.DurationVar(&c.EventRetention, "event-retention", c.EventRetention, "delete audit events older than this; 0 keeps all ($GUILDHALL_EVENT_RETENTION)")
-	if v := env("GUILDHALL_SSE_HEARTBEAT"); v != "" {
-		if c.SSEHeartbeat, err = time.ParseDuration(v); err != nil {
-			return c, fmt.Errorf("GUILDHALL_SSE_HEARTBEAT: %w", err)
-		}
-	}
-	fs.DurationVar(&c.SSEHeartbeat, "sse-heartbeat", c.SSEHeartbeat, "interval of the heartbeat comments on idle event streams ($GUILDHALL_SSE_HEARTBEAT)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	for _, o := range strings.Split(cors, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			c.CORSOrigins = append(c.CORSOrigins, o)
-		}
-	}
-	return c, c.Validate()
-}
-
-// Validate checks the values.
+// Validate checks the values; it is the one place that does.
 func (c Config) Validate() error {
 	var errs []error
-	if c.MaxAttachmentBytes < 0 {
-		errs = append(errs, errors.New("max attachment bytes must not be negative"))
+	if err := c.Store.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if c.RateLimit < 0 {
-		errs = append(errs, errors.New("rate limit must not be negative"))
+	nonNegative := map[string]float64{
+		"max attachment bytes": float64(c.MaxAttachmentBytes), "rate limit": c.RateLimit,
+		"event retention": float64(c.EventRetention), "event-stream heartbeat": float64(c.SSEHeartbeat),
+		"shutdown timeout": float64(c.ShutdownTimeout), "drain delay": float64(c.DrainDelay),
+		"request timeout": float64(c.RequestTimeout), "database timeout": float64(c.DBTimeout),
+		"body idle timeout": float64(c.BodyIdleTimeout), "body minimum rate": float64(c.BodyMinRate),
 	}
-	if c.EventRetention < 0 {
-		errs = append(errs, errors.New("event retention must not be negative"))
+	for _, name := range slices.Sorted(maps.Keys(nonNegative)) {
+		if nonNegative[name] < 0 {
+			errs = append(errs, fmt.Errorf("the %s must not be negative", name))
+		}
 	}
-	if c.SSEHeartbeat < 0 {
-		errs = append(errs, errors.New("the event-stream heartbeat must not be negative"))
+	if c.RateLimitClients < 1 {
+		errs = append(errs, errors.New("the rate limiter must remember at least one client"))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 32 {
 		errs = append(errs, errors.New("the bootstrap token must be at least 32 characters"))
 	}
-	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
-		errs = append(errs, errors.New("the database URL must start with postgres://"))
+	if _, err := c.Proxies(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// Env is os.Getenv, for Parse.
-func Env(k string) string { return os.Getenv(k) }
+// Validate checks the store's location.
+func (s Store) Validate() error {
+	if s.DatabaseURL != "" && !strings.HasPrefix(s.DatabaseURL, "postgres://") && !strings.HasPrefix(s.DatabaseURL, "postgresql://") {
+		return errors.New("the database URL must start with postgres://")
+	}
+	if s.DatabaseURL == "" && s.DataDir == "" {
+		return errors.New("the data directory must be set")
+	}
+	return nil
+}
+
+// Proxies parses TrustedProxies; a bare address is a one-address prefix.
+func (c Config) Proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range c.TrustedProxies {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("trusted proxy %q is neither a CIDR nor an address", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// DropEmptyEnv unsets the GUILDHALL_* variables that are set but empty, so
+// that an empty variable means "not set" (the default applies), as it always
+// has, rather than an empty value.
+func DropEmptyEnv() {
+	for _, kv := range os.Environ() {
+		if name, value, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "GUILDHALL_") && value == "" {
+			_ = os.Unsetenv(name)
+		}
+	}
+}
+
+// Vars lists the environment variables the configuration reads, with their
+// flags (for documentation tests).
+func Vars() map[string]string {
+	out := map[string]string{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			if env := f.Tag.Get("env"); env != "" {
+				out[env] = "--" + f.Tag.Get("name")
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}))
+	return out
+}

@@ -129,7 +129,7 @@ func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader
 // Delete moves a blob to the trash: it stays readable for BlobGrace, then
 // Sweep removes it.
 func (b *DBBlobs) Delete(ctx context.Context, key string) error {
-	err := b.s.write.WithContext(ctx).Exec("INSERT INTO blob_trash (blob_key, deleted_at) VALUES (?, ?) ON CONFLICT (blob_key) DO NOTHING",
+	err := b.s.write.WithContext(ctx).Exec("INSERT INTO blob_trash (blob_key, deleted_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET deleted_at = excluded.deleted_at",
 		key, microsOf(time.Now())).Error
 	if err != nil {
 		return fmt.Errorf("delete blob: %w", err)
@@ -143,7 +143,9 @@ func (b *DBBlobs) Sweep(ctx context.Context, deletedBefore time.Time) (int64, er
 	var n int64
 	err := b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		old := db.Table("blob_trash").Select("blob_key").Where("deleted_at < ?", microsOf(deletedBefore))
-		if err := db.Exec("DELETE FROM blob_chunks WHERE blob_key IN (?)", old).Error; err != nil {
+		// A blob an attachment points at is never removed: an orphan that
+		// AdoptOrphans trashed just before its upload committed the metadata.
+		if err := db.Exec("DELETE FROM blob_chunks WHERE blob_key IN (?) AND blob_key NOT IN (SELECT blob_key FROM attachments)", old).Error; err != nil {
 			return err
 		}
 		res := db.Exec("DELETE FROM blob_trash WHERE deleted_at < ?", microsOf(deletedBefore))
