@@ -3,6 +3,7 @@ module github.com/guildhall/guildhall
 go 1.26.8
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-gormigrate/gormigrate/v2 v2.1.7
 	github.com/google/uuid v1.6.0
@@ -22,7 +23,6 @@ require (
 )
 
 require (
-	github.com/alecthomas/kong v1.17.0 // indirect
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
