@@ -156,6 +156,7 @@ type Actor struct {
 	expires   *time.Time // when the token expires (nil: never, or no token)
 	confirmed bool       // a read of this request found versions current
 	tokenKey  [sha256.Size]byte
+	ticket    string // hash of the event-stream ticket it authenticated with, until consumed
 }
 
 // Confirmed reports whether the actor's credentials are known to be current

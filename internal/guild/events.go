@@ -70,41 +70,54 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 // CanStream checks that the caller may read the event stream.
 func (s *Service) CanStream(a *Actor) error { return a.require(viewAuditLog) }
 
-// CreateTicket issues a single-use ticket for the event stream.
+// CreateTicket issues a single-use ticket for the event stream. It belongs
+// to the caller's token: revoking the token invalidates it.
 func (s *Service) CreateTicket(ctx context.Context, a *Actor) (string, time.Time, error) {
 	if err := a.require(viewAuditLog); err != nil {
 		return "", time.Time{}, err
 	}
+	if a.TokenID == "" {
+		return "", time.Time{}, apperr.Unauthenticated("A ticket is minted with a bearer token.")
+	}
 	secret := "tkt_" + strings.TrimPrefix(NewSecret(), TokenPrefix)
 	expires := s.now().Add(TicketTTL)
 	_, err := s.store.Write(ctx, func(tx *store.Tx) error {
-		return tx.InsertTicket(ctx, HashToken(secret), a.UserID, expires)
+		return tx.InsertTicket(ctx, HashToken(secret), a.UserID, a.TokenID, expires)
 	})
 	return secret, expires, err
 }
 
-// AuthenticateTicket consumes a ticket and returns its user as an actor.
+// AuthenticateTicket returns the actor of an unexpired ticket, as its token
+// authenticates now, without consuming it: a request refused later (a 400
+// or a 403) leaves the ticket usable. ConsumeTicket uses it up once the
+// stream opens.
 func (s *Service) AuthenticateTicket(ctx context.Context, ticket string) (*Actor, error) {
 	if ticket == "" || len(ticket) > 128 {
 		return nil, apperr.Unauthenticated("The event ticket is unknown, used or expired.")
 	}
-	var userID string
+	hash := HashToken(ticket)
+	cred, err := s.store.TicketCredentials(ctx, hash, s.now())
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.actorFrom(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	a.ticket = hash
+	return a, nil
+}
+
+// ConsumeTicket uses up the ticket an actor authenticated with, if any; a
+// ticket another stream consumed meanwhile is a 401.
+func (s *Service) ConsumeTicket(ctx context.Context, a *Actor) error {
+	if a.ticket == "" {
+		return nil
+	}
 	_, err := s.store.Write(ctx, func(tx *store.Tx) error {
-		var err error
-		userID, err = tx.ConsumeTicket(ctx, HashToken(ticket), s.now())
-		return err
+		return tx.ConsumeTicket(ctx, a.ticket, s.now())
 	})
-	if err != nil {
-		return nil, err
-	}
-	cred, err := s.store.CredentialsOf(ctx, userID)
-	if apperr.IsNotFound(err) {
-		return nil, apperr.Unauthenticated("The user of this ticket no longer exists.")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.actorFrom(ctx, cred)
+	return err
 }
 
 // EventsAfter returns up to limit events with seq > after, oldest first.

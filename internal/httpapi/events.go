@@ -70,6 +70,9 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 			return nil, err
 		}
 	}
+	if err := h.svc.ConsumeTicket(ctx, a); err != nil { // only a stream that opens uses its ticket
+		return nil, err
+	}
 	return &eventStream{h: h, ctx: ctx, actor: a, after: after}, nil
 }
 

@@ -1034,7 +1034,7 @@ func TestEventsRetention(t *testing.T) {
 func evTicketExpired(t testing.TB, e *testenv.Env, userID, secret string) {
 	t.Helper()
 	_, err := e.App.Store.Write(context.Background(), func(tx *store.Tx) error {
-		return tx.InsertTicket(context.Background(), guild.HashToken(secret), userID, time.Now().Add(-time.Second))
+		return tx.InsertTicket(context.Background(), guild.HashToken(secret), userID, "", time.Now().Add(-time.Second))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,13 @@ CREATE INDEX user_roles_role ON user_roles(role_id, user_id);
 	// user's status or a user's roles change, so cached credentials are
 	// checked by one number.
 	{id: "0004_integer_timestamps", run: migrateMicros},
+	// An event-stream ticket belongs to the token that minted it: revoking
+	// the token deletes its tickets. Tickets from before (a minute's worth at
+	// most) are dropped.
+	{id: "0010_ticket_token", sql: `
+DELETE FROM event_tickets;
+ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) ON DELETE CASCADE;
+`},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

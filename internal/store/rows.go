@@ -171,11 +171,3 @@ func (r eventRow) model() model.Event {
 	_ = json.Unmarshal([]byte(r.Data), &ev.Data) // written by us as a JSON object
 	return ev
 }
-
-type ticketRow struct {
-	Hash      string `gorm:"primaryKey"`
-	UserID    string
-	ExpiresAt micros
-}
-
-func (ticketRow) TableName() string { return "event_tickets" }

@@ -472,37 +472,6 @@ func (tx *Tx) DeleteToken(ctx context.Context, userID, tokenID string) error {
 	return tx.BumpCredentials(ctx)
 }
 
-// InsertTicket stores an event-stream ticket's hash.
-func (tx *Tx) InsertTicket(ctx context.Context, hash, userID string, expires time.Time) error {
-	now := model.Now()
-	if err := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE expires_at < ?", microsOf(now)).Error; err != nil {
-		return fmt.Errorf("purge tickets: %w", err)
-	}
-	if err := tx.with(ctx).Create(&ticketRow{Hash: hash, UserID: userID, ExpiresAt: microsOf(expires)}).Error; err != nil {
-		return fmt.Errorf("create ticket: %w", err)
-	}
-	return nil
-}
-
-// ConsumeTicket deletes a ticket and returns its user if it was valid.
-func (tx *Tx) ConsumeTicket(ctx context.Context, hash string, now time.Time) (string, error) {
-	var row ticketRow
-	err := tx.with(ctx).Where("hash = ?", hash).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", apperr.Unauthenticated("The event ticket is unknown, used or expired.")
-	}
-	if err != nil {
-		return "", fmt.Errorf("read ticket: %w", err)
-	}
-	if err := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE hash = ?", hash).Error; err != nil {
-		return "", fmt.Errorf("consume ticket: %w", err)
-	}
-	if !row.ExpiresAt.time().After(now) {
-		return "", apperr.Unauthenticated("The event ticket is unknown, used or expired.")
-	}
-	return row.UserID, nil
-}
-
 // --- attachments
 
 // PutAttachment creates or replaces an attachment's metadata.
