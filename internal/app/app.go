@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,8 @@ type App struct {
 	log     *slog.Logger
 	// OwnerToken is the owner's token when this start created the owner.
 	OwnerToken string
+	// draining is set once the instance has been told to stop.
+	draining atomic.Bool
 }
 
 // New opens the store (applying migrations), bootstraps an empty one and
@@ -82,13 +85,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_writes_total",
 			Help: "Writes the store ran; per transaction, the group commit's batch size."},
 			func() float64 { return float64(st.WriterStats().Writes) }))
+	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token}
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
-		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: st.Ping, Registry: reg})
+		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
+		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout,
+			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate}})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
-	return &App{Config: cfg, Store: st, Service: svc, Broker: broker, HTTP: srv, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token}, nil
+	a.HTTP = srv
+	return a, nil
 }
 
 // Background starts the instance's background work until ctx ends: the
@@ -141,7 +148,20 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	a.log.Info("shutting down")
+	a.drain()
+	if d := a.Config.DrainDelay; d > 0 {
+		// Go on serving, with /readyz at 503, so a load balancer stops
+		// sending before the listener closes.
+		a.log.Info("draining", "for", d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			t.Stop()
+			return err
+		}
+	}
+	a.log.Info("shutting down", "grace", a.Config.ShutdownTimeout)
 	a.HTTP.Shutdown() // end event streams so Shutdown does not wait on them
 	sctx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
 	defer cancel()

@@ -22,6 +22,11 @@ var (
 	ErrPrecondition     = errors.New("precondition failed")
 	ErrTooLarge         = errors.New("payload too large")
 	ErrUnsupportedMedia = errors.New("unsupported media type")
+	// Faults: the request could not be carried out, through no fault of its
+	// own, or its body stalled.
+	ErrRequestTimeout      = errors.New("request timeout")
+	ErrUnavailable         = errors.New("unavailable")
+	ErrInsufficientStorage = errors.New("insufficient storage")
 )
 
 // Reasons of a 403.
@@ -124,6 +129,23 @@ func TooLarge(limit int64) error {
 // UnsupportedMedia builds a 415.
 func UnsupportedMedia(detail string) error {
 	return &Error{Kind: ErrUnsupportedMedia, Detail: detail}
+}
+
+// RequestTimeout builds a 408: the request body stalled.
+func RequestTimeout(detail string, cause error) error {
+	return &Error{Kind: ErrRequestTimeout, Detail: detail, Cause: cause}
+}
+
+// Unavailable builds a 503: the database does not answer (down, unreachable
+// or too slow); cause is logged, never shown.
+func Unavailable(cause error) error {
+	return &Error{Kind: ErrUnavailable, Detail: "The database does not answer; the request was not carried out. Retry shortly.", Cause: cause}
+}
+
+// InsufficientStorage builds a 507: the disk (or the database's) is full;
+// cause is logged, never shown.
+func InsufficientStorage(cause error) error {
+	return &Error{Kind: ErrInsufficientStorage, Detail: "The server's storage is full; the change was not made.", Cause: cause}
 }
 
 // MissingPermissions builds a 403 naming what is missing (channel "" for a global check).

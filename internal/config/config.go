@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/netip"
 	"os"
@@ -161,3 +162,35 @@ func Vars() map[string]string {
 	walk(reflect.TypeOf(Config{}))
 	return out
 }
+
+// EnvResolver makes kong read each flag's variables through env (a non-empty
+// value wins over the process environment and the default; a flag on the
+// command line wins over all).
+func EnvResolver(env func(string) string) kong.Resolver {
+	return kong.ResolverFunc(func(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
+		for _, name := range flag.Tag.Envs {
+			if v := env(name); v != "" {
+				return v, nil
+			}
+		}
+		return nil, nil
+	})
+}
+
+// Parse reads the server's flags (args, without the program name) over the
+// environment as env reports it, and validates the result.
+func Parse(name string, args []string, env func(string) string) (Config, error) {
+	var c Config
+	k, err := kong.New(&c, kong.Name(name), kong.Resolvers(EnvResolver(env)),
+		kong.Exit(func(int) {}), kong.Writers(io.Discard, io.Discard))
+	if err != nil {
+		return Config{}, err
+	}
+	if _, err := k.Parse(args); err != nil {
+		return Config{}, err
+	}
+	return c, c.Validate()
+}
+
+// Env is os.Getenv, for Parse.
+func Env(k string) string { return os.Getenv(k) }

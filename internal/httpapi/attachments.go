@@ -148,7 +148,7 @@ func (h *Handler) PutAttachment(ctx context.Context, req api.PutAttachmentReques
 		return nil, err
 	}
 	id := req.Params.AttachmentID
-	up := guild.Upload{ContentType: req.ContentType, Body: uploadBody{req.Body}, Size: -1}
+	up := guild.Upload{ContentType: req.ContentType, Body: h.boundBody(responseOf(ctx), uploadBody{req.Body}), Size: -1}
 	if r := requestOf(ctx); r != nil {
 		up.Size = r.ContentLength // -1 when unknown (chunked)
 	}

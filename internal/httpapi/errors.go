@@ -37,6 +37,9 @@ var problems = map[api.ProblemCode]problemInfo{
 	api.ProblemCodeUnsupportedMediaType: {415, "Unsupported media type", "The body's `Content-Type` is missing or not one the operation accepts."},
 	api.ProblemCodeRangeNotSatisfiable:  {416, "Range not satisfiable", "The `Range` header lies outside the attachment's bytes."},
 	api.ProblemCodeRateLimited:          {429, "Too many requests", "The client sent more requests than its rate limit allows. Wait `Retry-After` seconds."},
+	api.ProblemCodeRequestTimeout:       {408, "Request timeout", "The request body stalled: nothing arrived for the body idle timeout (`GUILDHALL_BODY_IDLE_TIMEOUT`, 30 s by default), or it arrived slower than the minimum rate (`GUILDHALL_BODY_MIN_RATE`, 1024 bytes a second by default). Nothing was stored; send it again."},
+	api.ProblemCodeInsufficientStorage:  {507, "Insufficient storage", "The server's storage is full, so the change was not made. Reads still work. Retry once an operator has freed space; `/readyz` answers 503 meanwhile."},
+	api.ProblemCodeUnavailable:          {503, "Service unavailable", "The database does not answer: it is down, unreachable or too slow (each statement has a deadline, `GUILDHALL_DB_TIMEOUT`). The request was not carried out, or its write was rolled back. Retry after `Retry-After` seconds; the server recovers by itself once the database answers."},
 	api.ProblemCodeInternal:             {500, "Internal error", "An unexpected error occurred. Nothing about it is shown here; quote `request_id` when reporting it."},
 }
 
@@ -131,6 +134,12 @@ func codeOf(kind error) api.ProblemCode {
 		return api.ProblemCodePayloadTooLarge
 	case apperr.ErrUnsupportedMedia:
 		return api.ProblemCodeUnsupportedMediaType
+	case apperr.ErrRequestTimeout:
+		return api.ProblemCodeRequestTimeout
+	case apperr.ErrUnavailable:
+		return api.ProblemCodeUnavailable
+	case apperr.ErrInsufficientStorage:
+		return api.ProblemCodeInsufficientStorage
 	}
 	return api.ProblemCodeInternal
 }
@@ -162,6 +171,7 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return // a stream that failed midway: nothing more can be said
 	}
+	err = h.classifyFault(err)
 	p, expected := problemFor(err)
 	req := c.Request()
 	rid := c.Response().Header().Get(echo.HeaderXRequestID)
@@ -181,6 +191,7 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	if p.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", "1")
 	}
+	h.faultHeaders(c, p.Status, err)
 	writeProblem(c, p)
 }
 

@@ -44,6 +44,8 @@ type Options struct {
 	Ready func(context.Context) error
 	// Registry collects the HTTP metrics; a fresh one when nil.
 	Registry *prometheus.Registry
+	// Faults bound requests and classify infrastructure failures (faults.go).
+	Faults Faults
 }
 
 // Handler implements the generated strict server interface.
@@ -56,6 +58,7 @@ type Handler struct {
 	heartbeat time.Duration
 	specJSON  []byte
 	streams   context.Context
+	faults    faults
 }
 
 var _ api.StrictServerInterface = (*Handler)(nil)
@@ -92,7 +95,7 @@ func New(o Options) (*Server, error) {
 	}
 	streams, stop := context.WithCancel(context.Background())
 	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit),
-		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams}
+		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, faults: newFaults(o.Faults)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -123,7 +126,7 @@ func New(o Options) (*Server, error) {
 		if op.legacy != "" {
 			chain = append(chain, h.legacy(op))
 		}
-		chain = append(chain, h.gate(op), h.validate(op))
+		chain = append(chain, h.deadline(op), h.gate(op), h.validate(op))
 		mws[op.id] = chain
 	}
 	strict := api.NewStrictHandler(h, []api.StrictMiddlewareFunc{h.confirmActor})

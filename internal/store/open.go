@@ -52,6 +52,7 @@ type Store struct {
 	// migrateUpTo, when positive, applies only the first migrations (tests
 	// of a migration build the database it starts from).
 	migrateUpTo int
+	faults      faultState // see Classify
 }
 
 // Open connects, applies the migrations and returns the store. It is the only
@@ -160,9 +161,10 @@ func IsPostgresURL(u string) bool {
 // Postgres reports whether the store is PostgreSQL.
 func (s *Store) Postgres() bool { return s.dialect.name() == "postgres" }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers (on the read pool: SQLite's one
+// writer connection may be busy with a write for a while).
 func (s *Store) Ping(ctx context.Context) error {
-	db, err := s.write.DB()
+	db, err := s.read.DB()
 	if err != nil {
 		return err
 	}

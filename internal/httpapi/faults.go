@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+)
+
+// Faults configure how the HTTP stack bounds requests and answers the
+// failures of what lies beneath it.
+type Faults struct {
+	// Classify turns driver and system errors into the apperr fault kinds
+	// (unavailable, insufficient storage); nil leaves errors as they are.
+	Classify func(error) error
+	// RequestTimeout is the deadline of a request whose answer is JSON; the
+	// transfers of attachment bytes and event streams are bounded otherwise
+	// (body idle timeout and minimum rate; heartbeats). 0: none.
+	RequestTimeout time.Duration
+	// BodyIdleTimeout: an upload body that sends nothing for this long is a
+	// 408. 0: none.
+	BodyIdleTimeout time.Duration
+	// BodyMinRate: after the first BodyIdleTimeout, an upload body must
+	// average at least this many bytes a second. 0: no minimum.
+	BodyMinRate int64
+}
+
+type faults struct {
+	Faults
+}
+
+func newFaults(f Faults) faults { return faults{Faults: f} }
+
+// retryAfterUnavailable is the Retry-After of a 503.
+const retryAfterUnavailable = "2"
+
+// classifyFault gives infrastructure failures their kind (503, 507).
+func (h *Handler) classifyFault(err error) error {
+	if h.faults.Classify == nil {
+		return err
+	}
+	return h.faults.Classify(err)
+}
+
+// faultHeaders sets what a fault answer carries, and logs its cause (the
+// body shows none of it).
+func (h *Handler) faultHeaders(c echo.Context, status int, err error) {
+	switch status {
+	case http.StatusServiceUnavailable:
+		if c.Response().Header().Get("Retry-After") == "" {
+			c.Response().Header().Set("Retry-After", retryAfterUnavailable)
+		}
+		fallthrough
+	case http.StatusInsufficientStorage:
+		h.log.Warn("request failed: "+http.StatusText(status), "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
+			"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+}
+
+// streams reports whether an operation answers with a stream of bytes rather
+// than JSON (attachment bytes, Server-Sent Events) or takes a raw body: its
+// duration is the client's, so the request deadline does not apply to it.
+func (op *operation) streams() bool {
+	if op.rawBody {
+		return true
+	}
+	for code, ref := range op.route.Operation.Responses.Map() {
+		if !strings.HasPrefix(code, "2") || ref.Value == nil {
+			continue
+		}
+		for ct := range ref.Value.Content {
+			if !strings.Contains(ct, "json") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deadline bounds a request that answers JSON by RequestTimeout: a database
+// that hangs makes it a 503 rather than a request that never ends.
+func (h *Handler) deadline(op *operation) echo.MiddlewareFunc {
+	bounded := h.faults.RequestTimeout > 0 && !op.streams()
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if !bounded {
+			return next
+		}
+		return func(c echo.Context) error {
+			ctx, cancel := context.WithTimeout(c.Request().Context(), h.faults.RequestTimeout)
+			defer cancel()
+			c.SetRequest(c.Request().WithContext(ctx))
+			return next(c)
+		}
+	}
+}
+
+// boundedBody reads an upload body under a per-read deadline on the
+// connection: each read must come within BodyIdleTimeout, and no later than
+// the minimum rate allows for the bytes so far. A body that stalls fails
+// with a 408 (the blob store then removes its temporary file).
+type boundedBody struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	f     Faults
+	start time.Time
+	n     int64
+}
+
+func (h *Handler) boundBody(w http.ResponseWriter, r io.Reader) io.Reader {
+	if w == nil || r == nil || h.faults.BodyIdleTimeout <= 0 {
+		return r
+	}
+	return &boundedBody{r: r, rc: http.NewResponseController(w), f: h.faults.Faults, start: time.Now()}
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	now := time.Now()
+	dl := now.Add(b.f.BodyIdleTimeout)
+	if b.f.BodyMinRate > 0 {
+		// By then the body must have averaged BodyMinRate after the first
+		// idle window (the +1: the next byte).
+		byRate := b.start.Add(b.f.BodyIdleTimeout + time.Duration(float64(b.n+1)/float64(b.f.BodyMinRate)*float64(time.Second)))
+		if byRate.Before(dl) {
+			dl = byRate
+		}
+	}
+	if !dl.After(now) {
+		return 0, b.stalled(nil)
+	}
+	_ = b.rc.SetReadDeadline(dl)
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if err != nil && isTimeout(err) {
+		return n, b.stalled(err)
+	}
+	if err == io.EOF {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+func (b *boundedBody) stalled(cause error) error {
+	detail := "The request body stalled: nothing arrived for " + b.f.BodyIdleTimeout.String() + "; nothing was stored."
+	if b.f.BodyMinRate > 0 {
+		detail = "The request body stalled: it arrived slower than " + strconv.FormatInt(b.f.BodyMinRate, 10) + " bytes a second, or nothing arrived for " +
+			b.f.BodyIdleTimeout.String() + "; nothing was stored."
+	}
+	return apperr.RequestTimeout(detail, cause)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+)
+
+// Classify turns the errors that say "the database does not answer" into
+// apperr.ErrUnavailable (503) and those that say "the disk is full" into
+// apperr.ErrInsufficientStorage (507); every other error comes back as it
+// was. It also remembers the last full disk, for Writable.
+func (s *Store) Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := apperr.As(err); ok {
+		return err
+	}
+	switch {
+	case diskFull(err):
+		s.faults.lastFull.Store(time.Now().UnixNano())
+		return apperr.InsufficientStorage(err)
+	case unavailable(err):
+		return apperr.Unavailable(err)
+	}
+	return err
+}
+
+// faultState is what the store remembers of recent faults.
+type faultState struct {
+	lastFull atomic.Int64 // unix nanoseconds of the last write that met a full disk
+}
+
+// fullMemory is how long a full disk keeps Writable failing after a write
+// met it (unless space is seen free again by the caller's own check).
+const fullMemory = 5 * time.Second
+
+// Writable reports whether writes can be expected to succeed: not if one met
+// a full disk in the last few seconds.
+func (s *Store) Writable() error {
+	if at := s.faults.lastFull.Load(); at != 0 && time.Since(time.Unix(0, at)) < fullMemory {
+		return errors.New("a write met a full disk in the last few seconds")
+	}
+	return nil
+}
+
+func diskFull(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "53100" // disk_full
+}
+
+func unavailable(err error) bool {
+	// Our own deadlines (request and database timeouts); a client that went
+	// away is context.Canceled, not this.
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+		return true
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"): // connection exception
+			return true
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // shutting down, crashed, starting
+			return true
+		case pe.Code == "57014": // query_canceled: statement_timeout
+			return true
+		case pe.Code == "53300": // too_many_connections
+			return true
+		}
+		return false
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked) {
+		return true // the busy timeout passed: the database is held by another process
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	// pgx reports a connection that died mid-statement with these.
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF") && strings.Contains(msg, "pgconn") ||
+		strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "broken pipe")
+}
