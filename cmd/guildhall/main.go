@@ -230,4 +230,3 @@ func storeName(s config.Store) string {
 	}
 	return "sqlite in " + s.DataDir
 }
-

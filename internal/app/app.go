@@ -39,7 +39,7 @@ type App struct {
 	// the background.
 	dbBlobs  *store.DBBlobs
 	dirBlobs *blob.Dir
-	log     *slog.Logger
+	log      *slog.Logger
 	// OwnerToken is the owner's token when this start created the owner.
 	OwnerToken string
 	// draining is set once the instance has been told to stop.
