@@ -85,11 +85,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_writes_total",
 			Help: "Writes the store ran; per transaction, the group commit's batch size."},
 			func() float64 { return float64(st.WriterStats().Writes) }))
+	proxies, _ := cfg.Proxies() // checked by Validate
 	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token}
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
 		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
 		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout,
-			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate}})
+			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, TrustedProxies: proxies,
+			RateLimitClients: cfg.RateLimitClients}})
 	if err != nil {
 		_ = st.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -32,6 +33,11 @@ type Faults struct {
 	// BodyMinRate: after the first BodyIdleTimeout, an upload body must
 	// average at least this many bytes a second. 0: no minimum.
 	BodyMinRate int64
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
+	// client; without them the client is the connection's address.
+	TrustedProxies []netip.Prefix
+	// RateLimitClients bounds the rate limiter's tables (addresses, tokens).
+	RateLimitClients int
 }
 
 type faults struct {

@@ -39,32 +39,27 @@ type operation struct {
 	legacy   string
 }
 
-// gate authenticates the caller (401) and applies the rate limit (429): per
-// token for authenticated requests, per client address otherwise, so guessing
-// tokens is as slow as anything else.
+// gate applies the rate limit (429) and then authenticates the caller (401):
+// per token for tokens that authenticated before, per client address
+// otherwise, so guessing tokens is as slow as anything else and costs no
+// store query past the limit.
 func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
+			// The limit comes before the credential lookup (ratelimit.go).
+			if h.limiter != nil && !h.limiter.admit(c) {
+				return &echo.HTTPError{Code: http.StatusTooManyRequests}
+			}
 			var actor *guild.Actor
-			var authErr error
 			if !op.public {
-				actor, authErr = h.authenticate(c, op)
-			}
-			if h.limiter != nil {
-				key := "ip:" + c.RealIP()
-				switch {
-				case actor != nil && actor.TokenID != "":
-					key = "token:" + actor.TokenID
-				case actor != nil: // an event-stream ticket: its user's bucket
-					key = "user:" + actor.UserID
+				var err error
+				if actor, err = h.authenticate(c, op); err != nil {
+					return err
 				}
-				if !h.limiter.allow(c, key) {
-					return &echo.HTTPError{Code: http.StatusTooManyRequests}
+				if h.limiter != nil {
+					h.limiter.authenticated(c)
 				}
-			}
-			if authErr != nil {
-				return authErr
 			}
 			ctx := req.Context()
 			if actor != nil {

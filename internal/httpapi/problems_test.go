@@ -76,7 +76,8 @@ func TestProblemsRoutes(t *testing.T) {
 			codes := []api.ProblemCode{api.ProblemCodeValidation, api.ProblemCodeUnauthenticated, api.ProblemCodeForbidden,
 				api.ProblemCodeNotFound, api.ProblemCodeMethodNotAllowed, api.ProblemCodeConflict, api.ProblemCodeLimitExceeded,
 				api.ProblemCodePreconditionFailed, api.ProblemCodePayloadTooLarge, api.ProblemCodeUnsupportedMediaType,
-				api.ProblemCodeRangeNotSatisfiable, api.ProblemCodeRateLimited, api.ProblemCodeInternal}
+				api.ProblemCodeRangeNotSatisfiable, api.ProblemCodeRateLimited, api.ProblemCodeInternal,
+				api.ProblemCodeRequestTimeout, api.ProblemCodeUnavailable, api.ProblemCodeInsufficientStorage}
 			for _, code := range codes {
 				res := e2eRaw(t, e, "GET", "/problems/"+string(code))
 				if res.Status != http.StatusOK {

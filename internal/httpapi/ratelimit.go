@@ -1,8 +1,14 @@
 package httpapi
 
 import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
+	"net"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,60 +16,60 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// rateLimiter keeps a token bucket per client (token ID, or client address
-// for unauthenticated requests) and sets the RateLimit-* headers.
+// rateLimiter keeps a token bucket per client and sets the RateLimit-*
+// headers. It is applied before the credential lookup: a request carrying a
+// token the limiter has seen authenticate uses that token's bucket; any
+// other request (no token, an unknown or mistyped one, a ticket) uses the
+// bucket of its client address, so a flood of bad tokens costs no store
+// query past the address's limit. Both tables are bounded LRUs: the address
+// table can be filled from outside (with a trusted proxy's X-Forwarded-For),
+// but never grown past its capacity, and only tokens that authenticated
+// enter the token table.
 type rateLimiter struct {
 	perSecond float64
 	burst     int
-	mu        sync.Mutex
-	buckets   map[string]*bucket
-	lastSweep time.Time
+	addrs     *lru
+	tokens    *lru
 }
 
-type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
-}
-
-func newRateLimiter(perSecond float64) *rateLimiter {
+func newRateLimiter(perSecond float64, capacity int) *rateLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
+	if capacity <= 0 {
+		capacity = 10000
+	}
 	burst := int(math.Ceil(perSecond * 2))
-	return &rateLimiter{perSecond: perSecond, burst: burst, buckets: map[string]*bucket{}}
+	return &rateLimiter{perSecond: perSecond, burst: burst, addrs: newLRU(capacity), tokens: newLRU(capacity)}
 }
 
-// allow takes a token for key, sets the headers, and reports whether the
-// request may go on; when not, Retry-After is set.
-func (r *rateLimiter) allow(c echo.Context, key string) bool {
-	now := time.Now()
-	r.mu.Lock()
-	b := r.buckets[key]
-	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(r.perSecond), r.burst)}
-		r.buckets[key] = b
+// tokenKey is how the limiter knows a bearer token: a hash, never the secret.
+func tokenKey(c echo.Context) string {
+	authz := c.Request().Header.Get(echo.HeaderAuthorization)
+	scheme, token, ok := strings.Cut(authz, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return ""
 	}
-	b.seen = now
-	if now.Sub(r.lastSweep) > time.Minute {
-		for k, v := range r.buckets {
-			if now.Sub(v.seen) > 10*time.Minute {
-				delete(r.buckets, k)
-			}
-		}
-		r.lastSweep = now
-	}
-	r.mu.Unlock()
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return hex.EncodeToString(sum[:16])
+}
 
-	res := b.lim.ReserveN(now, 1)
+// admit takes a token from the request's bucket, before any credential
+// lookup, sets the headers, and reports whether the request may go on; when
+// not, Retry-After is set.
+func (r *rateLimiter) admit(c echo.Context) bool {
+	now := time.Now()
+	lim := r.tokens.get(tokenKey(c), nil)
+	if lim == nil {
+		lim = r.addrs.get(c.RealIP(), r.newLimiter)
+	}
+	res := lim.ReserveN(now, 1)
 	delay := res.DelayFrom(now)
 	ok := delay == 0
 	if !ok {
 		res.CancelAt(now)
 	}
-	remaining := int(math.Floor(b.lim.TokensAt(now)))
-	if remaining < 0 {
-		remaining = 0
-	}
+	remaining := max(int(math.Floor(lim.TokensAt(now))), 0)
 	// Seconds until the bucket is full again.
 	reset := int(math.Ceil(float64(r.burst-remaining) / r.perSecond))
 	h := c.Response().Header()
@@ -74,4 +80,81 @@ func (r *rateLimiter) allow(c echo.Context, key string) bool {
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
 	}
 	return ok
+}
+
+// authenticated gives the request's bearer token a bucket of its own from
+// its next request on.
+func (r *rateLimiter) authenticated(c echo.Context) {
+	if key := tokenKey(c); key != "" {
+		r.tokens.get(key, r.newLimiter)
+	}
+}
+
+func (r *rateLimiter) newLimiter() *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(r.perSecond), r.burst)
+}
+
+// lru is a fixed-capacity map from client keys to their buckets; the least
+// recently used goes when a new one comes.
+type lru struct {
+	mu    sync.Mutex
+	cap   int
+	order *list.List // front: most recent; values *lruEntry
+	index map[string]*list.Element
+}
+
+type lruEntry struct {
+	key string
+	lim *rate.Limiter
+}
+
+func newLRU(capacity int) *lru {
+	return &lru{cap: capacity, order: list.New(), index: make(map[string]*list.Element, capacity)}
+}
+
+// get returns key's bucket, creating it with create when absent (nil create:
+// absent stays absent).
+func (l *lru) get(key string, create func() *rate.Limiter) *rate.Limiter {
+	if key == "" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, ok := l.index[key]; ok {
+		l.order.MoveToFront(el)
+		return el.Value.(*lruEntry).lim
+	}
+	if create == nil {
+		return nil
+	}
+	if l.order.Len() >= l.cap {
+		last := l.order.Back()
+		l.order.Remove(last)
+		delete(l.index, last.Value.(*lruEntry).key)
+	}
+	e := &lruEntry{key: key, lim: create()}
+	l.index[key] = l.order.PushFront(e)
+	return e.lim
+}
+
+func (l *lru) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.order.Len()
+}
+
+// ipExtractor says where a request comes from: the connection's address,
+// unless the connection is from one of the trusted proxies, whose
+// X-Forwarded-For is then believed (from the right, up to the first address
+// that is not a trusted proxy). Echo's default would believe any client's
+// X-Forwarded-For.
+func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }

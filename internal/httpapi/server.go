@@ -94,12 +94,13 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("contract as JSON: %w", err)
 	}
 	streams, stop := context.WithCancel(context.Background())
-	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit),
+	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
 		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, faults: newFaults(o.Faults)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.errorHandler
+	e.IPExtractor = ipExtractor(o.Faults.TrustedProxies)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}))
 	e.Use(h.accessLog())
 	e.Use(metrics(o.Registry))
