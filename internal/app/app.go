@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 // deleted database blobs and the audit-log retention.
 func (a *App) Background(ctx context.Context) {
 	if a.Store.Postgres() {
-		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, store.EventChannel, a.log)
+		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, a.Store.EventChannel(), a.log)
 	}
 	if a.dbBlobs != nil {
 		// Deleted database blobs go once their grace has passed; every

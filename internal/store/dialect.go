@@ -51,11 +51,9 @@ func (sqliteDialect) snapshotTx() *sql.TxOptions { return nil }
 // BEGIN IMMEDIATE.
 func (sqliteDialect) writeTx() *sql.TxOptions { return nil }
 
-type postgresDialect struct{}
-
-// writeLockKey is the advisory lock every PostgreSQL write transaction takes
-// ("guildhal" in ASCII).
-const writeLockKey int64 = 0x6775696c6468616c
+// postgresDialect's writeKey is the advisory lock every write transaction
+// takes, derived from the schema (namespace.go).
+type postgresDialect struct{ writeKey int64 }
 
 func (postgresDialect) name() string { return "postgres" }
 func (postgresDialect) ddl(sql string) string {
@@ -70,8 +68,8 @@ func (postgresDialect) groupConcat(col string) string { return "string_agg(" + c
 func (postgresDialect) groupConcatOrdered(col, order string) string {
 	return "string_agg(" + col + ", ',' ORDER BY " + order + ")"
 }
-func (postgresDialect) lockWrites() string {
-	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", writeLockKey)
+func (d postgresDialect) lockWrites() string {
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", d.writeKey)
 }
 func (postgresDialect) likeEscape() string { return `ESCAPE '\'` }
 

@@ -365,10 +365,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	return s.write.WithContext(ctx).Connection(func(conn *gorm.DB) error {
 		if s.Postgres() {
-			if err := conn.Exec("SELECT pg_advisory_lock(?)", writeLockKey+1).Error; err != nil {
+			if err := conn.Exec("SELECT pg_advisory_lock(?)", s.ns.migrateKey).Error; err != nil {
 				return fmt.Errorf("migration lock: %w", err)
 			}
-			defer conn.Exec("SELECT pg_advisory_unlock(?)", writeLockKey+1)
+			defer conn.Exec("SELECT pg_advisory_unlock(?)", s.ns.migrateKey)
 		} else {
 			// A SQLite table rebuild needs foreign keys off (they cannot be
 			// switched inside a transaction); migrations that rebuild check

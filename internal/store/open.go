@@ -53,6 +53,7 @@ type Store struct {
 	// of a migration build the database it starts from).
 	migrateUpTo int
 	faults      faultState // see Classify
+	ns          namespace  // PostgreSQL: lock keys and NOTIFY channel of the schema
 }
 
 // Open connects, applies the migrations and returns the store. It is the only
@@ -70,11 +71,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{migrateUpTo: opts.migrateUpTo}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):
-		s.dialect = postgresDialect{}
 		db, err := gorm.Open(postgres.Open(opts.DatabaseURL), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
+		if s.ns, err = loadNamespace(ctx, db); err != nil {
+			if sqlDB, derr := db.DB(); derr == nil {
+				_ = sqlDB.Close()
+			}
+			return nil, err
+		}
+		s.dialect = postgresDialect{writeKey: s.ns.writeKey}
 		sqlDB, err := db.DB()
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)

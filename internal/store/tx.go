@@ -31,9 +31,6 @@ type Tx struct {
 // a version): such state must not be cached beyond the transaction.
 func (tx *Tx) AuthStateUncommitted() bool { return tx.batch.bumped }
 
-// EventChannel is the PostgreSQL NOTIFY channel that carries new event seqs.
-const EventChannel = "guildhall_events"
-
 // AppendEvent records an event in the transaction and assigns its seq.
 func (tx *Tx) AppendEvent(ctx context.Context, ev model.Event) (model.Event, error) {
 	if ev.Data == nil {

@@ -264,7 +264,7 @@ func (w *writer) commit(batch []*writeJob) {
 		}
 		if last > 0 && s.Postgres() {
 			// Delivered to listeners when (and only if) the transaction commits.
-			if err := db.Exec("SELECT pg_notify(?, ?)", EventChannel, fmt.Sprint(last)).Error; err != nil {
+			if err := db.Exec("SELECT pg_notify(?, ?)", s.ns.channel, fmt.Sprint(last)).Error; err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
 		}
