@@ -119,7 +119,7 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 
 // start launches an instance on a free loopback port; call ready before use.
 // It is killed when the test ends, and its output is logged if the test failed.
-func start(t *testing.T, name string, s storeDir) *instance {
+func start(t *testing.T, name string, s storeDir, extraEnv ...string) *instance {
 	t.Helper()
 	in := &instance{name: name, exited: make(chan struct{})}
 	in.cmd = exec.Command(binary(t), "serve")
@@ -137,6 +137,7 @@ func start(t *testing.T, name string, s storeDir) *instance {
 		"GUILDHALL_RATE_LIMIT=0",
 		"GUILDHALL_LOG_LEVEL=warn",
 	)
+	in.cmd.Env = append(in.cmd.Env, extraEnv...)
 	in.cmd.Stdout, in.cmd.Stderr = &in.stdout, &in.stderr
 	if err := in.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -52,7 +52,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir})
+	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, StatementTimeout: cfg.DBTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -171,7 +171,7 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return // a stream that failed midway: nothing more can be said
 	}
-	err = h.classifyFault(err)
+	err = h.classifyFault(c, err)
 	p, expected := problemFor(err)
 	req := c.Request()
 	rid := c.Response().Header().Get(echo.HeaderXRequestID)

@@ -49,12 +49,18 @@ func newFaults(f Faults) faults { return faults{Faults: f} }
 // retryAfterUnavailable is the Retry-After of a 503.
 const retryAfterUnavailable = "2"
 
-// classifyFault gives infrastructure failures their kind (503, 507).
-func (h *Handler) classifyFault(err error) error {
-	if h.faults.Classify == nil {
-		return err
+// classifyFault gives infrastructure failures their kind (503, 507). A
+// cancellation while the client is still there is one of our deadlines
+// (drivers report an expired deadline as context.Canceled at times): the
+// database did not answer in time.
+func (h *Handler) classifyFault(c echo.Context, err error) error {
+	if h.faults.Classify != nil {
+		err = h.faults.Classify(err)
 	}
-	return h.faults.Classify(err)
+	if _, ok := apperr.As(err); !ok && errors.Is(err, context.Canceled) && c.Request().Context().Err() == nil {
+		return apperr.Unavailable(err)
+	}
+	return err
 }
 
 // faultHeaders sets what a fault answer carries, and logs its cause (the
@@ -101,10 +107,15 @@ func (h *Handler) deadline(op *operation) echo.MiddlewareFunc {
 			return next
 		}
 		return func(c echo.Context) error {
-			ctx, cancel := context.WithTimeout(c.Request().Context(), h.faults.RequestTimeout)
+			orig := c.Request()
+			ctx, cancel := context.WithTimeout(orig.Context(), h.faults.RequestTimeout)
 			defer cancel()
-			c.SetRequest(c.Request().WithContext(ctx))
-			return next(c)
+			c.SetRequest(orig.WithContext(ctx))
+			err := next(c)
+			// The error handler tells a client gone (its request's context
+			// canceled) from a deadline of ours by the original context.
+			c.SetRequest(orig)
+			return err
 		}
 	}
 }

@@ -74,6 +74,8 @@ func (b *DBBlobs) Put(ctx context.Context, r io.Reader, max int64) (blob.Info, e
 	}
 	key := blob.NewKey()
 	buf := make([]byte, ChunkSize)
+	ctx, cancel := b.s.txContext(ctx)
+	defer cancel()
 	err = b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		for chunk := 0; ; chunk++ {
 			n, end, err := fill(spool, buf)

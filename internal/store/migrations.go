@@ -363,7 +363,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			},
 		})
 	}
-	return s.write.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+	return s.write.WithContext(unbounded(ctx)).Connection(func(conn *gorm.DB) error {
 		if s.Postgres() {
 			if err := conn.Exec("SELECT pg_advisory_lock(?)", s.ns.migrateKey).Error; err != nil {
 				return fmt.Errorf("migration lock: %w", err)

@@ -35,6 +35,9 @@ type Options struct {
 	DataDir string
 	// MaxOpenConns bounds the PostgreSQL pool (and the SQLite read pool).
 	MaxOpenConns int
+	// StatementTimeout bounds each statement (a transaction gets four
+	// times that); DefaultStatementTimeout when 0.
+	StatementTimeout time.Duration
 
 	migrateUpTo int // see Store.migrateUpTo
 }
@@ -54,6 +57,8 @@ type Store struct {
 	migrateUpTo int
 	faults      faultState // see Classify
 	ns          namespace  // PostgreSQL: lock keys and NOTIFY channel of the schema
+	// statementTimeout bounds each statement (deadline.go).
+	statementTimeout time.Duration
 }
 
 // Open connects, applies the migrations and returns the store. It is the only
@@ -68,7 +73,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxOpenConns <= 0 {
 		opts.MaxOpenConns = 16
 	}
-	s := &Store{migrateUpTo: opts.migrateUpTo}
+	if opts.StatementTimeout <= 0 {
+		opts.StatementTimeout = DefaultStatementTimeout
+	}
+	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):
 		db, err := gorm.Open(postgres.Open(opts.DatabaseURL), cfg)
@@ -138,13 +146,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect), counter: &s.statements}
+	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout), counter: &s.statements}
 	s.wstmts = s.queries.stmts
 	if wdb != rdb {
-		s.wstmts = newStmtCache(wdb, s.dialect)
+		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
 	}
 	for _, db := range []*gorm.DB{s.write, s.read} {
 		if err := s.countStatements(db); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		if err := s.boundStatements(db, s.statementTimeout); err != nil {
 			_ = s.Close()
 			return nil, err
 		}

@@ -55,6 +55,7 @@ type stmtCache struct {
 	mu      sync.RWMutex
 	m       map[string]*sql.Stmt
 	pending map[string]bool // first met inside a transaction: see prepareIn
+	timeout time.Duration   // of each statement (deadline.go)
 }
 
 func newStmtCache(db *sql.DB, d dialect) *stmtCache {
@@ -173,6 +174,7 @@ func firstLine(q string) string {
 // the read pool, or inside the write transaction when q belongs to one.
 func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	ctx = q.ctx(ctx)
+	ctx = q.stmts.boundRows(ctx) // deadline.go
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -184,6 +186,8 @@ func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Row
 // exec runs a constant SQL statement like query.
 func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = q.ctx(ctx)
+	ctx, cancel := q.stmts.bound(ctx) // deadline.go
+	defer cancel()
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// DefaultStatementTimeout bounds each statement when Options say nothing.
+const DefaultStatementTimeout = 5 * time.Second
+
+// txPerStatement is how many statements' time a transaction gets.
+const txPerStatement = 4
+
+// boundStatements gives every statement sent through db a deadline of d
+// (unless its context has an earlier one): a database that stops answering
+// (a frozen or unreachable server, a pool that never frees a connection)
+// fails the statement with context.DeadlineExceeded, which Classify makes a
+// 503, instead of holding the request for ever.
+func (s *Store) boundStatements(db *gorm.DB, d time.Duration) error {
+	const key = "guildhall:cancel_deadline"
+	bound := func(cancelAfter bool) func(*gorm.DB) {
+		return func(db *gorm.DB) {
+			ctx := db.Statement.Context
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d || ctx.Value(unboundedKey{}) != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(ctx, d)
+			db.Statement.Context = ctx
+			if cancelAfter {
+				db.InstanceSet(key, cancel)
+			} else {
+				// Rows are read after the callbacks return: the deadline
+				// stays until it passes.
+				time.AfterFunc(d, cancel)
+			}
+		}
+	}
+	release := func(db *gorm.DB) {
+		if c, ok := db.InstanceGet(key); ok {
+			c.(context.CancelFunc)()
+		}
+	}
+	cb := db.Callback()
+	const name = "guildhall:deadline"
+	for _, err := range []error{
+		cb.Create().Before("gorm:create").Register(name, bound(true)),
+		cb.Create().After("gorm:create").Register(name+"_release", release),
+		cb.Query().Before("gorm:query").Register(name, bound(true)),
+		cb.Query().After("gorm:query").Register(name+"_release", release),
+		cb.Update().Before("gorm:update").Register(name, bound(true)),
+		cb.Update().After("gorm:update").Register(name+"_release", release),
+		cb.Delete().Before("gorm:delete").Register(name, bound(true)),
+		cb.Delete().After("gorm:delete").Register(name+"_release", release),
+		cb.Raw().Before("gorm:raw").Register(name, bound(true)),
+		cb.Raw().After("gorm:raw").Register(name+"_release", release),
+		cb.Row().Before("gorm:row").Register(name, bound(false)),
+	} {
+		if err != nil {
+			return fmt.Errorf("register statement deadline: %w", err)
+		}
+	}
+	return nil
+}
+
+// txContext bounds a transaction (its BEGIN, which no statement callback
+// sees, included) by a few statements' time.
+func (s *Store) txContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := s.statementTimeout * txPerStatement
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+type unboundedKey struct{}
+
+// unbounded marks a context whose statements may take as long as they take
+// (the migrations, and the lock that makes instances take turns at them).
+func unbounded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unboundedKey{}, true)
+}
+
+// withTimeout sets the deadline of the cache's statements (the hot ones that
+// bypass GORM and its callbacks).
+func (c *stmtCache) withTimeout(d time.Duration) *stmtCache {
+	c.timeout = d
+	return c
+}
+
+// bound gives a statement the cache's deadline (unless ctx has an earlier
+// one, or is unbounded).
+func (c *stmtCache) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c == nil || c.timeout <= 0 || ctx.Value(unboundedKey{}) != nil {
+		return ctx, func() {}
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// boundRows is bound for a query whose rows are read after it returns: the
+// deadline stays until it passes.
+func (c *stmtCache) boundRows(ctx context.Context) context.Context {
+	ctx, cancel := c.bound(ctx)
+	if c != nil && c.timeout > 0 {
+		time.AfterFunc(c.timeout, cancel)
+	}
+	return ctx
+}
