@@ -338,3 +338,129 @@ func errIf(err error, out []byte) error {
 	}
 	return nil
 }
+
+// TestFaultSIGTERMUnderLoad sends SIGTERM while writers write, event streams
+// are open and a slow download is in flight: /readyz turns 503 at once (and
+// the instance keeps serving for GUILDHALL_DRAIN_DELAY), the streams end,
+// no request in flight fails, the download finishes byte for byte within
+// GUILDHALL_SHUTDOWN_TIMEOUT, and the process exits 0. (Issue 10, point 6:
+// the fixed 15 s cut long downloads and the exit was non-zero.)
+func TestFaultSIGTERMUnderLoad(t *testing.T) {
+	c := newClient(t)
+	s := newStore(t, "sqlite")
+	in := start(t, "sigterm", s, "GUILDHALL_SHUTDOWN_TIMEOUT=30s", "GUILDHALL_DRAIN_DELAY=1s").ready(t, c)
+	must(t, c, in.URL, http.StatusCreated, "POST", "/channels/files/create", s.token, map[string]any{"name": "files"})
+	body := bytes.Repeat([]byte("0123456789abcdef"), 20<<16) // 20 MiB: more than the sockets buffer
+	req, _ := http.NewRequest("PUT", in.URL+"/api/channels/files/attachment?attachmentID=big", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if res, err := c.Do(req); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("upload: %v %v", res, err)
+	}
+
+	// Event streams: each must end (EOF) when the server shuts down.
+	streamsEnded := make(chan error, 5)
+	for range 5 {
+		req, _ := http.NewRequest("GET", in.URL+"/api/events", nil)
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		res, err := (&http.Client{}).Do(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("open a stream: %v %v", res, err)
+		}
+		go func() {
+			_, err := io.Copy(io.Discard, res.Body)
+			streamsEnded <- err
+		}()
+	}
+	// A slow download: 256 KiB every 50 ms, about 4 s in all, so the server
+	// is still writing it seconds after SIGTERM.
+	downloaded := make(chan []byte, 1)
+	dlStarted := make(chan struct{})
+	go func() {
+		req, _ := http.NewRequest("GET", in.URL+"/api/channels/files/attachment?attachmentID=big", nil)
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		res, err := (&http.Client{}).Do(req)
+		if err != nil {
+			close(dlStarted)
+			downloaded <- nil
+			return
+		}
+		defer res.Body.Close()
+		close(dlStarted)
+		var got bytes.Buffer
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := io.ReadFull(res.Body, buf)
+			got.Write(buf[:n])
+			if err != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		downloaded <- got.Bytes()
+	}()
+	<-dlStarted
+	// Writers until the listener closes.
+	type result struct{ status int }
+	results := make(chan result, 10000)
+	stopWriters := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stopWriters:
+					return
+				default:
+				}
+				st, _, err := call(c, in.URL, "POST", fmt.Sprintf("/channels/w%d-%d/create", w, i), s.token, map[string]any{"name": "x"})
+				if err != nil {
+					return // the listener closed: a refused connection is expected
+				}
+				results <- result{st}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	sent := time.Now()
+	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 900*time.Millisecond, "/readyz 503 while draining", func() bool {
+		st, _, _, _ := get(c, in.URL+"/readyz", "")
+		return st == http.StatusServiceUnavailable
+	})
+	for range 5 {
+		select {
+		case <-streamsEnded:
+		case <-time.After(10 * time.Second):
+			t.Fatal("an event stream did not end on shutdown")
+		}
+	}
+	select {
+	case <-in.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not exit")
+	}
+	close(stopWriters)
+	exitedAfter := time.Since(sent)
+	t.Logf("exited %v after SIGTERM: %v", exitedAfter, in.cmd.ProcessState)
+	if exitedAfter < 1500*time.Millisecond {
+		t.Errorf("exited %v after SIGTERM: before the drain delay and the download in flight were over", exitedAfter)
+	}
+	if code := in.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d after a clean drain, want 0", code)
+	}
+	if got := <-downloaded; !bytes.Equal(got, body) {
+		t.Errorf("the download in flight got %d of %d bytes", len(got), len(body))
+	}
+
+	close(results)
+	n := 0
+	for r := range results {
+		n++
+		if r.status >= 500 {
+			t.Errorf("a write answered %d during the shutdown", r.status)
+		}
+	}
+	t.Logf("%d writes answered, none 5xx", n)
+}
