@@ -1,0 +1,65 @@
+package config_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/config"
+)
+
+// The defaults come from the tags, and a flag wins over its variable,
+// which wins over the default.
+func TestParse(t *testing.T) {
+	d := config.Default()
+	if d.Addr != ":8080" || d.DataDir != "./data" || d.ShutdownTimeout != 15*time.Second || d.RateLimit != 20 ||
+		d.MaxAttachmentBytes != 25<<20 || d.BodyIdleTimeout != 30*time.Second || d.DBTimeout != 5*time.Second {
+		t.Fatalf("Default() = %+v", d)
+	}
+	env := map[string]string{"GUILDHALL_SHUTDOWN_TIMEOUT": "40s", "GUILDHALL_TRUSTED_PROXIES": "10.0.0.0/8,192.0.2.1",
+		"GUILDHALL_RATE_LIMIT": "3"}
+	cases := []struct {
+		name  string
+		args  []string
+		check func(config.Config) bool
+		err   string
+	}{
+		{"variables over defaults", nil, func(c config.Config) bool {
+			return c.ShutdownTimeout == 40*time.Second && c.RateLimit == 3 && len(c.TrustedProxies) == 2 && c.Addr == ":8080"
+		}, ""},
+		{"flags over variables", []string{"--shutdown-timeout=2s", "--rate-limit", "0"}, func(c config.Config) bool {
+			return c.ShutdownTimeout == 2*time.Second && c.RateLimit == 0
+		}, ""},
+		{"a bad proxy", []string{"--trusted-proxies=not-an-address"}, nil, "trusted proxy"},
+		{"a negative timeout", []string{"--db-timeout=-1s"}, nil, "must not be negative"},
+		{"an unknown log level", []string{"--log-level=loud"}, nil, "log-level"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse("guildhall", tc.args, func(k string) string { return env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one about %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !tc.check(c) {
+				t.Fatalf("Parse = %+v, %v", c, err)
+			}
+		})
+	}
+}
+
+// Every variable is in the README's configuration table.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env, flag := range config.Vars() {
+		if !strings.Contains(string(readme), "| `"+env+"` | `"+flag+"` |") {
+			t.Errorf("README.md has no row for %s (%s)", env, flag)
+		}
+	}
+}
