@@ -1146,6 +1146,11 @@ type DeprecatedBadRequest = Problem
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type DeprecatedForbidden = Problem
 
+// DeprecatedInsufficientStorage An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type DeprecatedInsufficientStorage = Problem
+
 // DeprecatedInternalError An RFC 9457 problem.
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
@@ -1175,6 +1180,11 @@ type DeprecatedTooManyRequests = Problem
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type DeprecatedUnauthorized = Problem
+
+// DeprecatedUnavailable An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type DeprecatedUnavailable = Problem
 
 // DeprecatedUnsupportedMediaType An RFC 9457 problem.
 //
@@ -10073,6 +10083,11 @@ type GetMeResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// GetMeResponse503Headers the declared response headers of an HTTP 503 response for GetMe
+type GetMeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetMeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10084,10 +10099,14 @@ type GetMeResponse struct {
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetMeResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetMeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10108,6 +10127,11 @@ func (r GetMeResponse) GetApplicationproblemJSON429() *TooManyRequests {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r GetMeResponse) GetApplicationproblemJSON500() *InternalError {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetMeResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11469,7 +11493,15 @@ type LegacyAddRolePermissionsResponse500Headers struct {
 
 // LegacyAddRolePermissionsResponse503Headers the declared response headers of an HTTP 503 response for LegacyAddRolePermissions
 type LegacyAddRolePermissionsResponse503Headers struct {
-	RetryAfter *int
+	Deprecation *string
+	Link        *string
+	RetryAfter  *int
+}
+
+// LegacyAddRolePermissionsResponse507Headers the declared response headers of an HTTP 507 response for LegacyAddRolePermissions
+type LegacyAddRolePermissionsResponse507Headers struct {
+	Deprecation *string
+	Link        *string
 }
 
 type LegacyAddRolePermissionsResponse struct {
@@ -11496,9 +11528,9 @@ type LegacyAddRolePermissionsResponse struct {
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *DeprecatedInternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Unavailable
+	ApplicationproblemJSON503 *DeprecatedUnavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
-	ApplicationproblemJSON507 *InsufficientStorage
+	ApplicationproblemJSON507 *DeprecatedInsufficientStorage
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *LegacyAddRolePermissionsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11521,6 +11553,8 @@ type LegacyAddRolePermissionsResponse struct {
 	Headers500 *LegacyAddRolePermissionsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *LegacyAddRolePermissionsResponse503Headers
+	// Headers507 the parsed response headers for an HTTP 507 response
+	Headers507 *LegacyAddRolePermissionsResponse507Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11574,12 +11608,12 @@ func (r LegacyAddRolePermissionsResponse) GetApplicationproblemJSON500() *Deprec
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r LegacyAddRolePermissionsResponse) GetApplicationproblemJSON503() *Unavailable {
+func (r LegacyAddRolePermissionsResponse) GetApplicationproblemJSON503() *DeprecatedUnavailable {
 	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
-func (r LegacyAddRolePermissionsResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+func (r LegacyAddRolePermissionsResponse) GetApplicationproblemJSON507() *DeprecatedInsufficientStorage {
 	return r.ApplicationproblemJSON507
 }
 
@@ -11672,7 +11706,15 @@ type LegacyAddRoleUserResponse500Headers struct {
 
 // LegacyAddRoleUserResponse503Headers the declared response headers of an HTTP 503 response for LegacyAddRoleUser
 type LegacyAddRoleUserResponse503Headers struct {
-	RetryAfter *int
+	Deprecation *string
+	Link        *string
+	RetryAfter  *int
+}
+
+// LegacyAddRoleUserResponse507Headers the declared response headers of an HTTP 507 response for LegacyAddRoleUser
+type LegacyAddRoleUserResponse507Headers struct {
+	Deprecation *string
+	Link        *string
 }
 
 type LegacyAddRoleUserResponse struct {
@@ -11695,9 +11737,9 @@ type LegacyAddRoleUserResponse struct {
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *DeprecatedInternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Unavailable
+	ApplicationproblemJSON503 *DeprecatedUnavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
-	ApplicationproblemJSON507 *InsufficientStorage
+	ApplicationproblemJSON507 *DeprecatedInsufficientStorage
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *LegacyAddRoleUserResponse204Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11718,6 +11760,8 @@ type LegacyAddRoleUserResponse struct {
 	Headers500 *LegacyAddRoleUserResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *LegacyAddRoleUserResponse503Headers
+	// Headers507 the parsed response headers for an HTTP 507 response
+	Headers507 *LegacyAddRoleUserResponse507Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -11761,12 +11805,12 @@ func (r LegacyAddRoleUserResponse) GetApplicationproblemJSON500() *DeprecatedInt
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r LegacyAddRoleUserResponse) GetApplicationproblemJSON503() *Unavailable {
+func (r LegacyAddRoleUserResponse) GetApplicationproblemJSON503() *DeprecatedUnavailable {
 	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
-func (r LegacyAddRoleUserResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+func (r LegacyAddRoleUserResponse) GetApplicationproblemJSON507() *DeprecatedInsufficientStorage {
 	return r.ApplicationproblemJSON507
 }
 
@@ -12507,7 +12551,15 @@ type LegacyRemoveRolePermissionsResponse500Headers struct {
 
 // LegacyRemoveRolePermissionsResponse503Headers the declared response headers of an HTTP 503 response for LegacyRemoveRolePermissions
 type LegacyRemoveRolePermissionsResponse503Headers struct {
-	RetryAfter *int
+	Deprecation *string
+	Link        *string
+	RetryAfter  *int
+}
+
+// LegacyRemoveRolePermissionsResponse507Headers the declared response headers of an HTTP 507 response for LegacyRemoveRolePermissions
+type LegacyRemoveRolePermissionsResponse507Headers struct {
+	Deprecation *string
+	Link        *string
 }
 
 type LegacyRemoveRolePermissionsResponse struct {
@@ -12534,9 +12586,9 @@ type LegacyRemoveRolePermissionsResponse struct {
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *DeprecatedInternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Unavailable
+	ApplicationproblemJSON503 *DeprecatedUnavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
-	ApplicationproblemJSON507 *InsufficientStorage
+	ApplicationproblemJSON507 *DeprecatedInsufficientStorage
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *LegacyRemoveRolePermissionsResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -12559,6 +12611,8 @@ type LegacyRemoveRolePermissionsResponse struct {
 	Headers500 *LegacyRemoveRolePermissionsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *LegacyRemoveRolePermissionsResponse503Headers
+	// Headers507 the parsed response headers for an HTTP 507 response
+	Headers507 *LegacyRemoveRolePermissionsResponse507Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12612,12 +12666,12 @@ func (r LegacyRemoveRolePermissionsResponse) GetApplicationproblemJSON500() *Dep
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r LegacyRemoveRolePermissionsResponse) GetApplicationproblemJSON503() *Unavailable {
+func (r LegacyRemoveRolePermissionsResponse) GetApplicationproblemJSON503() *DeprecatedUnavailable {
 	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
-func (r LegacyRemoveRolePermissionsResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+func (r LegacyRemoveRolePermissionsResponse) GetApplicationproblemJSON507() *DeprecatedInsufficientStorage {
 	return r.ApplicationproblemJSON507
 }
 
@@ -12710,7 +12764,15 @@ type LegacyRemoveRoleUserResponse500Headers struct {
 
 // LegacyRemoveRoleUserResponse503Headers the declared response headers of an HTTP 503 response for LegacyRemoveRoleUser
 type LegacyRemoveRoleUserResponse503Headers struct {
-	RetryAfter *int
+	Deprecation *string
+	Link        *string
+	RetryAfter  *int
+}
+
+// LegacyRemoveRoleUserResponse507Headers the declared response headers of an HTTP 507 response for LegacyRemoveRoleUser
+type LegacyRemoveRoleUserResponse507Headers struct {
+	Deprecation *string
+	Link        *string
 }
 
 type LegacyRemoveRoleUserResponse struct {
@@ -12733,9 +12795,9 @@ type LegacyRemoveRoleUserResponse struct {
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *DeprecatedInternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Unavailable
+	ApplicationproblemJSON503 *DeprecatedUnavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
-	ApplicationproblemJSON507 *InsufficientStorage
+	ApplicationproblemJSON507 *DeprecatedInsufficientStorage
 	// Headers204 the parsed response headers for an HTTP 204 response
 	Headers204 *LegacyRemoveRoleUserResponse204Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -12756,6 +12818,8 @@ type LegacyRemoveRoleUserResponse struct {
 	Headers500 *LegacyRemoveRoleUserResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *LegacyRemoveRoleUserResponse503Headers
+	// Headers507 the parsed response headers for an HTTP 507 response
+	Headers507 *LegacyRemoveRoleUserResponse507Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -12799,12 +12863,12 @@ func (r LegacyRemoveRoleUserResponse) GetApplicationproblemJSON500() *Deprecated
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r LegacyRemoveRoleUserResponse) GetApplicationproblemJSON503() *Unavailable {
+func (r LegacyRemoveRoleUserResponse) GetApplicationproblemJSON503() *DeprecatedUnavailable {
 	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
-func (r LegacyRemoveRoleUserResponse) GetApplicationproblemJSON507() *InsufficientStorage {
+func (r LegacyRemoveRoleUserResponse) GetApplicationproblemJSON507() *DeprecatedInsufficientStorage {
 	return r.ApplicationproblemJSON507
 }
 
@@ -18041,6 +18105,13 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18085,6 +18156,16 @@ func ParseGetMeResponse(rsp *http.Response) (*GetMeResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetMeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19606,14 +19687,14 @@ func ParseLegacyAddRolePermissionsResponse(rsp *http.Response) (*LegacyAddRolePe
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Unavailable
+		var dest DeprecatedUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
-		var dest InsufficientStorage
+		var dest DeprecatedInsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -19829,6 +19910,20 @@ func ParseLegacyAddRolePermissionsResponse(rsp *http.Response) (*LegacyAddRolePe
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers LegacyAddRolePermissionsResponse503Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -19837,6 +19932,23 @@ func ParseLegacyAddRolePermissionsResponse(rsp *http.Response) (*LegacyAddRolePe
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 507:
+		var headers LegacyAddRolePermissionsResponse507Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		response.Headers507 = &headers
 	}
 
 	return response, nil
@@ -19916,14 +20028,14 @@ func ParseLegacyAddRoleUserResponse(rsp *http.Response) (*LegacyAddRoleUserRespo
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Unavailable
+		var dest DeprecatedUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
-		var dest InsufficientStorage
+		var dest DeprecatedInsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -20115,6 +20227,20 @@ func ParseLegacyAddRoleUserResponse(rsp *http.Response) (*LegacyAddRoleUserRespo
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers LegacyAddRoleUserResponse503Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -20123,6 +20249,23 @@ func ParseLegacyAddRoleUserResponse(rsp *http.Response) (*LegacyAddRoleUserRespo
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 507:
+		var headers LegacyAddRoleUserResponse507Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		response.Headers507 = &headers
 	}
 
 	return response, nil
@@ -20935,14 +21078,14 @@ func ParseLegacyRemoveRolePermissionsResponse(rsp *http.Response) (*LegacyRemove
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Unavailable
+		var dest DeprecatedUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
-		var dest InsufficientStorage
+		var dest DeprecatedInsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -21158,6 +21301,20 @@ func ParseLegacyRemoveRolePermissionsResponse(rsp *http.Response) (*LegacyRemove
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers LegacyRemoveRolePermissionsResponse503Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -21166,6 +21323,23 @@ func ParseLegacyRemoveRolePermissionsResponse(rsp *http.Response) (*LegacyRemove
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 507:
+		var headers LegacyRemoveRolePermissionsResponse507Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		response.Headers507 = &headers
 	}
 
 	return response, nil
@@ -21245,14 +21419,14 @@ func ParseLegacyRemoveRoleUserResponse(rsp *http.Response) (*LegacyRemoveRoleUse
 		response.ApplicationproblemJSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Unavailable
+		var dest DeprecatedUnavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
-		var dest InsufficientStorage
+		var dest DeprecatedInsufficientStorage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -21444,6 +21618,20 @@ func ParseLegacyRemoveRoleUserResponse(rsp *http.Response) (*LegacyRemoveRoleUse
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers LegacyRemoveRoleUserResponse503Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -21452,6 +21640,23 @@ func ParseLegacyRemoveRoleUserResponse(rsp *http.Response) (*LegacyRemoveRoleUse
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 507:
+		var headers LegacyRemoveRoleUserResponse507Headers
+		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Deprecation = &value
+		}
+		if values := rsp.Header.Values("Link"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Link = &value
+		}
+		response.Headers507 = &headers
 	}
 
 	return response, nil
@@ -25420,6 +25625,16 @@ type DeprecatedForbiddenApplicationProblemPlusJSONResponse struct {
 	Headers DeprecatedForbiddenResponseHeaders
 }
 
+type DeprecatedInsufficientStorageResponseHeaders struct {
+	Deprecation *string
+	Link        *string
+}
+type DeprecatedInsufficientStorageApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers DeprecatedInsufficientStorageResponseHeaders
+}
+
 type DeprecatedInternalErrorResponseHeaders struct {
 	Deprecation *string
 	Link        *string
@@ -25482,6 +25697,17 @@ type DeprecatedUnauthorizedApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers DeprecatedUnauthorizedResponseHeaders
+}
+
+type DeprecatedUnavailableResponseHeaders struct {
+	Deprecation *string
+	Link        *string
+	RetryAfter  *int
+}
+type DeprecatedUnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers DeprecatedUnavailableResponseHeaders
 }
 
 type DeprecatedUnsupportedMediaTypeResponseHeaders struct {
@@ -28545,6 +28771,25 @@ func (response GetMe500ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 	return err
 }
 
+type GetMe503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe503ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetOpenAPIJSONRequestObject struct {
 }
 
@@ -30511,7 +30756,7 @@ func (response LegacyAddRolePermissions500ApplicationProblemPlusJSONResponse) Vi
 }
 
 type LegacyAddRolePermissions503ApplicationProblemPlusJSONResponse struct {
-	UnavailableApplicationProblemPlusJSONResponse
+	DeprecatedUnavailableApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyAddRolePermissions503ApplicationProblemPlusJSONResponse) VisitLegacyAddRolePermissionsResponse(w http.ResponseWriter) error {
@@ -30521,6 +30766,12 @@ func (response LegacyAddRolePermissions503ApplicationProblemPlusJSONResponse) Vi
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -30530,16 +30781,22 @@ func (response LegacyAddRolePermissions503ApplicationProblemPlusJSONResponse) Vi
 }
 
 type LegacyAddRolePermissions507ApplicationProblemPlusJSONResponse struct {
-	InsufficientStorageApplicationProblemPlusJSONResponse
+	DeprecatedInsufficientStorageApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyAddRolePermissions507ApplicationProblemPlusJSONResponse) VisitLegacyAddRolePermissionsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	w.WriteHeader(507)
 	_, err := buf.WriteTo(w)
 	return err
@@ -30764,7 +31021,7 @@ func (response LegacyAddRoleUser500ApplicationProblemPlusJSONResponse) VisitLega
 }
 
 type LegacyAddRoleUser503ApplicationProblemPlusJSONResponse struct {
-	UnavailableApplicationProblemPlusJSONResponse
+	DeprecatedUnavailableApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyAddRoleUser503ApplicationProblemPlusJSONResponse) VisitLegacyAddRoleUserResponse(w http.ResponseWriter) error {
@@ -30774,6 +31031,12 @@ func (response LegacyAddRoleUser503ApplicationProblemPlusJSONResponse) VisitLega
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -30783,16 +31046,22 @@ func (response LegacyAddRoleUser503ApplicationProblemPlusJSONResponse) VisitLega
 }
 
 type LegacyAddRoleUser507ApplicationProblemPlusJSONResponse struct {
-	InsufficientStorageApplicationProblemPlusJSONResponse
+	DeprecatedInsufficientStorageApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyAddRoleUser507ApplicationProblemPlusJSONResponse) VisitLegacyAddRoleUserResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	w.WriteHeader(507)
 	_, err := buf.WriteTo(w)
 	return err
@@ -32033,7 +32302,7 @@ func (response LegacyRemoveRolePermissions500ApplicationProblemPlusJSONResponse)
 }
 
 type LegacyRemoveRolePermissions503ApplicationProblemPlusJSONResponse struct {
-	UnavailableApplicationProblemPlusJSONResponse
+	DeprecatedUnavailableApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyRemoveRolePermissions503ApplicationProblemPlusJSONResponse) VisitLegacyRemoveRolePermissionsResponse(w http.ResponseWriter) error {
@@ -32043,6 +32312,12 @@ func (response LegacyRemoveRolePermissions503ApplicationProblemPlusJSONResponse)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -32052,16 +32327,22 @@ func (response LegacyRemoveRolePermissions503ApplicationProblemPlusJSONResponse)
 }
 
 type LegacyRemoveRolePermissions507ApplicationProblemPlusJSONResponse struct {
-	InsufficientStorageApplicationProblemPlusJSONResponse
+	DeprecatedInsufficientStorageApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyRemoveRolePermissions507ApplicationProblemPlusJSONResponse) VisitLegacyRemoveRolePermissionsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	w.WriteHeader(507)
 	_, err := buf.WriteTo(w)
 	return err
@@ -32286,7 +32567,7 @@ func (response LegacyRemoveRoleUser500ApplicationProblemPlusJSONResponse) VisitL
 }
 
 type LegacyRemoveRoleUser503ApplicationProblemPlusJSONResponse struct {
-	UnavailableApplicationProblemPlusJSONResponse
+	DeprecatedUnavailableApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyRemoveRoleUser503ApplicationProblemPlusJSONResponse) VisitLegacyRemoveRoleUserResponse(w http.ResponseWriter) error {
@@ -32296,6 +32577,12 @@ func (response LegacyRemoveRoleUser503ApplicationProblemPlusJSONResponse) VisitL
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
@@ -32305,16 +32592,22 @@ func (response LegacyRemoveRoleUser503ApplicationProblemPlusJSONResponse) VisitL
 }
 
 type LegacyRemoveRoleUser507ApplicationProblemPlusJSONResponse struct {
-	InsufficientStorageApplicationProblemPlusJSONResponse
+	DeprecatedInsufficientStorageApplicationProblemPlusJSONResponse
 }
 
 func (response LegacyRemoveRoleUser507ApplicationProblemPlusJSONResponse) VisitLegacyRemoveRoleUserResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.Deprecation != nil {
+		w.Header().Set("Deprecation", fmt.Sprint(*response.Headers.Deprecation))
+	}
+	if response.Headers.Link != nil {
+		w.Header().Set("Link", fmt.Sprint(*response.Headers.Link))
+	}
 	w.WriteHeader(507)
 	_, err := buf.WriteTo(w)
 	return err

@@ -2177,6 +2177,29 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The database does not answer; retry after `Retry-After` seconds. */
+        DeprecatedUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                Deprecation: components["headers"]["Deprecation"];
+                Link: components["headers"]["SuccessorLink"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The server's storage is full; the change was not made. */
+        DeprecatedInsufficientStorage: {
+            headers: {
+                Deprecation: components["headers"]["Deprecation"];
+                Link: components["headers"]["SuccessorLink"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The request is invalid; `errors` lists each problem. */
         DeprecatedBadRequest: {
             headers: {
@@ -3623,8 +3646,8 @@ export interface operations {
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
             500: components["responses"]["DeprecatedInternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            503: components["responses"]["DeprecatedUnavailable"];
+            507: components["responses"]["DeprecatedInsufficientStorage"];
         };
     };
     legacyRemoveRolePermissions: {
@@ -3675,8 +3698,8 @@ export interface operations {
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
             500: components["responses"]["DeprecatedInternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            503: components["responses"]["DeprecatedUnavailable"];
+            507: components["responses"]["DeprecatedInsufficientStorage"];
         };
     };
     legacyAddRoleUser: {
@@ -3718,8 +3741,8 @@ export interface operations {
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
             500: components["responses"]["DeprecatedInternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            503: components["responses"]["DeprecatedUnavailable"];
+            507: components["responses"]["DeprecatedInsufficientStorage"];
         };
     };
     legacyRemoveRoleUser: {
@@ -3761,8 +3784,8 @@ export interface operations {
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
             500: components["responses"]["DeprecatedInternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            503: components["responses"]["DeprecatedUnavailable"];
+            507: components["responses"]["DeprecatedInsufficientStorage"];
         };
     };
     getMe: {
@@ -3800,6 +3823,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listUsers: {
