@@ -19,7 +19,12 @@ const txPerStatement = 4
 // (a frozen or unreachable server, a pool that never frees a connection)
 // fails the statement with context.DeadlineExceeded, which Classify makes a
 // 503, instead of holding the request for ever.
+//
+// SQLite statements get none (see stmtCache.withTimeout).
 func (s *Store) boundStatements(db *gorm.DB, d time.Duration) error {
+	if !s.Postgres() {
+		return nil
+	}
 	const key = "guildhall:cancel_deadline"
 	bound := func(cancelAfter bool) func(*gorm.DB) {
 		return func(db *gorm.DB) {
@@ -87,8 +92,14 @@ func unbounded(ctx context.Context) context.Context {
 }
 
 // withTimeout sets the deadline of the cache's statements (the hot ones that
-// bypass GORM and its callbacks).
+// bypass GORM and its callbacks). SQLite statements get none: a local file
+// does not hang the way a server does (lock waits are bounded by
+// busy_timeout), and a cancellable context costs SQLite reads a goroutine
+// per statement in database/sql and the driver (see queries.ctx).
 func (c *stmtCache) withTimeout(d time.Duration) *stmtCache {
+	if !c.rebind { // SQLite
+		d = 0
+	}
 	c.timeout = d
 	return c
 }
@@ -108,9 +119,10 @@ func (c *stmtCache) bound(ctx context.Context) (context.Context, context.CancelF
 // boundRows is bound for a query whose rows are read after it returns: the
 // deadline stays until it passes.
 func (c *stmtCache) boundRows(ctx context.Context) context.Context {
-	ctx, cancel := c.bound(ctx)
-	if c != nil && c.timeout > 0 {
-		time.AfterFunc(c.timeout, cancel)
+	if c == nil || c.timeout <= 0 {
+		return ctx
 	}
+	ctx, cancel := c.bound(ctx)
+	time.AfterFunc(c.timeout, cancel)
 	return ctx
 }

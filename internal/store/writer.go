@@ -28,11 +28,6 @@ import (
 // maxBatch bounds the requests one transaction carries.
 const maxBatch = 64
 
-// batchTimeout bounds a whole batch transaction on PostgreSQL: a statement
-// that hangs (a frozen database) fails the batch instead of holding every
-// writer.
-const batchTimeout = 30 * time.Second
-
 // ErrClosed is returned by Write after Close.
 var ErrClosed = errors.New("store: closed")
 
@@ -206,14 +201,16 @@ func (w *writer) commit(batch []*writeJob) {
 	w.transactions.Add(1)
 	w.writes.Add(int64(len(live)))
 	results := make([]writeResult, len(live))
-	// A batch on PostgreSQL is bounded in time (a hung database must not
-	// hold every writer). A SQLite batch has no network to hang on, and a
+	// A PostgreSQL batch is bounded like a transaction of a few statements
+	// (each statement has its own deadline too): BEGIN and COMMIT, which no
+	// statement deadline covers, then fail on a frozen database instead of
+	// holding every writer. A SQLite batch has no network to hang on, and a
 	// cancellable context would cost a goroutine per statement in the
 	// driver; its waits for the file lock are bounded by busy_timeout.
 	ctx := context.Background()
 	if s.Postgres() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, batchTimeout)
+		ctx, cancel = context.WithTimeout(ctx, s.statementTimeout*txPerStatement)
 		defer cancel()
 	}
 	err := s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
