@@ -108,3 +108,18 @@ func unavailable(err error) bool {
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF") && strings.Contains(msg, "pgconn") ||
 		strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "broken pipe")
 }
+
+// uniqueViolation names the unique index (SQLite: "table.column"; PostgreSQL:
+// the constraint) that err violated, or "".
+func uniqueViolation(err error) string {
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey) {
+		_, cols, _ := strings.Cut(se.Error(), "failed: ")
+		return cols
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return pe.ConstraintName
+	}
+	return ""
+}

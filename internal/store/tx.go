@@ -43,23 +43,38 @@ func (tx *Tx) AppendEvent(ctx context.Context, ev model.Event) (model.Event, err
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = model.Now()
 	}
-	rows, err := tx.query(ctx, "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-		ev.Type, ev.ActorID, ev.Subject, string(data), ev.Reason, microsOf(ev.CreatedAt))
-	if err != nil {
-		return model.Event{}, fmt.Errorf("append event: %w", err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		return model.Event{}, fmt.Errorf("append event: no seq returned: %w", rows.Err())
-	}
-	if err := rows.Scan(&ev.Seq); err != nil {
-		return model.Event{}, fmt.Errorf("append event: %w", err)
-	}
-	if err := rows.Close(); err != nil {
+	if ev.Seq, err = tx.insertEvent(ctx, ev.Type, ev.ActorID, ev.Subject, string(data), ev.Reason, microsOf(ev.CreatedAt)); err != nil {
 		return model.Event{}, fmt.Errorf("append event: %w", err)
 	}
 	tx.events = append(tx.events, ev)
 	return ev, nil
+}
+
+// insertEvent inserts an event row and returns its seq: SQLite's rowid from
+// the statement's result, PostgreSQL's identity through RETURNING (reading a
+// RETURNING row costs SQLite writes a quarter of their time).
+func (tx *Tx) insertEvent(ctx context.Context, args ...any) (int64, error) {
+	const insert = "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+	if tx.dialect.name() == "sqlite" {
+		res, err := tx.exec(ctx, insert, args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	rows, err := tx.query(ctx, insert+" RETURNING seq", args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var seq int64
+	if !rows.Next() {
+		return 0, fmt.Errorf("no seq returned: %w", errors.Join(rows.Err(), sql.ErrNoRows))
+	}
+	if err := rows.Scan(&seq); err != nil {
+		return 0, err
+	}
+	return seq, rows.Close()
 }
 
 // BumpAuthVersion marks the authorization state (roles, overwrites, global
@@ -326,17 +341,15 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 
 // --- users
 
-// InsertUser creates a user; a taken username or email is a conflict.
+// InsertUser creates a user; a taken username or email is a conflict,
+// found by the unique indexes themselves (no query before the insert).
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
-	if err := tx.checkUnique(ctx, u); err != nil {
-		return model.User{}, err
-	}
 	_, err := tx.exec(ctx, `INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, status, is_owner, version, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 		u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName, strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email),
 		u.Status, u.IsOwner, microsOf(u.CreatedAt), microsOf(u.UpdatedAt))
 	if err != nil {
-		return model.User{}, duplicate(err, "The username or email is taken.")
+		return model.User{}, userConflict(err, u)
 	}
 	u.Version = 1
 	if u.Roles == nil {
@@ -348,44 +361,26 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 // UpdateUser stores a user's fields and moves their version. A change of
 // status is a change of credentials (the caller bumps them).
 func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) {
-	if err := tx.checkUnique(ctx, u); err != nil {
-		return model.User{}, err
-	}
 	_, err := tx.exec(ctx, `UPDATE users SET username = ?, username_key = ?, display_name = ?, display_name_key = ?, email = ?, email_key = ?,
 status = ?, version = version + 1, updated_at = ? WHERE id = ?`,
 		u.Username, strings.ToLower(u.Username), u.DisplayName, strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email),
 		u.Status, microsOf(u.UpdatedAt), u.ID)
 	if err != nil {
-		return model.User{}, duplicate(err, "The username or email is taken.")
+		return model.User{}, userConflict(err, u)
 	}
 	return tx.GetUser(ctx, u.ID)
 }
 
-// checkUnique gives a precise 409 before the unique indexes would: one
-// statement for both keys.
-func (tx *Tx) checkUnique(ctx context.Context, u model.User) error {
-	rows, err := tx.query(ctx, `SELECT (SELECT 1 FROM users WHERE username_key = ? AND id <> ?), (SELECT 1 FROM users WHERE email_key = ? AND id <> ?)`,
-		strings.ToLower(u.Username), u.ID, lowerPtr(u.Email), u.ID)
-	if err != nil {
-		return fmt.Errorf("check username and email: %w", err)
-	}
-	defer rows.Close()
-	var name, email sql.NullInt64
-	if rows.Next() {
-		if err := rows.Scan(&name, &email); err != nil {
-			return fmt.Errorf("check username and email: %w", err)
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("check username and email: %w", err)
-	}
-	if name.Valid {
+// userConflict turns a unique-index violation on users into the 409 that
+// names what is taken; other errors pass through.
+func userConflict(err error, u model.User) error {
+	switch idx := uniqueViolation(err); {
+	case strings.Contains(idx, "username_key"):
 		return apperr.Conflict("The username %q is taken (usernames are unique ignoring case).", u.Username)
-	}
-	if email.Valid {
+	case strings.Contains(idx, "email_key") && u.Email != nil:
 		return apperr.Conflict("The email %q is taken.", *u.Email)
 	}
-	return nil
+	return duplicate(err, "The username or email is taken.")
 }
 
 // DeleteUser deletes a user, and returns what went with them. The schema's

@@ -1,0 +1,166 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// benchStore opens a store of each kind with the settings row and n users.
+func benchStores(b *testing.B, users int, fn func(b *testing.B, s *store.Store, ids []string)) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		b.Run(kind, func(b *testing.B) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(b)
+			}
+			ctx := context.Background()
+			opts := store.Options{DataDir: b.TempDir()}
+			if kind == testenv.Postgres {
+				opts.DatabaseURL = testenv.FreshPostgres(b)
+			}
+			s, err := store.Open(ctx, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			ids := make([]string, users)
+			_, err = s.Write(ctx, func(tx *store.Tx) error {
+				if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+					return err
+				}
+				for i := range ids {
+					u, err := tx.InsertUser(ctx, newUser(fmt.Sprintf("seed%d", i)))
+					if err != nil {
+						return err
+					}
+					ids[i] = u.ID
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := s.QueryCount()
+			cpu := processCPU()
+			b.ReportAllocs()
+			b.ResetTimer()
+			fn(b, s, ids)
+			b.StopTimer()
+			b.ReportMetric(float64(s.QueryCount()-start)/float64(b.N), "statements/op")
+			if kind == testenv.SQLite { // PostgreSQL's work is in its own processes
+				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}
+
+func newUser(name string) model.User {
+	now := model.Now()
+	return model.User{ID: uuid.Must(uuid.NewV7()).String(), Username: name, DisplayName: name, Status: model.StatusActive,
+		CreatedAt: now, UpdatedAt: now}
+}
+
+// BenchmarkReadUser is GET /users/{id}'s store work: a user, their roles
+// and the versions, in one statement.
+func BenchmarkReadUser(b *testing.B) {
+	benchStores(b, 1000, func(b *testing.B, s *store.Store, ids []string) {
+		ctx := context.Background()
+		i := 0
+		for b.Loop() {
+			if _, _, err := s.ReadUser(ctx, ids[i%len(ids)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkListUsers50 is GET /users?limit=50's store work.
+func BenchmarkListUsers50(b *testing.B) {
+	benchStores(b, 1000, func(b *testing.B, s *store.Store, _ []string) {
+		ctx := context.Background()
+		for b.Loop() {
+			if users, _, _, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 50); err != nil || len(users) != 50 {
+				b.Fatal(len(users), err)
+			}
+		}
+	})
+}
+
+// createUser is the store work of POST /users inside its write: the unique
+// check, the row and its audit event.
+func createUser(ctx context.Context, tx *store.Tx, name string) error {
+	u, err := tx.InsertUser(ctx, newUser(name))
+	if err != nil {
+		return err
+	}
+	_, err = tx.AppendEvent(ctx, model.Event{Type: "user.created", Subject: "user:" + u.ID,
+		Data: map[string]any{"username": u.Username, "display_name": u.DisplayName}})
+	return err
+}
+
+// BenchmarkCreateUserAlone is a create committed (and synced) on its own.
+func BenchmarkCreateUserAlone(b *testing.B) {
+	benchStores(b, 0, func(b *testing.B, s *store.Store, _ []string) {
+		ctx := context.Background()
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := s.Write(ctx, func(tx *store.Tx) error { return createUser(ctx, tx, fmt.Sprintf("alone%d", i)) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCreateUserBatch32 is 32 concurrent creates sharing transactions
+// (group commit); per op is per create.
+func BenchmarkCreateUserBatch32(b *testing.B) {
+	benchStores(b, 0, func(b *testing.B, s *store.Store, _ []string) {
+		ctx := context.Background()
+		var n atomic.Int64
+		work := make(chan struct{}, 64)
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				for range work {
+					name := fmt.Sprintf("batch%d", n.Add(1))
+					if _, err := s.Write(ctx, func(tx *store.Tx) error { return createUser(ctx, tx, name) }); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		before := s.WriterStats()
+		for b.Loop() {
+			work <- struct{}{}
+		}
+		close(work)
+		wg.Wait()
+		after := s.WriterStats()
+		if tx := after.Transactions - before.Transactions; tx > 0 {
+			b.ReportMetric(float64(after.Writes-before.Writes)/float64(tx), "writes/tx")
+		}
+	})
+}
+
+// processCPU is the CPU time (user and system) this process has used, in
+// nanoseconds: with SQLite in process, the cost of a write whose wall time
+// is mostly waiting for its sync.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
