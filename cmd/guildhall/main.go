@@ -100,6 +100,9 @@ func (s *serveCmd) Run(io *streams) error {
 	cfg := s.Config
 	log, flushLog := app.NewLogger(io.stderr, cfg.LogLevel)
 	defer flushLog()
+	if n := app.EnsureProcs(); n > 0 {
+		log.Info("GOMAXPROCS raised so that a commit's sync does not stall requests", "gomaxprocs", n)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.New(ctx, cfg, log)

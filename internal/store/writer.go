@@ -114,8 +114,8 @@ func (w *writer) run() {
 // gatherMax: a few hundred microseconds of latency buys batches several
 // times larger. A lone writer (one client at a time) never waits.
 const (
-	gatherGap = 200 * time.Microsecond
-	gatherMax = 2 * time.Millisecond
+	gatherGap = 500 * time.Microsecond
+	gatherMax = 3 * time.Millisecond
 )
 
 func (w *writer) gather(batch *[]*writeJob, busy bool) {
