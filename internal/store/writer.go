@@ -230,7 +230,7 @@ func (w *writer) commit(batch []*writeJob) {
 		for i, j := range live {
 			tx := &Tx{queries: q, batch: batch}
 			if !single {
-				if err := tx.savepoint(ctx, "SAVEPOINT gh_job"); err != nil {
+				if err := tx.beginJob(ctx, i == 0); err != nil {
 					return err
 				}
 			}
@@ -240,19 +240,11 @@ func (w *writer) commit(batch []*writeJob) {
 					return jobError{err}
 				}
 				// One request's failure undoes its own changes only.
-				if rerr := tx.savepoint(ctx, "ROLLBACK TO SAVEPOINT gh_job"); rerr != nil {
-					return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
-				}
-				if rerr := tx.savepoint(ctx, "RELEASE SAVEPOINT gh_job"); rerr != nil {
+				if rerr := tx.rollbackJob(ctx); rerr != nil {
 					return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
 				}
 				results[i].err = err
 				continue
-			}
-			if !single {
-				if err := tx.savepoint(ctx, "RELEASE SAVEPOINT gh_job"); err != nil {
-					return err
-				}
 			}
 			results[i].events = tx.events
 			if n := len(tx.events); n > 0 {
@@ -296,7 +288,43 @@ func runJob(j *writeJob, tx *Tx) (err error) {
 	return j.fn(tx)
 }
 
+// beginJob opens the savepoint of a job of a batch, releasing the previous
+// job's (COMMIT releases the last one). On PostgreSQL both go in one round
+// trip (several statements without arguments use the simple protocol); on
+// SQLite each is a prepared statement, with no round trip to save.
+func (tx *Tx) beginJob(ctx context.Context, first bool) error {
+	if tx.dialect.name() == "postgres" {
+		stmt := "RELEASE SAVEPOINT gh_job; SAVEPOINT gh_job"
+		if first {
+			stmt = "SAVEPOINT gh_job"
+		}
+		return tx.savepoint(ctx, stmt)
+	}
+	if !first {
+		if _, err := tx.exec(ctx, "RELEASE SAVEPOINT gh_job"); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	if _, err := tx.exec(ctx, "SAVEPOINT gh_job"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	return nil
+}
+
+// rollbackJob undoes what a failed job of a batch did; its savepoint stays
+// (the next job's beginJob releases it).
+func (tx *Tx) rollbackJob(ctx context.Context) error {
+	if tx.dialect.name() == "postgres" {
+		return tx.savepoint(ctx, "ROLLBACK TO SAVEPOINT gh_job")
+	}
+	if _, err := tx.exec(ctx, "ROLLBACK TO SAVEPOINT gh_job"); err != nil {
+		return fmt.Errorf("roll back to savepoint: %w", err)
+	}
+	return nil
+}
+
 func (tx *Tx) savepoint(ctx context.Context, stmt string) error {
+	tx.count()
 	if _, err := tx.sqlTx.ExecContext(ctx, stmt); err != nil {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
