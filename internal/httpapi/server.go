@@ -191,8 +191,15 @@ func operations(doc *openapi3.T) ([]*operation, error) {
 	for _, path := range paths {
 		item := doc.Paths.Value(path)
 		for method, op := range item.Operations() {
+			// The validator checks the request against a copy of the
+			// operation without its security requirements: the gate has
+			// authenticated the caller already (and answered 401), and
+			// kin-openapi's own pass over them, with a no-op function, cost
+			// a read a tenth of its time.
+			unsecured := *op
+			unsecured.Security = &openapi3.SecurityRequirements{}
 			o := &operation{id: op.OperationID, method: method, path: path,
-				route: &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op}}
+				route: &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: &unsecured}}
 			security := doc.Security
 			if op.Security != nil {
 				security = *op.Security
