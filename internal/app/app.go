@@ -84,7 +84,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 			func() float64 { return float64(st.WriterStats().Transactions) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_writes_total",
 			Help: "Writes the store ran; per transaction, the group commit's batch size."},
-			func() float64 { return float64(st.WriterStats().Writes) }))
+			func() float64 { return float64(st.WriterStats().Writes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_event_stream_subscribers",
+			Help: "Event streams (Server-Sent Events) open on this instance."},
+			func() float64 { return float64(broker.Subscribers()) }))
 	proxies, _ := cfg.Proxies() // checked by Validate
 	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token}
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,

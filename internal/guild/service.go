@@ -67,12 +67,6 @@ func New(o Options) *Service {
 		authz: &authz{load: o.Store.Snapshot}, now: model.Now}
 }
 
-// Limits returns the configured limits.
-func (s *Service) Limits() Limits { return s.limits }
-
-// SetNotifier sets who learns of committed events.
-func (s *Service) SetNotifier(n Notifier) { s.notifier = n }
-
 // WriteOpts are what every write request may carry.
 type WriteOpts struct {
 	IfMatch string  // the If-Match header, "" when absent
