@@ -103,6 +103,9 @@ func (s *serveCmd) Run(io *streams) error {
 	if n := app.EnsureProcs(); n > 0 {
 		log.Info("GOMAXPROCS raised so that a commit's sync does not stall requests", "gomaxprocs", n)
 	}
+	if n := app.TuneGC(); n > 0 {
+		log.Info("GC target set (GOGC unset)", "gogc", n)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.New(ctx, cfg, log)

@@ -3,7 +3,29 @@ package app
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 )
+
+// gcPercent is the GC target of a serving process when GOGC is not set.
+//
+// The server's live heap is small (caches of authorization state and
+// credentials, prepared statements: tens of MB), while each request leaves
+// kilobytes of garbage, so with Go's default of 100 the collector ran often
+// and took a tenth of the CPU of a cheap read. At 400 a read costs ~9% less
+// CPU (73 -> 67 and 77 -> 70 µs per GET /users/{id}, pinned, two runs) and
+// the peak RSS of a busy instance grows from 57 to 84 MB. GOGC and
+// GOMEMLIMIT set by the operator win.
+const gcPercent = 400
+
+// TuneGC sets the GC target to gcPercent unless GOGC is set, and returns
+// the value set (0 when unchanged).
+func TuneGC() int {
+	if os.Getenv("GOGC") != "" {
+		return 0
+	}
+	debug.SetGCPercent(gcPercent)
+	return gcPercent
+}
 
 // minProcs is the fewest Ps a serving process runs with.
 const minProcs = 2
