@@ -101,7 +101,7 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 		SkipSettingDefaults:     true,
 		KeepValidatedValue:      true,
 		ExcludeRequestBody:      op.rawBody,
-		SchemaValidationOptions: []openapi3.SchemaValidationOption{openapi3.EnableFormatValidation(), formatValidators},
+		SchemaValidationOptions: SchemaOptions(),
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {

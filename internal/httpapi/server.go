@@ -6,7 +6,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -26,7 +25,6 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/events"
 	"github.com/guildhall/guildhall/internal/guild"
-	"github.com/guildhall/guildhall/openapi"
 	"github.com/guildhall/guildhall/web"
 )
 
@@ -85,13 +83,9 @@ func New(o Options) (*Server, error) {
 		o.Registry = prometheus.NewRegistry()
 		o.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
-	doc, err := LoadContract()
+	doc, specJSON, err := loadContract()
 	if err != nil {
 		return nil, err
-	}
-	specJSON, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("contract as JSON: %w", err)
 	}
 	streams, stop := context.WithCancel(context.Background())
 	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
@@ -160,19 +154,6 @@ func New(o Options) (*Server, error) {
 	})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 	return &Server{Echo: e, Shutdown: stop}, nil
-}
-
-// LoadContract parses and validates the embedded contract.
-func LoadContract() (*openapi3.T, error) {
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(openapi.YAML)
-	if err != nil {
-		return nil, fmt.Errorf("load contract: %w", err)
-	}
-	if err := doc.Validate(loader.Context, openapi3.EnableExamplesValidation()); err != nil {
-		return nil, fmt.Errorf("invalid contract: %w", err)
-	}
-	return doc, nil
 }
 
 // legacySuccessors maps each deprecated operation to its successor's path.
