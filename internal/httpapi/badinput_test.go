@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -99,9 +100,25 @@ func TestBadInput(t *testing.T) {
 			{"trailing garbage", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x"}garbage`, Type: js}, 400, "body", ""},
 			{"trailing bracket", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x"}]`, Type: js}, 400, "body", ""},
 			// invalid UTF-8
-			{"invalid UTF-8 in a string", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: []byte("{\"name\":\"a\xffb\"}"), Type: js}, 400, "body", "UTF-8"},
-			{"overlong UTF-8", testenv.Req{Method: "POST", Path: "/channels/ops/rename", Body: []byte("{\"name\":\"\xc0\xaf\"}"), Type: js}, 400, "body", "UTF-8"},
-			{"UTF-16 surrogate bytes", testenv.Req{Method: "POST", Path: "/users", Body: []byte("{\"username\":\"ab\",\"display_name\":\"\xed\xa0\x80\"}"), Type: js}, 400, "body", "UTF-8"},
+			{"invalid UTF-8 in a string", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: []byte("{\"name\":\"a\xffb\"}"), Type: js}, 400, "body.name", "UTF-8"},
+			{"overlong UTF-8", testenv.Req{Method: "POST", Path: "/channels/ops/rename", Body: []byte("{\"name\":\"\xc0\xaf\"}"), Type: js}, 400, "body.name", "UTF-8"},
+			{"UTF-16 surrogate bytes", testenv.Req{Method: "POST", Path: "/users", Body: []byte("{\"username\":\"ab\",\"display_name\":\"\xed\xa0\x80\"}"), Type: js}, 400, "body.display_name", "UTF-8"},
+			{"invalid UTF-8 in a member name", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: []byte("{\"name\":\"x\",\"\xff\":1}"), Type: js}, 400, "body", "UTF-8"},
+			{"invalid UTF-8 in an array", testenv.Req{Method: "PUT", Path: "/roles/mods/permissions", Body: []byte("{\"permissions\":[\"VIEW_CHANNEL\",\"\xfe\"]}"), Type: js}, 400, "body.permissions[1]", "UTF-8"},
+			// strict JSON: what encoding/json would silently accept
+			{"duplicate member", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x","name":"y"}`, Type: js}, 400, "body.name", "twice"},
+			{"duplicate member, escaped", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x","n\u0061me":"y"}`, Type: js}, 400, "body.name", "twice"},
+			{"duplicate nested member", testenv.Req{Method: "PUT", Path: "/profile/link", Body: `{"links":{"gh":"https://a.example","gh":"https://b.example"}}`, Type: js}, 400, "body.links.gh", "twice"},
+			{"duplicate member among many", testenv.Req{Method: "PUT", Path: "/profile/link", Body: `{"links":{` + manyLinks(20) + `,"l3":"https://c.example"}}`, Type: js}, 400, "body.links.l3", "twice"},
+			{"lone high surrogate", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"a\ud800b"}`, Type: js}, 400, "body.name", "surrogate"},
+			{"lone low surrogate", testenv.Req{Method: "POST", Path: "/channels/x/create", Body: `{"name":"x","topic":"\udc00"}`, Type: js}, 400, "body.topic", "surrogate"},
+			{"high surrogate before a letter", testenv.Req{Method: "POST", Path: "/users", Body: `{"username":"bob","display_name":"\ud83d\u0041"}`, Type: js}, 400, "body.display_name", "surrogate"},
+			{"surrogate in an array", testenv.Req{Method: "PUT", Path: "/permissions/global", Body: `{"permissions":["\udfff"]}`, Type: js}, 400, "body.permissions[0]", "surrogate"},
+			{"surrogate in a member name", testenv.Req{Method: "PUT", Path: "/profile/link", Body: `{"links":{"\ud800":"https://a.example"}}`, Type: js}, 400, "body.links", "surrogate"},
+			{"JSON in Latin-1", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x"}`, Type: "application/json; charset=latin1"}, 415, "", ""},
+			{"merge patch in UTF-16", testenv.Req{Method: "PATCH", Path: "/channels/ops", Body: `{"name":"x"}`, Type: "application/merge-patch+json; charset=utf-16"}, 415, "", ""},
+			{"gzip JSON", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x"}`, Type: js, Headers: map[string]string{"Content-Encoding": "gzip"}}, 415, "", ""},
+			{"deflate merge patch", testenv.Req{Method: "PATCH", Path: "/channels/ops", Body: `{"name":"x"}`, Type: "application/merge-patch+json", Headers: map[string]string{"Content-Encoding": "deflate"}}, 415, "", ""},
 			// empty bodies
 			{"empty body", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: "", Type: js}, 400, "body", ""},
 			{"no body at all", testenv.Req{Method: "PUT", Path: "/permissions/global"}, 400, "body", ""},
@@ -187,6 +204,15 @@ func TestBadInput(t *testing.T) {
 		}
 		e2eNoEvent(t, e, seq)
 	})
+}
+
+// manyLinks is n profile links, l0 to l(n-1), as JSON members.
+func manyLinks(n int) string {
+	m := make([]string, n)
+	for i := range m {
+		m[i] = fmt.Sprintf(`"l%d":"https://%d.example"`, i, i)
+	}
+	return strings.Join(m, ",")
 }
 
 // Names are counted in characters, not bytes.

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +105,9 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
+			if err := checkContentEncoding(op, req); err != nil {
+				return err
+			}
 			if op.jsonBody {
 				if err := h.readJSONBody(c, op); err != nil {
 					return err
@@ -136,9 +138,10 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 	}
 }
 
-// readJSONBody enforces the JSON body limit, the media type, UTF-8 and "one
-// value only" before the validator sees the body (encoding/json would accept
-// invalid UTF-8 and trailing data).
+// readJSONBody enforces the JSON body limit, the media type and strict JSON
+// (strictjson.go) before the validator sees the body (encoding/json would
+// accept invalid UTF-8, duplicate member names, lone surrogates and trailing
+// data).
 func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 	req := c.Request()
 	var data []byte
@@ -168,67 +171,16 @@ func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 		sort.Strings(want)
 		return apperr.UnsupportedMedia("Content-Type must be " + strings.Join(want, " or ") + ".")
 	}
-	if !utf8.Valid(data) {
-		return apperr.Invalid("body", "the body is not valid UTF-8")
+	if err := checkJSONCharset(mt, ct); err != nil {
+		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return apperr.Invalid("body", "the body is not valid JSON: %s", jsonErrorText(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return apperr.Invalid("body", "the body holds data after its JSON value")
-	}
-	if loc, ok := findNUL("body", v); ok {
-		// PostgreSQL cannot store U+0000 in text; no field of the contract
-		// has a use for it.
-		return apperr.Invalid(loc, "must not contain the NUL character (U+0000)")
+	if err := checkJSON(data); err != nil {
+		return apperr.Invalid(err.(*jsonError).Location(), "%s", err.(*jsonError).msg)
 	}
 	req.Body = io.NopCloser(bytes.NewReader(data))
 	req.ContentLength = int64(len(data))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	return nil
-}
-
-// findNUL returns the location of the first string (or member name) in a
-// decoded JSON value that holds U+0000.
-func findNUL(loc string, v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return loc, strings.ContainsRune(x, 0)
-	case []any:
-		for i, e := range x {
-			if l, ok := findNUL(loc+"["+strconv.Itoa(i)+"]", e); ok {
-				return l, true
-			}
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if strings.ContainsRune(k, 0) {
-				return loc, true
-			}
-			if l, ok := findNUL(loc+"."+k, x[k]); ok {
-				return l, true
-			}
-		}
-	}
-	return "", false
-}
-
-func jsonErrorText(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return "it ends too early"
-	}
-	return err.Error()
 }
 
 // validationProblem turns kin-openapi's errors into a 400 (or 415) listing
