@@ -2472,8 +2472,9 @@ type ClientInterface interface {
 	// (`409`). A taken username or email is a `409`.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing only their own `display_name` needs no
-	// permission. Only the owner may change the owner.
+	// caller's; a user changing their own `username`, `email` or
+	// `display_name` needs no permission, but never their own `status`. Only
+	// the owner may change the owner.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2488,8 +2489,9 @@ type ClientInterface interface {
 	// (`409`). A taken username or email is a `409`.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing only their own `display_name` needs no
-	// permission. Only the owner may change the owner.
+	// caller's; a user changing their own `username`, `email` or
+	// `display_name` needs no permission, but never their own `status`. Only
+	// the owner may change the owner.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3939,8 +3941,9 @@ func (c *Client) GetUser(ctx context.Context, userID UserID, reqEditors ...Reque
 // (`409`). A taken username or email is a `409`.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing only their own `display_name` needs no
-// permission. Only the owner may change the owner.
+// caller's; a user changing their own `username`, `email` or
+// `display_name` needs no permission, but never their own `status`. Only
+// the owner may change the owner.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3965,8 +3968,9 @@ func (c *Client) UpdateUserWithBody(ctx context.Context, userID UserID, params *
 // (`409`). A taken username or email is a `409`.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing only their own `display_name` needs no
-// permission. Only the owner may change the owner.
+// caller's; a user changing their own `username`, `email` or
+// `display_name` needs no permission, but never their own `status`. Only
+// the owner may change the owner.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8050,8 +8054,9 @@ type ClientWithResponsesInterface interface {
 	// (`409`). A taken username or email is a `409`.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing only their own `display_name` needs no
-	// permission. Only the owner may change the owner.
+	// caller's; a user changing their own `username`, `email` or
+	// `display_name` needs no permission, but never their own `status`. Only
+	// the owner may change the owner.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8066,8 +8071,9 @@ type ClientWithResponsesInterface interface {
 	// (`409`). A taken username or email is a `409`.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing only their own `display_name` needs no
-	// permission. Only the owner may change the owner.
+	// caller's; a user changing their own `username`, `email` or
+	// `display_name` needs no permission, but never their own `status`. Only
+	// the owner may change the owner.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15678,8 +15684,9 @@ func (c *ClientWithResponses) GetUserWithResponse(ctx context.Context, userID Us
 // (`409`). A taken username or email is a `409`.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing only their own `display_name` needs no
-// permission. Only the owner may change the owner.
+// caller's; a user changing their own `username`, `email` or
+// `display_name` needs no permission, but never their own `status`. Only
+// the owner may change the owner.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15700,8 +15707,9 @@ func (c *ClientWithResponses) UpdateUserWithBodyWithResponse(ctx context.Context
 // (`409`). A taken username or email is a `409`.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing only their own `display_name` needs no
-// permission. Only the owner may change the owner.
+// caller's; a user changing their own `username`, `email` or
+// `display_name` needs no permission, but never their own `status`. Only
+// the owner may change the owner.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -784,8 +784,9 @@ export interface paths {
          *     (`409`). A taken username or email is a `409`.
          *
          *     **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-         *     caller's; a user changing only their own `display_name` needs no
-         *     permission. Only the owner may change the owner.
+         *     caller's; a user changing their own `username`, `email` or
+         *     `display_name` needs no permission, but never their own `status`. Only
+         *     the owner may change the owner.
          */
         put: operations["updateUser"];
         post?: never;

@@ -444,8 +444,12 @@ func (a *Actor) require(need permissions.Set) error {
 	return nil
 }
 
-// requireIn checks effective permissions in a channel.
+// requireIn checks effective permissions in a channel; a channel the
+// caller may not know of is missing (hideChannel).
 func (a *Actor) requireIn(channelID string, need permissions.Set) error {
+	if err := a.hideChannel(channelID); err != nil {
+		return err
+	}
 	if missing := need.Minus(a.In(channelID)); !missing.IsEmpty() {
 		return apperr.MissingPermissions(channelID, missing.Names())
 	}

@@ -46,6 +46,9 @@ func (s *Service) AttachmentMeta(ctx context.Context, a *Actor, channelID, id st
 	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
 		return model.Attachment{}, err
 	}
+	if err := a.hideChannel(channelID); err != nil {
+		return model.Attachment{}, err
+	}
 	att, err := s.store.GetAttachment(ctx, channelID, id)
 	if err != nil {
 		return model.Attachment{}, err
@@ -150,6 +153,9 @@ func (s *Service) checkPut(ctx context.Context, a *Actor, channelID, id string) 
 	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
 		return nil, err
 	}
+	if err := a.hideChannel(channelID); err != nil {
+		return nil, err
+	}
 	prev, err := s.store.GetAttachment(ctx, channelID, id)
 	if err != nil && !apperr.IsNotFound(err) {
 		return nil, err
@@ -163,6 +169,9 @@ func (s *Service) checkPut(ctx context.Context, a *Actor, channelID, id string) 
 
 func (s *Service) checkPutTx(ctx context.Context, tx *store.Tx, a *Actor, channelID, id string) (*model.Attachment, error) {
 	if _, err := tx.GetChannel(ctx, channelID); err != nil {
+		return nil, err
+	}
+	if err := a.hideChannel(channelID); err != nil {
 		return nil, err
 	}
 	prev, err := tx.GetAttachment(ctx, channelID, id)
@@ -220,6 +229,9 @@ func (s *Service) DeleteAttachment(ctx context.Context, a *Actor, channelID, id 
 	var key string
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		if _, err := tx.GetChannel(ctx, channelID); err != nil {
+			return err
+		}
+		if err := a.hideChannel(channelID); err != nil {
 			return err
 		}
 		att, err := tx.GetAttachment(ctx, channelID, id)

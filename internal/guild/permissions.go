@@ -74,7 +74,8 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	if err := confirm(a, u.Versions); err != nil {
 		return UserPermissions{}, err
 	}
-	if channelID != nil && !u.ChannelExists {
+	// A channel hidden from the caller is unknown too (docs/design.md §12).
+	if channelID != nil && (!u.ChannelExists || a.hideChannel(*channelID) != nil) {
 		return UserPermissions{}, apperr.Invalid("query.channelID", "no channel with ID %q", *channelID)
 	}
 	if !u.UserExists {

@@ -147,9 +147,10 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 		if in.DisplayName != nil {
 			next.DisplayName = *in.DisplayName
 		}
-		onlyOwnDisplayName := u.ID == a.UserID && next.Username == u.Username &&
-			eqPtr(next.Email, u.Email) && next.Status == u.Status
-		if !onlyOwnDisplayName {
+		// DESIGN §12 "Editing oneself": one's own username, email and
+		// display name need no permission; one's own status does.
+		selfEdit := u.ID == a.UserID && next.Status == u.Status
+		if !selfEdit {
 			if err := a.require(manageUsers); err != nil {
 				return err
 			}

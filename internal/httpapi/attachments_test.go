@@ -962,19 +962,28 @@ func TestAttachmentsPermissions(t *testing.T) {
 			status  int
 			missing []string
 		}{
-			{"blind cannot read", func() *testenv.Response { return attGet(e, blind.Token, "ops", "a.txt", nil) }, 403, []string{"VIEW_CHANNEL"}},
+			// A channel blind cannot view is, to blind, a missing one
+			// (DESIGN §12), whether the attachment exists or not.
+			{"blind cannot read", func() *testenv.Response { return attGet(e, blind.Token, "ops", "a.txt", nil) }, 404, nil},
+			{"blind cannot read a missing one", func() *testenv.Response { return attGet(e, blind.Token, "ops", "nope.txt", nil) }, 404, nil},
 			{"blind cannot HEAD", func() *testenv.Response {
 				return e.Do(testenv.Req{Method: "HEAD", Path: attPath("ops", "a.txt"), Token: blind.Token})
-			}, 403, nil},
+			}, 404, nil},
 			{"blind cannot list", func() *testenv.Response {
 				return e.Do(testenv.Req{Method: "GET", Path: "/channels/ops/attachments", Token: blind.Token})
-			}, 403, []string{"VIEW_CHANNEL"}},
+			}, 404, nil},
 			{"blind cannot upload", func() *testenv.Response {
 				return attPut(e, blind.Token, "ops", "b.txt", "text/plain", []byte("x"), nil)
-			}, 403, []string{"ATTACH_FILES"}},
+			}, 404, nil},
+			{"blind cannot replace", func() *testenv.Response {
+				return attPut(e, blind.Token, "ops", "a.txt", "text/plain", []byte("x"), nil)
+			}, 404, nil},
 			{"blind cannot delete", func() *testenv.Response {
 				return e.Do(testenv.Req{Method: "DELETE", Path: attPath("ops", "a.txt"), Token: blind.Token})
-			}, 403, []string{"VIEW_CHANNEL", "MANAGE_MESSAGES"}},
+			}, 404, nil},
+			{"blind cannot delete a missing one", func() *testenv.Response {
+				return e.Do(testenv.Req{Method: "DELETE", Path: attPath("ops", "nope.txt"), Token: blind.Token})
+			}, 404, nil},
 			{"noattach can read", func() *testenv.Response { return attGet(e, noattach.Token, "ops", "a.txt", nil) }, 200, nil},
 			{"noattach cannot upload", func() *testenv.Response {
 				return attPut(e, noattach.Token, "ops", "n.txt", "text/plain", []byte("x"), nil)
@@ -999,6 +1008,12 @@ func TestAttachmentsPermissions(t *testing.T) {
 				res := tc.run()
 				if tc.status == http.StatusForbidden {
 					forbidden(t, res, tc.missing...)
+				} else if res.Status != tc.status {
+					t.Fatalf("%d, want %d: %s", res.Status, tc.status, res.Body)
+				} else if tc.status == http.StatusNotFound && len(res.Body) > 0 {
+					if p := res.Problem(t); *p.Detail != `Channel "ops" does not exist.` {
+						t.Errorf("detail %q, want what a missing channel answers", *p.Detail)
+					}
 				} else if res.Status != tc.status {
 					t.Fatalf("%d, want %d: %s", res.Status, tc.status, res.Body)
 				}

@@ -370,10 +370,12 @@ func authzRows() []authzRow {
 			return testenv.Req{Method: "PUT", Path: "/permissions/global", Body: map[string]any{"permissions": []string{"ADD_REACTIONS"}}},
 				[]string{"/permissions/global"}
 		}},
-		{name: "getUserPermissions (another user)", op: "getUserPermissions", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+		// ops is hidden from a caller with no permission at all: channelID=ops
+		// is then unknown, a 400 (before the 403 of another user's).
+		{name: "getUserPermissions (another user)", op: "getUserPermissions", success: 200, want: map[authzCaller]int{callerNone: 400}, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			return testenv.Req{Method: "GET", Path: "/users/" + f.victim.ID + "/permissions?channelID=ops&explain=true"}, nil
 		}},
-		{name: "getUserPermissions (self)", op: "getUserPermissions", success: 200, want: map[authzCaller]int{callerNone: 200},
+		{name: "getUserPermissions (self)", op: "getUserPermissions", success: 200, want: map[authzCaller]int{callerNone: 400},
 			prepare: func(t *testing.T, f *authzFixture, me testenv.User) (testenv.Req, []string) {
 				return testenv.Req{Method: "GET", Path: "/users/" + me.ID + "/permissions?channelID=ops&explain=true"}, nil
 			}},
@@ -449,6 +451,11 @@ func authzRows() []authzRow {
 			prepare: func(t *testing.T, f *authzFixture, me testenv.User) (testenv.Req, []string) {
 				return testenv.Req{Method: "PUT", Path: "/users/" + me.ID, Body: map[string]any{"username": me.Username, "display_name": f.next("Me"), "status": "active"}},
 					[]string{"/users/" + me.ID}
+			}},
+		{name: "updateUser (own email)", op: "updateUser", success: 200, want: map[authzCaller]int{callerNone: 200},
+			prepare: func(t *testing.T, f *authzFixture, me testenv.User) (testenv.Req, []string) {
+				return testenv.Req{Method: "PUT", Path: "/users/" + me.ID, Body: map[string]any{"username": me.Username, "display_name": me.Username,
+					"email": f.next("me") + "@example.com", "status": "active"}}, []string{"/users/" + me.ID}
 			}},
 		{name: "deleteUser", op: "deleteUser", success: 204, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			u := f.freshUser()
@@ -532,13 +539,28 @@ func (row authzRow) expect(r authzRequirement, c authzCaller) int {
 		if len(r.Permissions) == 0 {
 			return row.success
 		}
+		if r.Scope == "channel" {
+			return http.StatusNotFound // no VIEW_CHANNEL anywhere: the channel is hidden
+		}
 		return http.StatusForbidden
 	case callerDenied:
 		if r.Scope == "channel" {
+			if authzHidden(r) {
+				return http.StatusNotFound
+			}
 			return http.StatusForbidden
 		}
 	}
 	return row.success
+}
+
+// authzHidden reports whether requirement r's "denied" caller may not know
+// of the channel (DESIGN §12 "Non-disclosure"): the overwrite took
+// VIEW_CHANNEL away, and no base permission of theirs manages channels.
+func authzHidden(r authzRequirement) bool {
+	base := authzSet(authzGrantFor(r))
+	knows := permissions.Of(permissions.Administrator, permissions.ManageChannels, permissions.ManageRoles)
+	return base.Intersect(knows).IsEmpty() && slices.Contains(authzDenyFor(r), "VIEW_CHANNEL")
 }
 
 // channelOfPath is the {channelID} of a path, or "".
@@ -1165,8 +1187,9 @@ func TestAuthzExplainAnswersWhy(t *testing.T) {
 			granted                          bool
 			steps                            string
 		}{
-			{"alice cannot see ops: the everyone overwrite", alice.Token, alice.ID, "ops", "VIEW_CHANNEL", false, "global:allow: overwrite_everyone:deny:"},
-			{"alice's role permission is void without VIEW_CHANNEL", alice.Token, alice.ID, "ops", "MANAGE_MESSAGES", false, "role:allow:mods implicit:deny:"},
+			// ops is hidden from alice herself (DESIGN §12), not from those who manage roles.
+			{"alice cannot see ops: the everyone overwrite", root.Token, alice.ID, "ops", "VIEW_CHANNEL", false, "global:allow: overwrite_everyone:deny:"},
+			{"alice's role permission is void without VIEW_CHANNEL", root.Token, alice.ID, "ops", "MANAGE_MESSAGES", false, "role:allow:mods implicit:deny:"},
 			{"alice's base holds her role's permission", alice.Token, alice.ID, "", "MANAGE_MESSAGES", true, "role:allow:mods"},
 			{"bob sees ops through his role's overwrite", bob.Token, bob.ID, "ops", "VIEW_CHANNEL", true, "global:allow: overwrite_everyone:deny: overwrite_role:allow:ops-team"},
 			{"bob's own overwrite denies SEND_MESSAGES", bob.Token, bob.ID, "ops", "SEND_MESSAGES", false, "global:allow: overwrite_user:deny:"},

@@ -198,8 +198,8 @@ func TestChannelsGetAndList(t *testing.T) {
 		if got := ids(alice.Token); !slices.Equal(got, []string{"a", "c", "d"}) {
 			t.Errorf("alice sees %v, want a c d (b hidden, d allowed to her)", got)
 		}
-		// Listing is only filtered: an unlisted channel is a 403 to read.
-		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/b", Token: alice.Token}), http.StatusForbidden, "forbidden")
+		// A channel alice cannot view is, to her, a missing one (DESIGN §12).
+		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/b", Token: alice.Token}), http.StatusNotFound, "not_found")
 		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/channels/d", Token: alice.Token})
 		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/zz", Token: alice.Token}), http.StatusNotFound, "not_found")
 		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/-x", Token: alice.Token}), http.StatusBadRequest, "validation")
@@ -616,9 +616,10 @@ func TestChannelsOverwrites(t *testing.T) {
 			if res.Status != http.StatusOK || e2eETag(t, res) == tag {
 				t.Errorf("matching If-Match: %s (ETag %s, before %s)", res, res.Header.Get("ETag"), tag)
 			}
-			// A user who cannot see the channel cannot read its overwrites.
+			// A user who cannot see the channel cannot read its overwrites:
+			// for them it does not exist (DESIGN §12).
 			e.SetOverwrite("ops", "user", plain.ID, nil, []string{"VIEW_CHANNEL"})
-			e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/ops/permissions", Token: plain.Token}), http.StatusForbidden, "forbidden")
+			e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/ops/permissions", Token: plain.Token}), http.StatusNotFound, "not_found")
 		})
 	})
 }

@@ -40,7 +40,7 @@ var authzRules = map[string]authzRule{
 	"hierarchy":                             {phrases: []string{"strictly below the caller's top role"}},
 	"hierarchy_and_grant_held":              {phrases: []string{"below", "held by the caller"}},
 	"user_hierarchy":                        {phrases: []string{"top role strictly below the caller's"}},
-	"user_hierarchy_or_own_display_name":    {phrases: []string{"top role strictly below the caller's", "own `display_name` needs no permission"}},
+	"user_hierarchy_or_self_except_status":  {phrases: []string{"top role strictly below the caller's", "their own `username`, `email` or", "never their own `status`"}},
 	"self_or_owner":                         {phrases: []string{"the user themself, or the owner"}},
 	"email_visible_to_self_or_manage_users": {phrases: []string{"`email` is shown only"}, extra: []string{"MANAGE_USERS"}},
 }

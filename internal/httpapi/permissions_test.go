@@ -195,8 +195,14 @@ func TestPermissionsOfUser(t *testing.T) {
 				t.Errorf("bob without SEND_MESSAGES %v", p.Permissions)
 			}
 			e.SetOverwrite("ops", "user", bob.ID, nil, []string{"VIEW_CHANNEL"})
-			if p := perms(bob.Token, bob.ID, "?channelID=ops"); len(p.Permissions) != 0 {
+			if p := perms(mod.Token, bob.ID, "?channelID=ops"); len(p.Permissions) != 0 {
 				t.Errorf("bob without VIEW_CHANNEL %v", p.Permissions)
+			}
+			// Bob himself may not learn that ops exists (DESIGN §12): for him
+			// it is an unknown channel.
+			res := e.Do(testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/permissions?channelID=ops", Token: bob.Token})
+			if res.Status != http.StatusBadRequest || e2eField(t, res.Problem(t), "query.channelID") != `no channel with ID "ops"` {
+				t.Errorf("bob asking about the hidden ops: %s", res)
 			}
 			// The owner and ADMINISTRATOR bypass overwrites: every channel-scoped permission.
 			e.SetOverwrite("ops", "user", admin.ID, nil, []string{"VIEW_CHANNEL"})
@@ -250,8 +256,9 @@ func TestPermissionsOfUser(t *testing.T) {
 					t.Errorf("%s steps %v, want %v", perm, got, want)
 				}
 			}
-			// Without VIEW_CHANNEL: implicit denials.
-			p = perms(bob.Token, bob.ID, "?channelID=ops&explain=true")
+			// Without VIEW_CHANNEL: implicit denials (asked by a moderator:
+			// ops is hidden from bob himself).
+			p = perms(mod.Token, bob.ID, "?channelID=ops&explain=true")
 			for _, x := range *p.Explain {
 				if x.Granted {
 					t.Errorf("bob granted %s without VIEW_CHANNEL", x.Permission)

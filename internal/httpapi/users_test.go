@@ -224,17 +224,29 @@ func TestUsersReplace(t *testing.T) {
 			}
 			e2eNoEvent(t, e, seq)
 		})
-		t.Run("self may change only the own display name", func(t *testing.T) {
+		// DESIGN §12 "Editing oneself": own username, email and display name
+		// without a permission; never one's own status, nor anybody else.
+		t.Run("self may change the own names and email, not the status", func(t *testing.T) {
 			res := put(alice.Token, alice.ID, full("alice", "Ally", "active"), nil)
 			if res.Status != http.StatusOK || res.Map(t)["display_name"] != "Ally" {
 				t.Fatalf("own display name: %s", res)
 			}
+			res = put(alice.Token, alice.ID, map[string]any{"username": "alicia", "display_name": "Ally", "status": "active",
+				"email": "new@example.com"}, nil)
+			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alicia" || m["email"] != "new@example.com" {
+				t.Fatalf("own username and email: %s", res)
+			}
+			res = put(alice.Token, alice.ID, map[string]any{"username": "alice", "display_name": "Ally", "status": "active"}, nil)
+			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alice" || m["email"] != nil {
+				t.Fatalf("own username back, email removed: %s", res)
+			}
+			e.NewRole("floor")
 			before := e2eGet(t, e, "/users/"+alice.ID)
 			seq := e2eSeq(t, e)
-			e2eProblem(t, put(alice.Token, alice.ID, full("alicia", "Ally", "active"), nil), http.StatusForbidden, "forbidden")
-			e2eProblem(t, put(alice.Token, alice.ID, map[string]any{"username": "alice", "display_name": "Ally", "status": "active",
-				"email": "new@example.com"}, nil), http.StatusForbidden, "forbidden")
+			e2eProblem(t, put(alice.Token, alice.ID, full("alice", "Ally", "suspended"), nil), http.StatusForbidden, "forbidden")
+			e2eProblem(t, put(alice.Token, alice.ID, full("alicia", "Ally", "suspended"), nil), http.StatusForbidden, "forbidden")
 			e2eProblem(t, put(plain.Token, alice.ID, full("alice", "By plain", "active"), nil), http.StatusForbidden, "forbidden")
+			e2eProblem(t, e.Do(testenv.Req{Method: "POST", Path: "/users/" + alice.ID + "/roles/floor", Token: alice.Token}), http.StatusForbidden, "forbidden")
 			if after := e2eGet(t, e, "/users/"+alice.ID); e2eJSON(after) != e2eJSON(before) {
 				t.Errorf("changed: %v -> %v", before, after)
 			}
