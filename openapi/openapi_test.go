@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -279,6 +280,9 @@ func TestDeprecatedOperationsSayWhatReplacesThem(t *testing.T) {
 		}
 		n++
 		for code, ref := range o.Responses.Map() {
+			if code == "405" {
+				continue // the path's answer to a method it does not take, not the operation's
+			}
 			for _, h := range []string{"Deprecation", "Link"} {
 				if ref.Value.Headers[h] == nil {
 					t.Errorf("%s %s: no %s header", o, code, h)
@@ -372,5 +376,161 @@ func TestRateLimitHeadersSayWhatTheServerSends(t *testing.T) {
 	limit := doc.Components.Headers["RateLimitLimit"]
 	if limit == nil || !strings.Contains(limit.Value.Description, "burst") || !strings.Contains(limit.Value.Description, "per second") {
 		t.Error("RateLimit-Limit must describe the burst refilled per second")
+	}
+}
+
+// TestEveryAnswerDeclaresItsHeaders: the headers the server sends on every
+// answer (X-Request-Id, and the RateLimit-* headers while rate limiting is
+// on) are declared on every response, WWW-Authenticate on every 401 and
+// Retry-After on every 429 (DESIGN §12 "Every header").
+func TestEveryAnswerDeclaresItsHeaders(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	always := []string{"X-Request-Id", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
+	for _, o := range operations(doc) {
+		for code, ref := range o.Responses.Map() {
+			want := always
+			switch code {
+			case "401":
+				want = append(want, "WWW-Authenticate")
+			case "405":
+				want = append(want, "Allow")
+			case "429":
+				want = append(want, "Retry-After")
+			}
+			for _, h := range want {
+				if ref.Value.Headers[h] == nil {
+					t.Errorf("%s %s does not declare %s", o, code, h)
+				}
+			}
+		}
+	}
+}
+
+// TestEveryPathDeclaresTheMethodsItRefuses: every operation lists the 405
+// its path gives to other methods, with Allow (DESIGN §3).
+func TestEveryPathDeclaresTheMethodsItRefuses(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	for _, o := range operations(doc) {
+		want := "#/components/responses/MethodNotAllowed"
+		if o.method == http.MethodHead {
+			want = "#/components/responses/HeadMethodNotAllowed"
+		}
+		if ref := o.Responses.Value("405"); ref == nil || ref.Ref != want {
+			t.Errorf("%s does not declare 405 as %s", o, want)
+		}
+	}
+}
+
+// TestHeadWhereverGet: every GET has a HEAD twin (RFC 9110 §9.3.2) with the
+// same parameters, statuses and headers and no body, but for Range and
+// If-Range, which RFC 9110 §14.2 defines for GET alone (so HEAD has no 206
+// or 416). The server answers the HEAD with the GET's handler, so
+// gen/api/cfg.yaml leaves every HEAD operation out of the generated code.
+func TestHeadWhereverGet(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	var heads []string
+	for _, path := range doc.Paths.InMatchingOrder() {
+		item := doc.Paths.Value(path)
+		get, head := item.Get, item.Head
+		if get == nil {
+			if head != nil {
+				t.Errorf("HEAD %s has no GET", path)
+			}
+			continue
+		}
+		if head == nil {
+			t.Errorf("GET %s has no HEAD", path)
+			continue
+		}
+		heads = append(heads, head.OperationID)
+		t.Run(head.OperationID, func(t *testing.T) {
+			params := func(op *openapi3.Operation, skip ...string) []string {
+				var out []string
+				for _, p := range op.Parameters {
+					if !slices.Contains(skip, p.Value.Name) {
+						out = append(out, p.Value.In+":"+p.Value.Name)
+					}
+				}
+				return out
+			}
+			if g, h := params(get, "Range", "If-Range"), params(head); !slices.Equal(g, h) {
+				t.Errorf("parameters %v, GET's are %v", h, g)
+			}
+			if !slices.Equal(get.Tags, head.Tags) || fmt.Sprint(get.Extensions["x-required-permissions"]) != fmt.Sprint(head.Extensions["x-required-permissions"]) {
+				t.Error("tags or x-required-permissions differ from GET's")
+			}
+			if fmt.Sprint(get.Security) != fmt.Sprint(head.Security) {
+				t.Error("security differs from GET's")
+			}
+			for _, code := range get.Responses.Keys() {
+				g, h := get.Responses.Value(code), head.Responses.Value(code)
+				if code == "206" || code == "416" {
+					if h != nil {
+						t.Errorf("HEAD declares %s: HEAD ignores Range", code)
+					}
+					continue
+				}
+				if h == nil {
+					t.Errorf("GET declares %s, HEAD does not", code)
+					continue
+				}
+				if len(h.Value.Content) != 0 {
+					t.Errorf("HEAD %s declares a body", code)
+				}
+				var gh, hh []string
+				for name := range g.Value.Headers {
+					gh = append(gh, name)
+				}
+				for name := range h.Value.Headers {
+					hh = append(hh, name)
+				}
+				sort.Strings(gh)
+				sort.Strings(hh)
+				if !slices.Equal(gh, hh) {
+					t.Errorf("%s: headers %v, GET's are %v", code, hh, gh)
+				}
+			}
+			for _, code := range head.Responses.Keys() {
+				if get.Responses.Value(code) == nil {
+					t.Errorf("HEAD declares %s, GET does not", code)
+				}
+			}
+		})
+	}
+	cfg, err := os.ReadFile("../gen/api/cfg.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		OutputOptions struct {
+			Exclude []string `yaml:"exclude-operation-ids"`
+		} `yaml:"output-options"`
+	}
+	if err := yaml.Unmarshal(cfg, &c); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(heads)
+	sort.Strings(c.OutputOptions.Exclude)
+	if !slices.Equal(heads, c.OutputOptions.Exclude) {
+		t.Errorf("gen/api/cfg.yaml excludes %v from generation, want exactly the HEAD operations %v", c.OutputOptions.Exclude, heads)
+	}
+}
+
+// TestLinkLabelsInTheSchema: OpenAPI 3.0 cannot constrain member names, so
+// the label rule is a schema under x-property-names (JSON Schema's
+// propertyNames) on both link maps; the server checks it (internal/guild,
+// and httpapi's TestProfileLinkLabelsFollowTheContract).
+func TestLinkLabelsInTheSchema(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	for _, name := range []string{"ProfileLinks", "ProfileLinksPatch"} {
+		links := doc.Components.Schemas[name].Value.Properties["links"].Value
+		x, ok := links.Extensions["x-property-names"].(map[string]any)
+		if !ok || x["pattern"] != "^[a-z0-9_-]{1,32}$" || x["type"] != "string" {
+			t.Errorf("%s.links: x-property-names is %v, want a string schema with the pattern ^[a-z0-9_-]{1,32}$", name, links.Extensions["x-property-names"])
+		}
 	}
 }

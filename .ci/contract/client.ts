@@ -53,6 +53,14 @@ function empty(r: { error?: unknown; response: Response }, status: number): Resp
   return r.response;
 }
 
+/** A HEAD answer: 200 with the headers its GET sends, and no body. */
+async function headOf(r: { error?: unknown; response: Response }): Promise<Response> {
+  const res = empty(r, 200);
+  check((await res.clone().text()) === "", "HEAD sent a body");
+  check(res.headers.get("X-Request-Id") !== null, "no X-Request-Id");
+  return res;
+}
+
 /** The answer's ETag, remembered for the next If-Match. */
 function etagOf(ctx: Ctx, res: Response): string {
   const tag = res.headers.get("ETag");
@@ -76,9 +84,17 @@ export const steps = {
     const text = body(r, 200);
     check(text.startsWith("openapi: 3.0.3"), `unexpected YAML start: ${text.slice(0, 20)}`);
   },
+  headOpenAPIYAML: async (ctx) => {
+    const res = await headOf(await ctx.anon.HEAD("/openapi.yaml"));
+    check((res.headers.get("Content-Type") ?? "").startsWith("application/yaml"), `Content-Type ${String(res.headers.get("Content-Type"))}`);
+  },
   getOpenAPIJSON: async (ctx) => {
     const doc = body(await ctx.anon.GET("/openapi.json"), 200);
     check(doc["openapi"] === "3.0.3", `openapi is ${String(doc["openapi"])}`);
+  },
+  headOpenAPIJSON: async (ctx) => {
+    const res = await headOf(await ctx.anon.HEAD("/openapi.json"));
+    check((res.headers.get("Content-Type") ?? "").startsWith("application/json"), `Content-Type ${String(res.headers.get("Content-Type"))}`);
   },
 
   listPermissions: async (ctx) => {
@@ -87,11 +103,18 @@ export const steps = {
     check(admin !== undefined && admin.scopes.includes("global"), "ADMINISTRATOR missing from the catalog");
     check(catalog.next_cursor === null, "the catalog comes whole");
   },
+  headPermissions: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/permissions"));
+  },
   getGlobalPermissions: async (ctx) => {
     const r = await ctx.owner.GET("/permissions/global");
     const { permissions } = body(r, 200);
     check(permissions.includes("VIEW_CHANNEL"), `fresh global permissions lack VIEW_CHANNEL: ${permissions.join(",")}`);
     etagOf(ctx, r.response);
+  },
+  headGlobalPermissions: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/permissions/global"));
+    etagOf(ctx, res);
   },
   replaceGlobalPermissions: async (ctx) => {
     const wanted: Permission[] = ["VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ADD_REACTIONS"];
@@ -109,10 +132,16 @@ export const steps = {
     check(me.is_owner && me.username === "owner", `GET /me as the owner is ${me.username} (is_owner ${String(me.is_owner)})`);
     etagOf(ctx, r.response);
   },
+  headMe: async (ctx) => {
+    etagOf(ctx, await headOf(await ctx.owner.HEAD("/me")));
+  },
   listUsers: async (ctx) => {
     const page = body(await ctx.owner.GET("/users", { params: { query: { limit: 10 } } }), 200);
     const owner = page.items.find((u) => u.is_owner);
     check(owner !== undefined && owner.status === "active", "the owner is not listed");
+  },
+  headUsers: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/users", { params: { query: { limit: 10 } } }));
   },
   createUser: async (ctx) => {
     const r = await ctx.owner.POST("/users", {
@@ -128,6 +157,10 @@ export const steps = {
     const user = body(r, 200);
     check(user.email === "alice@example.com", `the owner sees email ${String(user.email)}`);
     etagOf(ctx, r.response);
+  },
+  headUser: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/users/{userID}", { params: { path: { userID: ctx.alice } } }));
+    etagOf(ctx, res);
   },
   updateUser: async (ctx) => {
     const r = await ctx.owner.PUT("/users/{userID}", {
@@ -153,12 +186,19 @@ export const steps = {
     check(list.items.length === 1 && list.items[0]?.id === ctx.tokenID, "the new token is not listed");
     check(!("token" in (list.items[0] ?? {})), "a listed token shows its secret");
   },
+  headTokens: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/users/{userID}/tokens", { params: { path: { userID: ctx.alice } } }));
+  },
   getToken: async (ctx) => {
     const tok = body(
       await ctx.owner.GET("/users/{userID}/tokens/{tokenID}", { params: { path: { userID: ctx.alice, tokenID: ctx.tokenID } } }),
       200,
     );
     check(tok.name === "Alice's laptop", `token name is ${tok.name}`);
+  },
+  headToken: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/users/{userID}/tokens/{tokenID}", { params: { path: { userID: ctx.alice, tokenID: ctx.tokenID } } }));
+    etagOf(ctx, res);
   },
 
   getProfileLinks: async (ctx) => {
@@ -167,6 +207,10 @@ export const steps = {
     const { links } = body(r, 200);
     check(Object.keys(links).length === 0, "a new user has links");
     etagOf(ctx, r.response);
+  },
+  headProfileLinks: async (ctx) => {
+    const res = await headOf(await (ctx.aliceApi ?? fail("no client for alice")).HEAD("/profile/link"));
+    etagOf(ctx, res);
   },
   replaceProfileLinks: async (ctx) => {
     const alice = ctx.aliceApi ?? fail("no client for alice");
@@ -205,11 +249,18 @@ export const steps = {
     const { items } = body(await ctx.owner.GET("/roles"), 200);
     check(items.map((r) => r.id).join() === "helpers,mods", `roles by position: ${items.map((r) => r.id).join()}`);
   },
+  headRoles: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/roles"));
+  },
   getRole: async (ctx) => {
     const r = await ctx.owner.GET("/roles/{roleID}", { params: { path: { roleID: "mods" } } });
     const role = body(r, 200);
     check(role.color === "#3498db" && role.permissions.includes("MANAGE_MESSAGES"), "unexpected role");
     etagOf(ctx, r.response);
+  },
+  headRole: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/roles/{roleID}", { params: { path: { roleID: "mods" } } }));
+    etagOf(ctx, res);
   },
   updateRole: async (ctx) => {
     const r = await ctx.owner.PATCH("/roles/{roleID}", {
@@ -239,6 +290,10 @@ export const steps = {
     const r = await ctx.owner.GET("/roles/{roleID}/permissions", { params: { path: { roleID: "mods" } } });
     check(body(r, 200).permissions.join() === "MANAGE_MESSAGES", "unexpected role permissions");
     etagOf(ctx, r.response);
+  },
+  headRolePermissions: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/roles/{roleID}/permissions", { params: { path: { roleID: "mods" } } }));
+    etagOf(ctx, res);
   },
   replaceRolePermissions: async (ctx) => {
     const r = await ctx.owner.PUT("/roles/{roleID}/permissions", {
@@ -272,6 +327,9 @@ export const steps = {
     const { items } = body(await ctx.owner.GET("/users/{userID}/roles", { params: { path: { userID: ctx.alice } } }), 200);
     check(items.length === 1 && items[0]?.id === "mods", "alice does not have mods");
   },
+  headUserRoles: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/users/{userID}/roles", { params: { path: { userID: ctx.alice } } }));
+  },
   removeUserRole: async (ctx) => {
     empty(await ctx.owner.DELETE("/users/{userID}/roles/{roleID}", { params: { path: { userID: ctx.alice, roleID: "mods" } } }), 204);
   },
@@ -299,10 +357,17 @@ export const steps = {
     const page = body(await ctx.owner.GET("/channels", { params: { query: { limit: 50 } } }), 200);
     check(page.items.some((c) => c.id === "ops"), "ops not listed");
   },
+  headChannels: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/channels", { params: { query: { limit: 50 } } }));
+  },
   getChannel: async (ctx) => {
     const r = await ctx.owner.GET("/channels/{channelID}", { params: { path: { channelID: "ops" } } });
     check(body(r, 200).name === "Operations", "unexpected channel");
     etagOf(ctx, r.response);
+  },
+  headChannel: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/channels/{channelID}", { params: { path: { channelID: "ops" } } }));
+    etagOf(ctx, res);
   },
   updateChannel: async (ctx) => {
     const r = await ctx.owner.PATCH("/channels/{channelID}", {
@@ -333,6 +398,10 @@ export const steps = {
     const { items } = body(await ctx.owner.GET("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" } } }), 200);
     check(items[0]?.deny.includes("VIEW_CHANNEL") === true, "everyone is not denied VIEW_CHANNEL");
   },
+  headChannelOverwrites: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" } } }));
+    etagOf(ctx, res);
+  },
   getUserPermissions: async (ctx) => {
     const r = await ctx.owner.GET("/users/{userID}/permissions", {
       params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true } },
@@ -342,6 +411,9 @@ export const steps = {
     check(perms.channel_id === "ops" && perms.permissions.length === 0, `alice has ${perms.permissions.join()} in ops`);
     const view = perms.explain?.find((e) => e.permission === "VIEW_CHANNEL");
     check(view !== undefined && !view.granted && view.steps.some((s) => s.kind === "overwrite_everyone"), "no explanation");
+  },
+  headUserPermissions: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/users/{userID}/permissions", { params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true } } }));
   },
 
   putAttachment: async (ctx) => {
@@ -358,6 +430,9 @@ export const steps = {
     const page = body(await ctx.owner.GET("/channels/{channelID}/attachments", { params: { path: { channelID: "ops" } } }), 200);
     check(page.items.length === 1 && page.items[0]?.id === "notes.txt", "notes.txt not listed");
   },
+  headAttachments: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/channels/{channelID}/attachments", { params: { path: { channelID: "ops" } } }));
+  },
   getAttachment: async (ctx) => {
     const r = await ctx.owner.GET("/channels/{channelID}/attachment", {
       params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
@@ -367,10 +442,13 @@ export const steps = {
     check(r.response.headers.get("X-Content-Type-Options") === "nosniff", "no nosniff");
   },
   headAttachment: async (ctx) => {
-    const r = await ctx.owner.HEAD("/channels/{channelID}/attachment", {
-      params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
-    });
-    check(empty(r, 200).headers.get("Content-Length") === "17", "wrong Content-Length");
+    const res = await headOf(
+      await ctx.owner.HEAD("/channels/{channelID}/attachment", {
+        params: { path: { channelID: "ops" }, query: { attachmentID: "notes.txt" } },
+      }),
+    );
+    check(res.headers.get("Content-Length") === "17", "wrong Content-Length");
+    check(/^"[0-9a-f]{64}\.[0-9a-f]{8}"$/.test(res.headers.get("ETag") ?? ""), `ETag ${String(res.headers.get("ETag"))}`);
   },
   deleteAttachment: async (ctx) => {
     const r = await ctx.owner.DELETE("/channels/{channelID}/attachment", {
@@ -384,6 +462,9 @@ export const steps = {
     const created = page.items.find((e) => e.type === "role.created" && e.subject === "role:mods");
     check(created !== undefined && created.reason === "Moderation team", "role.created event of mods missing");
     check(page.items.every((e) => e.type.startsWith("role.")), "the type filter let other events through");
+  },
+  headAuditLog: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/audit-log", { params: { query: { type: "role.*", limit: 100 } } }));
   },
   createEventTicket: async (ctx) => {
     const t = body(await ctx.owner.POST("/events/ticket"), 201);
@@ -412,6 +493,10 @@ export const steps = {
     }
     abort.abort();
     check(/id: \d+\nevent: user\.created\ndata: \{/.test(text), `no replayed user.created event in ${JSON.stringify(text.slice(0, 200))}`);
+  },
+  headEvents: async (ctx) => {
+    const res = await headOf(await ctx.owner.HEAD("/events"));
+    check((res.headers.get("Content-Type") ?? "").startsWith("text/event-stream"), `Content-Type ${String(res.headers.get("Content-Type"))}`);
   },
 
   deleteChannel: async (ctx) => {

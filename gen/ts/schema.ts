@@ -22,7 +22,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * The contract as YAML (headers only)
+         * @description The answer `getOpenAPIYAML` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** none; no token is needed.
+         */
+        head: operations["headOpenAPIYAML"];
         patch?: never;
         trace?: never;
     };
@@ -44,7 +50,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * The contract as JSON (headers only)
+         * @description The answer `getOpenAPIJSON` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** none; no token is needed.
+         */
+        head: operations["headOpenAPIJSON"];
         patch?: never;
         trace?: never;
     };
@@ -67,7 +79,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List channels (headers only)
+         * @description The answer `listChannels` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
+         */
+        head: operations["headChannels"];
         patch?: never;
         trace?: never;
     };
@@ -92,7 +110,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Get a channel (headers only)
+         * @description The answer `getChannel` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `VIEW_CHANNEL` in the channel.
+         */
+        head: operations["headChannel"];
         /**
          * Edit a channel
          * @description Changes `name` and/or `topic` with a JSON merge patch (RFC 7396): a
@@ -213,7 +237,13 @@ export interface paths {
         post: operations["setChannelOverwrite"];
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List a channel's permission overwrites (headers only)
+         * @description The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `VIEW_CHANNEL` in the channel.
+         */
+        head: operations["headChannelOverwrites"];
         patch?: never;
         trace?: never;
     };
@@ -238,7 +268,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List a channel's attachments (headers only)
+         * @description The answer `listAttachments` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `VIEW_CHANNEL` in the channel.
+         */
+        head: operations["headAttachments"];
         patch?: never;
         trace?: never;
     };
@@ -257,10 +293,25 @@ export interface paths {
         };
         /**
          * Download an attachment
-         * @description The attachment's bytes with their `Content-Type`. `ETag` is the quoted
-         *     sha256 of the bytes; `If-None-Match` answers `304`, `Range` answers `206`
-         *     (one range) or `416`. Only PNG, JPEG, GIF, WebP and `text/plain` are served
-         *     inline; everything else carries `Content-Disposition: attachment`.
+         * @description The attachment's bytes with their `Content-Type`. The `ETag` changes
+         *     whenever the bytes or the `Content-Type` change: it is the sha256 of the
+         *     bytes followed by a digest of the media type, quoted.
+         *
+         *     Conditional requests follow RFC 9110: a failed `If-Match` (or, without
+         *     it, `If-Unmodified-Since`) is a `412`; a matching `If-None-Match` (or,
+         *     without it, an `If-Modified-Since` not older than `Last-Modified`) is a
+         *     `304`. A date that cannot be parsed is ignored.
+         *
+         *     `Range` asks for one byte range: `bytes=0-1023`, `bytes=1024-` or the
+         *     last bytes, `bytes=-512`. The answer is `206` with `Content-Range`; an
+         *     end past the last byte is clamped to it. A range that starts past the
+         *     end, or `bytes=-0`, is a `416`. A `Range` that cannot be parsed, names
+         *     another unit or asks for several ranges is ignored: the answer is `200`
+         *     with every byte. With `If-Range`, the range applies only while that
+         *     `ETag` (or date) is current; otherwise the answer is `200`.
+         *
+         *     Only PNG, JPEG, GIF, WebP and `text/plain` are served inline;
+         *     everything else carries `Content-Disposition: attachment`.
          *
          *     **Permission:** `VIEW_CHANNEL` in the channel.
          */
@@ -268,9 +319,10 @@ export interface paths {
         /**
          * Upload or replace an attachment
          * @description Stores the request body as the attachment, streamed to storage and hashed
-         *     on the way; the body's `Content-Type` is kept. No `Content-Type` is a
-         *     `415`; zero bytes are allowed; past the configured limit (25 MiB by
-         *     default) the answer is `413`. A failed or interrupted upload leaves the
+         *     on the way; the body's `Content-Type` is kept. No `Content-Type`, a
+         *     media range such as `*\/*` or `image/*` instead of a media type, or a
+         *     `Content-Encoding` is a `415`; zero bytes are allowed; past the
+         *     configured limit (25 MiB by default) the answer is `413`. A failed or interrupted upload leaves the
          *     previous version intact. Answers `201` with `Location` when new, `200`
          *     when replaced.
          *
@@ -281,7 +333,8 @@ export interface paths {
         post?: never;
         /**
          * Delete an attachment
-         * @description Deletes the attachment and its bytes.
+         * @description Deletes the attachment and its bytes. `If-Match` compares the
+         *     attachment's `ETag`.
          *
          *     **Permission:** the uploader, or `MANAGE_MESSAGES` in the channel; either
          *     way `VIEW_CHANNEL` in the channel.
@@ -289,8 +342,10 @@ export interface paths {
         delete: operations["deleteAttachment"];
         options?: never;
         /**
-         * Attachment headers
-         * @description The headers `GET` would send, without the bytes.
+         * Download an attachment (headers only)
+         * @description The answer `getAttachment` gives, with its status and headers but without its body (RFC 9110).
+         *     `Range` and `If-Range` are ignored, as RFC 9110 requires for `HEAD`: the
+         *     answer is never `206` or `416`.
          *
          *     **Permission:** `VIEW_CHANNEL` in the channel.
          */
@@ -317,7 +372,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * The permission catalog (headers only)
+         * @description The answer `listPermissions` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headPermissions"];
         patch?: never;
         trace?: never;
     };
@@ -347,7 +408,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Get the global permissions (headers only)
+         * @description The answer `getGlobalPermissions` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headGlobalPermissions"];
         patch?: never;
         trace?: never;
     };
@@ -376,7 +443,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * A user's permissions (headers only)
+         * @description The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** the user themself, or `MANAGE_ROLES`.
+         */
+        head: operations["headUserPermissions"];
         patch?: never;
         trace?: never;
     };
@@ -398,7 +471,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List roles (headers only)
+         * @description The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headRoles"];
         patch?: never;
         trace?: never;
     };
@@ -423,7 +502,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Get a role (headers only)
+         * @description The answer `getRole` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headRole"];
         /**
          * Edit a role
          * @description Changes `name` and/or `color` with a JSON merge patch (RFC 7396);
@@ -569,7 +654,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Get a role's permissions (headers only)
+         * @description The answer `getRolePermissions` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headRolePermissions"];
         patch?: never;
         trace?: never;
     };
@@ -710,7 +801,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Get the caller (headers only)
+         * @description The answer `getMe` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headMe"];
         patch?: never;
         trace?: never;
     };
@@ -754,7 +851,14 @@ export interface paths {
         post: operations["createUser"];
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List users (headers only)
+         * @description The answer `listUsers` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user. `email` is shown only on the
+         *     caller's own entry, or to holders of `MANAGE_USERS`.
+         */
+        head: operations["headUsers"];
         patch?: never;
         trace?: never;
     };
@@ -800,7 +904,14 @@ export interface paths {
          */
         delete: operations["deleteUser"];
         options?: never;
-        head?: never;
+        /**
+         * Get a user (headers only)
+         * @description The answer `getUser` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user. `email` is shown only to the user
+         *     themself and to holders of `MANAGE_USERS`.
+         */
+        head: operations["headUser"];
         patch?: never;
         trace?: never;
     };
@@ -825,7 +936,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List a user's roles (headers only)
+         * @description The answer `listUserRoles` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user.
+         */
+        head: operations["headUserRoles"];
         patch?: never;
         trace?: never;
     };
@@ -900,7 +1017,14 @@ export interface paths {
         post: operations["createToken"];
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * List a user's tokens (headers only)
+         * @description The answer `listTokens` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** the user themself, or the owner, whatever the caller's
+         *     permissions (else `403 self_or_owner_only`).
+         */
+        head: operations["headTokens"];
         patch?: never;
         trace?: never;
     };
@@ -918,7 +1042,7 @@ export interface paths {
         };
         /**
          * Get a token's metadata
-         * @description One token's metadata.
+         * @description One token's metadata, with its `ETag` (a token never changes).
          *
          *     **Permission:** the user themself, or the owner, whatever the caller's
          *     permissions (else `403 self_or_owner_only`).
@@ -935,7 +1059,14 @@ export interface paths {
          */
         delete: operations["deleteToken"];
         options?: never;
-        head?: never;
+        /**
+         * Get a token's metadata (headers only)
+         * @description The answer `getToken` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** the user themself, or the owner, whatever the caller's
+         *     permissions (else `403 self_or_owner_only`).
+         */
+        head: operations["headToken"];
         patch?: never;
         trace?: never;
     };
@@ -970,7 +1101,13 @@ export interface paths {
          */
         delete: operations["deleteProfileLinks"];
         options?: never;
-        head?: never;
+        /**
+         * Get the caller's profile links (headers only)
+         * @description The answer `getProfileLinks` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user; always the caller's own.
+         */
+        head: operations["headProfileLinks"];
         /**
          * Edit the caller's profile links
          * @description Merges the links given with a JSON merge patch (RFC 7396): a label with a
@@ -1001,7 +1138,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Read the audit log (headers only)
+         * @description The answer `listAuditLog` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `VIEW_AUDIT_LOG`.
+         */
+        head: operations["headAuditLog"];
         patch?: never;
         trace?: never;
     };
@@ -1029,7 +1172,13 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Stream events live (headers only)
+         * @description The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `VIEW_AUDIT_LOG`.
+         */
+        head: operations["headEvents"];
         patch?: never;
         trace?: never;
     };
@@ -1426,7 +1575,10 @@ export interface components {
          * @example alice
          */
         Username: string;
-        /** @example Alice Liddell */
+        /**
+         * @description 1 to 100 characters, no control characters.
+         * @example Alice Liddell
+         */
         DisplayName: string;
         /**
          * Format: email
@@ -1672,7 +1824,12 @@ export interface components {
          *     }
          */
         ProfileLinks: {
-            /** @description URL by label. Labels match `^[a-z0-9_-]{1,32}$`; at most 10. */
+            /**
+             * @description URL by label; at most 10. Labels match `^[a-z0-9_-]{1,32}$`. OpenAPI
+             *     3.0 cannot constrain member names, so `x-property-names` states the
+             *     rule as the JSON Schema `propertyNames` it would be; the server
+             *     checks it (a `400` at `body.links.<label>`).
+             */
             links: {
                 [key: string]: string;
             };
@@ -1686,7 +1843,10 @@ export interface components {
          *     }
          */
         ProfileLinksPatch: {
-            /** @description URL by label to set, or `null` to remove the label. */
+            /**
+             * @description URL by label to set, or `null` to remove the label. Labels match
+             *     `^[a-z0-9_-]{1,32}$` (`x-property-names`).
+             */
             links: {
                 [key: string]: string | null;
             };
@@ -1766,12 +1926,13 @@ export interface components {
             next_cursor: components["schemas"]["NextCursor"];
         };
         /**
+         * @description A single-use ticket for `GET /events`.
          * @example {
          *       "ticket": "tkt_Zq3v8N2mXb1cY7wR5tL0pK9e",
          *       "expires_at": "2026-11-22T08:16:30.123456Z"
          *     }
          */
-        EventTicket: {
+        StreamTicket: {
             /** @example tkt_Zq3v8N2mXb1cY7wR5tL0pK9e */
             ticket: string;
             expires_at: components["schemas"]["Timestamp"];
@@ -1873,6 +2034,10 @@ export interface components {
         /** @description The request is invalid; `errors` lists each problem. */
         BadRequest: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -1899,6 +2064,11 @@ export interface components {
         /** @description No credentials, or credentials that are unknown, revoked or of a suspended user. */
         Unauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -1919,6 +2089,10 @@ export interface components {
         /** @description The caller may not do this; `reason` and `missing_permissions` say why. */
         Forbidden: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -1944,6 +2118,10 @@ export interface components {
         /** @description The resource does not exist. */
         NotFound: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -1964,6 +2142,10 @@ export interface components {
         /** @description The ID or a unique value is taken (`conflict`), or a limit would be exceeded (`limit_exceeded`). */
         Conflict: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -1981,9 +2163,66 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description The path exists but does not take the request's method; `Allow` lists
+         *     the methods it takes. Any path of this contract answers so to a method
+         *     it does not list.
+         */
+        MethodNotAllowed: {
+            headers: {
+                Allow: components["headers"]["Allow"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/method_not_allowed",
+                 *       "title": "Method not allowed",
+                 *       "status": 405,
+                 *       "detail": "This URL does not take this method; see Allow.",
+                 *       "instance": "/api/roles",
+                 *       "code": "method_not_allowed",
+                 *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `If-Match` names none of the current `ETag`s, or the attachment changed after `If-Unmodified-Since`. */
+        ReadPreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/precondition_failed",
+                 *       "title": "Precondition failed",
+                 *       "status": 412,
+                 *       "detail": "The attachment has changed; its current ETag is \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c\".",
+                 *       "instance": "/api/channels/ops/attachment",
+                 *       "code": "precondition_failed",
+                 *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The `If-Match` value is not the resource's current `ETag`. */
         PreconditionFailed: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2004,6 +2243,10 @@ export interface components {
         /** @description The body is larger than allowed. */
         PayloadTooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2024,6 +2267,10 @@ export interface components {
         /** @description The body's `Content-Type` is missing or not accepted. */
         UnsupportedMediaType: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2045,6 +2292,10 @@ export interface components {
         RangeNotSatisfiable: {
             headers: {
                 "Content-Range": components["headers"]["ContentRange"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2069,6 +2320,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                 "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
@@ -2089,6 +2341,10 @@ export interface components {
         /** @description An unexpected failure; the body never carries internals. Quote `request_id` when reporting it. */
         InternalError: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2113,6 +2369,10 @@ export interface components {
          */
         RequestTimeout: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2136,6 +2396,10 @@ export interface components {
          */
         InsufficientStorage: {
             headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2161,6 +2425,10 @@ export interface components {
         Unavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2184,6 +2452,10 @@ export interface components {
                 "Retry-After": components["headers"]["RetryAfter"];
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2195,6 +2467,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2206,6 +2482,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2217,6 +2497,11 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2228,6 +2513,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2239,6 +2528,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2250,6 +2543,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2261,6 +2558,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2272,6 +2573,10 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
@@ -2287,6 +2592,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                 "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "X-Request-Id": components["headers"]["RequestID"];
                 [name: string]: unknown;
             };
             content: {
@@ -2298,11 +2604,122 @@ export interface components {
             headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 [name: string]: unknown;
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"];
             };
+        };
+        /** @description The request is invalid. A `HEAD` answer has no body; the same request with `GET` shows each problem. */
+        HeadBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description The caller may not do this; the same request with `GET` says why. */
+        HeadForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description An unexpected failure; quote `X-Request-Id` when reporting it. */
+        HeadInternalError: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description The path does not take the request's method; `Allow` lists the methods it takes. */
+        HeadMethodNotAllowed: {
+            headers: {
+                Allow: components["headers"]["Allow"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description The resource does not exist. */
+        HeadNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description `If-Match` names none of the current `ETag`s, or the attachment changed after `If-Unmodified-Since`. */
+        HeadReadPreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description Too many requests; retry after `Retry-After` seconds. */
+        HeadTooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description No credentials, or credentials that are unknown, revoked or of a suspended user. */
+        HeadUnauthorized: {
+            headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /**
+         * @description The database does not answer (it is down, unreachable or too slow): the
+         *     request was not carried out, or a write was rolled back. Retry after
+         *     `Retry-After` seconds.
+         */
+        HeadUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
         };
     };
     parameters: {
@@ -2325,10 +2742,36 @@ export interface components {
          * @example "3"
          */
         IfMatch: string;
-        /** @description Answer `304` if the current `ETag` is one of these. */
+        /**
+         * @description Answer only if the current `ETag` is one of these (or `*`); else `412`.
+         * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+         */
+        IfMatchRead: string;
+        /**
+         * @description Answer `304` if the current `ETag` is one of these (or `*`).
+         * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+         */
         IfNoneMatch: string;
-        /** @description One byte range, e.g. `bytes=0-1023`. */
+        /**
+         * @description An HTTP-date; without `If-None-Match`, answer `304` if the attachment has not changed since.
+         * @example Sun, 22 Nov 2026 08:15:30 GMT
+         */
+        IfModifiedSince: string;
+        /**
+         * @description An HTTP-date; without `If-Match`, answer `412` if the attachment has changed since.
+         * @example Sun, 22 Nov 2026 08:15:30 GMT
+         */
+        IfUnmodifiedSince: string;
+        /**
+         * @description One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored.
+         * @example bytes=0-1023
+         */
         Range: string;
+        /**
+         * @description An `ETag` or an HTTP-date; the `Range` applies only if it is current.
+         * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+         */
+        IfRange: string;
         /**
          * @description Why the change is made; stored with its audit event.
          * @example Spam cleanup
@@ -2366,27 +2809,60 @@ export interface components {
          * @description The burst: how many requests this client (its token, or its address
          *     without one) may send at once. The allowance refills at the configured
          *     rate per second (`GUILDHALL_RATE_LIMIT`, 20 by default, with a burst of
-         *     twice that).
+         *     twice that). Sent on every answer while rate limiting is on; a server
+         *     run with `GUILDHALL_RATE_LIMIT=0` sends no `RateLimit-*` header.
          * @example 40
          */
         RateLimitLimit: number;
         /**
-         * @description Requests this client may send right now, before the allowance refills.
+         * @description Requests this client may send right now, before the allowance refills (with rate limiting on).
          * @example 39
          */
         RateLimitRemaining: number;
         /**
-         * @description Seconds until the allowance is full again (back at `RateLimit-Limit`).
+         * @description Seconds until the allowance is full again, back at `RateLimit-Limit` (with rate limiting on).
          * @example 1
          */
         RateLimitReset: number;
         /**
-         * @description Size of the body in bytes.
-         * @example 1024
+         * @description The attachment's version: the sha256 of its bytes and a digest of its
+         *     `Content-Type`, quoted. It changes whenever either changes; send it back
+         *     in `If-Match` or `If-None-Match`.
+         * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
          */
-        ContentLength: number;
+        AttachmentETag: string;
         /**
-         * @description The range served, e.g. `bytes 0-1023/4096`.
+         * @description When the attachment was last uploaded, as an HTTP-date.
+         * @example Sun, 22 Nov 2026 08:15:30 GMT
+         */
+        LastModified: string;
+        /**
+         * @description Always `private, no-cache`; caches revalidate with `If-None-Match`.
+         * @example private, no-cache
+         */
+        AttachmentCacheControl: string;
+        /**
+         * @description Always `no-store`.
+         * @example no-store
+         */
+        NoStore: string;
+        /**
+         * @description Always `no`; asks reverse proxies such as nginx to pass events on at once.
+         * @example no
+         */
+        AccelBuffering: string;
+        /**
+         * @description The request's ID, also in the problem of an error and in the server's log; quote it when reporting a problem.
+         * @example 5f0c6d1e2a3b4c5d6e7f8091
+         */
+        RequestID: string;
+        /**
+         * @description The authentication scheme: `Bearer realm="guildhall"`.
+         * @example Bearer realm="guildhall"
+         */
+        WWWAuthenticate: string;
+        /**
+         * @description The range served, e.g. `bytes 0-1023/4096`; on a `416`, the size, e.g. `bytes *\/4096`.
          * @example bytes 0-1023/4096
          */
         ContentRange: string;
@@ -2405,6 +2881,11 @@ export interface components {
          * @example bytes
          */
         AcceptRanges: string;
+        /**
+         * @description The methods the path takes.
+         * @example GET, HEAD, OPTIONS, PATCH
+         */
+        Allow: string;
     };
     pathItems: never;
 }
@@ -2422,6 +2903,10 @@ export interface operations {
             /** @description The contract. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2435,9 +2920,36 @@ export interface operations {
                     };
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headOpenAPIYAML: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contract. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getOpenAPIJSON: {
@@ -2452,6 +2964,10 @@ export interface operations {
             /** @description The contract. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2465,9 +2981,36 @@ export interface operations {
                     };
                 };
             };
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headOpenAPIJSON: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contract. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     listChannels: {
@@ -2487,6 +3030,10 @@ export interface operations {
             /** @description A page of channels. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2495,9 +3042,43 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headChannels: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of channels. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getChannel: {
@@ -2516,6 +3097,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2526,9 +3111,44 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The channel's ID, chosen by the client. */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     updateChannel: {
@@ -2562,6 +3182,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2572,6 +3196,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2608,6 +3233,10 @@ export interface operations {
                 headers: {
                     ETag: components["headers"]["ETag"];
                     Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2617,6 +3246,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2657,6 +3287,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2667,6 +3301,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2702,6 +3337,10 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -2710,6 +3349,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -2733,6 +3373,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2743,6 +3387,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2779,6 +3424,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2789,6 +3438,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2797,6 +3447,40 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headChannelOverwrites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The channel's ID, chosen by the client. */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The overwrites. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     listAttachments: {
@@ -2819,6 +3503,10 @@ export interface operations {
             /** @description A page of attachment metadata. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2829,9 +3517,48 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headAttachments: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The channel's ID, chosen by the client. */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of attachment metadata. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getAttachment: {
@@ -2841,10 +3568,36 @@ export interface operations {
                 attachmentID: components["parameters"]["AttachmentID"];
             };
             header?: {
-                /** @description One byte range, e.g. `bytes=0-1023`. */
+                /**
+                 * @description One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored.
+                 * @example bytes=0-1023
+                 */
                 Range?: components["parameters"]["Range"];
-                /** @description Answer `304` if the current `ETag` is one of these. */
+                /**
+                 * @description An `ETag` or an HTTP-date; the `Range` applies only if it is current.
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+                 */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /**
+                 * @description Answer only if the current `ETag` is one of these (or `*`); else `412`.
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+                 */
+                "If-Match"?: components["parameters"]["IfMatchRead"];
+                /**
+                 * @description Answer `304` if the current `ETag` is one of these (or `*`).
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+                 */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /**
+                 * @description An HTTP-date; without `If-None-Match`, answer `304` if the attachment has not changed since.
+                 * @example Sun, 22 Nov 2026 08:15:30 GMT
+                 */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /**
+                 * @description An HTTP-date; without `If-Match`, answer `412` if the attachment has changed since.
+                 * @example Sun, 22 Nov 2026 08:15:30 GMT
+                 */
+                "If-Unmodified-Since"?: components["parameters"]["IfUnmodifiedSince"];
             };
             path: {
                 /** @description The channel's ID, chosen by the client. */
@@ -2854,14 +3607,19 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The bytes. */
+            /** @description The headers of the bytes. */
             200: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
-                    "Content-Length": components["headers"]["ContentLength"];
+                    ETag: components["headers"]["AttachmentETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    "Cache-Control": components["headers"]["AttachmentCacheControl"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2871,21 +3629,33 @@ export interface operations {
             /** @description The requested range of the bytes. */
             206: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
+                    ETag: components["headers"]["AttachmentETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    "Cache-Control": components["headers"]["AttachmentCacheControl"];
                     "Content-Range": components["headers"]["ContentRange"];
-                    "Content-Length": components["headers"]["ContentLength"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
                     "*/*": string;
                 };
             };
-            /** @description Not modified; the `If-None-Match` value is the current `ETag`. */
+            /** @description Not modified; the copy the client holds is current. */
             304: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
+                    ETag: components["headers"]["AttachmentETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    "Cache-Control": components["headers"]["AttachmentCacheControl"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -2894,6 +3664,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["ReadPreconditionFailed"];
             416: components["responses"]["RangeNotSatisfiable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -2934,7 +3706,11 @@ export interface operations {
             /** @description The attachment was replaced. */
             200: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
+                    ETag: components["headers"]["AttachmentETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2944,8 +3720,12 @@ export interface operations {
             /** @description The attachment was created. */
             201: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
+                    ETag: components["headers"]["AttachmentETag"];
                     Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2956,6 +3736,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
@@ -2995,6 +3776,10 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3003,6 +3788,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -3017,8 +3803,26 @@ export interface operations {
                 attachmentID: components["parameters"]["AttachmentID"];
             };
             header?: {
-                /** @description Answer `304` if the current `ETag` is one of these. */
+                /**
+                 * @description Answer only if the current `ETag` is one of these (or `*`); else `412`.
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+                 */
+                "If-Match"?: components["parameters"]["IfMatchRead"];
+                /**
+                 * @description Answer `304` if the current `ETag` is one of these (or `*`).
+                 * @example "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.4a6b5f2c"
+                 */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /**
+                 * @description An HTTP-date; without `If-None-Match`, answer `304` if the attachment has not changed since.
+                 * @example Sun, 22 Nov 2026 08:15:30 GMT
+                 */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /**
+                 * @description An HTTP-date; without `If-Match`, answer `412` if the attachment has changed since.
+                 * @example Sun, 22 Nov 2026 08:15:30 GMT
+                 */
+                "If-Unmodified-Since"?: components["parameters"]["IfUnmodifiedSince"];
             };
             path: {
                 /** @description The channel's ID, chosen by the client. */
@@ -3028,75 +3832,46 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The headers of the attachment. */
+            /** @description The bytes. */
             200: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
-                    "Content-Length": components["headers"]["ContentLength"];
+                    ETag: components["headers"]["AttachmentETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    "Cache-Control": components["headers"]["AttachmentCacheControl"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
                     "X-Content-Type-Options": components["headers"]["ContentTypeOptions"];
                     "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not modified. */
+            /** @description Not modified; the copy the client holds is current. */
             304: {
                 headers: {
-                    ETag: components["headers"]["ETag"];
+                    ETag: components["headers"]["AttachmentETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    "Cache-Control": components["headers"]["AttachmentCacheControl"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Invalid request (HEAD answers carry no body). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Missing or invalid credentials. */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not allowed. */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description No such channel or attachment. */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Too many requests. */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description An unexpected failure. */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description The database does not answer; retry after Retry-After seconds. */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            412: components["responses"]["HeadReadPreconditionFailed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     listPermissions: {
@@ -3111,6 +3886,10 @@ export interface operations {
             /** @description The catalog, in catalog order. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3118,9 +3897,37 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headPermissions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalog, in catalog order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getGlobalPermissions: {
@@ -3136,6 +3943,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3143,6 +3954,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3176,6 +3988,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3185,6 +4001,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3192,6 +4009,34 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headGlobalPermissions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The global permissions. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getUserPermissions: {
@@ -3214,6 +4059,10 @@ export interface operations {
             /** @description The permissions. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3224,9 +4073,48 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headUserPermissions: {
+        parameters: {
+            query?: {
+                /** @description Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`. */
+                channelID?: components["schemas"]["ChannelID"];
+                /** @description Add the provenance of each permission. */
+                explain?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The permissions. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     listRoles: {
@@ -3241,6 +4129,10 @@ export interface operations {
             /** @description The roles. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3248,9 +4140,37 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The roles. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getRole: {
@@ -3269,6 +4189,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3278,9 +4202,43 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headRole: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The role. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     updateRole: {
@@ -3314,6 +4272,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3324,6 +4286,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3360,6 +4323,10 @@ export interface operations {
                 headers: {
                     ETag: components["headers"]["ETag"];
                     Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3369,6 +4336,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3409,6 +4377,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3419,6 +4391,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3459,6 +4432,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3469,6 +4446,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3504,6 +4482,10 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3512,6 +4494,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -3535,6 +4518,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3544,6 +4531,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3580,6 +4568,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3590,6 +4582,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3597,6 +4590,39 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headRolePermissions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The role's permissions. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     legacyAddRolePermissions: {
@@ -3632,6 +4658,10 @@ export interface operations {
                     ETag: components["headers"]["ETag"];
                     Deprecation: components["headers"]["Deprecation"];
                     Link: components["headers"]["SuccessorLink"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3642,6 +4672,7 @@ export interface operations {
             401: components["responses"]["DeprecatedUnauthorized"];
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["DeprecatedPreconditionFailed"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
@@ -3684,6 +4715,10 @@ export interface operations {
                     ETag: components["headers"]["ETag"];
                     Deprecation: components["headers"]["Deprecation"];
                     Link: components["headers"]["SuccessorLink"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3694,6 +4729,7 @@ export interface operations {
             401: components["responses"]["DeprecatedUnauthorized"];
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["DeprecatedPreconditionFailed"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
@@ -3730,6 +4766,10 @@ export interface operations {
                 headers: {
                     Deprecation: components["headers"]["Deprecation"];
                     Link: components["headers"]["SuccessorLink"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3738,6 +4778,7 @@ export interface operations {
             401: components["responses"]["DeprecatedUnauthorized"];
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
@@ -3773,6 +4814,10 @@ export interface operations {
                 headers: {
                     Deprecation: components["headers"]["Deprecation"];
                     Link: components["headers"]["SuccessorLink"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3781,6 +4826,7 @@ export interface operations {
             401: components["responses"]["DeprecatedUnauthorized"];
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
@@ -3802,6 +4848,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3822,9 +4872,38 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     listUsers: {
@@ -3859,6 +4938,10 @@ export interface operations {
             /** @description A page of users. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3867,6 +4950,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3896,6 +4980,10 @@ export interface operations {
                 headers: {
                     ETag: components["headers"]["ETag"];
                     Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3905,6 +4993,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3912,6 +5001,54 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headUsers: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+                /**
+                 * @description A case-insensitive prefix of the username or display name (and of the email, for holders of `MANAGE_USERS`).
+                 * @example ali
+                 */
+                q?: string;
+                /**
+                 * @description Only users holding this role.
+                 * @example mods
+                 */
+                role?: components["schemas"]["RoleID"];
+                /**
+                 * @description Only users with this status.
+                 * @example suspended
+                 */
+                status?: "active" | "suspended";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of users. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getUser: {
@@ -3930,6 +5067,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3939,6 +5080,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3975,6 +5117,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3985,6 +5131,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
@@ -4021,6 +5168,10 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4029,12 +5180,46 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     listUserRoles: {
@@ -4052,6 +5237,10 @@ export interface operations {
             /** @description The user's roles. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4061,9 +5250,42 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headUserRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user's roles. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     assignUserRole: {
@@ -4089,6 +5311,10 @@ export interface operations {
             /** @description The user has the role. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4097,6 +5323,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4126,6 +5353,10 @@ export interface operations {
             /** @description The user does not have the role. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4134,6 +5365,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4155,6 +5387,10 @@ export interface operations {
             /** @description The tokens. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4165,6 +5401,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4196,6 +5433,10 @@ export interface operations {
             201: {
                 headers: {
                     Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4206,12 +5447,46 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tokens. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getToken: {
@@ -4231,6 +5506,11 @@ export interface operations {
             /** @description The token. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4241,6 +5521,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4269,6 +5550,10 @@ export interface operations {
             /** @description Revoked. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4277,10 +5562,47 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+                /** @description The token's ID (not its secret). */
+                tokenID: components["parameters"]["TokenID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The token. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     getProfileLinks: {
@@ -4296,6 +5618,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4303,6 +5629,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4336,6 +5663,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4344,6 +5675,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4376,17 +5708,50 @@ export interface operations {
             /** @description The caller has no links. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headProfileLinks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's links. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     updateProfileLinks: {
@@ -4417,6 +5782,10 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4425,6 +5794,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
@@ -4468,6 +5838,10 @@ export interface operations {
             /** @description A page of events. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4477,9 +5851,60 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headAuditLog: {
+        parameters: {
+            query?: {
+                /** @description Only events by this user. */
+                actorID?: components["schemas"]["UserID"];
+                /**
+                 * @description An event type such as `role.created`, or a prefix ending in `.*` such as `role.*`.
+                 * @example role.*
+                 */
+                type?: string;
+                /**
+                 * @description Only events about this subject, `<kind>:<id>` such as `role:mods`.
+                 * @example role:mods
+                 */
+                subject?: string;
+                /** @description Only events at or after this time. */
+                since?: string;
+                /** @description Only events before this time. */
+                until?: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     streamEvents: {
@@ -4502,6 +5927,12 @@ export interface operations {
             /** @description The stream. */
             200: {
                 headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "X-Accel-Buffering": components["headers"]["AccelBuffering"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4516,9 +5947,49 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    headEvents: {
+        parameters: {
+            query?: {
+                /** @description Resume after this `seq` (for clients that cannot set `Last-Event-ID`). */
+                after?: number;
+                /** @description A ticket from `POST /events/ticket`, instead of a bearer token. */
+                ticket?: string;
+            };
+            header?: {
+                /** @description Resume after this `seq`. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["NoStore"];
+                    "X-Accel-Buffering": components["headers"]["AccelBuffering"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     createEventTicket: {
@@ -4533,14 +6004,19 @@ export interface operations {
             /** @description The ticket. */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EventTicket"];
+                    "application/json": components["schemas"]["StreamTicket"];
                 };
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

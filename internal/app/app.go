@@ -35,6 +35,8 @@ type App struct {
 	Service *guild.Service
 	Broker  *events.Broker
 	HTTP    *httpapi.Server
+	// Handler is what Serve answers with: HTTP.Echo, unless a test wraps it.
+	Handler http.Handler
 	// dbBlobs (PostgreSQL) or dirBlobs (SQLite) is the blob store, swept in
 	// the background.
 	dbBlobs  *store.DBBlobs
@@ -99,7 +101,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		_ = st.Close()
 		return nil, err
 	}
-	a.HTTP = srv
+	a.HTTP, a.Handler = srv, srv.Echo
 	return a, nil
 }
 
@@ -145,7 +147,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if a.Config.DebugAddr != "" {
 		go a.serveDebug(bg)
 	}
-	srv := &http.Server{Handler: a.HTTP.Echo, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

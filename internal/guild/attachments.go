@@ -2,6 +2,8 @@ package guild
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +17,14 @@ import (
 	"github.com/guildhall/guildhall/internal/store"
 )
 
-// AttachmentETag is an attachment's entity tag: its quoted sha256.
-func AttachmentETag(a model.Attachment) string { return fmt.Sprintf("%q", a.SHA256) }
+// AttachmentETag is an attachment's entity tag: the sha256 of its bytes and
+// the first 8 hex digits of the sha256 of its Content-Type, quoted, so that it
+// changes whenever the bytes or the media type change (and only then: the
+// same bytes and type uploaded again are the same representation).
+func AttachmentETag(a model.Attachment) string {
+	typ := sha256.Sum256([]byte(a.ContentType))
+	return `"` + a.SHA256 + "." + hex.EncodeToString(typ[:4]) + `"`
+}
 
 // ListAttachments pages through a channel's attachment metadata.
 func (s *Service) ListAttachments(ctx context.Context, a *Actor, channelID, rawCursor string, limit int) (Page[model.Attachment], error) {
@@ -206,8 +214,13 @@ func normalizeMediaType(ct string) (string, error) {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	typ, sub, _ := strings.Cut(mt, "/") // ParseMediaType also takes a lone token
-	if err != nil || typ == "" || sub == "" || strings.Contains(mt, "*") {
+	if err != nil || typ == "" || sub == "" {
 		return "", apperr.Invalid("header.Content-Type", "is not a valid media type")
+	}
+	if strings.Contains(mt, "*") {
+		// A media range (*/*, image/*) says what a client accepts, not what
+		// the bytes are: no type to serve them as.
+		return "", apperr.UnsupportedMedia("The upload's Content-Type is a media range (" + mt + "); name the media type of its bytes, such as image/png.")
 	}
 	out := mime.FormatMediaType(mt, params)
 	if out == "" || len(out) > 255 {

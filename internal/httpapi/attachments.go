@@ -10,9 +10,10 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/apperr"
-	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/model"
 )
@@ -39,105 +40,85 @@ func (h *Handler) ListAttachments(ctx context.Context, req api.ListAttachmentsRe
 	if err != nil {
 		return nil, err
 	}
-	out := api.ListAttachments200JSONResponse{Items: make([]api.Attachment, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	out := api.AttachmentList{Items: make([]api.Attachment, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
 	for i, at := range page.Items {
 		out.Items[i] = toAttachment(at)
 	}
-	return out, nil
+	return api.ListAttachments200JSONResponse{Body: out}, nil
 }
 
-// GetAttachment implements GET /channels/{channelID}/attachment: the bytes,
-// through http.ServeContent for Range, If-None-Match and HEAD.
+// GetAttachment implements GET /channels/{channelID}/attachment, and its HEAD
+// twin: the bytes, with the preconditions and the single byte range of RFC
+// 9110 (conditional.go) answered as the contract declares them.
 func (h *Handler) GetAttachment(ctx context.Context, req api.GetAttachmentRequestObject) (api.GetAttachmentResponseObject, error) {
-	return h.serveAttachment(ctx, req.ChannelID, req.Params.AttachmentID)
-}
-
-// HeadAttachment implements HEAD /channels/{channelID}/attachment.
-func (h *Handler) HeadAttachment(ctx context.Context, req api.HeadAttachmentRequestObject) (api.HeadAttachmentResponseObject, error) {
-	return h.serveAttachment(ctx, req.ChannelID, req.Params.AttachmentID)
-}
-
-func (h *Handler) serveAttachment(ctx context.Context, channelID, id string) (*attachmentResponse, error) {
 	a, err := actorOf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r := requestOf(ctx)
-	if r == nil {
-		return nil, fmt.Errorf("no request in context")
-	}
-	att, body, err := h.svc.OpenAttachment(ctx, a, channelID, id)
+	att, body, err := h.svc.OpenAttachment(ctx, a, req.ChannelID, req.Params.AttachmentID)
 	if err != nil {
 		return nil, err
 	}
-	return &attachmentResponse{req: r, att: att, body: body}, nil
-}
-
-// attachmentResponse writes the bytes with http.ServeContent, which answers
-// Range (206/416), If-None-Match (304) and HEAD from the request.
-type attachmentResponse struct {
-	req  *http.Request
-	att  model.Attachment
-	body blob.Reader
-}
-
-func (r *attachmentResponse) visit(w http.ResponseWriter) error {
-	defer r.body.Close()
-	hd := w.Header()
-	hd.Set("Content-Type", r.att.ContentType)
-	hd.Set("ETag", guild.AttachmentETag(r.att))
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Content-Disposition", disposition(r.att.ContentType)+"; filename*=UTF-8''"+url.PathEscape(r.att.ID))
-	hd.Set("Cache-Control", "private, no-cache")
-	rw := &rangeProblemWriter{ResponseWriter: w, req: r.req}
-	http.ServeContent(rw, r.req, "", r.att.UpdatedAt, r.body)
-	return nil
-}
-
-func (r *attachmentResponse) VisitGetAttachmentResponse(w http.ResponseWriter) error {
-	return r.visit(w)
-}
-
-func (r *attachmentResponse) VisitHeadAttachmentResponse(w http.ResponseWriter) error {
-	return r.visit(w)
-}
-
-// rangeProblemWriter replaces ServeContent's plain-text 416 with a problem.
-type rangeProblemWriter struct {
-	http.ResponseWriter
-	req     *http.Request
-	swallow bool
-}
-
-func (w *rangeProblemWriter) WriteHeader(code int) {
-	if code == http.StatusRequestedRangeNotSatisfiable {
-		w.swallow = true
-		p := newProblem(api.ProblemCodeRangeNotSatisfiable, "The range is outside the attachment's bytes.")
-		instance := w.req.URL.EscapedPath()
-		p.Instance = &instance
-		p.RequestId = w.Header().Get("X-Request-Id")
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.Header().Del("Content-Disposition")
-		w.Header().Del("X-Content-Type-Options")
-		body := problemJSON(p)
-		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-		w.ResponseWriter.WriteHeader(code)
-		if w.req.Method != http.MethodHead {
-			_, _ = w.ResponseWriter.Write(body)
+	p := req.Params
+	rr := readRequest{IfMatch: deref(p.IfMatch), IfNoneMatch: deref(p.IfNoneMatch),
+		IfModifiedSince: deref(p.IfModifiedSince), IfUnmodifiedSince: deref(p.IfUnmodifiedSince)}
+	head := isHead(ctx)
+	if !head {
+		rr.Range, rr.IfRange = deref(p.Range), deref(p.IfRange)
+	}
+	etag := guild.AttachmentETag(att)
+	lastModified := att.UpdatedAt.UTC().Format(http.TimeFormat)
+	outcome, rng := decideRead(rr, etag, att.UpdatedAt, att.Size)
+	if outcome != serveWhole && outcome != servePart || head {
+		_ = body.Close() // no bytes are sent
+		body = nil
+	}
+	switch outcome {
+	case preconditionFailed:
+		return nil, apperr.Precondition(etag)
+	case notModified:
+		return api.GetAttachment304Response{Headers: api.GetAttachment304ResponseHeaders{
+			ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl)}}, nil
+	case rangeNotSatisfiable:
+		p := newProblem(api.ProblemCodeRangeNotSatisfiable, fmt.Sprintf("The range is outside the %d bytes of the attachment.", att.Size))
+		p.Instance = ptr("/api/channels/" + req.ChannelID + "/attachment")
+		if w := responseOf(ctx); w != nil {
+			p.RequestId = w.Header().Get(echo.HeaderXRequestID)
 		}
-		return
+		return api.GetAttachment416ApplicationProblemPlusJSONResponse{RangeNotSatisfiableApplicationProblemPlusJSONResponse: api.RangeNotSatisfiableApplicationProblemPlusJSONResponse{
+			Body: p, Headers: api.RangeNotSatisfiableResponseHeaders{ContentRange: ptr(fmt.Sprintf("bytes */%d", att.Size))}}}, nil
+	case servePart:
+		if _, err := body.Seek(rng.first, io.SeekStart); err != nil {
+			_ = body.Close()
+			return nil, fmt.Errorf("seek attachment %s/%s: %w", att.ChannelID, att.ID, err)
+		}
+		return api.GetAttachment206AsteriskResponse{Body: readCloser{io.LimitReader(body, rng.length()), body},
+			ContentType: att.ContentType, ContentLength: rng.length(), Headers: api.GetAttachment206ResponseHeaders{
+				ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl),
+				ContentRange:       ptr(fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, att.Size)),
+				ContentDisposition: ptr(contentDisposition(att)), XContentTypeOptions: ptr("nosniff"), AcceptRanges: ptr("bytes")}}, nil
 	}
-	w.ResponseWriter.WriteHeader(code)
+	var bytes io.Reader = body
+	if body == nil { // HEAD: the length, not the bytes
+		bytes = http.NoBody
+	}
+	return api.GetAttachment200AsteriskResponse{Body: bytes, ContentType: att.ContentType, ContentLength: att.Size,
+		Headers: api.GetAttachment200ResponseHeaders{ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl),
+			ContentDisposition: ptr(contentDisposition(att)), XContentTypeOptions: ptr("nosniff"), AcceptRanges: ptr("bytes")}}, nil
 }
 
-// Unwrap lets http.ResponseController reach the connection.
-func (w *rangeProblemWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// attachmentCacheControl lets browsers keep a copy but revalidate it (with
+// If-None-Match) before each use: access can be revoked at any time.
+const attachmentCacheControl = "private, no-cache"
 
-func (w *rangeProblemWriter) Write(b []byte) (int, error) {
-	if w.swallow {
-		return len(b), nil
-	}
-	return w.ResponseWriter.Write(b)
+func contentDisposition(att model.Attachment) string {
+	return disposition(att.ContentType) + "; filename*=UTF-8''" + url.PathEscape(att.ID)
+}
+
+// readCloser reads a part of a blob and closes the blob.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // PutAttachment implements PUT /channels/{channelID}/attachment: the body is

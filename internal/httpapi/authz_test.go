@@ -348,9 +348,6 @@ func authzRows() []authzRow {
 
 		{name: "listAttachments", op: "listAttachments", success: 200, prepare: get("/channels/ops/attachments")},
 		{name: "getAttachment", op: "getAttachment", success: 200, prepare: get("/channels/ops/attachment?attachmentID=logo.txt")},
-		{name: "headAttachment", op: "headAttachment", success: 200, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {
-			return testenv.Req{Method: "HEAD", Path: "/channels/ops/attachment?attachmentID=logo.txt"}, nil
-		}},
 		{name: "putAttachment (new)", op: "putAttachment", success: 201, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			id := f.next("file")
 			path := "/channels/ops/attachment?attachmentID=" + id
@@ -523,6 +520,37 @@ func authzRows() []authzRow {
 	}
 }
 
+// authzWithHeads adds to rows a HEAD twin of every GET row: the contract's
+// HEAD operation of the same path, which must answer each caller with the
+// status its GET gives.
+func authzWithHeads(t *testing.T, rows []authzRow) []authzRow {
+	_, ops := authzContractOps(t)
+	byPath := map[string]map[string]string{} // path -> method -> operationId
+	pathOf := map[string]string{}
+	for _, o := range ops {
+		if byPath[o.path] == nil {
+			byPath[o.path] = map[string]string{}
+		}
+		byPath[o.path][o.method] = o.op.OperationID
+		pathOf[o.op.OperationID] = o.path
+	}
+	for _, row := range rows {
+		head, ok := byPath[pathOf[row.op]][http.MethodHead]
+		if !ok || byPath[pathOf[row.op]][http.MethodGet] != row.op {
+			continue
+		}
+		get := row
+		row.name, row.op = head+" (as "+get.name+")", head
+		row.prepare = func(t *testing.T, f *authzFixture, me testenv.User) (testenv.Req, []string) {
+			req, paths := get.prepare(t, f, me)
+			req.Method = http.MethodHead
+			return req, paths
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
 // expect is the status a caller must get: derived from the operation's
 // x-required-permissions, except where the row says otherwise.
 func (row authzRow) expect(r authzRequirement, c authzCaller) int {
@@ -585,7 +613,7 @@ func TestAuthzMatrix(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		f := newAuthzFixture(t, kind)
-		rows := authzRows()
+		rows := authzWithHeads(t, authzRows())
 		covered := map[string]bool{}
 		for _, row := range rows {
 			covered[row.op] = true

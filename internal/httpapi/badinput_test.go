@@ -128,6 +128,10 @@ func TestBadInput(t *testing.T) {
 			{"name of 101 characters", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: map[string]any{"name": strings.Repeat("n", 101)}}, 400, "body.name", ""},
 			{"name of 101 multibyte characters", testenv.Req{Method: "POST", Path: "/channels/x/create", Body: map[string]any{"name": strings.Repeat("日", 101)}}, 400, "body.name", ""},
 			{"empty name", testenv.Req{Method: "POST", Path: "/channels/ops/rename", Body: map[string]any{"name": ""}}, 400, "body.name", ""},
+			{"empty display name on create", testenv.Req{Method: "POST", Path: "/users", Body: map[string]any{"username": "bob", "display_name": ""}}, 400, "body.display_name", ""},
+			{"empty display name on replace", testenv.Req{Method: "PUT", Path: "/users/" + alice.ID, Body: map[string]any{"username": "alice", "display_name": "", "status": "active"}}, 400, "body.display_name", ""},
+			{"empty token name", testenv.Req{Method: "POST", Path: "/users/" + alice.ID + "/tokens", Body: map[string]any{"name": ""}}, 400, "body.name", ""},
+			{"empty role name in a patch", testenv.Req{Method: "PATCH", Path: "/roles/mods", Body: `{"name":""}`, Type: "application/merge-patch+json"}, 400, "body.name", ""},
 			{"topic of 1025 characters", testenv.Req{Method: "PATCH", Path: "/channels/ops", Body: `{"topic":"` + strings.Repeat("t", 1025) + `"}`, Type: "application/merge-patch+json"}, 400, "body.topic", ""},
 			{"NUL in a name", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: map[string]any{"name": "a\x00b"}}, 400, "body.name", ""},
 			{"newline in a name", testenv.Req{Method: "POST", Path: "/channels/ops/rename", Body: map[string]any{"name": "a\nb"}}, 400, "body.name", ""},
@@ -157,7 +161,6 @@ func TestBadInput(t *testing.T) {
 			{"channel ID with a slash", testenv.Req{Method: "POST", Path: "/channels/a%2Fb/create", Body: map[string]any{"name": "x"}}, 400, "path.channelID", ""},
 			{"channel ID with NUL", testenv.Req{Method: "GET", Path: "/channels/ops%00"}, 400, "path.channelID", ""},
 			{"channel ID starting with -", testenv.Req{Method: "GET", Path: "/channels/-ops"}, 400, "path.channelID", ""},
-			{"empty role ID", testenv.Req{Method: "POST", Path: "/roles//create", Body: map[string]any{"name": "x"}}, 400, "path.roleID", ""},
 			{"user ID not a UUID", testenv.Req{Method: "GET", Path: "/users/alice"}, 400, "path.userID", ""},
 			{"user ID in capitals", testenv.Req{Method: "GET", Path: "/users/" + strings.ToUpper(alice.ID)}, 400, "path.userID", ""},
 			{"user ID ../", testenv.Req{Method: "DELETE", Path: "/users/..%2F"}, 400, "path.userID", ""},
@@ -187,7 +190,7 @@ func TestBadInput(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				tc.req.Token = e.Owner
 				res := e.Do(tc.req)
-				code := map[int]string{400: "validation", 413: "payload_too_large", 415: "unsupported_media_type"}[tc.status]
+				code := map[int]string{400: "validation", 404: "not_found", 413: "payload_too_large", 415: "unsupported_media_type"}[tc.status]
 				p := e2eProblem(t, res, tc.status, code)
 				if tc.location != "" {
 					if msg := e2eField(t, p, tc.location); !strings.Contains(msg, tc.message) {

@@ -26,11 +26,11 @@ func (h *Handler) ListChannels(ctx context.Context, req api.ListChannelsRequestO
 	if err != nil {
 		return nil, err
 	}
-	out := api.ListChannels200JSONResponse{Items: make([]api.Channel, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	out := api.ChannelList{Items: make([]api.Channel, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
 	for i, c := range page.Items {
 		out.Items[i] = toChannel(c)
 	}
-	return out, nil
+	return api.ListChannels200JSONResponse{Body: out}, nil
 }
 
 // GetChannel implements GET /channels/{channelID}.

@@ -44,3 +44,10 @@ func responseOf(ctx context.Context) http.ResponseWriter {
 	w, _ := ctx.Value(responseKey).(http.ResponseWriter)
 	return w
 }
+
+// isHead reports whether a strict handler serves a HEAD request (the GET
+// handler answers both; see headRouter).
+func isHead(ctx context.Context) bool {
+	r := requestOf(ctx)
+	return r != nil && r.Method == http.MethodHead
+}

@@ -25,11 +25,11 @@ func (h *Handler) ListAuditLog(ctx context.Context, req api.ListAuditLogRequestO
 	if err != nil {
 		return nil, err
 	}
-	out := api.ListAuditLog200JSONResponse{Items: make([]api.Event, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	out := api.EventList{Items: make([]api.Event, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
 	for i, e := range page.Items {
 		out.Items[i] = toEvent(e)
 	}
-	return out, nil
+	return api.ListAuditLog200JSONResponse{Body: out}, nil
 }
 
 // CreateEventTicket implements POST /events/ticket.
@@ -42,7 +42,7 @@ func (h *Handler) CreateEventTicket(ctx context.Context, _ api.CreateEventTicket
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateEventTicket201JSONResponse{Ticket: ticket, ExpiresAt: expires}, nil
+	return api.CreateEventTicket201JSONResponse{Body: api.StreamTicket{Ticket: ticket, ExpiresAt: expires}}, nil
 }
 
 // StreamEvents implements GET /events as Server-Sent Events.
@@ -64,6 +64,9 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 	if err := h.svc.CanStream(a); err != nil { // 400 before 403 (DESIGN §11)
 		return nil, err
 	}
+	if isHead(ctx) {
+		return &eventStream{h: h, head: true}, nil // the headers of a stream, and no stream
+	}
 	if after < 0 {
 		// A fresh stream starts with the next event.
 		if after, err = h.svc.LastEventSeq(ctx); err != nil {
@@ -84,6 +87,7 @@ type eventStream struct {
 	ctx   context.Context
 	actor *guild.Actor
 	after int64
+	head  bool
 }
 
 // allowed re-authorizes the stream against the current state: a revoked or
@@ -107,12 +111,17 @@ const eventBatch = 256
 
 func (s *eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
+	if !s.head {
+		_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if s.head {
+		return nil
+	}
 	if _, err := fmt.Fprint(w, ": stream open\nretry: 2000\n\n"); err != nil {
 		return nil
 	}

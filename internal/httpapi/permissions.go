@@ -19,7 +19,7 @@ func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequ
 		return nil, err
 	}
 	cat := h.svc.Catalog()
-	out := api.ListPermissions200JSONResponse{Items: make([]api.PermissionInfo, len(cat)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.PermissionCatalog{Items: make([]api.PermissionInfo, len(cat)), NextCursor: nullable.NewNullNullable[string]()}
 	for i, p := range cat {
 		scopes := make([]api.PermissionInfoScopes, len(p.Scopes))
 		for j, s := range p.Scopes {
@@ -27,7 +27,7 @@ func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequ
 		}
 		out.Items[i] = api.PermissionInfo{Name: api.PermissionName(p.Name), Description: p.Description, Scopes: scopes}
 	}
-	return out, nil
+	return api.ListPermissions200JSONResponse{Body: out}, nil
 }
 
 // GetGlobalPermissions implements GET /permissions/global.
@@ -72,7 +72,7 @@ func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermiss
 	if err != nil {
 		return nil, err
 	}
-	return api.GetUserPermissions200JSONResponse(toUserPermissions(p)), nil
+	return api.GetUserPermissions200JSONResponse{Body: toUserPermissions(p)}, nil
 }
 
 // GetProfileLinks implements GET /profile/link.

@@ -3,10 +3,12 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/guildhall/guildhall/internal/httpapi"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -179,4 +181,32 @@ func TestProfileLinks(t *testing.T) {
 // e2eMarshalPatch encodes links as a merge-patch body.
 func e2eMarshalPatch(links map[string]any) (string, error) {
 	return e2eJSON(map[string]any{"links": links}), nil
+}
+
+// The label rule the server enforces is the contract's x-property-names
+// (OpenAPI 3.0 cannot constrain member names): each label is accepted
+// exactly when its pattern matches.
+func TestProfileLinkLabelsFollowTheContract(t *testing.T) {
+	t.Parallel()
+	doc, err := httpapi.LoadContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := doc.Components.Schemas["ProfileLinks"].Value.Properties["links"].Value.Extensions["x-property-names"].(map[string]any)
+	label := regexp.MustCompile(names["pattern"].(string))
+	e := testenv.Start(t, testenv.SQLite)
+	for _, l := range []string{"a", "github", "my_site-2", strings.Repeat("x", 32), strings.Repeat("x", 33), "", "GitHub",
+		"a.b", "a b", "é", "a/b", "-", "_"} {
+		for _, method := range []string{"PUT", "PATCH"} {
+			ct := "application/json"
+			if method == "PATCH" {
+				ct = "application/merge-patch+json"
+			}
+			res := e.Do(testenv.Req{Method: method, Path: "/profile/link", Token: e.Owner, Type: ct,
+				Body: map[string]any{"links": map[string]any{l: "https://example.com"}}})
+			if want := label.MatchString(l); want != (res.Status == http.StatusOK) {
+				t.Errorf("%s label %q: %d, want accepted=%v (the contract's x-property-names)", method, l, res.Status, want)
+			}
+		}
+	}
 }

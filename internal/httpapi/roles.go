@@ -18,7 +18,7 @@ func (h *Handler) ListRoles(ctx context.Context, _ api.ListRolesRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return api.ListRoles200JSONResponse(toRoles(roles)), nil
+	return api.ListRoles200JSONResponse{Body: toRoles(roles)}, nil
 }
 
 // GetRole implements GET /roles/{roleID}.
@@ -226,7 +226,7 @@ func (h *Handler) ListUserRoles(ctx context.Context, req api.ListUserRolesReques
 	if err != nil {
 		return nil, err
 	}
-	return api.ListUserRoles200JSONResponse(toRoles(roles)), nil
+	return api.ListUserRoles200JSONResponse{Body: toRoles(roles)}, nil
 }
 
 // AssignUserRole implements POST /users/{userID}/roles/{roleID}.

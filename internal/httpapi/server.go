@@ -99,6 +99,7 @@ func New(o Options) (*Server, error) {
 	e.Use(h.accessLog())
 	e.Use(metrics(o.Registry))
 	e.Use(h.recoverer())
+	e.Use(wholeSegments)
 	if len(o.CORSOrigins) > 0 { // none configured: no cross-origin access at all
 		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
 			AllowOrigins: o.CORSOrigins,
@@ -125,7 +126,12 @@ func New(o Options) (*Server, error) {
 		mws[op.id] = chain
 	}
 	strict := api.NewStrictHandler(h, []api.StrictMiddlewareFunc{h.confirmActor})
-	api.RegisterHandlersWithOptions(e.Group(""), strict, api.RegisterHandlersOptions{BaseURL: "/api", OperationMiddlewares: mws})
+	router := newHeadRouter(e.Group(""), ops, mws)
+	api.RegisterHandlersWithOptions(router, strict, api.RegisterHandlersOptions{BaseURL: "/api", OperationMiddlewares: mws})
+	if err := router.check(); err != nil {
+		stop()
+		return nil, err
+	}
 
 	// Outside the contract: docs, the admin console, problem types, health and metrics.
 	docs := v5emb.NewHandlerWithConfig(swgui.Config{Title: "Guildhall API", SwaggerJSON: "/api/openapi.json", BasePath: "/docs/",

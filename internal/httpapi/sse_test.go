@@ -532,8 +532,8 @@ func TestEventStreamTickets(t *testing.T) {
 		e.NewRole("auditors", "VIEW_AUDIT_LOG")
 		auditor := e.NewUser("auditor")
 		e.Assign(auditor.ID, "auditors")
-		ticket := func(token string) api.EventTicket {
-			var tk api.EventTicket
+		ticket := func(token string) api.StreamTicket {
+			var tk api.StreamTicket
 			e.Must(201, testenv.Req{Method: "POST", Path: "/events/ticket", Token: token}).JSON(t, &tk)
 			if len(tk.Ticket) < 32 || tk.ExpiresAt.Before(time.Now().Add(-time.Second)) || tk.ExpiresAt.After(time.Now().Add(2*time.Minute)) {
 				t.Fatalf("ticket %+v", tk)
@@ -658,6 +658,7 @@ func TestEventStreamStalledConsumerShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.Close()
+		a.Handler = testenv.CheckContract(t, a.Handler)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -738,7 +739,7 @@ func TestEventStreamEndsWhenAccessEnds(t *testing.T) {
 				token, tokenID := tok["token"].(string), tok["id"].(string)
 				var s *sseStream
 				if tc.ticket {
-					var tk api.EventTicket
+					var tk api.StreamTicket
 					e.Must(201, testenv.Req{Method: "POST", Path: "/events/ticket", Token: token}).JSON(t, &tk)
 					s = sseOpen(t, e, "", "?ticket="+url.QueryEscape(tk.Ticket), nil)
 				} else {

@@ -19,7 +19,7 @@ func TestEventTicketsBoundToToken(t *testing.T) {
 		auditor := e.NewUser("auditor")
 		e.Assign(auditor.ID, "auditors")
 		mint := func(token string) string {
-			var tk api.EventTicket
+			var tk api.StreamTicket
 			e.Must(201, testenv.Req{Method: "POST", Path: "/events/ticket", Token: token}).JSON(t, &tk)
 			return "?ticket=" + url.QueryEscape(tk.Ticket)
 		}

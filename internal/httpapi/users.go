@@ -22,11 +22,11 @@ func (h *Handler) ListUsers(ctx context.Context, req api.ListUsersRequestObject)
 	if err != nil {
 		return nil, err
 	}
-	out := api.ListUsers200JSONResponse{Items: make([]api.User, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	out := api.UserList{Items: make([]api.User, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
 	for i, u := range page.Items {
 		out.Items[i] = toUser(u)
 	}
-	return out, nil
+	return api.ListUsers200JSONResponse{Body: out}, nil
 }
 
 // CreateUser implements POST /users.
@@ -107,11 +107,11 @@ func (h *Handler) ListTokens(ctx context.Context, req api.ListTokensRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	out := api.ListTokens200JSONResponse{Items: make([]api.Token, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.TokenList{Items: make([]api.Token, len(list)), NextCursor: nullable.NewNullNullable[string]()}
 	for i, t := range list {
 		out.Items[i] = toToken(t)
 	}
-	return out, nil
+	return api.ListTokens200JSONResponse{Body: out}, nil
 }
 
 // CreateToken implements POST /users/{userID}/tokens.
@@ -144,8 +144,11 @@ func (h *Handler) GetToken(ctx context.Context, req api.GetTokenRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return api.GetToken200JSONResponse(toToken(t)), nil
+	return api.GetToken200JSONResponse{Body: toToken(t), Headers: api.GetToken200ResponseHeaders{ETag: ptr(tokenETag)}}, nil
 }
+
+// tokenETag is every token's ETag: a token's metadata never changes.
+const tokenETag = `"1"`
 
 // DeleteToken implements DELETE /users/{userID}/tokens/{tokenID}.
 func (h *Handler) DeleteToken(ctx context.Context, req api.DeleteTokenRequestObject) (api.DeleteTokenResponseObject, error) {

@@ -30,6 +30,8 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/app"
 	"github.com/guildhall/guildhall/internal/config"
+	"github.com/guildhall/guildhall/internal/contractcheck"
+	"github.com/guildhall/guildhall/internal/httpapi"
 )
 
 // Store kinds.
@@ -121,6 +123,10 @@ func FreshPostgres(t testing.TB) string {
 	return u.String()
 }
 
+// NoLimit is the rate limit of test instances: on, so that answers carry
+// the RateLimit-* headers, and too high to refuse anything.
+const NoLimit = 1e6
+
 // Env is one running instance.
 type Env struct {
 	t      testing.TB
@@ -145,7 +151,9 @@ func Config(t testing.TB, kind string, opts ...Option) config.Config {
 	cfg := config.Default()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
-	cfg.RateLimit = 0
+	// High enough never to refuse a test's requests, but on: every answer
+	// then carries the RateLimit-* headers, and the contract check sees them.
+	cfg.RateLimit = NoLimit
 	cfg.BootstrapToken = "gh_test_" + randomHex(24)
 	cfg.ShutdownTimeout = 5 * time.Second
 	if kind == Postgres {
@@ -176,7 +184,7 @@ func StartWith(t testing.TB, kind string, cfg config.Config) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Background(ctx)
-	srv := httptest.NewServer(a.HTTP.Echo)
+	srv := httptest.NewServer(CheckContract(t, a.HTTP.Echo))
 	e := &Env{t: t, Kind: kind, URL: srv.URL, Owner: cfg.BootstrapToken, App: a, Config: cfg, server: srv,
 		HTTP: &http.Client{Timeout: 60 * time.Second}}
 	t.Cleanup(func() {
@@ -186,6 +194,49 @@ func StartWith(t testing.TB, kind string, cfg config.Config) *Env {
 		_ = a.Close()
 	})
 	return e
+}
+
+// checker is the contract, parsed once per test process and shared by every
+// instance.
+var checker = sync.OnceValues(func() (*contractcheck.Checker, error) {
+	doc, err := httpapi.LoadContract()
+	if err != nil {
+		return nil, err
+	}
+	return contractcheck.New(doc, httpapi.SchemaOptions()...)
+})
+
+// CheckContract wraps a server's handler so that every answer under /api is
+// checked against the contract (internal/contractcheck): an answer the
+// contract does not declare fails t, naming the request, the operation, the
+// status and what is undeclared. testenv's own instances are wrapped; a test
+// that serves an app itself wraps app.Handler with it.
+//
+// A fuzz target's *testing.F cannot fail while fuzzing, so for one the
+// findings are reported when it ends.
+func CheckContract(t testing.TB, h http.Handler) http.Handler {
+	t.Helper()
+	c, err := checker()
+	if err != nil {
+		t.Fatalf("contract: %v", err)
+	}
+	if _, fuzz := t.(*testing.F); !fuzz {
+		return c.Wrap(h, func(msg string) { t.Errorf("%s", msg) })
+	}
+	var mu sync.Mutex
+	var held []string
+	t.Cleanup(func() { // registered first, so it runs after the server has stopped
+		mu.Lock()
+		defer mu.Unlock()
+		for _, msg := range held {
+			t.Errorf("%s", msg)
+		}
+	})
+	return c.Wrap(h, func(msg string) {
+		mu.Lock()
+		held = append(held, msg)
+		mu.Unlock()
+	})
 }
 
 // WithT returns the environment reporting to another test (a subtest, or

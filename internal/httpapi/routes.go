@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/guildhall/guildhall/gen/api"
+)
+
+// headRouter registers every GET operation's handler for HEAD too (RFC
+// 9110: HEAD wherever GET), behind the middlewares of the contract's HEAD
+// operation (authentication, rate limit, validation against that
+// operation). The handler is the GET's: net/http drops the body of a HEAD
+// answer, and handlers that must not read what they would send, or must
+// ignore Range, ask isHead. gen/api/cfg.yaml excludes the HEAD operations
+// from code generation, so that no strict handler stands in for them.
+type headRouter struct {
+	api.EchoRouter
+	head  map[string][]echo.MiddlewareFunc // by Echo path, e.g. /api/roles/:roleID
+	twins map[string]bool                  // the Echo paths given a HEAD
+}
+
+func newHeadRouter(r api.EchoRouter, ops []*operation, mws map[string][]echo.MiddlewareFunc) *headRouter {
+	h := &headRouter{EchoRouter: r, head: map[string][]echo.MiddlewareFunc{}, twins: map[string]bool{}}
+	for _, op := range ops {
+		if op.method == http.MethodHead {
+			h.head[echoPath(op.path)] = mws[op.id]
+		}
+	}
+	return h
+}
+
+func (h *headRouter) GET(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	route := h.EchoRouter.GET(path, handler, m...)
+	if mw, ok := h.head[path]; ok {
+		h.EchoRouter.HEAD(path, handler, mw...)
+		h.twins[path] = true
+	}
+	return route
+}
+
+// check reports a contract whose GET and HEAD operations do not pair up.
+func (h *headRouter) check() error {
+	var missing []string
+	for path := range h.head {
+		if !h.twins[path] {
+			missing = append(missing, path)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("HEAD operations without a GET to answer them: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// echoPath turns a contract path into the Echo route the generated code
+// registers: /roles/{roleID} is /api/roles/:roleID.
+func echoPath(path string) string {
+	return "/api" + strings.NewReplacer("{", ":", "}", "").Replace(path)
+}
+
+// wholeSegments makes a path parameter one whole, non-empty segment: Echo
+// lets the last parameter of a route run over '/' (/users/u/roles/a/b would
+// reach /users/{userID}/roles/{roleID}, as a 405 for GET), and matches an
+// empty one (/roles//create). Such a path matches no operation of the
+// contract: 404. It compares the request's segments with the route's, since
+// Echo names no parameters when it answers 405 or OPTIONS.
+func wholeSegments(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		route := c.Path()
+		if route == "" || strings.Contains(route, "*") {
+			return next(c) // unmatched (already a 404), or a wildcard route outside the contract (/docs/*)
+		}
+		path := c.Request().URL.EscapedPath() // an escaped slash (%2F) stays inside its segment
+		if strings.Count(path, "/") != strings.Count(route, "/") || strings.Contains(path, "//") ||
+			len(path) > 1 && strings.HasSuffix(path, "/") {
+			return echo.ErrNotFound
+		}
+		return next(c)
+	}
+}
