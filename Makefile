@@ -62,7 +62,16 @@ tsclient: build ## gen/ts/schema.ts fresh; the typed openapi-fetch program type-
 browser: build ## Swagger UI at /docs in Debian's chromium: every operation rendered, Authorize, Try it out
 	bash .ci/contract/browser.sh
 
-contract: lint-spec tsclient browser ## all three
+tspackage: ## gen/ts is the npm package @guildhall/client: npm pack, installed and type-checked by a consumer project
+	bash .ci/contract/tspackage.sh
+
+ogen: ## a Go client from the contract with ogen (pinned, go run), which must compile and cover every operation
+	bash .ci/contract/ogen.sh
+
+contract-version: ## info.version against the latest release in openapi/releases (oasdiff, pinned, go run): no unannounced breaking change
+	bash .ci/contract/versions.sh
+
+contract: lint-spec contract-version ogen tsclient tspackage browser ## every check of the contract from outside
 
 # The admin console (web/): type-checked against gen/ts/schema.ts, rebuilt and
 # compared with the committed web/dist, then walked in Debian's chromium as

@@ -2,6 +2,7 @@ package openapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -532,5 +533,55 @@ func TestLinkLabelsInTheSchema(t *testing.T) {
 		if !ok || x["pattern"] != "^[a-z0-9_-]{1,32}$" || x["type"] != "string" {
 			t.Errorf("%s.links: x-property-names is %v, want a string schema with the pattern ^[a-z0-9_-]{1,32}$", name, links.Extensions["x-property-names"])
 		}
+	}
+}
+
+var semver = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// TestVersion: info.version is semver, the npm package of the TypeScript
+// client (gen/ts) carries it, CHANGELOG.md has its section, and the
+// openapi-fetch it depends on is the one the contract checks pin. Whether
+// the version announces every breaking change is .ci/contract/versions.sh's
+// (oasdiff) to say.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	v := doc.Info.Version
+	if !semver.MatchString(v) {
+		t.Fatalf("info.version %q is not semver (MAJOR.MINOR.PATCH)", v)
+	}
+	var pkg struct {
+		Name         string            `json:"name"`
+		Version      string            `json:"version"`
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	readJSON(t, "../gen/ts/package.json", &pkg)
+	if pkg.Version != v {
+		t.Errorf("gen/ts/package.json is version %q, the contract %q", pkg.Version, v)
+	}
+	var tools struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	readJSON(t, "../.ci/contract/package.json", &tools)
+	if got, want := pkg.Dependencies["openapi-fetch"], tools.Dependencies["openapi-fetch"]; got == "" || got != want {
+		t.Errorf("gen/ts depends on openapi-fetch %q, the contract checks pin %q", got, want)
+	}
+	changelog, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^## ` + regexp.QuoteMeta(v) + `\b`).Match(changelog) {
+		t.Errorf("CHANGELOG.md has no section \"## %s\"", v)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -148,14 +148,7 @@ func WithConfig(f func(*config.Config)) Option { return Option(f) }
 // Config builds the configuration of a fresh instance of the given kind.
 func Config(t testing.TB, kind string, opts ...Option) config.Config {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
-	// High enough never to refuse a test's requests, but on: every answer
-	// then carries the RateLimit-* headers, and the contract check sees them.
-	cfg.RateLimit = NoLimit
-	cfg.BootstrapToken = "gh_test_" + randomHex(24)
-	cfg.ShutdownTimeout = 5 * time.Second
+	cfg := baseConfig(t.TempDir())
 	if kind == Postgres {
 		cfg.DatabaseURL = FreshPostgres(t)
 	}
@@ -163,6 +156,72 @@ func Config(t testing.TB, kind string, opts ...Option) config.Config {
 		o(&cfg)
 	}
 	return cfg
+}
+
+func baseConfig(dataDir string) config.Config {
+	cfg := config.Default()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DataDir = dataDir
+	// High enough never to refuse a test's requests, but on: every answer
+	// then carries the RateLimit-* headers, and the contract check sees them.
+	cfg.RateLimit = NoLimit
+	cfg.BootstrapToken = "gh_test_" + randomHex(24)
+	cfg.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// Instance is an instance run outside any test, for a TestMain whose
+// examples share it (examples have no *testing.T). Every answer is checked
+// against the contract; Close reports what was found.
+type Instance struct {
+	URL   string // http://127.0.0.1:port
+	Owner string // the owner's token
+	stop  func()
+	mu    sync.Mutex
+	found []string
+}
+
+// Launch runs an instance on SQLite in a fresh temporary directory.
+func Launch() (*Instance, error) {
+	dir, err := os.MkdirTemp("", "guildhall-instance-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := baseConfig(dir)
+	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	c, err := checker()
+	if err != nil {
+		_ = a.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	inst := &Instance{Owner: cfg.BootstrapToken}
+	srv := httptest.NewServer(c.Wrap(a.HTTP.Echo, func(msg string) {
+		inst.mu.Lock()
+		inst.found = append(inst.found, msg)
+		inst.mu.Unlock()
+	}))
+	inst.URL = srv.URL
+	inst.stop = func() {
+		a.HTTP.Shutdown()
+		srv.Close()
+		_ = a.Close()
+		_ = os.RemoveAll(dir)
+	}
+	return inst, nil
+}
+
+// Close stops the instance and returns the answers it gave that the contract
+// does not declare.
+func (i *Instance) Close() []string {
+	i.stop()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.found
 }
 
 // Start runs an instance of the given kind behind httptest.
