@@ -8,10 +8,13 @@ export CGO_ENABLED := 1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/guildhall/guildhall/internal/app.Version=$(VERSION)
 
-.PHONY: run build generate check-generated vet test test-short fuzz bench load bench-http lint-spec tsclient browser contract console-check ci clean
+.PHONY: run build generate check-generated vet lint test test-race test-short fuzz bench load bench-http lint-spec tsclient tspackage ogen contract-version browser contract console-check ci clean
 
-run: ## run the server on ./data (SQLite), port 8080
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/guildhall serve
+# Tools run with `go run` at pinned versions (nothing to install).
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+run: ## run the server on ./data (SQLite), on 127.0.0.1:8080 unless GUILDHALL_ADDR says otherwise
+	GUILDHALL_ADDR="$${GUILDHALL_ADDR:-127.0.0.1:8080}" $(GO) run -ldflags "$(LDFLAGS)" ./cmd/guildhall serve
 
 build: ## build bin/guildhall
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/guildhall ./cmd/guildhall

@@ -19,8 +19,12 @@ import (
 	"github.com/guildhall/guildhall/openapi"
 )
 
-// The contract's own style (STYLE.md, "The contract's own style"), checked
-// on the embedded bytes the server validates against and serves.
+// The contract's own style, checked on the embedded bytes the server
+// validates against and serves: every operation has a lowerCamel
+// operationId, tags, a summary, a description that states who may call it,
+// and 4xx answers with the shared Problem; security is declared at the root
+// (public operations say `security: []`); request bodies are closed; every
+// schema has an example, and every example validates.
 
 const problemRef = "#/components/schemas/Problem"
 
@@ -383,7 +387,7 @@ func TestRateLimitHeadersSayWhatTheServerSends(t *testing.T) {
 // TestEveryAnswerDeclaresItsHeaders: the headers the server sends on every
 // answer (X-Request-Id, and the RateLimit-* headers while rate limiting is
 // on) are declared on every response, WWW-Authenticate on every 401 and
-// Retry-After on every 429 (DESIGN §12 "Every header").
+// Retry-After on every 429 (docs/design.md §12 "Every header").
 func TestEveryAnswerDeclaresItsHeaders(t *testing.T) {
 	t.Parallel()
 	doc := load(t)
@@ -409,7 +413,7 @@ func TestEveryAnswerDeclaresItsHeaders(t *testing.T) {
 }
 
 // TestEveryPathDeclaresTheMethodsItRefuses: every operation lists the 405
-// its path gives to other methods, with Allow (DESIGN §3).
+// its path gives to other methods, with Allow (docs/design.md §3).
 func TestEveryPathDeclaresTheMethodsItRefuses(t *testing.T) {
 	t.Parallel()
 	doc := load(t)

@@ -12,8 +12,8 @@
 #
 # Env: CONTRACT_NO_INSTALL=1 fails instead of installing.
 
-# Offline / no-telemetry environment (the same switches as
-# ../shared/tools/contract/_common.sh).
+# Offline / no-telemetry environment: no telemetry, update checks or
+# browser downloads from any of the tools.
 export REDOCLY_TELEMETRY=off                 # Redocly CLI: OpenTelemetry "command ran" event
 export REDOCLY_SUPPRESS_UPDATE_NOTICE=true   # Redocly CLI: npm-registry "latest version" check
 export REDOCLY_SUPPRESS_NOTIFICATIONS=true   # Redocly CLI: same switch, newer name

@@ -227,7 +227,7 @@ func heldOf(ex []cExplanation) []string {
 	return held
 }
 
-// explainFor explains, the way Guildhall does (DESIGN §5), the permissions
+// explainFor explains, the way Guildhall does (docs/design.md §5), the permissions
 // of a user holding heavy roles roles in a channel with overwrites ows
 // (user: the user's ID, for their own overwrite); user nil means base
 // permissions outside any channel. It runs once, at start.

@@ -22,7 +22,7 @@ const (
 	benchRole    = "bench"
 	heavyChannel = "heavy" // perms_heavy, list_overwrites_heavy
 	lightChannel = "light" // perms_light, list_overwrites_light: no overwrites
-	// DESIGN's limits are 250 roles and 500 overwrites per channel; the bench
+	// docs/design.md's limits are 250 roles and 500 overwrites per channel; the bench
 	// role and the 248 heavy roles make 249 roles, and the heavy channel gets
 	// everyone + 248 roles + 250 users = 499 overwrites.
 	heavyRoles     = 248

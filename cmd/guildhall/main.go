@@ -125,7 +125,7 @@ func (s *serveCmd) Run(io *streams) error {
 			fmt.Fprintf(io.stdout, "Created the owner %q. Their token (shown once, keep it safe):\n\n    %s\n\n", cfg.OwnerName, a.OwnerToken)
 		}
 	}
-	fmt.Fprintf(io.stdout, "Guildhall %s listening on %s (store: %s)\nAPI docs: %s/docs/\n", app.Version, base, storeName(cfg.Store), base)
+	fmt.Fprintf(io.stdout, "Guildhall %s listening on %s (store: %s)\nAPI docs: %s/docs/\n", app.Version, listeningOn(ln.Addr().String()), storeName(cfg.Store), base)
 	log.Info("listening", "addr", ln.Addr().String(), "version", app.Version)
 	return a.Serve(ctx, ln)
 }
@@ -219,6 +219,17 @@ func (versionCmd) Run(io *streams) error {
 	return nil
 }
 
+// listeningOn says where the server listens: the URL, or, on every
+// interface, that and how to reach it from this machine.
+func listeningOn(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && (host == "" || host == "::" || host == "0.0.0.0") {
+		return fmt.Sprintf("every interface, port %s (http://%s from this machine)", port, displayAddr(addr))
+	}
+	return "http://" + displayAddr(addr)
+}
+
+// displayAddr is an address to reach the server at from this machine.
 func displayAddr(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

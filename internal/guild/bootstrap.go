@@ -13,7 +13,7 @@ import (
 // MinBootstrapToken is the shortest token GUILDHALL_BOOTSTRAP_TOKEN accepts.
 const MinBootstrapToken = 32
 
-// Bootstrap prepares a fresh store: the settings row with DESIGN's default
+// Bootstrap prepares a fresh store: the settings row with docs/design.md's default
 // global permissions and, when there are no users, the owner and a token for
 // them (bootstrapToken, or a fresh one). It returns the owner's token when it
 // created one, "" when the store was not empty.

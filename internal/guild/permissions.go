@@ -61,7 +61,7 @@ type UserPermissions struct {
 // UserPermissions computes a user's base permissions, or their effective
 // permissions in a channel, optionally with the provenance of each.
 func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, channelID *string, explain bool) (UserPermissions, error) {
-	// An unknown channel is a 400 (the query is invalid), which DESIGN §11
+	// An unknown channel is a 400 (the query is invalid), which docs/design.md §11
 	// puts before the 404 of the path's user. One statement reads both.
 	chID := ""
 	if channelID != nil {

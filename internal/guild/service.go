@@ -4,7 +4,7 @@
 // through internal/store and internal/blob.
 //
 // Every write runs in one serialized store transaction that re-reads the
-// caller, checks the rules in DESIGN order (404, then 403 permission,
+// caller, checks the rules in the order of docs/design.md §11 (404, then 403 permission,
 // hierarchy and granting, then 412, then 409), makes the change and appends
 // its audit event, so a refused request changes nothing and no event is lost.
 package guild
@@ -19,7 +19,7 @@ import (
 	"github.com/guildhall/guildhall/internal/store"
 )
 
-// Limits are the configurable bounds of DESIGN §9.
+// Limits are the configurable bounds of docs/design.md §9.
 type Limits struct {
 	MaxRoles           int
 	MaxOverwrites      int
@@ -27,7 +27,7 @@ type Limits struct {
 	MaxAttachmentBytes int64
 }
 
-// DefaultLimits are DESIGN's defaults.
+// DefaultLimits are docs/design.md's defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxRoles: 250, MaxOverwrites: 500, MaxProfileLinks: 10, MaxAttachmentBytes: 25 << 20}
 }

@@ -147,7 +147,7 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 		if in.DisplayName != nil {
 			next.DisplayName = *in.DisplayName
 		}
-		// DESIGN §12 "Editing oneself": one's own username, email and
+		// docs/design.md §12 "Editing oneself": one's own username, email and
 		// display name need no permission; one's own status does.
 		selfEdit := u.ID == a.UserID && next.Status == u.Status
 		if !selfEdit {

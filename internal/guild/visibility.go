@@ -5,7 +5,7 @@ import (
 	"github.com/guildhall/guildhall/internal/permissions"
 )
 
-// DESIGN §12 "Non-disclosure": a channel the caller cannot view is answered
+// docs/design.md §12 "Non-disclosure": a channel the caller cannot view is answered
 // exactly like a missing one, in every operation, so that a refusal never
 // tells that a hidden channel exists.
 

@@ -496,7 +496,7 @@ func TestAttachmentsRangeAndConditional(t *testing.T) {
 		tag := m.etag()
 
 		// RFC 9110 §14: one satisfiable range is a 206, an unsatisfiable one
-		// a 416; anything else is ignored (DESIGN §12): 200 with every byte.
+		// a 416; anything else is ignored (docs/design.md §12): 200 with every byte.
 		for _, tc := range []struct {
 			name, method, rng string
 			want              int
@@ -884,7 +884,7 @@ func TestAttachmentsIfMatch(t *testing.T) {
 			t.Errorf("the same bytes and type again: ETag %s, want %s unchanged", got, tag2)
 		}
 
-		// DESIGN §12: the ETag changes with the Content-Type alone, so a
+		// docs/design.md §12: the ETag changes with the Content-Type alone, so a
 		// write based on the old type is refused, and a cached copy is not
 		// revalidated as current.
 		res = attPut(e, e.Owner, "ops", "a.txt", "text/markdown", v2, attIfMatch(tag2))
@@ -1107,7 +1107,7 @@ func TestAttachmentsPermissions(t *testing.T) {
 			missing []string
 		}{
 			// A channel blind cannot view is, to blind, a missing one
-			// (DESIGN §12), whether the attachment exists or not.
+			// (docs/design.md §12), whether the attachment exists or not.
 			{"blind cannot read", func() *testenv.Response { return attGet(e, blind.Token, "ops", "a.txt", nil) }, 404, nil},
 			{"blind cannot read a missing one", func() *testenv.Response { return attGet(e, blind.Token, "ops", "nope.txt", nil) }, 404, nil},
 			{"blind cannot HEAD", func() *testenv.Response {

@@ -50,7 +50,7 @@ func authzSet(names []string) permissions.Set {
 }
 
 // authzGrantFor is the smallest role that meets r: its permissions and, in a
-// channel, those DESIGN §5 step 6 makes them depend on (nothing counts there
+// channel, those docs/design.md §5 step 6 makes them depend on (nothing counts there
 // without VIEW_CHANNEL; ATTACH_FILES, EMBED_LINKS and MENTION_EVERYONE not
 // without SEND_MESSAGES).
 func authzGrantFor(r authzRequirement) []string {
@@ -583,7 +583,7 @@ func (row authzRow) expect(r authzRequirement, c authzCaller) int {
 }
 
 // authzHidden reports whether requirement r's "denied" caller may not know
-// of the channel (DESIGN §12 "Non-disclosure"): the overwrite took
+// of the channel (docs/design.md §12 "Non-disclosure"): the overwrite took
 // VIEW_CHANNEL away, and no base permission of theirs manages channels.
 func authzHidden(r authzRequirement) bool {
 	base := authzSet(authzGrantFor(r))
@@ -718,7 +718,7 @@ func authzDeref[T any](p *T) T {
 
 // authzEscalationFixture: roles top to bottom admin-high (ADMINISTRATOR),
 // admin-low (ADMINISTRATOR), manager (MANAGE_ROLES, MANAGE_USERS), perky
-// (MANAGE_CHANNELS), plain (none); global permissions are DESIGN's defaults.
+// (MANAGE_CHANNELS), plain (none); global permissions are docs/design.md's defaults.
 // boss has admin-high and plain, deputy admin-low, mgr and mgr2 manager,
 // holder perky, the owner plain; chanmod has no role but MANAGE_ROLES by an
 // overwrite of channel ops; victim has nothing.
@@ -1215,7 +1215,7 @@ func TestAuthzExplainAnswersWhy(t *testing.T) {
 			granted                          bool
 			steps                            string
 		}{
-			// ops is hidden from alice herself (DESIGN §12), not from those who manage roles.
+			// ops is hidden from alice herself (docs/design.md §12), not from those who manage roles.
 			{"alice cannot see ops: the everyone overwrite", root.Token, alice.ID, "ops", "VIEW_CHANNEL", false, "global:allow: overwrite_everyone:deny:"},
 			{"alice's role permission is void without VIEW_CHANNEL", root.Token, alice.ID, "ops", "MANAGE_MESSAGES", false, "role:allow:mods implicit:deny:"},
 			{"alice's base holds her role's permission", alice.Token, alice.ID, "", "MANAGE_MESSAGES", true, "role:allow:mods"},
@@ -1254,7 +1254,7 @@ func TestAuthzExplainAnswersWhy(t *testing.T) {
 }
 
 // TestAuthzOrderOfChecks: a request that fails several checks gets the
-// first failure in DESIGN §11's order: 401, 400, 404, 403 (permission, then
+// first failure in docs/design.md §11's order: 401, 400, 404, 403 (permission, then
 // hierarchy, then granting), 412, 409.
 func TestAuthzOrderOfChecks(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {

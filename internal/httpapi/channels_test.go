@@ -198,7 +198,7 @@ func TestChannelsGetAndList(t *testing.T) {
 		if got := ids(alice.Token); !slices.Equal(got, []string{"a", "c", "d"}) {
 			t.Errorf("alice sees %v, want a c d (b hidden, d allowed to her)", got)
 		}
-		// A channel alice cannot view is, to her, a missing one (DESIGN §12).
+		// A channel alice cannot view is, to her, a missing one (docs/design.md §12).
 		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/b", Token: alice.Token}), http.StatusNotFound, "not_found")
 		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/channels/d", Token: alice.Token})
 		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/zz", Token: alice.Token}), http.StatusNotFound, "not_found")
@@ -617,14 +617,14 @@ func TestChannelsOverwrites(t *testing.T) {
 				t.Errorf("matching If-Match: %s (ETag %s, before %s)", res, res.Header.Get("ETag"), tag)
 			}
 			// A user who cannot see the channel cannot read its overwrites:
-			// for them it does not exist (DESIGN §12).
+			// for them it does not exist (docs/design.md §12).
 			e.SetOverwrite("ops", "user", plain.ID, nil, []string{"VIEW_CHANNEL"})
 			e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/ops/permissions", Token: plain.Token}), http.StatusNotFound, "not_found")
 		})
 	})
 }
 
-// e2eCheckTimestamps checks DESIGN's timestamp rules: UTC, microseconds.
+// e2eCheckTimestamps checks docs/design.md's timestamp rules: UTC, microseconds.
 func e2eCheckTimestamps(t testing.TB, ts ...time.Time) {
 	t.Helper()
 	for _, x := range ts {

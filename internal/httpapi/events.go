@@ -61,7 +61,7 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 	} else if req.Params.After != nil {
 		after = *req.Params.After
 	}
-	if err := h.svc.CanStream(a); err != nil { // 400 before 403 (DESIGN §11)
+	if err := h.svc.CanStream(a); err != nil { // 400 before 403 (docs/design.md §11)
 		return nil, err
 	}
 	if isHead(ctx) {

@@ -14,7 +14,7 @@ import (
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-// HTTP itself (DESIGN §3, §12 "Paths"): a path that matches no operation is
+// HTTP itself (docs/design.md §3, §12 "Paths"): a path that matches no operation is
 // a 404, whatever the method, never a 405 or a 400; a path parameter is one
 // whole, non-empty segment.
 func TestUnknownPathsAre404(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-// DESIGN §12 "Non-disclosure": a channel the caller cannot view is answered
+// docs/design.md §12 "Non-disclosure": a channel the caller cannot view is answered
 // exactly like a missing one, in every operation of the contract that names
 // a channel, ?channelID= and explain included. Each request is sent for a
 // hidden channel and for one that does not exist: the answers must be the

@@ -198,7 +198,7 @@ func TestPermissionsOfUser(t *testing.T) {
 			if p := perms(mod.Token, bob.ID, "?channelID=ops"); len(p.Permissions) != 0 {
 				t.Errorf("bob without VIEW_CHANNEL %v", p.Permissions)
 			}
-			// Bob himself may not learn that ops exists (DESIGN §12): for him
+			// Bob himself may not learn that ops exists (docs/design.md §12): for him
 			// it is an unknown channel.
 			res := e.Do(testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/permissions?channelID=ops", Token: bob.Token})
 			if res.Status != http.StatusBadRequest || e2eField(t, res.Problem(t), "query.channelID") != `no channel with ID "ops"` {

@@ -437,7 +437,7 @@ func e2eFill(op e2eOperation, ids map[string]string) string {
 	return p
 }
 
-// DESIGN §11: 401 → 400 → 404 → 403 → 412 → 409.
+// docs/design.md §11: 401 → 400 → 404 → 403 → 412 → 409.
 func TestProblemsOrderOfChecks(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {

@@ -9,7 +9,7 @@ import (
 
 // checkJSON reads a request body in one pass, without decoding it, and
 // refuses what encoding/json would let through silently or what no field of
-// the contract may hold (DESIGN §12 "Strict JSON"):
+// the contract may hold (docs/design.md §12 "Strict JSON"):
 //
 //   - anything but exactly one JSON value (RFC 8259), trailing data included;
 //   - invalid UTF-8, which encoding/json turns into U+FFFD;

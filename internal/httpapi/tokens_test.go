@@ -115,7 +115,7 @@ func TestTokens(t *testing.T) {
 			// Unknown token IDs, and a token of another user under alice.
 			bobTok := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/tokens", Token: bob.Token}).Map(t)["items"].([]any)[0].(map[string]any)["id"].(string)
 			for _, id := range []string{ghost, bobTok} {
-				// 404 (the path's resource) before 403, for anybody (DESIGN §11).
+				// 404 (the path's resource) before 403, for anybody (docs/design.md §11).
 				for _, token := range []string{e.Owner, bob.Token} {
 					e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: tokens + "/" + id, Token: token}), http.StatusNotFound, "not_found")
 					e2eProblem(t, e.Do(testenv.Req{Method: "DELETE", Path: tokens + "/" + id, Token: token}), http.StatusNotFound, "not_found")

@@ -224,7 +224,7 @@ func TestUsersReplace(t *testing.T) {
 			}
 			e2eNoEvent(t, e, seq)
 		})
-		// DESIGN §12 "Editing oneself": own username, email and display name
+		// docs/design.md §12 "Editing oneself": own username, email and display name
 		// without a permission; never one's own status, nor anybody else.
 		t.Run("self may change the own names and email, not the status", func(t *testing.T) {
 			res := put(alice.Token, alice.ID, full("alice", "Ally", "active"), nil)

@@ -1,5 +1,5 @@
 // Package permissions is Guildhall's permission engine: the catalog of
-// permissions, bit sets of them, and the rules of DESIGN §5 that turn a
+// permissions, bit sets of them, and the rules of docs/design.md §5 that turn a
 // user's global permissions, roles and channel overwrites into what the user
 // may do. It is pure: no I/O, no state, nothing but the standard library, so
 // the services call it freely and it is tested and benchmarked alone.
@@ -20,7 +20,7 @@
 //
 // # Effective permissions in a channel
 //
-// [InChannel] follows DESIGN §5 step by step:
+// [InChannel] follows docs/design.md §5 step by step:
 //
 //  1. Owner or [Administrator] in base: every channel-scoped permission
 //     ([ChannelScoped]). Stop.

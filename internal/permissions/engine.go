@@ -11,7 +11,7 @@ type Overwrite struct {
 // an overwrite removes it.
 func (o Overwrite) IsEmpty() bool { return o.Allow.IsEmpty() && o.Deny.IsEmpty() }
 
-// apply is p = (p − deny) ∪ allow, for DESIGN §5 steps 3 and 5.
+// apply is p = (p − deny) ∪ allow, for docs/design.md §5 steps 3 and 5.
 func (o Overwrite) apply(p Set) Set {
 	return (p &^ o.Deny) | (o.Allow & ChannelScoped)
 }
@@ -46,7 +46,7 @@ type Channel struct {
 	User     Overwrite
 }
 
-// Base returns the base permissions of s (DESIGN §5): global ∪ the
+// Base returns the base permissions of s (docs/design.md §5): global ∪ the
 // permissions of each role; All for the owner and for anyone whose union
 // holds ADMINISTRATOR.
 func Base(s Subject) Set {
@@ -64,7 +64,7 @@ func Base(s Subject) Set {
 	return p
 }
 
-// InChannel returns the effective permissions of s in c, following DESIGN §5
+// InChannel returns the effective permissions of s in c, following docs/design.md §5
 // steps 1–6. The result is a subset of ChannelScoped. It does not allocate.
 func InChannel(s Subject, c Channel) Set {
 	base := Base(s)
@@ -94,7 +94,7 @@ func InChannel(s Subject, c Channel) Set {
 	return implicit(p)  // 6
 }
 
-// implicit is DESIGN §5 step 6.
+// implicit is docs/design.md §5 step 6.
 func implicit(p Set) Set {
 	switch {
 	case !p.Has(ViewChannel):

@@ -1,6 +1,6 @@
 package permissions
 
-// StepKind names the rule of a Step (DESIGN §11 "Explain").
+// StepKind names the rule of a Step (docs/design.md §11 "Explain").
 type StepKind string
 
 // Kinds of steps, in the order the rules apply.
@@ -98,7 +98,7 @@ func Explain(s Subject, c *Channel) []Explanation {
 	return out
 }
 
-// explainChannel adds the steps of DESIGN §5 steps 3–6.
+// explainChannel adds the steps of docs/design.md §5 steps 3–6.
 func explainChannel(out []Explanation, s Subject, c *Channel) {
 	var roles roleIndex
 	roles.init(s.Roles)

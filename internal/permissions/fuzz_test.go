@@ -59,7 +59,7 @@ func FuzzInChannel(f *testing.F) {
 }
 
 // TestMatchesReferenceAtScale compares with the reference at the limits of
-// DESIGN §9 (250 roles, 500 overwrites), where the engine looks roles up
+// docs/design.md §9 (250 roles, 500 overwrites), where the engine looks roles up
 // through its Bloom filter rather than a scan.
 func TestMatchesReferenceAtScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

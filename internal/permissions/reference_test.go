@@ -8,12 +8,12 @@ import (
 	"github.com/guildhall/guildhall/internal/permissions"
 )
 
-// A naive reference implementation of DESIGN §5 over sets of names, written
+// A naive reference implementation of docs/design.md §5 over sets of names, written
 // apart from the package so that it shares none of its bit logic. Inputs are
 // made of raw uint64 masks: the engine receives them as Sets, and the
 // reference decodes them into names with its own copy of the catalog.
 
-// refCatalog is the catalog in DESIGN §5 order.
+// refCatalog is the catalog in docs/design.md §5 order.
 var refCatalog = []string{
 	"ADMINISTRATOR", "MANAGE_USERS", "MANAGE_ROLES", "MANAGE_CHANNELS",
 	"VIEW_AUDIT_LOG", "VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY",

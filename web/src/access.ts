@@ -1,5 +1,5 @@
 // What the signed-in user may do, computed the way the server decides it
-// (DESIGN §5-§6), so that a control the server would refuse is disabled
+// (docs/design.md §5-§6), so that a control the server would refuse is disabled
 // beforehand with the reason in words. The server stays the judge: a refusal
 // that slips through is shown from its 403 body (problemWords).
 import type { Permission, Problem, Role, User } from "./api";
