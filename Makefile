@@ -34,12 +34,30 @@ vet:
 test: check-generated vet ## every Go test (PostgreSQL tests skip when it is unreachable)
 	$(GO) test -count=1 -timeout 20m ./...
 
+lint: ## staticcheck (pinned, go run) over every package; its default checks, none silenced
+	$(GO) run $(STATICCHECK) ./...
+
+# The race detector where goroutines share state: the event broker, the
+# write batcher and caches of the store, the authorization snapshot, the
+# buffered log, the blob store, the contract check, and the HTTP tests that
+# stream events or write concurrently (the whole httpapi suite is too slow
+# under -race for every CI run).
+RACE_PKGS := ./internal/events ./internal/store ./internal/guild ./internal/app ./internal/blob ./internal/contractcheck ./internal/permissions
+RACE_HTTP := Concurrent|EventStream|SSE|Stream|Ticket|DownloadDuringReplace|Interrupted|RateLimit
+test-race: ## go test -race on the packages with shared state, and the concurrent HTTP tests
+	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 15m ./internal/httpapi -run '$(RACE_HTTP)'
+
 test-short:
 	$(GO) test -count=1 -short ./...
 
-fuzz: ## run each fuzz target for FUZZTIME (default 20s)
-	$(GO) test ./internal/permissions -run '^$$' -fuzz '^FuzzInChannel$$' -fuzztime $(or $(FUZZTIME),20s)
-	$(GO) test ./internal/permissions -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(FUZZTIME),20s)
+fuzz: ## run every fuzz target of every package (go test -list '^Fuzz') for FUZZTIME each (default 20s)
+	@set -e; n=0; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "=== fuzz $$pkg $$target"; n=$$((n + 1)); \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$target\$$" -fuzztime $(or $(FUZZTIME),20s); \
+	  done; \
+	done; echo "fuzz: $$n targets"
 
 bench: ## Go benchmarks, then the load run
 	$(GO) test -run '^$$' -bench . -benchmem ./...

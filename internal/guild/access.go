@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -496,10 +495,3 @@ func (a *Actor) canManageUser(u model.User) error {
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
-
-// sortedCopy returns the strings sorted.
-func sortedCopy(in []string) []string {
-	out := append([]string(nil), in...)
-	sort.Strings(out)
-	return out
-}

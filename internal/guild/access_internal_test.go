@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/guildhall/guildhall/internal/store"
 )
@@ -15,6 +15,12 @@ import (
 // every role and overwrite, and the first caller giving up does not fail
 // the others.
 func TestSnapshotLoadedOncePerVersion(t *testing.T) {
+	// synctest.Wait returns when every goroutine of the bubble is blocked
+	// (in the load, or waiting for it): no sleep guesses when they are.
+	synctest.Test(t, func(t *testing.T) { snapshotLoadedOncePerVersion(t) })
+}
+
+func snapshotLoadedOncePerVersion(t *testing.T) {
 	const callers = 16
 	var loads atomic.Int32
 	release := make(chan struct{})
@@ -45,13 +51,14 @@ func TestSnapshotLoadedOncePerVersion(t *testing.T) {
 			}
 			versions <- s.version
 		})
-		if i == 0 { // the first caller is the one whose load the others join
-			for loads.Load() == 0 {
-				time.Sleep(time.Millisecond)
+		if i == 0 {
+			synctest.Wait() // the first caller is in the load the others will join
+			if got := loads.Load(); got != 1 {
+				t.Fatalf("the first caller made %d loads, want 1", got)
 			}
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // let every caller reach the load
+	synctest.Wait() // every caller is waiting for that load
 	cancelFirst()
 	close(release)
 	wg.Wait()

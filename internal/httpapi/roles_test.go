@@ -198,6 +198,7 @@ func TestRolesPositions(t *testing.T) {
 				Headers: e2eIfMatch(`"999"`)}), http.StatusPreconditionFailed, "precondition_failed")
 			e2eProblem(t, e.Do(testenv.Req{Method: "POST", Path: "/roles/none/move", Token: e.Owner, Body: map[string]any{"position": 1},
 				Headers: e2eIfMatch(`"999"`)}), http.StatusNotFound, "not_found")
+			e2eNoEvent(t, e, seq) // the refusals above wrote nothing
 			plain := e.NewUser("plain")
 			seq = e2eSeq(t, e)
 			e2eProblem(t, e.Do(testenv.Req{Method: "POST", Path: "/roles/a/move", Token: plain.Token, Body: map[string]any{"position": 1}}),

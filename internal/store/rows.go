@@ -9,17 +9,6 @@ import (
 
 // Row types: the tables as GORM sees them. They never leave this package.
 
-type settingsRow struct {
-	ID                int
-	GlobalPermissions int64
-	GlobalVersion     int64
-	AuthVersion       int64
-	CreatedAt         micros `gorm:"autoCreateTime:false"`
-	UpdatedAt         micros `gorm:"autoUpdateTime:false"`
-}
-
-func (settingsRow) TableName() string { return "settings" }
-
 type channelRow struct {
 	ID                string `gorm:"primaryKey"`
 	Name              string
@@ -73,15 +62,6 @@ type userRow struct {
 }
 
 func (userRow) TableName() string { return "users" }
-
-func (r userRow) model(roles []string) model.User {
-	if roles == nil {
-		roles = []string{}
-	}
-	return model.User{ID: r.ID, Username: r.Username, DisplayName: r.DisplayName, Email: r.Email,
-		Status: r.Status, IsOwner: r.IsOwner, Roles: roles, Version: r.Version,
-		CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
-}
 
 type userRoleRow struct {
 	UserID    string `gorm:"primaryKey"`
