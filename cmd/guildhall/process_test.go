@@ -206,10 +206,11 @@ func (in *instance) createdOwner() bool {
 	return strings.Contains(in.stdout.String(), "Created the owner")
 }
 
+// newClient is a client whose every answer is checked against the contract.
 func newClient(t *testing.T) *http.Client {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	return &http.Client{Transport: testenv.CheckedTransport(t, tr), Timeout: 20 * time.Second}
 }
 
 // call sends one API request (path under /api) and reads the whole answer.

@@ -112,3 +112,40 @@ func TestChecker(t *testing.T) {
 		})
 	}
 }
+
+// The client-side check sees what the server-side one sees, and leaves the
+// body readable.
+func TestTransport(t *testing.T) {
+	doc, err := httpapi.LoadContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := contractcheck.New(doc, httpapi.SchemaOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/api/roles" {
+			w.Header().Set("X-Powered-By", "hope")
+		}
+		_, _ = io.WriteString(w, `{"items":[],"next_cursor":null}`)
+	}))
+	defer srv.Close()
+	var found []string
+	client := &http.Client{Transport: c.Transport(http.DefaultTransport, func(msg string) { found = append(found, msg) })}
+	for _, path := range []string{"/api/roles", "/api/users"} {
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != `{"items":[],"next_cursor":null}` {
+			t.Errorf("%s: the body read back is %q", path, body)
+		}
+	}
+	if len(found) != 1 || !strings.Contains(found[0], "GET /api/roles") || !strings.Contains(found[0], "X-Powered-By") {
+		t.Errorf("reports %q, want one about X-Powered-By on GET /api/roles", found)
+	}
+}

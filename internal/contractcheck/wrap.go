@@ -1,7 +1,9 @@
 package contractcheck
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -85,3 +87,36 @@ func (r *recorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the connection (deadlines).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Transport returns a client transport that checks every answer under the
+// base path as it arrives, for servers a test cannot wrap (another process).
+// Bodies are read whole before the answer is returned, except event streams,
+// whose status and headers alone are checked.
+func (c *Checker) Transport(base http.RoundTripper, report func(string)) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := base.RoundTrip(req)
+		if err != nil || !Covered(req) {
+			return resp, err
+		}
+		a := Answer{Status: resp.StatusCode, Header: resp.Header, Truncated: true}
+		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if req.Method != http.MethodHead && mt != "text/event-stream" {
+			body, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if err != nil {
+				return nil, err // as the caller's own read would have failed
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			a.Body, a.Truncated = body, false
+		}
+		if problems := c.Check(req, a); len(problems) > 0 {
+			report(fmt.Sprintf("contract: %s %s answered %d, which the contract does not declare:\n\t%s",
+				req.Method, req.URL.RequestURI(), a.Status, strings.Join(problems, "\n\t")))
+		}
+		return resp, nil
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

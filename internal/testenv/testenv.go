@@ -298,6 +298,19 @@ func CheckContract(t testing.TB, h http.Handler) http.Handler {
 	})
 }
 
+// CheckedTransport wraps a client transport so that every answer it
+// receives under /api is checked against the contract, failing t: for
+// servers a test does not run in-process (the binary, in cmd/guildhall's
+// tests).
+func CheckedTransport(t testing.TB, base http.RoundTripper) http.RoundTripper {
+	t.Helper()
+	c, err := checker()
+	if err != nil {
+		t.Fatalf("contract: %v", err)
+	}
+	return c.Transport(base, func(msg string) { t.Errorf("%s", msg) })
+}
+
 // WithT returns the environment reporting to another test (a subtest, or
 // the *testing.T of a fuzz target, where the *testing.F must not be used).
 func (e *Env) WithT(t testing.TB) *Env {
