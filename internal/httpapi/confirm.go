@@ -45,7 +45,7 @@ func (h *Handler) confirmActor(f api.StrictHandlerFunc, _ string) api.StrictHand
 // confirmOnError is the gate's half of confirmActor: a request refused
 // before its handler ran (the validator's 400) is answered only once its
 // caller is known to be current, so a revoked token gets its 401 first
-// (DESIGN §11: 401 before 400).
+// (docs/design.md §11: 401 before 400).
 func (h *Handler) confirmOnError(c echo.Context, err error) error {
 	a, ok := c.Request().Context().Value(actorKey).(*guild.Actor)
 	if !ok || a == nil || a.Confirmed() {

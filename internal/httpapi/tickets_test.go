@@ -9,7 +9,7 @@ import (
 )
 
 // Event tickets belong to the token that minted them and are consumed only
-// by a stream that opens (DESIGN §12).
+// by a stream that opens (docs/design.md §12).
 func TestEventTicketsBoundToToken(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {

@@ -10,7 +10,7 @@ import (
 )
 
 // Two deployments in two schemas of one PostgreSQL database share neither
-// the write lock nor the NOTIFY channel (DESIGN §12); two instances of one
+// the write lock nor the NOTIFY channel (docs/design.md §12); two instances of one
 // deployment share both.
 func TestSchemasDoNotShareLocksOrChannel(t *testing.T) {
 	a, b := testenv.FreshPostgres(t), testenv.FreshPostgres(t)
