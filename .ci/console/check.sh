@@ -20,4 +20,5 @@ server_start || exit 2
 NODE_PATH="$CONTRACT_DIR/node_modules" node "$ROOT/.ci/console/walk.mjs" "$SERVER_URL" "$SERVER_TOKEN" "$SHOTS" 2> >(grep -v 'unexpected operator' >&2)
 rc=$?
 if [ $rc -ne 0 ]; then echo "--- server log (tail) ---"; tail -n 20 "$SERVER_LOG"; fi
+server_contract_check || rc=1
 exit $rc

@@ -19,4 +19,5 @@ server_start || exit 2
 node "$CONTRACT_DIR/browser-test.mjs" "$SERVER_URL" "$SERVER_TOKEN" "$SHOTS" 2> >(grep -v 'unexpected operator' >&2)
 rc=$?
 if [ $rc -ne 0 ]; then echo "--- server log (tail) ---"; tail -n 20 "$SERVER_LOG"; fi
+server_contract_check || rc=1
 exit $rc

@@ -9,7 +9,8 @@
 #   3. tsc --strict (noUncheckedIndexedAccess, exactOptionalPropertyTypes, ...)
 #      type-checks client.ts, a typed openapi-fetch program, against schema.ts;
 #   4. unless --no-run: runs client.ts against bin/guildhall serve on a free
-#      loopback port (fresh data directory), asserting every answer.
+#      loopback port (fresh data directory), asserting every answer, while
+#      the server checks each answer against the contract.
 # Last line:  tsclient: OK|FAILED - N operations, E type errors, R run
 # Exit 0 OK, 1 failure, 2 a tool or the server could not run.
 set -uo pipefail
@@ -61,6 +62,7 @@ if [ $RUN = 1 ] && [ $tsc_rc -eq 0 ] && [ $cov_rc -eq 0 ]; then
       process.exitCode = 1;
     }' "$T/out/.ci/contract/client.js" "$SERVER_URL/api" "$SERVER_TOKEN" | tee "$T/run.out"
   run_rc=${PIPESTATUS[0]}
+  server_contract_check || run_rc=1
   if [ $run_rc -ne 0 ]; then
     echo "--- server log (tail) ---"; tail -n 20 "$SERVER_LOG"
     RAN="run FAILED"

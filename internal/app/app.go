@@ -19,6 +19,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/config"
+	"github.com/guildhall/guildhall/internal/contractcheck"
 	"github.com/guildhall/guildhall/internal/events"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/httpapi"
@@ -102,6 +103,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	a.HTTP, a.Handler = srv, srv.Echo
+	if cfg.ContractCheck {
+		doc, err := httpapi.LoadContract()
+		if err == nil {
+			var c *contractcheck.Checker
+			if c, err = contractcheck.New(doc, httpapi.SchemaOptions()...); err == nil {
+				a.Handler = c.Wrap(srv.Echo, func(msg string) { log.Error("contract violation", "detail", msg) })
+			}
+		}
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("contract check: %w", err)
+		}
+	}
 	return a, nil
 }
 

@@ -48,6 +48,7 @@ type Config struct {
 	DBTimeout          time.Duration `name:"db-timeout" env:"GUILDHALL_DB_TIMEOUT" default:"5s" help:"Deadline of one database statement (a transaction gets four times that); a database that does not answer in time is a 503."`
 	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"An upload body that sends nothing for this long is a 408."`
 	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted upload, in bytes per second on average after the first idle timeout; 0 turns the check off."`
+	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
 }
 
 // Default is the configuration with nothing set: the defaults of the tags
