@@ -19,7 +19,7 @@ import (
 func benchStack(b *testing.B, setup func(e *testenv.Env) (method, path, body string)) {
 	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
 		b.Run(kind, func(b *testing.B) {
-			e := testenv.Start(b, kind)
+			e := testenv.StartUnchecked(b, kind)
 			method, path, body := setup(e)
 			h := e.App.HTTP.Echo
 			n := 0

@@ -233,6 +233,22 @@ func Start(t testing.TB, kind string, opts ...Option) *Env {
 // StartWith runs an instance with the configuration given.
 func StartWith(t testing.TB, kind string, cfg config.Config) *Env {
 	t.Helper()
+	return start(t, kind, cfg, true)
+}
+
+// StartUnchecked runs an instance whose answers are not checked against the
+// contract, with rate limiting off: for the tests and benchmarks that count
+// what the server itself spends (time, or allocations in the whole process),
+// which the check's own work would swamp. Every other test uses Start.
+func StartUnchecked(t testing.TB, kind string, opts ...Option) *Env {
+	t.Helper()
+	cfg := Config(t, kind, opts...)
+	cfg.RateLimit = 0
+	return start(t, kind, cfg, false)
+}
+
+func start(t testing.TB, kind string, cfg config.Config, checked bool) *Env {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("GUILDHALL_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -243,7 +259,11 @@ func StartWith(t testing.TB, kind string, cfg config.Config) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Background(ctx)
-	srv := httptest.NewServer(CheckContract(t, a.HTTP.Echo))
+	var h http.Handler = a.HTTP.Echo
+	if checked {
+		h = CheckContract(t, h)
+	}
+	srv := httptest.NewServer(h)
 	e := &Env{t: t, Kind: kind, URL: srv.URL, Owner: cfg.BootstrapToken, App: a, Config: cfg, server: srv,
 		HTTP: &http.Client{Timeout: 60 * time.Second}}
 	t.Cleanup(func() {
