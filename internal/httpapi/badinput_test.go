@@ -145,7 +145,8 @@ func TestBadInput(t *testing.T) {
 			{"NUL in a link URL", testenv.Req{Method: "PUT", Path: "/profile/link", Body: map[string]any{"links": map[string]any{"home": "https://example.com/a\x00b"}}}, 400, "body.links.home", "NUL"},
 			{"NUL in a member name", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"name":"x","a\u0000":1}`, Type: js}, 400, "body", "NUL"},
 			{"NUL in a token name", testenv.Req{Method: "POST", Path: "/users/" + alice.ID + "/tokens", Body: map[string]any{"name": "a\x00"}}, 400, "body.name", ""},
-			{"position 2.0", testenv.Req{Method: "POST", Path: "/roles/mods/move", Body: `{"position":2.0}`, Type: js}, 400, "body.position", ""},
+			{"position 2.0", testenv.Req{Method: "POST", Path: "/roles/mods/move", Body: `{"position":2.0}`, Type: js}, 400, "body.position", "must be an integer"},
+			{"name missing", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: `{"permissions":[]}`, Type: js}, 400, "body.name", "is required"},
 			// permission names
 			{"unknown permission", testenv.Req{Method: "POST", Path: "/roles/x/create", Body: map[string]any{"name": "x", "permissions": []string{"VIEW_CHANNEL", "FLY"}}}, 400, "body.permissions[1]", `unknown permission "FLY"`},
 			{"lower-case permission", testenv.Req{Method: "POST", Path: "/roles/mods/add_perm", Body: map[string]any{"permissions": []string{"view_channel"}}}, 400, "body.permissions[0]", "unknown permission"},
@@ -377,6 +378,38 @@ func TestBadInputUnreadableBody(t *testing.T) {
 		}
 		if after := e2eState(t, e, alice); after != before {
 			t.Errorf("an unreadable body changed state:\nbefore %s\nafter  %s", before, after)
+		}
+		e2eNoEvent(t, e, seq)
+	})
+}
+
+// TestBadInputHeaderGivenTwice: a header the contract declares once, sent
+// twice, is a 400 at its location (the validator reads only the first
+// value; nothing is changed).
+func TestBadInputHeaderGivenTwice(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewRole("mods")
+		seq := e2eSeq(t, e)
+		req, err := http.NewRequest("POST", e.URL+"/api/roles/mods/rename", strings.NewReader(`{"name":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.Owner)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Add("If-Match", `"1"`)
+		req.Header.Add("If-Match", `"2"`)
+		resp, err := e.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		p := e2eProblem(t, &testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, http.StatusBadRequest, "validation")
+		if msg := e2eField(t, p, "header.If-Match"); !strings.Contains(msg, "more than once") {
+			t.Fatalf("header.If-Match: %q", msg)
 		}
 		e2eNoEvent(t, e, seq)
 	})

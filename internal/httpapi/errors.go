@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
-	"regexp"
+	"reflect"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -90,28 +90,43 @@ func problemFor(err error) (p api.Problem, ok bool) {
 	return newProblem(api.ProblemCodeInternal, "An unexpected error occurred."), false
 }
 
-var (
-	binderParam = regexp.MustCompile(`^(?:Invalid format for parameter|Expected one value for) ([A-Za-z][A-Za-z0-9-]*)`)
-	binderField = regexp.MustCompile(`field=([A-Za-z0-9_.]+)`)
-)
-
-// binderProblem turns a 400 of the generated binder (a parameter given twice
-// or not of its type, a body member that does not decode into its Go type,
-// such as 2.0 for an integer) into a validation problem naming the place.
+// binderProblem turns a 400 of the generated binder into a validation
+// problem. The validator and singleValues check every parameter first, so
+// what reaches the binder is a body member that does not decode into its Go
+// type (2.0 for an integer): the decoder's typed error names the member.
 func binderProblem(he *echo.HTTPError) api.Problem {
 	msg := fmt.Sprint(he.Message)
-	loc := "body"
-	if m := binderParam.FindStringSubmatch(msg); m != nil {
-		loc = "query." + m[1]
-		if strings.ContainsRune(m[1], '-') || m[1] == "Range" {
-			loc = "header." + m[1]
-		}
-	} else if m := binderField.FindStringSubmatch(msg); m != nil {
-		loc = "body." + m[1]
+	loc := "request"
+	var ute *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(he.Internal, &ute) && ute.Field != "":
+		loc = "body." + ute.Field
+		msg = fmt.Sprintf("must be %s, not %s", jsonKind(ute.Type.Kind()), ute.Value)
+	case errors.As(he.Internal, &ute), errors.As(he.Internal, &se):
+		loc = "body"
 	}
 	p := newProblem(api.ProblemCodeValidation, "The request could not be read: "+msg)
 	p.Errors = appendField(p.Errors, apperr.FieldError{Location: loc, Message: msg})
 	return p
+}
+
+// jsonKind names a Go kind as the JSON type it decodes from.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }
 
 func codeOf(kind error) api.ProblemCode {

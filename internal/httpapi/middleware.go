@@ -130,6 +130,9 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 			if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
 				return validationProblem(err)
 			}
+			if err := singleValues(op, req); err != nil {
+				return err
+			}
 			if err := checkAuditReason(req.Header.Get("X-Audit-Reason")); err != nil {
 				return err
 			}
@@ -206,7 +209,10 @@ func validationProblem(err error) error {
 			loc := re.Parameter.In + "." + re.Parameter.Name
 			fields = append(fields, schemaFields(loc, re.Err, paramMessage(re))...)
 		case re.RequestBody != nil:
-			if strings.HasPrefix(re.Reason, "header Content-Type has unexpected value") {
+			if re.Err == nil {
+				// The only body error without a cause: the Content-Type is
+				// not among the operation's (readJSONBody answers most
+				// such requests before the validator does).
 				media = apperr.UnsupportedMedia("The Content-Type is not accepted by this operation.")
 				return
 			}
@@ -236,8 +242,6 @@ func paramMessage(re *openapi3filter.RequestError) string {
 	return "is invalid"
 }
 
-var quotedName = regexp.MustCompile(`^property "([^"]+)" is (missing|unsupported)$`)
-
 // schemaFields flattens schema errors under a location prefix.
 func schemaFields(prefix string, err error, fallback string) []apperr.FieldError {
 	if me, ok := err.(openapi3.MultiError); ok {
@@ -265,19 +269,68 @@ func schemaFields(prefix string, err error, fallback string) []apperr.FieldError
 			loc += "[" + strconv.Itoa(i) + "]"
 			msg = fmt.Sprintf("duplicate value %q", v)
 		}
-	default:
-		if m := quotedName.FindStringSubmatch(se.Reason); m != nil {
-			if !strings.HasSuffix(loc, "."+m[1]) {
-				loc += "." + m[1]
-			}
-			if m[2] == "missing" {
-				msg = "is required"
-			} else {
-				msg = "is not a known field"
-			}
+	case se.SchemaField == "required": // the pointer ends with the member
+		msg = "is required"
+	case se.SchemaField == "properties": // a member the schema does not know
+		var out []apperr.FieldError
+		for _, k := range unknownMembers(se.Schema, se.Value) {
+			out = append(out, apperr.FieldError{Location: loc + "." + k, Message: "is not a known field"})
+		}
+		if len(out) > 0 {
+			return out
 		}
 	}
 	return []apperr.FieldError{{Location: loc, Message: msg}}
+}
+
+// unknownMembers lists, sorted, the members of an object value that its
+// schema neither declares nor allows as additional properties.
+func unknownMembers(schema *openapi3.Schema, value any) []string {
+	obj, ok := value.(map[string]any)
+	if !ok || schema == nil {
+		return nil
+	}
+	var out []string
+	for k := range obj {
+		if _, declared := schema.Properties[k]; !declared {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// singleValues refuses a query or header parameter given more than once
+// when the contract declares one value (not an array): the validator looks
+// at the first value only, and the generated binder would refuse it with a
+// message of its own.
+func singleValues(op *operation, req *http.Request) error {
+	var fields []apperr.FieldError
+	check := func(p *openapi3.Parameter) {
+		if p == nil || p.Schema == nil || p.Schema.Value == nil || p.Schema.Value.Type.Is("array") {
+			return
+		}
+		switch p.In {
+		case openapi3.ParameterInQuery:
+			if len(req.URL.Query()[p.Name]) > 1 {
+				fields = append(fields, apperr.FieldError{Location: "query." + p.Name, Message: "is given more than once"})
+			}
+		case openapi3.ParameterInHeader:
+			if len(req.Header.Values(p.Name)) > 1 {
+				fields = append(fields, apperr.FieldError{Location: "header." + p.Name, Message: "is given more than once"})
+			}
+		}
+	}
+	for _, p := range op.route.PathItem.Parameters {
+		check(p.Value)
+	}
+	for _, p := range op.route.Operation.Parameters {
+		check(p.Value)
+	}
+	if len(fields) > 0 {
+		return apperr.InvalidFields(fields)
+	}
+	return nil
 }
 
 // pointerPath renders a JSON pointer as .name and [index] steps.
