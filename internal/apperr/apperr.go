@@ -37,9 +37,15 @@ const (
 	ReasonSelfOrOwnerOnly    = "self_or_owner_only"
 )
 
-// FieldError names one invalid part of a request, e.g. body.permissions[1].
+// FieldError names one invalid part of a request. The domain names the
+// input as it knows it (Field: "position", "links.gh", "cursor",
+// "content_type"); the transport, which knows where each input travels,
+// turns that into a Location ("body.position", "query.cursor",
+// "header.Content-Type"). Errors the transport finds itself (the validator)
+// carry the Location directly.
 type FieldError struct {
 	Location string
+	Field    string
 	Message  string
 }
 
@@ -59,6 +65,7 @@ type Error struct {
 	Fields    []FieldError // ErrInvalid
 	Forbidden *Forbidden   // ErrForbidden
 	Limit     string       // ErrLimitExceeded: the limit's name
+	Current   string       // ErrPrecondition: the version the resource is at
 	Cause     error        // wrapped, for logs only
 }
 
@@ -98,8 +105,17 @@ func LimitExceeded(limit string, max int, what string) error {
 		Detail: fmt.Sprintf("The limit of %d %s is reached.", max, what)}
 }
 
-// Invalid builds a 400 with one field error.
-func Invalid(location, format string, args ...any) error {
+// Invalid builds a 400 with one error about an input field (see
+// FieldError).
+func Invalid(field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Kind: ErrInvalid, Detail: "The request is invalid.",
+		Fields: []FieldError{{Field: field, Message: msg}}}
+}
+
+// InvalidAt builds a 400 with one error at a location of the request (the
+// transport's own checks, which know where the input travels).
+func InvalidAt(location, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	return &Error{Kind: ErrInvalid, Detail: "The request is invalid.",
 		Fields: []FieldError{{Location: location, Message: msg}}}
@@ -115,10 +131,18 @@ func Unauthenticated(detail string) error {
 	return &Error{Kind: ErrUnauthenticated, Detail: detail}
 }
 
-// Precondition builds a 412.
+// Precondition builds a 412: the resource is no longer at the version the
+// request expected; current is the version it is at (the transport names
+// it the way its clients name versions).
 func Precondition(current string) error {
-	return &Error{Kind: ErrPrecondition,
-		Detail: fmt.Sprintf("The resource has changed; its current ETag is %s.", current)}
+	return &Error{Kind: ErrPrecondition, Current: current,
+		Detail: fmt.Sprintf("The resource has changed since the version you expected; it is now at %s. Read it again.", current)}
+}
+
+// PreconditionNone builds a 412 for a resource that does not exist while
+// the request expected one.
+func PreconditionNone(detail string) error {
+	return &Error{Kind: ErrPrecondition, Detail: detail}
 }
 
 // TooLarge builds a 413.

@@ -17,13 +17,14 @@ import (
 	"github.com/guildhall/guildhall/internal/store"
 )
 
-// AttachmentETag is an attachment's entity tag: the sha256 of its bytes and
-// the first 8 hex digits of the sha256 of its Content-Type, quoted, so that it
-// changes whenever the bytes or the media type change (and only then: the
-// same bytes and type uploaded again are the same representation).
-func AttachmentETag(a model.Attachment) string {
+// AttachmentTag is the version of an attachment as a precondition names it
+// (and its ETag quotes it): the sha256 of its bytes and the first 8 hex
+// digits of the sha256 of its Content-Type, so that it changes whenever the
+// bytes or the media type change (and only then: the same bytes and type
+// uploaded again are the same representation).
+func AttachmentTag(a model.Attachment) string {
 	typ := sha256.Sum256([]byte(a.ContentType))
-	return `"` + a.SHA256 + "." + hex.EncodeToString(typ[:4]) + `"`
+	return a.SHA256 + "." + hex.EncodeToString(typ[:4])
 }
 
 // ListAttachments pages through a channel's attachment metadata.
@@ -196,12 +197,12 @@ func (s *Service) checkPutTx(ctx context.Context, tx *store.Tx, a *Actor, channe
 // checkPutIfMatch applies If-Match to an upload: any value fails when the
 // attachment does not exist yet (RFC 9110: If-Match needs a current
 // representation, even for "*").
-func checkPutIfMatch(ifMatch string, prev *model.Attachment) error {
+func checkPutIfMatch(ifMatch *Precondition, prev *model.Attachment) error {
 	if prev != nil {
-		return checkIfMatch(ifMatch, AttachmentETag(*prev))
+		return ifMatch.check(AttachmentTag(*prev))
 	}
-	if strings.TrimSpace(ifMatch) != "" {
-		return apperr.Precondition("(none: the attachment does not exist)")
+	if ifMatch != nil {
+		return apperr.PreconditionNone("The attachment does not exist, so no version of it can match.")
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func normalizeMediaType(ct string) (string, error) {
 	mt, params, err := mime.ParseMediaType(ct)
 	typ, sub, _ := strings.Cut(mt, "/") // ParseMediaType also takes a lone token
 	if err != nil || typ == "" || sub == "" {
-		return "", apperr.Invalid("header.Content-Type", "is not a valid media type")
+		return "", apperr.Invalid("content_type", "is not a valid media type")
 	}
 	if strings.Contains(mt, "*") {
 		// A media range (*/*, image/*) says what a client accepts, not what
@@ -224,7 +225,7 @@ func normalizeMediaType(ct string) (string, error) {
 	}
 	out := mime.FormatMediaType(mt, params)
 	if out == "" || len(out) > 255 {
-		return "", apperr.Invalid("header.Content-Type", "is not a valid media type of at most 255 characters")
+		return "", apperr.Invalid("content_type", "is not a valid media type of at most 255 characters")
 	}
 	return out, nil
 }
@@ -258,7 +259,7 @@ func (s *Service) DeleteAttachment(ctx context.Context, a *Actor, channelID, id 
 		if err := a.requireIn(channelID, need); err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, AttachmentETag(att)); err != nil {
+		if err := o.IfMatch.check(AttachmentTag(att)); err != nil {
 			return err
 		}
 		if err := tx.DeleteAttachment(ctx, channelID, id); err != nil {

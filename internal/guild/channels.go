@@ -119,7 +119,7 @@ func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o Writ
 		if err := a.requireIn(id, manageChannels); err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(c.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
 			return err
 		}
 		next := c
@@ -153,7 +153,7 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 		if err := a.requireIn(id, manageChannels); err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(c.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
 			return err
 		}
 		n, err := tx.CountOverwrites(ctx, id)
@@ -229,7 +229,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 		if err := a.canGrantIn(ow.ChannelID, changed); err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(v)); err != nil {
+		if err := o.IfMatch.check(Tag(v)); err != nil {
 			return err
 		}
 		removing := ow.Allow.IsEmpty() && ow.Deny.IsEmpty()
@@ -272,10 +272,10 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 func validateOverwrite(ow model.Overwrite) error {
 	var fields []apperr.FieldError
 	if ow.TargetType == model.TargetEveryone && ow.TargetID != "" {
-		fields = append(fields, apperr.FieldError{Location: "body.target_id", Message: "must be absent for target_type everyone"})
+		fields = append(fields, apperr.FieldError{Field: "target_id", Message: "must be absent for target_type everyone"})
 	}
 	if ow.TargetType != model.TargetEveryone && ow.TargetID == "" {
-		fields = append(fields, apperr.FieldError{Location: "body.target_id", Message: "is required for target_type " + ow.TargetType})
+		fields = append(fields, apperr.FieldError{Field: "target_id", Message: "is required for target_type " + ow.TargetType})
 	}
 	for _, l := range []struct {
 		name string
@@ -283,14 +283,14 @@ func validateOverwrite(ow model.Overwrite) error {
 	}{{"allow", ow.Allow}, {"deny", ow.Deny}} {
 		for _, p := range l.set.Permissions() {
 			if !permissions.ChannelScoped.Has(p) {
-				fields = append(fields, apperr.FieldError{Location: "body." + l.name,
+				fields = append(fields, apperr.FieldError{Field: l.name,
 					Message: "permission " + quote(p.String()) + " is not channel-scoped and cannot be overwritten"})
 			}
 		}
 	}
 	if both := ow.Allow.Intersect(ow.Deny); !both.IsEmpty() {
 		for _, n := range both.Names() {
-			fields = append(fields, apperr.FieldError{Location: "body.deny",
+			fields = append(fields, apperr.FieldError{Field: "deny",
 				Message: "permission " + quote(n) + " is both allowed and denied"})
 		}
 	}
@@ -312,7 +312,7 @@ func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow mod
 		return nil
 	}
 	if apperr.IsNotFound(err) {
-		return apperr.Invalid("body.target_id", "no %s with ID %q", ow.TargetType, ow.TargetID)
+		return apperr.Invalid("target_id", "no %s with ID %q", ow.TargetType, ow.TargetID)
 	}
 	return err
 }

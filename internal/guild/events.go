@@ -44,7 +44,7 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 	var before int64
 	if key != "" {
 		if before, err = strconv.ParseInt(key, 10, 64); err != nil || before <= 0 {
-			return Page[model.Event]{}, apperr.Invalid("query.cursor", "the cursor is malformed; use the next_cursor of a previous page")
+			return Page[model.Event]{}, apperr.Invalid("cursor", "the cursor is malformed; use the next_cursor of a previous page")
 		}
 	}
 	if err := a.require(viewAuditLog); err != nil {

@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -56,10 +56,10 @@ func decodeCursor(raw string, filters ...string) (string, error) {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil || c.Key == "" {
-		return "", apperr.Invalid("query.cursor", "the cursor is malformed; use the next_cursor of a previous page")
+		return "", apperr.Invalid("cursor", "the cursor is malformed; use the next_cursor of a previous page")
 	}
 	if c.Filters != filterHash(filters...) {
-		return "", apperr.Invalid("query.cursor", "the cursor was made with other filters; start again without a cursor")
+		return "", apperr.Invalid("cursor", "the cursor was made with other filters; start again without a cursor")
 	}
 	return c.Key, nil
 }
@@ -74,19 +74,25 @@ func pageLimit(limit int) int {
 	return limit
 }
 
-// ETag is the strong entity tag of a version.
-func ETag(version int64) string { return fmt.Sprintf("%q", fmt.Sprint(version)) }
+// Precondition is what a write expects of the resource it changes (HTTP's
+// If-Match, parsed by the transport): any current version (Any), or one of
+// some versions, each as the resource's Tag gives it. A nil *Precondition
+// expects nothing.
+type Precondition struct {
+	Any  bool
+	Tags []string
+}
 
-// checkIfMatch applies an If-Match header to a resource whose current tag is
-// given: "" or "*" pass, otherwise one of the listed tags must equal it
-// (strong comparison: weak tags never match).
-func checkIfMatch(header, current string) error {
-	header = strings.TrimSpace(header)
-	if header == "" || header == "*" {
+// Tag is the version of a resource as a precondition names it.
+func Tag(version int64) string { return strconv.FormatInt(version, 10) }
+
+// check applies a precondition to a resource at the version current.
+func (p *Precondition) check(current string) error {
+	if p == nil || p.Any {
 		return nil
 	}
-	for _, t := range strings.Split(header, ",") {
-		if strings.TrimSpace(t) == current {
+	for _, t := range p.Tags {
+		if t == current {
 			return nil
 		}
 	}

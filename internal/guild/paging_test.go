@@ -45,31 +45,32 @@ func TestCursorRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeCursor(tc.raw, tc.filters...)
 			e, ok := apperr.As(err)
-			if !ok || !errors.Is(err, apperr.ErrInvalid) || e.Fields[0].Location != "query.cursor" {
-				t.Fatalf("decodeCursor(%q) = %v, want a 400 at query.cursor", tc.raw, err)
+			if !ok || !errors.Is(err, apperr.ErrInvalid) || e.Fields[0].Field != "cursor" {
+				t.Fatalf("decodeCursor(%q) = %v, want a 400 about the cursor", tc.raw, err)
 			}
 		})
 	}
 }
 
-func TestCheckIfMatch(t *testing.T) {
+func TestPreconditionCheck(t *testing.T) {
 	tests := []struct {
-		header, current string
-		ok              bool
+		name    string
+		p       *Precondition
+		current string
+		ok      bool
 	}{
-		{"", `"3"`, true},
-		{"*", `"3"`, true},
-		{`"3"`, `"3"`, true},
-		{`"1", "3"`, `"3"`, true},
-		{`"2"`, `"3"`, false},
-		{`W/"3"`, `"3"`, false}, // If-Match compares strongly
-		{`3`, `"3"`, false},
+		{"none", nil, "3", true},
+		{"any", &Precondition{Any: true}, "3", true},
+		{"the current version", &Precondition{Tags: []string{"3"}}, "3", true},
+		{"one of several", &Precondition{Tags: []string{"1", "3"}}, "3", true},
+		{"another version", &Precondition{Tags: []string{"2"}}, "3", false},
+		{"no version at all", &Precondition{}, "3", false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.header, func(t *testing.T) {
-			err := checkIfMatch(tc.header, tc.current)
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.check(tc.current)
 			if (err == nil) != tc.ok {
-				t.Fatalf("checkIfMatch(%q, %q) = %v, want ok=%v", tc.header, tc.current, err, tc.ok)
+				t.Fatalf("%+v.check(%q) = %v, want ok=%v", tc.p, tc.current, err, tc.ok)
 			}
 			if err != nil && !errors.Is(err, apperr.ErrPrecondition) {
 				t.Fatalf("want a 412, got %v", err)
@@ -100,7 +101,7 @@ func FuzzValidateLinks(f *testing.F) {
 	f.Add("Bad Label", "javascript:alert(1)")
 	f.Add("x", "http://")
 	f.Fuzz(func(t *testing.T, label, url string) {
-		err := validateLinks(map[string]string{label: url}, "body.links")
+		err := validateLinks(map[string]string{label: url}, "links")
 		if err != nil && !errors.Is(err, apperr.ErrInvalid) {
 			t.Fatalf("unexpected error kind: %v", err)
 		}

@@ -21,7 +21,7 @@ func (s *Service) GlobalPermissions(ctx context.Context, _ *Actor) (permissions.
 // ADMINISTRATOR itself can never be global).
 func (s *Service) SetGlobalPermissions(ctx context.Context, a *Actor, perms permissions.Set, o WriteOpts) (permissions.Set, int64, error) {
 	if perms.Has(permissions.Administrator) {
-		return 0, 0, apperr.Invalid("body.permissions", "ADMINISTRATOR cannot be a global permission")
+		return 0, 0, apperr.Invalid("permissions", "ADMINISTRATOR cannot be a global permission")
 	}
 	var out permissions.Set
 	var version int64
@@ -33,7 +33,7 @@ func (s *Service) SetGlobalPermissions(ctx context.Context, a *Actor, perms perm
 		if err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(st.GlobalVersion)); err != nil {
+		if err := o.IfMatch.check(Tag(st.GlobalVersion)); err != nil {
 			return err
 		}
 		if st.Global == perms {
@@ -76,7 +76,7 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	}
 	// A channel hidden from the caller is unknown too (docs/design.md §12).
 	if channelID != nil && (!u.ChannelExists || a.hideChannel(*channelID) != nil) {
-		return UserPermissions{}, apperr.Invalid("query.channelID", "no channel with ID %q", *channelID)
+		return UserPermissions{}, apperr.Invalid("channelID", "no channel with ID %q", *channelID)
 	}
 	if !u.UserExists {
 		return UserPermissions{}, apperr.NotFound("User %q does not exist.", userID)

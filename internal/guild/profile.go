@@ -26,11 +26,11 @@ func (s *Service) ProfileLinks(ctx context.Context, a *Actor) (model.ProfileLink
 
 // ReplaceProfileLinks replaces all of the caller's links.
 func (s *Service) ReplaceProfileLinks(ctx context.Context, a *Actor, links map[string]string, o WriteOpts) (model.ProfileLinks, error) {
-	if err := validateLinks(links, "body.links"); err != nil {
+	if err := validateLinks(links, "links"); err != nil {
 		return model.ProfileLinks{}, err
 	}
 	if len(links) > s.limits.MaxProfileLinks {
-		return model.ProfileLinks{}, apperr.Invalid("body.links", "at most %d links are allowed", s.limits.MaxProfileLinks)
+		return model.ProfileLinks{}, apperr.Invalid("links", "at most %d links are allowed", s.limits.MaxProfileLinks)
 	}
 	return s.changeLinks(ctx, a, o, "profile.links.set", func(map[string]string) (map[string]string, error) {
 		return links, nil
@@ -44,10 +44,10 @@ func (s *Service) PatchProfileLinks(ctx context.Context, a *Actor, patch map[str
 		if u != nil {
 			set[label] = *u
 		} else if !labelPattern.MatchString(label) {
-			return model.ProfileLinks{}, apperr.Invalid("body.links."+label, "labels match ^[a-z0-9_-]{1,32}$")
+			return model.ProfileLinks{}, apperr.Invalid("links."+label, "labels match ^[a-z0-9_-]{1,32}$")
 		}
 	}
-	if err := validateLinks(set, "body.links"); err != nil {
+	if err := validateLinks(set, "links"); err != nil {
 		return model.ProfileLinks{}, err
 	}
 	return s.changeLinks(ctx, a, o, "profile.links.set", func(old map[string]string) (map[string]string, error) {
@@ -82,7 +82,7 @@ func (s *Service) changeLinks(ctx context.Context, a *Actor, o WriteOpts, event 
 		if err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(cur.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(cur.Version)); err != nil {
 			return err
 		}
 		links, err := next(cur.Links)
@@ -113,11 +113,11 @@ func validateLinks(links map[string]string, at string) error {
 	var fields []apperr.FieldError
 	for _, l := range labels {
 		if !labelPattern.MatchString(l) {
-			fields = append(fields, apperr.FieldError{Location: at + "." + l, Message: "labels match ^[a-z0-9_-]{1,32}$"})
+			fields = append(fields, apperr.FieldError{Field: at + "." + l, Message: "labels match ^[a-z0-9_-]{1,32}$"})
 			continue
 		}
 		if msg := checkLinkURL(links[l]); msg != "" {
-			fields = append(fields, apperr.FieldError{Location: at + "." + l, Message: msg})
+			fields = append(fields, apperr.FieldError{Field: at + "." + l, Message: msg})
 		}
 	}
 	if len(fields) > 0 {

@@ -86,7 +86,7 @@ func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
 		next := r
@@ -133,7 +133,7 @@ func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position in
 			return err
 		}
 		if position < 1 || position > n {
-			return apperr.Invalid("body.position", "must be between 1 and %d, the number of roles", max(n, 1))
+			return apperr.Invalid("position", "must be between 1 and %d, the number of roles", max(n, 1))
 		}
 		r, err := s.manageableRole(ctx, tx, a, id)
 		if err != nil {
@@ -142,7 +142,7 @@ func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position in
 		if position >= a.Top() {
 			return apperr.RoleHierarchy(id, fmt.Sprintf("Position %d is not below your highest role.", position))
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
 		if position == r.Position {
@@ -164,7 +164,7 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
 		overwrites, err := tx.CountOverwritesOf(ctx, model.TargetRole, id)
@@ -212,7 +212,7 @@ func (s *Service) changeRolePermissions(ctx context.Context, a *Actor, id string
 		if err := a.canGrant(perms ^ r.Permissions); err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(r.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
 		if perms == r.Permissions {

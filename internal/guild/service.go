@@ -69,8 +69,8 @@ func New(o Options) *Service {
 
 // WriteOpts are what every write request may carry.
 type WriteOpts struct {
-	IfMatch string  // the If-Match header, "" when absent
-	Reason  *string // the X-Audit-Reason header
+	IfMatch *Precondition // nil: none
+	Reason  *string       // the X-Audit-Reason header
 }
 
 // write runs fn in a serialized transaction with the caller re-read inside

@@ -158,7 +158,7 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 				return err
 			}
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(u.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(u.Version)); err != nil {
 			return err
 		}
 		if u.IsOwner && next.Status != model.StatusActive {
@@ -202,7 +202,7 @@ func (s *Service) DeleteUser(ctx context.Context, a *Actor, id string, o WriteOp
 		if err := a.canManageUser(u); err != nil {
 			return err
 		}
-		if err := checkIfMatch(o.IfMatch, ETag(u.Version)); err != nil {
+		if err := o.IfMatch.check(Tag(u.Version)); err != nil {
 			return err
 		}
 		if u.IsOwner {
@@ -247,7 +247,7 @@ func tokenAccess(a *Actor, userID string) error {
 // CreateToken mints a token for a user and returns it with its secret.
 func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string, expires *time.Time, o WriteOpts) (model.Token, string, error) {
 	if expires != nil && !expires.After(s.now()) {
-		return model.Token{}, "", apperr.Invalid("body.expires_at", "must be in the future")
+		return model.Token{}, "", apperr.Invalid("expires_at", "must be in the future")
 	}
 	var tok model.Token
 	secret := NewSecret()

@@ -66,7 +66,7 @@ func (h *Handler) GetAttachment(ctx context.Context, req api.GetAttachmentReques
 	if !head {
 		rr.Range, rr.IfRange = deref(p.Range), deref(p.IfRange)
 	}
-	etag := guild.AttachmentETag(att)
+	etag := attachmentETag(att)
 	lastModified := att.UpdatedAt.UTC().Format(http.TimeFormat)
 	outcome, rng := decideRead(rr, etag, att.UpdatedAt, att.Size)
 	if outcome != serveWhole && outcome != servePart || head {
@@ -75,7 +75,7 @@ func (h *Handler) GetAttachment(ctx context.Context, req api.GetAttachmentReques
 	}
 	switch outcome {
 	case preconditionFailed:
-		return nil, apperr.Precondition(etag)
+		return nil, apperr.Precondition(guild.AttachmentTag(att))
 	case notModified:
 		return api.GetAttachment304Response{Headers: api.GetAttachment304ResponseHeaders{
 			ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl)}}, nil
@@ -137,7 +137,7 @@ func (h *Handler) PutAttachment(ctx context.Context, req api.PutAttachmentReques
 	if err != nil {
 		return nil, err
 	}
-	etag := guild.AttachmentETag(att)
+	etag := attachmentETag(att)
 	if created {
 		loc := "/api/channels/" + att.ChannelID + "/attachment?attachmentID=" + url.QueryEscape(att.ID)
 		return api.PutAttachment201JSONResponse{Body: toAttachment(att), Headers: api.PutAttachment201ResponseHeaders{ETag: &etag, Location: &loc}}, nil
@@ -174,3 +174,6 @@ func (b uploadBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// attachmentETag is an attachment's entity tag (see guild.AttachmentTag).
+func attachmentETag(a model.Attachment) string { return quoteTag(guild.AttachmentTag(a)) }

@@ -43,7 +43,7 @@ func (h *Handler) GetChannel(ctx context.Context, req api.GetChannelRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.GetChannel200JSONResponse{Body: toChannel(c), Headers: api.GetChannel200ResponseHeaders{ETag: ptr(guild.ETag(c.Version))}}, nil
+	return api.GetChannel200JSONResponse{Body: toChannel(c), Headers: api.GetChannel200ResponseHeaders{ETag: ptr(etag(c.Version))}}, nil
 }
 
 // UpdateChannel implements PATCH /channels/{channelID}.
@@ -58,7 +58,7 @@ func (h *Handler) UpdateChannel(ctx context.Context, req api.UpdateChannelReques
 	if err != nil {
 		return nil, err
 	}
-	return api.UpdateChannel200JSONResponse{Body: toChannel(c), Headers: api.UpdateChannel200ResponseHeaders{ETag: ptr(guild.ETag(c.Version))}}, nil
+	return api.UpdateChannel200JSONResponse{Body: toChannel(c), Headers: api.UpdateChannel200ResponseHeaders{ETag: ptr(etag(c.Version))}}, nil
 }
 
 // CreateChannel implements POST /channels/{channelID}/create.
@@ -73,7 +73,7 @@ func (h *Handler) CreateChannel(ctx context.Context, req api.CreateChannelReques
 		return nil, err
 	}
 	return api.CreateChannel201JSONResponse{Body: toChannel(c), Headers: api.CreateChannel201ResponseHeaders{
-		ETag: ptr(guild.ETag(c.Version)), Location: ptr("/api/channels/" + c.ID)}}, nil
+		ETag: ptr(etag(c.Version)), Location: ptr("/api/channels/" + c.ID)}}, nil
 }
 
 // RenameChannel implements POST /channels/{channelID}/rename.
@@ -86,7 +86,7 @@ func (h *Handler) RenameChannel(ctx context.Context, req api.RenameChannelReques
 	if err != nil {
 		return nil, err
 	}
-	return api.RenameChannel200JSONResponse{Body: toChannel(c), Headers: api.RenameChannel200ResponseHeaders{ETag: ptr(guild.ETag(c.Version))}}, nil
+	return api.RenameChannel200JSONResponse{Body: toChannel(c), Headers: api.RenameChannel200ResponseHeaders{ETag: ptr(etag(c.Version))}}, nil
 }
 
 // DeleteChannel implements POST /channels/{channelID}/delete.
@@ -112,7 +112,7 @@ func (h *Handler) ListChannelOverwrites(ctx context.Context, req api.ListChannel
 		return nil, err
 	}
 	return api.ListChannelOverwrites200JSONResponse{Body: toOverwrites(list),
-		Headers: api.ListChannelOverwrites200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+		Headers: api.ListChannelOverwrites200ResponseHeaders{ETag: ptr(etag(v))}}, nil
 }
 
 // SetChannelOverwrite implements POST /channels/{channelID}/permissions.
@@ -136,5 +136,5 @@ func (h *Handler) SetChannelOverwrite(ctx context.Context, req api.SetChannelOve
 		return nil, err
 	}
 	return api.SetChannelOverwrite200JSONResponse{Body: toOverwrites(list),
-		Headers: api.SetChannelOverwrite200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+		Headers: api.SetChannelOverwrite200ResponseHeaders{ETag: ptr(etag(v))}}, nil
 }

@@ -169,15 +169,41 @@ func toUserPermissions(p guild.UserPermissions) api.UserPermissions {
 	return out
 }
 
+// opts turns a write's If-Match and X-Audit-Reason headers into what the
+// domain takes.
 func opts(ifMatch, reason *string) guild.WriteOpts {
 	if reason != nil && strings.TrimSpace(*reason) == "" {
 		reason = nil // an empty X-Audit-Reason is no reason
 	}
-	o := guild.WriteOpts{Reason: reason}
-	if ifMatch != nil {
-		o.IfMatch = *ifMatch
-	}
-	return o
+	return guild.WriteOpts{Reason: reason, IfMatch: parseIfMatch(ifMatch)}
 }
+
+// parseIfMatch reads an If-Match header (RFC 9110 §13.1.1): absent or
+// empty is no precondition, "*" any current version, otherwise a list of
+// entity tags compared strongly: a weak tag (W/"3") or anything that is not
+// a quoted tag matches no version.
+func parseIfMatch(h *string) *guild.Precondition {
+	if h == nil || strings.TrimSpace(*h) == "" {
+		return nil
+	}
+	v := strings.TrimSpace(*h)
+	if v == "*" {
+		return &guild.Precondition{Any: true}
+	}
+	p := &guild.Precondition{}
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+			p.Tags = append(p.Tags, t[1:len(t)-1])
+		}
+	}
+	return p
+}
+
+// etag is the strong entity tag of a resource at a version.
+func etag(version int64) string { return quoteTag(guild.Tag(version)) }
+
+// quoteTag is the entity tag of a version as the domain names it.
+func quoteTag(tag string) string { return `"` + tag + `"` }
 
 func ptr[T any](v T) *T { return &v }

@@ -62,6 +62,10 @@ func problemFor(err error) (p api.Problem, ok bool) {
 			p.ChannelId, p.RoleId, p.UserId = strPtr(f.Channel), strPtr(f.Role), strPtr(f.User)
 		}
 		p.Limit = strPtr(e.Limit)
+		if e.Kind == apperr.ErrPrecondition && e.Current != "" {
+			detail := fmt.Sprintf("The resource has changed; its current ETag is %s. Read it again.", quoteTag(e.Current))
+			p.Detail = &detail
+		}
 		return p, true
 	}
 	var he *echo.HTTPError
@@ -187,6 +191,9 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 		return // a stream that failed midway: nothing more can be said
 	}
 	err = h.classifyFault(c, err)
+	if e, ok := apperr.As(err); ok && len(e.Fields) > 0 {
+		h.ops.of(c).locateFields(e.Fields)
+	}
 	p, expected := problemFor(err)
 	req := c.Request()
 	rid := c.Response().Header().Get(echo.HeaderXRequestID)

@@ -55,7 +55,7 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 	if v := req.Params.LastEventID; v != nil {
 		n, err := strconv.ParseInt(*v, 10, 64)
 		if err != nil {
-			return nil, apperr.Invalid("header.Last-Event-ID", "must be an event seq")
+			return nil, apperr.InvalidAt("header.Last-Event-ID", "must be an event seq")
 		}
 		after = n
 	} else if req.Params.After != nil {

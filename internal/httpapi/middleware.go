@@ -158,11 +158,11 @@ func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 			}
 			// A malformed chunked encoding, or a body shorter than its
 			// Content-Length: the client's fault, never a 500.
-			return apperr.Invalid("body", "the body could not be read: %s", err)
+			return apperr.InvalidAt("body", "the body could not be read: %s", err)
 		}
 	}
 	if len(data) == 0 {
-		return apperr.Invalid("body", "a JSON body is required")
+		return apperr.InvalidAt("body", "a JSON body is required")
 	}
 	ct := req.Header.Get(echo.HeaderContentType)
 	mt, _, err := mime.ParseMediaType(ct)
@@ -178,7 +178,7 @@ func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 		return err
 	}
 	if err := checkJSON(data); err != nil {
-		return apperr.Invalid(err.(*jsonError).Location(), "%s", err.(*jsonError).msg)
+		return apperr.InvalidAt(err.(*jsonError).Location(), "%s", err.(*jsonError).msg)
 	}
 	req.Body = io.NopCloser(bytes.NewReader(data))
 	req.ContentLength = int64(len(data))
@@ -432,11 +432,11 @@ func successorLink(successor, roleID, userID string) string {
 // control characters.
 func checkAuditReason(v string) error {
 	if !utf8.ValidString(v) {
-		return apperr.Invalid("header.X-Audit-Reason", "must be UTF-8 text")
+		return apperr.InvalidAt("header.X-Audit-Reason", "must be UTF-8 text")
 	}
 	for _, r := range v {
 		if unicode.IsControl(r) {
-			return apperr.Invalid("header.X-Audit-Reason", "must not contain control characters")
+			return apperr.InvalidAt("header.X-Audit-Reason", "must not contain control characters")
 		}
 	}
 	return nil

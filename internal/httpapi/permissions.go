@@ -9,7 +9,6 @@ import (
 	"github.com/oapi-codegen/nullable"
 
 	"github.com/guildhall/guildhall/gen/api"
-	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/openapi"
 )
 
@@ -41,7 +40,7 @@ func (h *Handler) GetGlobalPermissions(ctx context.Context, _ api.GetGlobalPermi
 		return nil, err
 	}
 	return api.GetGlobalPermissions200JSONResponse{Body: api.PermissionList{Permissions: names(perms)},
-		Headers: api.GetGlobalPermissions200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+		Headers: api.GetGlobalPermissions200ResponseHeaders{ETag: ptr(etag(v))}}, nil
 }
 
 // ReplaceGlobalPermissions implements PUT /permissions/global.
@@ -59,7 +58,7 @@ func (h *Handler) ReplaceGlobalPermissions(ctx context.Context, req api.ReplaceG
 		return nil, err
 	}
 	return api.ReplaceGlobalPermissions200JSONResponse{Body: api.PermissionList{Permissions: names(out)},
-		Headers: api.ReplaceGlobalPermissions200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+		Headers: api.ReplaceGlobalPermissions200ResponseHeaders{ETag: ptr(etag(v))}}, nil
 }
 
 // GetUserPermissions implements GET /users/{userID}/permissions.
@@ -86,7 +85,7 @@ func (h *Handler) GetProfileLinks(ctx context.Context, _ api.GetProfileLinksRequ
 		return nil, err
 	}
 	return api.GetProfileLinks200JSONResponse{Body: api.ProfileLinks{Links: p.Links},
-		Headers: api.GetProfileLinks200ResponseHeaders{ETag: ptr(guild.ETag(p.Version))}}, nil
+		Headers: api.GetProfileLinks200ResponseHeaders{ETag: ptr(etag(p.Version))}}, nil
 }
 
 // ReplaceProfileLinks implements PUT /profile/link.
@@ -100,7 +99,7 @@ func (h *Handler) ReplaceProfileLinks(ctx context.Context, req api.ReplaceProfil
 		return nil, err
 	}
 	return api.ReplaceProfileLinks200JSONResponse{Body: api.ProfileLinks{Links: p.Links},
-		Headers: api.ReplaceProfileLinks200ResponseHeaders{ETag: ptr(guild.ETag(p.Version))}}, nil
+		Headers: api.ReplaceProfileLinks200ResponseHeaders{ETag: ptr(etag(p.Version))}}, nil
 }
 
 // UpdateProfileLinks implements PATCH /profile/link.
@@ -114,7 +113,7 @@ func (h *Handler) UpdateProfileLinks(ctx context.Context, req api.UpdateProfileL
 		return nil, err
 	}
 	return api.UpdateProfileLinks200JSONResponse{Body: api.ProfileLinks{Links: p.Links},
-		Headers: api.UpdateProfileLinks200ResponseHeaders{ETag: ptr(guild.ETag(p.Version))}}, nil
+		Headers: api.UpdateProfileLinks200ResponseHeaders{ETag: ptr(etag(p.Version))}}, nil
 }
 
 // DeleteProfileLinks implements DELETE /profile/link.

@@ -31,7 +31,7 @@ func (h *Handler) GetRole(ctx context.Context, req api.GetRoleRequestObject) (ap
 	if err != nil {
 		return nil, err
 	}
-	return api.GetRole200JSONResponse{Body: toRole(r), Headers: api.GetRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+	return api.GetRole200JSONResponse{Body: toRole(r), Headers: api.GetRole200ResponseHeaders{ETag: ptr(etag(r.Version))}}, nil
 }
 
 // UpdateRole implements PATCH /roles/{roleID}.
@@ -46,7 +46,7 @@ func (h *Handler) UpdateRole(ctx context.Context, req api.UpdateRoleRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.UpdateRole200JSONResponse{Body: toRole(r), Headers: api.UpdateRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+	return api.UpdateRole200JSONResponse{Body: toRole(r), Headers: api.UpdateRole200ResponseHeaders{ETag: ptr(etag(r.Version))}}, nil
 }
 
 // CreateRole implements POST /roles/{roleID}/create.
@@ -67,7 +67,7 @@ func (h *Handler) CreateRole(ctx context.Context, req api.CreateRoleRequestObjec
 		return nil, err
 	}
 	return api.CreateRole201JSONResponse{Body: toRole(r), Headers: api.CreateRole201ResponseHeaders{
-		ETag: ptr(guild.ETag(r.Version)), Location: ptr("/api/roles/" + r.ID)}}, nil
+		ETag: ptr(etag(r.Version)), Location: ptr("/api/roles/" + r.ID)}}, nil
 }
 
 // RenameRole implements POST /roles/{roleID}/rename.
@@ -80,7 +80,7 @@ func (h *Handler) RenameRole(ctx context.Context, req api.RenameRoleRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.RenameRole200JSONResponse{Body: toRole(r), Headers: api.RenameRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+	return api.RenameRole200JSONResponse{Body: toRole(r), Headers: api.RenameRole200ResponseHeaders{ETag: ptr(etag(r.Version))}}, nil
 }
 
 // MoveRole implements POST /roles/{roleID}/move.
@@ -93,7 +93,7 @@ func (h *Handler) MoveRole(ctx context.Context, req api.MoveRoleRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return api.MoveRole200JSONResponse{Body: toRole(r), Headers: api.MoveRole200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+	return api.MoveRole200JSONResponse{Body: toRole(r), Headers: api.MoveRole200ResponseHeaders{ETag: ptr(etag(r.Version))}}, nil
 }
 
 // DeleteRole implements POST /roles/{roleID}/delete.
@@ -119,7 +119,7 @@ func (h *Handler) GetRolePermissions(ctx context.Context, req api.GetRolePermiss
 		return nil, err
 	}
 	return api.GetRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(perms)},
-		Headers: api.GetRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(v))}}, nil
+		Headers: api.GetRolePermissions200ResponseHeaders{ETag: ptr(etag(v))}}, nil
 }
 
 // ReplaceRolePermissions implements PUT /roles/{roleID}/permissions.
@@ -137,7 +137,7 @@ func (h *Handler) ReplaceRolePermissions(ctx context.Context, req api.ReplaceRol
 		return nil, err
 	}
 	return api.ReplaceRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
-		Headers: api.ReplaceRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(r.Version))}}, nil
+		Headers: api.ReplaceRolePermissions200ResponseHeaders{ETag: ptr(etag(r.Version))}}, nil
 }
 
 // LegacyAddRolePermissions implements the deprecated POST /roles/{roleID}/add_perm.
@@ -155,7 +155,7 @@ func (h *Handler) LegacyAddRolePermissions(ctx context.Context, req api.LegacyAd
 		return nil, err
 	}
 	return api.LegacyAddRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
-		Headers: api.LegacyAddRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(r.Version)),
+		Headers: api.LegacyAddRolePermissions200ResponseHeaders{ETag: ptr(etag(r.Version)),
 			Deprecation: ptr(legacyDeprecation()), Link: ptr(successorLink(legacySuccessors["legacyAddRolePermissions"], req.RoleID, ""))}}, nil
 }
 
@@ -174,7 +174,7 @@ func (h *Handler) LegacyRemoveRolePermissions(ctx context.Context, req api.Legac
 		return nil, err
 	}
 	return api.LegacyRemoveRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
-		Headers: api.LegacyRemoveRolePermissions200ResponseHeaders{ETag: ptr(guild.ETag(r.Version)),
+		Headers: api.LegacyRemoveRolePermissions200ResponseHeaders{ETag: ptr(etag(r.Version)),
 			Deprecation: ptr(legacyDeprecation()), Link: ptr(successorLink(legacySuccessors["legacyRemoveRolePermissions"], req.RoleID, ""))}}, nil
 }
 

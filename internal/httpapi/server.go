@@ -58,6 +58,7 @@ type Handler struct {
 	specJSON  []byte
 	streams   context.Context
 	faults    faults
+	ops       operationIndex // the contract's operations by route
 }
 
 var _ api.StrictServerInterface = (*Handler)(nil)
@@ -117,6 +118,7 @@ func New(o Options) (*Server, error) {
 		stop()
 		return nil, err
 	}
+	h.ops = indexOperations(ops)
 	mws := make(map[string][]echo.MiddlewareFunc, len(ops))
 	for _, op := range ops {
 		var chain []echo.MiddlewareFunc

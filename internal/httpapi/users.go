@@ -41,7 +41,7 @@ func (h *Handler) CreateUser(ctx context.Context, req api.CreateUserRequestObjec
 		return nil, err
 	}
 	return api.CreateUser201JSONResponse{Body: toUser(u), Headers: api.CreateUser201ResponseHeaders{
-		ETag: ptr(guild.ETag(u.Version)), Location: ptr("/api/users/" + u.ID)}}, nil
+		ETag: ptr(etag(u.Version)), Location: ptr("/api/users/" + u.ID)}}, nil
 }
 
 // GetMe implements GET /me.
@@ -54,7 +54,7 @@ func (h *Handler) GetMe(ctx context.Context, _ api.GetMeRequestObject) (api.GetM
 	if err != nil {
 		return nil, err
 	}
-	return api.GetMe200JSONResponse{Body: toUser(u), Headers: api.GetMe200ResponseHeaders{ETag: ptr(guild.ETag(u.Version))}}, nil
+	return api.GetMe200JSONResponse{Body: toUser(u), Headers: api.GetMe200ResponseHeaders{ETag: ptr(etag(u.Version))}}, nil
 }
 
 // GetUser implements GET /users/{userID}.
@@ -67,7 +67,7 @@ func (h *Handler) GetUser(ctx context.Context, req api.GetUserRequestObject) (ap
 	if err != nil {
 		return nil, err
 	}
-	return api.GetUser200JSONResponse{Body: toUser(u), Headers: api.GetUser200ResponseHeaders{ETag: ptr(guild.ETag(u.Version))}}, nil
+	return api.GetUser200JSONResponse{Body: toUser(u), Headers: api.GetUser200ResponseHeaders{ETag: ptr(etag(u.Version))}}, nil
 }
 
 // UpdateUser implements PUT /users/{userID}.
@@ -82,7 +82,7 @@ func (h *Handler) UpdateUser(ctx context.Context, req api.UpdateUserRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.UpdateUser200JSONResponse{Body: toUser(u), Headers: api.UpdateUser200ResponseHeaders{ETag: ptr(guild.ETag(u.Version))}}, nil
+	return api.UpdateUser200JSONResponse{Body: toUser(u), Headers: api.UpdateUser200ResponseHeaders{ETag: ptr(etag(u.Version))}}, nil
 }
 
 // DeleteUser implements DELETE /users/{userID}.

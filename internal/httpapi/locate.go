@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+)
+
+// The domain names an invalid input by the name it knows it under
+// (apperr.FieldError.Field: "position", "links.gh", "cursor"); where that
+// input travels is the contract's business. locate turns the name into the
+// location a client reads ("body.position", "query.cursor"), from the
+// operation's declared parameters and body.
+
+// operationIndex finds the operation of a request by its route.
+type operationIndex map[string]*operation
+
+func indexOperations(ops []*operation) operationIndex {
+	idx := make(operationIndex, len(ops))
+	for _, op := range ops {
+		idx[op.method+" "+echoPath(op.path)] = op
+	}
+	return idx
+}
+
+// of returns the operation of the request c routed to, or nil.
+func (idx operationIndex) of(c echo.Context) *operation {
+	return idx[c.Request().Method+" "+c.Path()]
+}
+
+// locate is the wire location of a domain input name in op's request.
+func (op *operation) locate(field string) string {
+	if field == "content_type" { // the media type of a raw body
+		return "header.Content-Type"
+	}
+	if op == nil {
+		return field
+	}
+	name := field
+	if i := strings.IndexAny(name, ".["); i >= 0 {
+		name = name[:i]
+	}
+	params := append(openapi3.Parameters{}, op.route.PathItem.Parameters...)
+	params = append(params, op.route.Operation.Parameters...)
+	for _, p := range params {
+		if p.Value != nil && p.Value.Name == name {
+			return p.Value.In + "." + field
+		}
+	}
+	if op.jsonBody {
+		return "body." + field
+	}
+	return field
+}
+
+// locateFields fills the Location of the domain's field errors.
+func (op *operation) locateFields(fields []apperr.FieldError) []apperr.FieldError {
+	for i, f := range fields {
+		if f.Location == "" {
+			fields[i].Location = op.locate(f.Field)
+		}
+	}
+	return fields
+}
