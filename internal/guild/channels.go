@@ -94,22 +94,36 @@ type ChannelPatch struct {
 
 // UpdateChannel applies a merge patch.
 func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p ChannelPatch, o WriteOpts) (model.Channel, error) {
-	return s.changeChannel(ctx, a, id, o, "channel.updated", func(c *model.Channel) {
+	return s.changeChannel(ctx, a, id, o, func(c *model.Channel) {
 		if p.Name != nil {
 			c.Name = *p.Name
 		}
 		if p.SetTopic {
 			c.Topic = p.Topic
 		}
-	})
+	}, channelUpdated)
 }
 
 // RenameChannel sets a channel's name.
 func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Channel, error) {
-	return s.changeChannel(ctx, a, id, o, "channel.renamed", func(c *model.Channel) { c.Name = name })
+	return s.changeChannel(ctx, a, id, o, func(c *model.Channel) { c.Name = name }, channelRenamed)
 }
 
-func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o WriteOpts, event string, change func(*model.Channel)) (model.Channel, error) {
+// The audit events of a channel's change: the type and its data.
+func channelUpdated(before, after model.Channel) (string, map[string]any) {
+	return "channel.updated", map[string]any{"before": map[string]any{"name": before.Name, "topic": before.Topic},
+		"after": map[string]any{"name": after.Name, "topic": after.Topic}}
+}
+
+func channelRenamed(before, after model.Channel) (string, map[string]any) {
+	return "channel.renamed", map[string]any{"before": before.Name, "after": after.Name}
+}
+
+// changeChannel applies change to a channel the caller may manage, and
+// records the change as audit says; a change that changes nothing is a
+// no-op (no version, no event).
+func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o WriteOpts, change func(*model.Channel),
+	audit func(before, after model.Channel) (string, map[string]any)) (model.Channel, error) {
 	var out model.Channel
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		c, err := tx.GetChannel(ctx, id)
@@ -132,12 +146,8 @@ func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o Writ
 		if out, err = tx.UpdateChannel(ctx, next); err != nil {
 			return err
 		}
-		data := map[string]any{"before": map[string]any{"name": c.Name, "topic": c.Topic},
-			"after": map[string]any{"name": next.Name, "topic": next.Topic}}
-		if event == "channel.renamed" {
-			data = map[string]any{"before": c.Name, "after": next.Name}
-		}
-		return emit(ctx, tx, a, o, event, "channel:"+id, data)
+		typ, data := audit(c, next)
+		return emit(ctx, tx, a, o, typ, "channel:"+id, data)
 	})
 	return out, err
 }

@@ -64,22 +64,35 @@ type RolePatch struct {
 
 // UpdateRole applies a merge patch.
 func (s *Service) UpdateRole(ctx context.Context, a *Actor, id string, p RolePatch, o WriteOpts) (model.Role, error) {
-	return s.changeRole(ctx, a, id, o, "role.updated", func(r *model.Role) {
+	return s.changeRole(ctx, a, id, o, func(r *model.Role) {
 		if p.Name != nil {
 			r.Name = *p.Name
 		}
 		if p.SetColor {
 			r.Color = p.Color
 		}
-	})
+	}, roleUpdated)
 }
 
 // RenameRole sets a role's name.
 func (s *Service) RenameRole(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Role, error) {
-	return s.changeRole(ctx, a, id, o, "role.renamed", func(r *model.Role) { r.Name = name })
+	return s.changeRole(ctx, a, id, o, func(r *model.Role) { r.Name = name }, roleRenamed)
 }
 
-func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOpts, event string, change func(*model.Role)) (model.Role, error) {
+// The audit events of a role's change: the type and its data.
+func roleUpdated(before, after model.Role) (string, map[string]any) {
+	return "role.updated", map[string]any{"before": map[string]any{"name": before.Name, "color": before.Color},
+		"after": map[string]any{"name": after.Name, "color": after.Color}}
+}
+
+func roleRenamed(before, after model.Role) (string, map[string]any) {
+	return "role.renamed", map[string]any{"before": before.Name, "after": after.Name}
+}
+
+// changeRole applies change to a role the caller may manage, and records
+// the change as audit says; a change that changes nothing is a no-op.
+func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOpts, change func(*model.Role),
+	audit func(before, after model.Role) (string, map[string]any)) (model.Role, error) {
 	var out model.Role
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		r, err := s.manageableRole(ctx, tx, a, id)
@@ -99,12 +112,8 @@ func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if out, err = tx.UpdateRole(ctx, next); err != nil {
 			return err
 		}
-		data := map[string]any{"before": map[string]any{"name": r.Name, "color": r.Color},
-			"after": map[string]any{"name": next.Name, "color": next.Color}}
-		if event == "role.renamed" {
-			data = map[string]any{"before": r.Name, "after": next.Name}
-		}
-		return emit(ctx, tx, a, o, event, "role:"+id, data)
+		typ, data := audit(r, next)
+		return emit(ctx, tx, a, o, typ, "role:"+id, data)
 	})
 	return out, err
 }

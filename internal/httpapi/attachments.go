@@ -32,10 +32,7 @@ func disposition(contentType string) string {
 
 // ListAttachments implements GET /channels/{channelID}/attachments.
 func (h *Handler) ListAttachments(ctx context.Context, req api.ListAttachmentsRequestObject) (api.ListAttachmentsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	page, err := h.svc.ListAttachments(ctx, a, req.ChannelID, deref(req.Params.Cursor), deref(req.Params.Limit))
 	if err != nil {
 		return nil, err
@@ -51,10 +48,7 @@ func (h *Handler) ListAttachments(ctx context.Context, req api.ListAttachmentsRe
 // twin: the bytes, with the preconditions and the single byte range of RFC
 // 9110 (conditional.go) answered as the contract declares them.
 func (h *Handler) GetAttachment(ctx context.Context, req api.GetAttachmentRequestObject) (api.GetAttachmentResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	att, body, err := h.svc.OpenAttachment(ctx, a, req.ChannelID, req.Params.AttachmentID)
 	if err != nil {
 		return nil, err
@@ -124,10 +118,7 @@ type readCloser struct {
 // PutAttachment implements PUT /channels/{channelID}/attachment: the body is
 // streamed to the blob store, never held whole in memory.
 func (h *Handler) PutAttachment(ctx context.Context, req api.PutAttachmentRequestObject) (api.PutAttachmentResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	id := req.Params.AttachmentID
 	up := guild.Upload{ContentType: req.ContentType, Body: h.boundBody(responseOf(ctx), uploadBody{req.Body}), Size: -1}
 	if r := requestOf(ctx); r != nil {
@@ -147,10 +138,7 @@ func (h *Handler) PutAttachment(ctx context.Context, req api.PutAttachmentReques
 
 // DeleteAttachment implements DELETE /channels/{channelID}/attachment.
 func (h *Handler) DeleteAttachment(ctx context.Context, req api.DeleteAttachmentRequestObject) (api.DeleteAttachmentResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.DeleteAttachment(ctx, a, req.ChannelID, req.Params.AttachmentID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}

@@ -18,10 +18,7 @@ func deref[T any](p *T) T {
 
 // ListChannels implements GET /channels.
 func (h *Handler) ListChannels(ctx context.Context, req api.ListChannelsRequestObject) (api.ListChannelsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	page, err := h.svc.ListChannels(ctx, a, deref(req.Params.Cursor), deref(req.Params.Limit))
 	if err != nil {
 		return nil, err
@@ -35,10 +32,7 @@ func (h *Handler) ListChannels(ctx context.Context, req api.ListChannelsRequestO
 
 // GetChannel implements GET /channels/{channelID}.
 func (h *Handler) GetChannel(ctx context.Context, req api.GetChannelRequestObject) (api.GetChannelResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	c, err := h.svc.GetChannel(ctx, a, req.ChannelID)
 	if err != nil {
 		return nil, err
@@ -48,10 +42,7 @@ func (h *Handler) GetChannel(ctx context.Context, req api.GetChannelRequestObjec
 
 // UpdateChannel implements PATCH /channels/{channelID}.
 func (h *Handler) UpdateChannel(ctx context.Context, req api.UpdateChannelRequestObject) (api.UpdateChannelResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	topic, setTopic := optional(req.Body.Topic)
 	c, err := h.svc.UpdateChannel(ctx, a, req.ChannelID, guild.ChannelPatch{Name: req.Body.Name, SetTopic: setTopic, Topic: topic},
 		opts(req.Params.IfMatch, req.Params.XAuditReason))
@@ -63,10 +54,7 @@ func (h *Handler) UpdateChannel(ctx context.Context, req api.UpdateChannelReques
 
 // CreateChannel implements POST /channels/{channelID}/create.
 func (h *Handler) CreateChannel(ctx context.Context, req api.CreateChannelRequestObject) (api.CreateChannelResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	topic, _ := optional(req.Body.Topic)
 	c, err := h.svc.CreateChannel(ctx, a, req.ChannelID, req.Body.Name, topic, opts(nil, req.Params.XAuditReason))
 	if err != nil {
@@ -78,10 +66,7 @@ func (h *Handler) CreateChannel(ctx context.Context, req api.CreateChannelReques
 
 // RenameChannel implements POST /channels/{channelID}/rename.
 func (h *Handler) RenameChannel(ctx context.Context, req api.RenameChannelRequestObject) (api.RenameChannelResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	c, err := h.svc.RenameChannel(ctx, a, req.ChannelID, req.Body.Name, opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -91,10 +76,7 @@ func (h *Handler) RenameChannel(ctx context.Context, req api.RenameChannelReques
 
 // DeleteChannel implements POST /channels/{channelID}/delete.
 func (h *Handler) DeleteChannel(ctx context.Context, req api.DeleteChannelRequestObject) (api.DeleteChannelResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.DeleteChannel(ctx, a, req.ChannelID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
@@ -103,10 +85,7 @@ func (h *Handler) DeleteChannel(ctx context.Context, req api.DeleteChannelReques
 
 // ListChannelOverwrites implements GET /channels/{channelID}/permissions.
 func (h *Handler) ListChannelOverwrites(ctx context.Context, req api.ListChannelOverwritesRequestObject) (api.ListChannelOverwritesResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	list, v, err := h.svc.ListOverwrites(ctx, a, req.ChannelID)
 	if err != nil {
 		return nil, err
@@ -117,10 +96,7 @@ func (h *Handler) ListChannelOverwrites(ctx context.Context, req api.ListChannel
 
 // SetChannelOverwrite implements POST /channels/{channelID}/permissions.
 func (h *Handler) SetChannelOverwrite(ctx context.Context, req api.SetChannelOverwriteRequestObject) (api.SetChannelOverwriteResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	allow, err := parsePermissions(req.Body.Allow, "body.allow")
 	if err != nil {
 		return nil, err

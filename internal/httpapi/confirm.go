@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
 )
 
@@ -19,8 +20,16 @@ import (
 // and the handler runs again with the fresh caller. A handler runs at most
 // twice, and a write that committed was judged on the state it committed
 // on, so it is never run again.
-func (h *Handler) confirmActor(f api.StrictHandlerFunc, _ string) api.StrictHandlerFunc {
+func (h *Handler) confirmActor(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+	op := h.ops.byID(operationID)
 	return func(c echo.Context, request any) (any, error) {
+		if op == nil || !op.public {
+			if a, _ := c.Request().Context().Value(actorKey).(*guild.Actor); a == nil {
+				// The gate authenticates every secured operation: this is
+				// defence in depth, so that no handler runs without a caller.
+				return nil, apperr.Unauthenticated("A bearer token is required.")
+			}
+		}
 		resp, err := f(c, request)
 		ctx := c.Request().Context()
 		a, ok := ctx.Value(actorKey).(*guild.Actor)

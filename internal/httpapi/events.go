@@ -15,10 +15,7 @@ import (
 
 // ListAuditLog implements GET /audit-log.
 func (h *Handler) ListAuditLog(ctx context.Context, req api.ListAuditLogRequestObject) (api.ListAuditLogResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	p := req.Params
 	page, err := h.svc.AuditLog(ctx, a, guild.AuditFilter{ActorID: deref(p.ActorID), Type: deref(p.Type), Subject: deref(p.Subject),
 		Since: p.Since, Until: p.Until}, deref(p.Cursor), deref(p.Limit))
@@ -34,10 +31,7 @@ func (h *Handler) ListAuditLog(ctx context.Context, req api.ListAuditLogRequestO
 
 // CreateEventTicket implements POST /events/ticket.
 func (h *Handler) CreateEventTicket(ctx context.Context, _ api.CreateEventTicketRequestObject) (api.CreateEventTicketResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	ticket, expires, err := h.svc.CreateTicket(ctx, a)
 	if err != nil {
 		return nil, err
@@ -47,10 +41,7 @@ func (h *Handler) CreateEventTicket(ctx context.Context, _ api.CreateEventTicket
 
 // StreamEvents implements GET /events as Server-Sent Events.
 func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestObject) (api.StreamEventsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	after := int64(-1)
 	if v := req.Params.LastEventID; v != nil {
 		n, err := strconv.ParseInt(*v, 10, 64)
@@ -69,6 +60,7 @@ func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestO
 	}
 	if after < 0 {
 		// A fresh stream starts with the next event.
+		var err error
 		if after, err = h.svc.LastEventSeq(ctx); err != nil {
 			return nil, err
 		}

@@ -15,20 +15,28 @@ import (
 // location a client reads ("body.position", "query.cursor"), from the
 // operation's declared parameters and body.
 
-// operationIndex finds the operation of a request by its route.
-type operationIndex map[string]*operation
+// operationIndex finds an operation by its route or its operationId.
+type operationIndex struct {
+	byRoute map[string]*operation // "GET /api/users/:userID"
+	byName  map[string]*operation // the generated code's name: "GetUser"
+}
 
 func indexOperations(ops []*operation) operationIndex {
-	idx := make(operationIndex, len(ops))
+	idx := operationIndex{byRoute: make(map[string]*operation, len(ops)), byName: make(map[string]*operation, len(ops))}
 	for _, op := range ops {
-		idx[op.method+" "+echoPath(op.path)] = op
+		idx.byRoute[op.method+" "+echoPath(op.path)] = op
+		idx.byName[strings.ToUpper(op.id[:1])+op.id[1:]] = op
 	}
 	return idx
 }
 
+// byID returns the operation the generated code names operationID (the
+// contract's operationId, capitalized), or nil.
+func (idx operationIndex) byID(operationID string) *operation { return idx.byName[operationID] }
+
 // of returns the operation of the request c routed to, or nil.
 func (idx operationIndex) of(c echo.Context) *operation {
-	return idx[c.Request().Method+" "+c.Path()]
+	return idx.byRoute[c.Request().Method+" "+c.Path()]
 }
 
 // locate is the wire location of a domain input name in op's request.

@@ -14,9 +14,6 @@ import (
 
 // ListPermissions implements GET /permissions.
 func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequestObject) (api.ListPermissionsResponseObject, error) {
-	if _, err := actorOf(ctx); err != nil {
-		return nil, err
-	}
 	cat := h.svc.Catalog()
 	out := api.PermissionCatalog{Items: make([]api.PermissionInfo, len(cat)), NextCursor: nullable.NewNullNullable[string]()}
 	for i, p := range cat {
@@ -31,10 +28,7 @@ func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequ
 
 // GetGlobalPermissions implements GET /permissions/global.
 func (h *Handler) GetGlobalPermissions(ctx context.Context, _ api.GetGlobalPermissionsRequestObject) (api.GetGlobalPermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	perms, v, err := h.svc.GlobalPermissions(ctx, a)
 	if err != nil {
 		return nil, err
@@ -45,10 +39,7 @@ func (h *Handler) GetGlobalPermissions(ctx context.Context, _ api.GetGlobalPermi
 
 // ReplaceGlobalPermissions implements PUT /permissions/global.
 func (h *Handler) ReplaceGlobalPermissions(ctx context.Context, req api.ReplaceGlobalPermissionsRequestObject) (api.ReplaceGlobalPermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
 	if err != nil {
 		return nil, err
@@ -63,10 +54,7 @@ func (h *Handler) ReplaceGlobalPermissions(ctx context.Context, req api.ReplaceG
 
 // GetUserPermissions implements GET /users/{userID}/permissions.
 func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermissionsRequestObject) (api.GetUserPermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	p, err := h.svc.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain))
 	if err != nil {
 		return nil, err
@@ -76,10 +64,7 @@ func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermiss
 
 // GetProfileLinks implements GET /profile/link.
 func (h *Handler) GetProfileLinks(ctx context.Context, _ api.GetProfileLinksRequestObject) (api.GetProfileLinksResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	p, err := h.svc.ProfileLinks(ctx, a)
 	if err != nil {
 		return nil, err
@@ -90,10 +75,7 @@ func (h *Handler) GetProfileLinks(ctx context.Context, _ api.GetProfileLinksRequ
 
 // ReplaceProfileLinks implements PUT /profile/link.
 func (h *Handler) ReplaceProfileLinks(ctx context.Context, req api.ReplaceProfileLinksRequestObject) (api.ReplaceProfileLinksResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	p, err := h.svc.ReplaceProfileLinks(ctx, a, req.Body.Links, opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -104,10 +86,7 @@ func (h *Handler) ReplaceProfileLinks(ctx context.Context, req api.ReplaceProfil
 
 // UpdateProfileLinks implements PATCH /profile/link.
 func (h *Handler) UpdateProfileLinks(ctx context.Context, req api.UpdateProfileLinksRequestObject) (api.UpdateProfileLinksResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	p, err := h.svc.PatchProfileLinks(ctx, a, req.Body.Links, opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -118,10 +97,7 @@ func (h *Handler) UpdateProfileLinks(ctx context.Context, req api.UpdateProfileL
 
 // DeleteProfileLinks implements DELETE /profile/link.
 func (h *Handler) DeleteProfileLinks(ctx context.Context, req api.DeleteProfileLinksRequestObject) (api.DeleteProfileLinksResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.DeleteProfileLinks(ctx, a, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}

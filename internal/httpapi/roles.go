@@ -10,10 +10,7 @@ import (
 
 // ListRoles implements GET /roles.
 func (h *Handler) ListRoles(ctx context.Context, _ api.ListRolesRequestObject) (api.ListRolesResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	roles, err := h.svc.ListRoles(ctx, a)
 	if err != nil {
 		return nil, err
@@ -23,10 +20,7 @@ func (h *Handler) ListRoles(ctx context.Context, _ api.ListRolesRequestObject) (
 
 // GetRole implements GET /roles/{roleID}.
 func (h *Handler) GetRole(ctx context.Context, req api.GetRoleRequestObject) (api.GetRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	r, err := h.svc.GetRole(ctx, a, req.RoleID)
 	if err != nil {
 		return nil, err
@@ -36,10 +30,7 @@ func (h *Handler) GetRole(ctx context.Context, req api.GetRoleRequestObject) (ap
 
 // UpdateRole implements PATCH /roles/{roleID}.
 func (h *Handler) UpdateRole(ctx context.Context, req api.UpdateRoleRequestObject) (api.UpdateRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	color, setColor := optional(req.Body.Color)
 	r, err := h.svc.UpdateRole(ctx, a, req.RoleID, guild.RolePatch{Name: req.Body.Name, SetColor: setColor, Color: color},
 		opts(req.Params.IfMatch, req.Params.XAuditReason))
@@ -51,12 +42,10 @@ func (h *Handler) UpdateRole(ctx context.Context, req api.UpdateRoleRequestObjec
 
 // CreateRole implements POST /roles/{roleID}/create.
 func (h *Handler) CreateRole(ctx context.Context, req api.CreateRoleRequestObject) (api.CreateRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	var perms permissions.Set
 	if req.Body.Permissions != nil {
+		var err error
 		if perms, err = parsePermissions(*req.Body.Permissions, "body.permissions"); err != nil {
 			return nil, err
 		}
@@ -72,10 +61,7 @@ func (h *Handler) CreateRole(ctx context.Context, req api.CreateRoleRequestObjec
 
 // RenameRole implements POST /roles/{roleID}/rename.
 func (h *Handler) RenameRole(ctx context.Context, req api.RenameRoleRequestObject) (api.RenameRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	r, err := h.svc.RenameRole(ctx, a, req.RoleID, req.Body.Name, opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -85,10 +71,7 @@ func (h *Handler) RenameRole(ctx context.Context, req api.RenameRoleRequestObjec
 
 // MoveRole implements POST /roles/{roleID}/move.
 func (h *Handler) MoveRole(ctx context.Context, req api.MoveRoleRequestObject) (api.MoveRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	r, err := h.svc.MoveRole(ctx, a, req.RoleID, req.Body.Position, opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -98,10 +81,7 @@ func (h *Handler) MoveRole(ctx context.Context, req api.MoveRoleRequestObject) (
 
 // DeleteRole implements POST /roles/{roleID}/delete.
 func (h *Handler) DeleteRole(ctx context.Context, req api.DeleteRoleRequestObject) (api.DeleteRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.DeleteRole(ctx, a, req.RoleID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
@@ -110,10 +90,7 @@ func (h *Handler) DeleteRole(ctx context.Context, req api.DeleteRoleRequestObjec
 
 // GetRolePermissions implements GET /roles/{roleID}/permissions.
 func (h *Handler) GetRolePermissions(ctx context.Context, req api.GetRolePermissionsRequestObject) (api.GetRolePermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	perms, v, err := h.svc.RolePermissions(ctx, a, req.RoleID)
 	if err != nil {
 		return nil, err
@@ -124,10 +101,7 @@ func (h *Handler) GetRolePermissions(ctx context.Context, req api.GetRolePermiss
 
 // ReplaceRolePermissions implements PUT /roles/{roleID}/permissions.
 func (h *Handler) ReplaceRolePermissions(ctx context.Context, req api.ReplaceRolePermissionsRequestObject) (api.ReplaceRolePermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
 	if err != nil {
 		return nil, err
@@ -142,10 +116,7 @@ func (h *Handler) ReplaceRolePermissions(ctx context.Context, req api.ReplaceRol
 
 // LegacyAddRolePermissions implements the deprecated POST /roles/{roleID}/add_perm.
 func (h *Handler) LegacyAddRolePermissions(ctx context.Context, req api.LegacyAddRolePermissionsRequestObject) (api.LegacyAddRolePermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
 	if err != nil {
 		return nil, err
@@ -161,10 +132,7 @@ func (h *Handler) LegacyAddRolePermissions(ctx context.Context, req api.LegacyAd
 
 // LegacyRemoveRolePermissions implements the deprecated POST /roles/{roleID}/remove_perm.
 func (h *Handler) LegacyRemoveRolePermissions(ctx context.Context, req api.LegacyRemoveRolePermissionsRequestObject) (api.LegacyRemoveRolePermissionsResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
 	if err != nil {
 		return nil, err
@@ -180,10 +148,7 @@ func (h *Handler) LegacyRemoveRolePermissions(ctx context.Context, req api.Legac
 
 // LegacyAddRoleUser implements the deprecated POST /roles/{roleID}/add_user.
 func (h *Handler) LegacyAddRoleUser(ctx context.Context, req api.LegacyAddRoleUserRequestObject) (api.LegacyAddRoleUserResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	link := successorLink(legacySuccessors["legacyAddRoleUser"], req.RoleID, req.Body.UserId)
 	setHeader(ctx, "Link", link)
 	if err := h.svc.AssignRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
@@ -195,10 +160,7 @@ func (h *Handler) LegacyAddRoleUser(ctx context.Context, req api.LegacyAddRoleUs
 
 // LegacyRemoveRoleUser implements the deprecated POST /roles/{roleID}/remove_user.
 func (h *Handler) LegacyRemoveRoleUser(ctx context.Context, req api.LegacyRemoveRoleUserRequestObject) (api.LegacyRemoveRoleUserResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	link := successorLink(legacySuccessors["legacyRemoveRoleUser"], req.RoleID, req.Body.UserId)
 	setHeader(ctx, "Link", link)
 	if err := h.svc.RemoveRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
@@ -218,10 +180,7 @@ func setHeader(ctx context.Context, name, value string) {
 
 // ListUserRoles implements GET /users/{userID}/roles.
 func (h *Handler) ListUserRoles(ctx context.Context, req api.ListUserRolesRequestObject) (api.ListUserRolesResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	roles, err := h.svc.ListUserRoles(ctx, a, req.UserID)
 	if err != nil {
 		return nil, err
@@ -231,10 +190,7 @@ func (h *Handler) ListUserRoles(ctx context.Context, req api.ListUserRolesReques
 
 // AssignUserRole implements POST /users/{userID}/roles/{roleID}.
 func (h *Handler) AssignUserRole(ctx context.Context, req api.AssignUserRoleRequestObject) (api.AssignUserRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.AssignRole(ctx, a, req.UserID, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
@@ -243,10 +199,7 @@ func (h *Handler) AssignUserRole(ctx context.Context, req api.AssignUserRoleRequ
 
 // RemoveUserRole implements DELETE /users/{userID}/roles/{roleID}.
 func (h *Handler) RemoveUserRole(ctx context.Context, req api.RemoveUserRoleRequestObject) (api.RemoveUserRoleResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.RemoveRole(ctx, a, req.UserID, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}

@@ -12,10 +12,7 @@ import (
 
 // ListUsers implements GET /users.
 func (h *Handler) ListUsers(ctx context.Context, req api.ListUsersRequestObject) (api.ListUsersResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	p := req.Params
 	f := guild.UserFilter{Query: deref(p.Q), RoleID: deref(p.Role), Status: string(deref(p.Status))}
 	page, err := h.svc.ListUsers(ctx, a, f, deref(p.Cursor), deref(p.Limit))
@@ -31,10 +28,7 @@ func (h *Handler) ListUsers(ctx context.Context, req api.ListUsersRequestObject)
 
 // CreateUser implements POST /users.
 func (h *Handler) CreateUser(ctx context.Context, req api.CreateUserRequestObject) (api.CreateUserResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	u, err := h.svc.CreateUser(ctx, a, guild.UserInput{Username: req.Body.Username, DisplayName: req.Body.DisplayName,
 		Email: emailOf(req.Body.Email)}, opts(nil, req.Params.XAuditReason))
 	if err != nil {
@@ -46,10 +40,7 @@ func (h *Handler) CreateUser(ctx context.Context, req api.CreateUserRequestObjec
 
 // GetMe implements GET /me.
 func (h *Handler) GetMe(ctx context.Context, _ api.GetMeRequestObject) (api.GetMeResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	u, err := h.svc.Me(ctx, a)
 	if err != nil {
 		return nil, err
@@ -59,10 +50,7 @@ func (h *Handler) GetMe(ctx context.Context, _ api.GetMeRequestObject) (api.GetM
 
 // GetUser implements GET /users/{userID}.
 func (h *Handler) GetUser(ctx context.Context, req api.GetUserRequestObject) (api.GetUserResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	u, err := h.svc.GetUser(ctx, a, req.UserID)
 	if err != nil {
 		return nil, err
@@ -72,10 +60,7 @@ func (h *Handler) GetUser(ctx context.Context, req api.GetUserRequestObject) (ap
 
 // UpdateUser implements PUT /users/{userID}.
 func (h *Handler) UpdateUser(ctx context.Context, req api.UpdateUserRequestObject) (api.UpdateUserResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	dn := req.Body.DisplayName
 	u, err := h.svc.ReplaceUser(ctx, a, req.UserID, guild.UserInput{Username: req.Body.Username, DisplayName: &dn,
 		Email: emailOf(req.Body.Email), Status: string(req.Body.Status)}, opts(req.Params.IfMatch, req.Params.XAuditReason))
@@ -87,10 +72,7 @@ func (h *Handler) UpdateUser(ctx context.Context, req api.UpdateUserRequestObjec
 
 // DeleteUser implements DELETE /users/{userID}.
 func (h *Handler) DeleteUser(ctx context.Context, req api.DeleteUserRequestObject) (api.DeleteUserResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.DeleteUser(ctx, a, req.UserID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
@@ -99,10 +81,7 @@ func (h *Handler) DeleteUser(ctx context.Context, req api.DeleteUserRequestObjec
 
 // ListTokens implements GET /users/{userID}/tokens.
 func (h *Handler) ListTokens(ctx context.Context, req api.ListTokensRequestObject) (api.ListTokensResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	list, err := h.svc.ListTokens(ctx, a, req.UserID)
 	if err != nil {
 		return nil, err
@@ -116,10 +95,7 @@ func (h *Handler) ListTokens(ctx context.Context, req api.ListTokensRequestObjec
 
 // CreateToken implements POST /users/{userID}/tokens.
 func (h *Handler) CreateToken(ctx context.Context, req api.CreateTokenRequestObject) (api.CreateTokenResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	expires, _ := optional(req.Body.ExpiresAt)
 	var exp *time.Time
 	if expires != nil {
@@ -136,10 +112,7 @@ func (h *Handler) CreateToken(ctx context.Context, req api.CreateTokenRequestObj
 
 // GetToken implements GET /users/{userID}/tokens/{tokenID}.
 func (h *Handler) GetToken(ctx context.Context, req api.GetTokenRequestObject) (api.GetTokenResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	t, err := h.svc.GetToken(ctx, a, req.UserID, req.TokenID)
 	if err != nil {
 		return nil, err
@@ -152,10 +125,7 @@ const tokenETag = `"1"`
 
 // DeleteToken implements DELETE /users/{userID}/tokens/{tokenID}.
 func (h *Handler) DeleteToken(ctx context.Context, req api.DeleteTokenRequestObject) (api.DeleteTokenResponseObject, error) {
-	a, err := actorOf(ctx)
-	if err != nil {
-		return nil, err
-	}
+	a := actorOf(ctx)
 	if err := h.svc.DeleteToken(ctx, a, req.UserID, req.TokenID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
