@@ -2363,9 +2363,10 @@ export interface components {
             };
         };
         /**
-         * @description The request body stalled: nothing arrived for the body idle timeout
-         *     (`GUILDHALL_BODY_IDLE_TIMEOUT`, 30 s by default), or it arrived slower
-         *     than the minimum rate (`GUILDHALL_BODY_MIN_RATE`). Nothing was stored.
+         * @description The request body (an upload, or JSON) stalled: nothing arrived for the
+         *     body idle timeout (`GUILDHALL_BODY_IDLE_TIMEOUT`, 30 s by default), or
+         *     it arrived slower than the minimum rate (`GUILDHALL_BODY_MIN_RATE`).
+         *     Nothing was stored or changed.
          */
         RequestTimeout: {
             headers: {
@@ -2450,6 +2451,21 @@ export interface components {
         DeprecatedUnavailable: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
+                Deprecation: components["headers"]["Deprecation"];
+                Link: components["headers"]["SuccessorLink"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The request body stalled (see `RequestTimeout`); nothing was changed. */
+        DeprecatedRequestTimeout: {
+            headers: {
                 Deprecation: components["headers"]["Deprecation"];
                 Link: components["headers"]["SuccessorLink"];
                 "X-Request-Id": components["headers"]["RequestID"];
@@ -3197,6 +3213,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3247,6 +3264,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3302,6 +3320,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3439,6 +3458,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
@@ -4002,6 +4022,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4287,6 +4308,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4337,6 +4359,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4392,6 +4415,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4447,6 +4471,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4583,6 +4608,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -4673,6 +4699,7 @@ export interface operations {
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["DeprecatedRequestTimeout"];
             412: components["responses"]["DeprecatedPreconditionFailed"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
@@ -4730,6 +4757,7 @@ export interface operations {
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["DeprecatedRequestTimeout"];
             412: components["responses"]["DeprecatedPreconditionFailed"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
@@ -4779,6 +4807,7 @@ export interface operations {
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["DeprecatedRequestTimeout"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
@@ -4827,6 +4856,7 @@ export interface operations {
             403: components["responses"]["DeprecatedForbidden"];
             404: components["responses"]["DeprecatedNotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["DeprecatedRequestTimeout"];
             413: components["responses"]["DeprecatedPayloadTooLarge"];
             415: components["responses"]["DeprecatedUnsupportedMediaType"];
             429: components["responses"]["DeprecatedTooManyRequests"];
@@ -4994,6 +5024,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -5132,6 +5163,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
@@ -5448,6 +5480,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5676,6 +5709,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -5795,6 +5829,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];

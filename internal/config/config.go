@@ -46,8 +46,8 @@ type Config struct {
 	DrainDelay         time.Duration `name:"drain-delay" env:"GUILDHALL_DRAIN_DELAY" default:"0s" help:"On SIGTERM, how long to go on serving with /readyz at 503 before closing the listener, so a load balancer stops sending first."`
 	RequestTimeout     time.Duration `name:"request-timeout" env:"GUILDHALL_REQUEST_TIMEOUT" default:"30s" help:"Deadline of a request, transfers of attachment bytes and event streams excepted."`
 	DBTimeout          time.Duration `name:"db-timeout" env:"GUILDHALL_DB_TIMEOUT" default:"5s" help:"Deadline of one database statement (a transaction gets four times that); a database that does not answer in time is a 503."`
-	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"An upload body that sends nothing for this long is a 408."`
-	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted upload, in bytes per second on average after the first idle timeout; 0 turns the check off."`
+	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
+	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
 }
 

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -104,4 +105,38 @@ func TestStalledUploadIs408(t *testing.T) {
 		e.Must(http.StatusCreated, testenv.Req{Method: "PUT", Path: "/channels/files/attachment?attachmentID=fine", Token: e.Owner,
 			Type: "application/octet-stream", Body: strings.Repeat("z", 1<<20)})
 	})
+}
+
+// A JSON body that stalls is a 408 request_timeout within the same bounds
+// as an upload, and changes nothing (issue 10: every request bounded).
+func TestStalledJSONBodyIs408(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.SQLite, testenv.WithConfig(func(c *config.Config) {
+		c.BodyIdleTimeout = time.Second
+		c.BodyMinRate = 1000
+	}))
+	seq := e2eSeq(t, e)
+	host := strings.TrimPrefix(e.URL, "http://")
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write([]byte("POST /api/channels/slow/create HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + e.Owner +
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled JSON body: %v", err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if took := time.Since(start); res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"code":"request_timeout"`) || took > 3*time.Second {
+		t.Fatalf("status %d after %v, body %s; want 408 request_timeout within 3 s", res.StatusCode, took, body)
+	}
+	e.Must(http.StatusNotFound, testenv.Req{Method: "GET", Path: "/channels/slow", Token: e.Owner})
+	e2eNoEvent(t, e, seq)
 }

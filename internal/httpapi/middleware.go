@@ -150,11 +150,17 @@ func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 	var data []byte
 	if req.Body != nil {
 		var err error
-		data, err = io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, h.maxJSON))
+		// The same per-read deadline and minimum rate as an upload: a JSON
+		// body that stalls is a 408, not a connection held for ever.
+		body := io.NopCloser(h.boundBody(c.Response(), req.Body)) // net/http closes req.Body
+		data, err = io.ReadAll(http.MaxBytesReader(c.Response(), body, h.maxJSON))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				return apperr.TooLarge(h.maxJSON)
+			}
+			if errors.Is(err, apperr.ErrRequestTimeout) {
+				return err
 			}
 			// A malformed chunked encoding, or a body shorter than its
 			// Content-Length: the client's fault, never a 500.
