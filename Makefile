@@ -24,8 +24,9 @@ generate: ## regenerate gen/ from openapi/openapi.yaml (gen/ts and web/dist only
 	@bash .ci/contract/gen-ts.sh
 	@bash web/build.sh
 
-check-generated: generate ## fail if gen/ is stale
-	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run 'make generate' and commit it" >&2; exit 1; }
+check-generated: generate ## fail if gen/ is stale: a generated file changed, or one is new and not committed
+	@git diff --exit-code --stat -- gen/ && test -z "$$(git ls-files --others --exclude-standard -- gen/)" || \
+	  { git ls-files --others --exclude-standard -- gen/; echo "gen/ is stale: run 'make generate' and commit it" >&2; exit 1; }
 
 vet:
 	$(GO) vet ./...

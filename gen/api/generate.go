@@ -1,6 +1,12 @@
-// Package api holds the code oapi-codegen generates from openapi/openapi.yaml:
-// the Echo strict-server interface, the request and response models, and a
-// typed client used by the contract tests. Nothing here is edited by hand.
+// Package api holds the code oapi-codegen generates from openapi/openapi.yaml,
+// in three files from three configurations: the request and response models
+// (models.gen.go), the Echo strict-server interface internal/httpapi
+// implements (server.gen.go; it leaves out the HEAD operations, see
+// server.cfg.yaml), and a typed client of every operation (client.gen.go),
+// used by the contract tests and the examples. Nothing here is edited by
+// hand but example_test.go.
 package api
 
-//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config cfg.yaml ../../openapi/openapi.yaml
+//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config models.cfg.yaml ../../openapi/openapi.yaml
+//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config server.cfg.yaml ../../openapi/openapi.yaml
+//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config client.cfg.yaml ../../openapi/openapi.yaml

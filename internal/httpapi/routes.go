@@ -16,8 +16,9 @@ import (
 // operation (authentication, rate limit, validation against that
 // operation). The handler is the GET's: net/http drops the body of a HEAD
 // answer, and handlers that must not read what they would send, or must
-// ignore Range, ask isHead. gen/api/cfg.yaml excludes the HEAD operations
-// from code generation, so that no strict handler stands in for them.
+// ignore Range, ask isHead. gen/api/server.cfg.yaml excludes the HEAD
+// operations from the strict server, so that no strict handler stands in for
+// them.
 type headRouter struct {
 	api.EchoRouter
 	head  map[string][]echo.MiddlewareFunc // by Echo path, e.g. /api/roles/:roleID
