@@ -522,6 +522,9 @@ func TestHeadWhereverGet(t *testing.T) {
 		}
 		return c.OutputOptions.Exclude
 	}
+	// The server also leaves out the operations internal/httpapi answers
+	// with plain Echo handlers; it refuses to start with an operation of
+	// the contract unrouted, so only their names are checked here.
 	ids := map[string]bool{}
 	for _, path := range doc.Paths.InMatchingOrder() {
 		for _, op := range doc.Paths.Value(path).Operations() {

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -44,19 +45,44 @@ func (h *Handler) ListAttachments(ctx context.Context, req api.ListAttachmentsRe
 	return api.ListAttachments200JSONResponse{Body: out}, nil
 }
 
-// GetAttachment implements GET /channels/{channelID}/attachment, and its HEAD
+// GetAttachment serves GET /channels/{channelID}/attachment and its HEAD
 // twin: the bytes, with the preconditions and the single byte range of RFC
-// 9110 (conditional.go) answered as the contract declares them.
-func (h *Handler) GetAttachment(ctx context.Context, req api.GetAttachmentRequestObject) (api.GetAttachmentResponseObject, error) {
+// 9110 (conditional.go) answered as the contract declares them. A raw
+// operation (raw.go): a typed strict response cannot serve a range.
+func (h *Handler) GetAttachment(c echo.Context) error {
+	channelID, err := pathParam(c, "channelID")
+	if err != nil {
+		return err
+	}
+	var p api.GetAttachmentParams
+	if err := queryParam(c, "attachmentID", true, &p.AttachmentID, "string", ""); err != nil {
+		return err
+	}
+	for _, hp := range []struct {
+		name string
+		dest **string
+	}{{"Range", &p.Range}, {"If-Range", &p.IfRange}, {"If-Match", &p.IfMatch}, {"If-None-Match", &p.IfNoneMatch},
+		{"If-Modified-Since", &p.IfModifiedSince}, {"If-Unmodified-Since", &p.IfUnmodifiedSince}} {
+		if *hp.dest, err = headerParam(c, hp.name); err != nil {
+			return err
+		}
+	}
+	head := c.Request().Method == http.MethodHead
+	requestID := c.Response().Header().Get(echo.HeaderXRequestID)
+	return h.serveRaw(c, "GetAttachment", func(ctx context.Context) (rawAnswer, error) {
+		return h.readAttachment(ctx, channelID, p, head, requestID)
+	})
+}
+
+// readAttachment decides the answer of GetAttachment.
+func (h *Handler) readAttachment(ctx context.Context, channelID string, p api.GetAttachmentParams, head bool, requestID string) (rawAnswer, error) {
 	a := actorOf(ctx)
-	att, body, err := h.svc.OpenAttachment(ctx, a, req.ChannelID, req.Params.AttachmentID)
+	att, body, err := h.svc.OpenAttachment(ctx, a, channelID, p.AttachmentID)
 	if err != nil {
 		return nil, err
 	}
-	p := req.Params
 	rr := readRequest{IfMatch: deref(p.IfMatch), IfNoneMatch: deref(p.IfNoneMatch),
 		IfModifiedSince: deref(p.IfModifiedSince), IfUnmodifiedSince: deref(p.IfUnmodifiedSince)}
-	head := isHead(ctx)
 	if !head {
 		rr.Range, rr.IfRange = deref(p.Range), deref(p.IfRange)
 	}
@@ -71,34 +97,35 @@ func (h *Handler) GetAttachment(ctx context.Context, req api.GetAttachmentReques
 	case preconditionFailed:
 		return nil, apperr.Precondition(guild.AttachmentTag(att))
 	case notModified:
-		return api.GetAttachment304Response{Headers: api.GetAttachment304ResponseHeaders{
-			ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl)}}, nil
+		return reply{status: http.StatusNotModified, header: map[string]string{
+			"ETag": etag, "Last-Modified": lastModified, "Cache-Control": attachmentCacheControl}}, nil
 	case rangeNotSatisfiable:
 		p := newProblem(api.ProblemCodeRangeNotSatisfiable, fmt.Sprintf("The range is outside the %d bytes of the attachment.", att.Size))
-		p.Instance = ptr("/api/channels/" + req.ChannelID + "/attachment")
-		if w := responseOf(ctx); w != nil {
-			p.RequestId = w.Header().Get(echo.HeaderXRequestID)
-		}
-		return api.GetAttachment416ApplicationProblemPlusJSONResponse{RangeNotSatisfiableApplicationProblemPlusJSONResponse: api.RangeNotSatisfiableApplicationProblemPlusJSONResponse{
-			Body: p, Headers: api.RangeNotSatisfiableResponseHeaders{ContentRange: ptr(fmt.Sprintf("bytes */%d", att.Size))}}}, nil
-	case servePart:
+		p.Instance = ptr("/api/channels/" + channelID + "/attachment")
+		p.RequestId = requestID
+		return jsonReply(http.StatusRequestedRangeNotSatisfiable, "application/problem+json", p,
+			map[string]string{"Content-Range": fmt.Sprintf("bytes */%d", att.Size)})
+	}
+	header := map[string]string{echo.HeaderContentType: att.ContentType, "ETag": etag, "Last-Modified": lastModified,
+		"Cache-Control": attachmentCacheControl, "Content-Disposition": contentDisposition(att),
+		"X-Content-Type-Options": "nosniff", "Accept-Ranges": "bytes"}
+	if outcome == servePart {
 		if _, err := body.Seek(rng.first, io.SeekStart); err != nil {
 			_ = body.Close()
 			return nil, fmt.Errorf("seek attachment %s/%s: %w", att.ChannelID, att.ID, err)
 		}
-		return api.GetAttachment206AsteriskResponse{Body: readCloser{io.LimitReader(body, rng.length()), body},
-			ContentType: att.ContentType, ContentLength: rng.length(), Headers: api.GetAttachment206ResponseHeaders{
-				ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl),
-				ContentRange:       ptr(fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, att.Size)),
-				ContentDisposition: ptr(contentDisposition(att)), XContentTypeOptions: ptr("nosniff"), AcceptRanges: ptr("bytes")}}, nil
+		header["Content-Range"] = fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, att.Size)
+		header[echo.HeaderContentLength] = strconv.FormatInt(rng.length(), 10)
+		return reply{status: http.StatusPartialContent, header: header, body: readCloser{io.LimitReader(body, rng.length()), body}}, nil
 	}
-	var bytes io.Reader = body
-	if body == nil { // HEAD: the length, not the bytes
-		bytes = http.NoBody
+	if att.Size != 0 { // an empty body's length is net/http's to say (none for HEAD)
+		header[echo.HeaderContentLength] = strconv.FormatInt(att.Size, 10)
 	}
-	return api.GetAttachment200AsteriskResponse{Body: bytes, ContentType: att.ContentType, ContentLength: att.Size,
-		Headers: api.GetAttachment200ResponseHeaders{ETag: &etag, LastModified: &lastModified, CacheControl: ptr(attachmentCacheControl),
-			ContentDisposition: ptr(contentDisposition(att)), XContentTypeOptions: ptr("nosniff"), AcceptRanges: ptr("bytes")}}, nil
+	r := reply{status: http.StatusOK, header: header}
+	if body != nil { // HEAD: the length, not the bytes
+		r.body = body
+	}
+	return r, nil
 }
 
 // attachmentCacheControl lets browsers keep a copy but revalidate it (with
@@ -115,25 +142,46 @@ type readCloser struct {
 	io.Closer
 }
 
-// PutAttachment implements PUT /channels/{channelID}/attachment: the body is
-// streamed to the blob store, never held whole in memory.
-func (h *Handler) PutAttachment(ctx context.Context, req api.PutAttachmentRequestObject) (api.PutAttachmentResponseObject, error) {
-	a := actorOf(ctx)
-	id := req.Params.AttachmentID
-	up := guild.Upload{ContentType: req.ContentType, Body: h.boundBody(responseOf(ctx), uploadBody{req.Body}), Size: -1}
-	if r := requestOf(ctx); r != nil {
-		up.Size = r.ContentLength // -1 when unknown (chunked)
+// PutAttachment serves PUT /channels/{channelID}/attachment: the body is
+// streamed to the blob store, never held whole in memory, under a read
+// deadline (a stalled body is a 408). A raw operation (raw.go): it needs the
+// connection for the deadline and the request's Content-Length.
+func (h *Handler) PutAttachment(c echo.Context) error {
+	channelID, err := pathParam(c, "channelID")
+	if err != nil {
+		return err
 	}
-	att, created, err := h.svc.PutAttachment(ctx, a, req.ChannelID, id, up, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	var p api.PutAttachmentParams
+	if err := queryParam(c, "attachmentID", true, &p.AttachmentID, "string", ""); err != nil {
+		return err
+	}
+	if p.IfMatch, err = headerParam(c, "If-Match"); err != nil {
+		return err
+	}
+	if p.XAuditReason, err = headerParam(c, "X-Audit-Reason"); err != nil {
+		return err
+	}
+	return h.serveRaw(c, "PutAttachment", func(ctx context.Context) (rawAnswer, error) {
+		req := c.Request()
+		up := guild.Upload{ContentType: req.Header.Get(echo.HeaderContentType), Body: h.boundBody(c.Response(), uploadBody{req.Body}),
+			Size: req.ContentLength} // -1 when unknown (chunked)
+		return h.storeAttachment(ctx, channelID, p, up)
+	})
+}
+
+// storeAttachment decides the answer of PutAttachment.
+func (h *Handler) storeAttachment(ctx context.Context, channelID string, p api.PutAttachmentParams, up guild.Upload) (rawAnswer, error) {
+	a := actorOf(ctx)
+	att, created, err := h.svc.PutAttachment(ctx, a, channelID, p.AttachmentID, up, opts(p.IfMatch, p.XAuditReason))
 	if err != nil {
 		return nil, err
 	}
-	etag := attachmentETag(att)
+	header := map[string]string{"ETag": attachmentETag(att)}
 	if created {
-		loc := "/api/channels/" + att.ChannelID + "/attachment?attachmentID=" + url.QueryEscape(att.ID)
-		return api.PutAttachment201JSONResponse{Body: toAttachment(att), Headers: api.PutAttachment201ResponseHeaders{ETag: &etag, Location: &loc}}, nil
+		header["Location"] = "/api/channels/" + att.ChannelID + "/attachment?attachmentID=" + url.QueryEscape(att.ID)
+		return jsonReply(http.StatusCreated, "application/json", toAttachment(att), header)
 	}
-	return api.PutAttachment200JSONResponse{Body: toAttachment(att), Headers: api.PutAttachment200ResponseHeaders{ETag: &etag}}, nil
+	return jsonReply(http.StatusOK, "application/json", toAttachment(att), header)
 }
 
 // DeleteAttachment implements DELETE /channels/{channelID}/attachment.

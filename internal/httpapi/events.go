@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
@@ -39,23 +41,43 @@ func (h *Handler) CreateEventTicket(ctx context.Context, _ api.CreateEventTicket
 	return api.CreateEventTicket201JSONResponse{Body: api.StreamTicket{Ticket: ticket, ExpiresAt: expires}}, nil
 }
 
-// StreamEvents implements GET /events as Server-Sent Events.
-func (h *Handler) StreamEvents(ctx context.Context, req api.StreamEventsRequestObject) (api.StreamEventsResponseObject, error) {
+// StreamEvents serves GET /events, and its HEAD twin, as Server-Sent
+// Events. A raw operation (raw.go): a stream is written as events commit.
+func (h *Handler) StreamEvents(c echo.Context) error {
+	var p api.StreamEventsParams
+	if err := queryParam(c, "after", false, &p.After, "integer", "int64"); err != nil {
+		return err
+	}
+	if err := queryParam(c, "ticket", false, &p.Ticket, "string", ""); err != nil {
+		return err
+	}
+	var err error
+	if p.LastEventID, err = headerParam(c, "Last-Event-ID"); err != nil {
+		return err
+	}
+	head := c.Request().Method == http.MethodHead
+	return h.serveRaw(c, "StreamEvents", func(ctx context.Context) (rawAnswer, error) {
+		return h.openStream(ctx, p, head)
+	})
+}
+
+// openStream decides the answer of StreamEvents.
+func (h *Handler) openStream(ctx context.Context, p api.StreamEventsParams, head bool) (rawAnswer, error) {
 	a := actorOf(ctx)
 	after := int64(-1)
-	if v := req.Params.LastEventID; v != nil {
+	if v := p.LastEventID; v != nil {
 		n, err := strconv.ParseInt(*v, 10, 64)
 		if err != nil {
 			return nil, apperr.InvalidAt("header.Last-Event-ID", "must be an event seq")
 		}
 		after = n
-	} else if req.Params.After != nil {
-		after = *req.Params.After
+	} else if p.After != nil {
+		after = *p.After
 	}
 	if err := h.svc.CanStream(a); err != nil { // 400 before 403 (docs/design.md §11)
 		return nil, err
 	}
-	if isHead(ctx) {
+	if head {
 		return &eventStream{h: h, head: true}, nil // the headers of a stream, and no stream
 	}
 	if after < 0 {
@@ -101,7 +123,7 @@ func (s *eventStream) allowed() bool {
 
 const eventBatch = 256
 
-func (s *eventStream) VisitStreamEventsResponse(w http.ResponseWriter) error {
+func (s *eventStream) write(w http.ResponseWriter) error {
 	rc := http.NewResponseController(w)
 	if !s.head {
 		_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout

@@ -15,18 +15,19 @@ import (
 // 9110: HEAD wherever GET), behind the middlewares of the contract's HEAD
 // operation (authentication, rate limit, validation against that
 // operation). The handler is the GET's: net/http drops the body of a HEAD
-// answer, and handlers that must not read what they would send, or must
-// ignore Range, ask isHead. gen/api/server.cfg.yaml excludes the HEAD
-// operations from the strict server, so that no strict handler stands in for
-// them.
+// answer, and the raw handlers, which must not read what they would send or
+// must ignore Range, look at the request's method. gen/api/server.cfg.yaml
+// excludes the HEAD operations from the strict server, so that no strict
+// handler stands in for them.
 type headRouter struct {
 	api.EchoRouter
+	mws   map[string][]echo.MiddlewareFunc // by operation ID
 	head  map[string][]echo.MiddlewareFunc // by Echo path, e.g. /api/roles/:roleID
 	twins map[string]bool                  // the Echo paths given a HEAD
 }
 
 func newHeadRouter(r api.EchoRouter, ops []*operation, mws map[string][]echo.MiddlewareFunc) *headRouter {
-	h := &headRouter{EchoRouter: r, head: map[string][]echo.MiddlewareFunc{}, twins: map[string]bool{}}
+	h := &headRouter{EchoRouter: r, mws: mws, head: map[string][]echo.MiddlewareFunc{}, twins: map[string]bool{}}
 	for _, op := range ops {
 		if op.method == http.MethodHead {
 			h.head[echoPath(op.path)] = mws[op.id]
@@ -44,8 +45,45 @@ func (h *headRouter) GET(path string, handler echo.HandlerFunc, m ...echo.Middle
 	return route
 }
 
-// check reports a contract whose GET and HEAD operations do not pair up.
-func (h *headRouter) check() error {
+// raw registers the plain Echo handlers of operations (by operation ID) at
+// the contract's method and path, behind the operation's middlewares, as
+// the generated code registers a strict one.
+func (h *headRouter) raw(ops []*operation, handlers map[string]echo.HandlerFunc) error {
+	done := map[string]bool{}
+	for _, op := range ops {
+		handler, ok := handlers[op.id]
+		if !ok {
+			continue
+		}
+		path, m := echoPath(op.path), h.mws[op.id]
+		switch op.method {
+		case http.MethodGet:
+			h.GET(path, handler, m...)
+		case http.MethodPut:
+			h.PUT(path, handler, m...)
+		case http.MethodPost:
+			h.POST(path, handler, m...)
+		case http.MethodPatch:
+			h.PATCH(path, handler, m...)
+		case http.MethodDelete:
+			h.DELETE(path, handler, m...)
+		default:
+			return fmt.Errorf("operation %s: no plain handler for method %s", op.id, op.method)
+		}
+		done[op.id] = true
+	}
+	for id := range handlers {
+		if !done[id] {
+			return fmt.Errorf("a plain handler for %s, which the contract does not have", id)
+		}
+	}
+	return nil
+}
+
+// check reports a contract whose GET and HEAD operations do not pair up, and
+// operations left without a route (one gen/api/server.cfg.yaml leaves out
+// of the strict server needs a plain handler).
+func (h *headRouter) check(routes []*echo.Route, ops []*operation) error {
 	var missing []string
 	for path := range h.head {
 		if !h.twins[path] {
@@ -55,6 +93,19 @@ func (h *headRouter) check() error {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return fmt.Errorf("HEAD operations without a GET to answer them: %s", strings.Join(missing, ", "))
+	}
+	routed := make(map[string]bool, len(routes))
+	for _, r := range routes {
+		routed[r.Method+" "+r.Path] = true
+	}
+	for _, op := range ops {
+		if !routed[op.method+" "+echoPath(op.path)] {
+			missing = append(missing, op.id)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("operations without a route: %s", strings.Join(missing, ", "))
 	}
 	return nil
 }
