@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/labstack/echo/v4"
+	"github.com/oapi-codegen/runtime"
 
+	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
 )
@@ -60,13 +61,9 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 					h.limiter.authenticated(c)
 				}
 			}
-			ctx := req.Context()
 			if actor != nil {
-				ctx = withActor(ctx, actor)
+				c.SetRequest(req.WithContext(withActor(req.Context(), actor)))
 			}
-			ctx = context.WithValue(ctx, requestKey, req)
-			ctx = context.WithValue(ctx, responseKey, http.ResponseWriter(c.Response()))
-			c.SetRequest(req.WithContext(ctx))
 			if err := next(c); err != nil {
 				return h.confirmOnError(c, err)
 			}
@@ -406,13 +403,35 @@ var (
 )
 
 // legacy marks a deprecated operation's answers, errors included, with
-// Deprecation (RFC 9745) and its successor's Link.
+// Deprecation (RFC 9745) and its successor's Link (in which legacyUserLink
+// names the user, once the body is read).
 func (h *Handler) legacy(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			hd := c.Response().Header()
 			hd.Set("Deprecation", legacyDeprecation())
 			hd.Set("Link", successorLink(op.legacy, c.Param("roleID"), ""))
+			return next(c)
+		}
+	}
+}
+
+// legacyUserLink completes the successor Link of add_user and remove_user,
+// whose successor's path names the user of the body: it runs once the
+// validator has read the body, so that every answer from there on, errors
+// included, names the user (before, the Link holds {userID}).
+func (h *Handler) legacyUserLink(op *operation) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			// The validator leaves the value it validated on the body, as
+			// the generated code binds it.
+			vb, ok := c.Request().Body.(interface{ ValidatedValue() any })
+			var ref api.UserRef
+			if ok && runtime.BindJSONValue(vb.ValidatedValue(), &ref) == nil && ref.UserId != "" {
+				if roleID, err := pathParam(c, "roleID"); err == nil {
+					c.Response().Header().Set("Link", successorLink(op.legacy, roleID, ref.UserId))
+				}
+			}
 			return next(c)
 		}
 	}

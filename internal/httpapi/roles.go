@@ -150,7 +150,6 @@ func (h *Handler) LegacyRemoveRolePermissions(ctx context.Context, req api.Legac
 func (h *Handler) LegacyAddRoleUser(ctx context.Context, req api.LegacyAddRoleUserRequestObject) (api.LegacyAddRoleUserResponseObject, error) {
 	a := actorOf(ctx)
 	link := successorLink(legacySuccessors["legacyAddRoleUser"], req.RoleID, req.Body.UserId)
-	setHeader(ctx, "Link", link)
 	if err := h.svc.AssignRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
@@ -162,20 +161,11 @@ func (h *Handler) LegacyAddRoleUser(ctx context.Context, req api.LegacyAddRoleUs
 func (h *Handler) LegacyRemoveRoleUser(ctx context.Context, req api.LegacyRemoveRoleUserRequestObject) (api.LegacyRemoveRoleUserResponseObject, error) {
 	a := actorOf(ctx)
 	link := successorLink(legacySuccessors["legacyRemoveRoleUser"], req.RoleID, req.Body.UserId)
-	setHeader(ctx, "Link", link)
 	if err := h.svc.RemoveRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
 	return api.LegacyRemoveRoleUser204Response{Headers: api.LegacyRemoveRoleUser204ResponseHeaders{
 		Deprecation: ptr(legacyDeprecation()), Link: ptr(link)}}, nil
-}
-
-// setHeader sets a response header from a strict handler (for errors, which
-// do not pass through the typed response).
-func setHeader(ctx context.Context, name, value string) {
-	if w := responseOf(ctx); w != nil {
-		w.Header().Set(name, value)
-	}
 }
 
 // ListUserRoles implements GET /users/{userID}/roles.

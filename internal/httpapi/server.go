@@ -126,6 +126,9 @@ func New(o Options) (*Server, error) {
 			chain = append(chain, h.legacy(op))
 		}
 		chain = append(chain, h.deadline(op), h.gate(op), h.validate(op))
+		if strings.Contains(op.legacy, "{userID}") {
+			chain = append(chain, h.legacyUserLink(op))
+		}
 		mws[op.id] = chain
 	}
 	strict := api.NewStrictHandler(h, []api.StrictMiddlewareFunc{h.confirmActor})
