@@ -102,7 +102,7 @@ func ExampleClientWithResponses_RenameRoleWithResponse() {
 	fmt.Println(res.StatusCode(), p.Code, *p.Detail)
 	// Output:
 	// 200 Writers ETag "2"
-	// 412 precondition_failed The resource has changed; its current ETag is "2".
+	// 412 precondition_failed The resource has changed; its current ETag is "2". Read it again.
 }
 
 // A refusal says why: reason and the missing permissions.
