@@ -5,6 +5,7 @@ import (
 
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 )
 
@@ -101,71 +102,64 @@ func (h *Handler) GetRolePermissions(ctx context.Context, req api.GetRolePermiss
 
 // ReplaceRolePermissions implements PUT /roles/{roleID}/permissions.
 func (h *Handler) ReplaceRolePermissions(ctx context.Context, req api.ReplaceRolePermissionsRequestObject) (api.ReplaceRolePermissionsResponseObject, error) {
-	a := actorOf(ctx)
-	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	list, tag, err := h.changeRolePermissions(ctx, req.RoleID, req.Body.Permissions, req.Params.IfMatch, req.Params.XAuditReason, h.svc.SetRolePermissions)
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.svc.SetRolePermissions(ctx, a, req.RoleID, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
-	if err != nil {
-		return nil, err
-	}
-	return api.ReplaceRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
-		Headers: api.ReplaceRolePermissions200ResponseHeaders{ETag: ptr(etag(r.Version))}}, nil
+	return api.ReplaceRolePermissions200JSONResponse{Body: list, Headers: api.ReplaceRolePermissions200ResponseHeaders{ETag: &tag}}, nil
 }
+
+// The four deprecated operations behave exactly like their successors. Their
+// Deprecation and Link headers are the legacy middlewares' (on every answer,
+// errors included), so their typed responses leave them unset.
 
 // LegacyAddRolePermissions implements the deprecated POST /roles/{roleID}/add_perm.
 func (h *Handler) LegacyAddRolePermissions(ctx context.Context, req api.LegacyAddRolePermissionsRequestObject) (api.LegacyAddRolePermissionsResponseObject, error) {
-	a := actorOf(ctx)
-	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	list, tag, err := h.changeRolePermissions(ctx, req.RoleID, req.Body.Permissions, req.Params.IfMatch, req.Params.XAuditReason, h.svc.AddRolePermissions)
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.svc.AddRolePermissions(ctx, a, req.RoleID, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
-	if err != nil {
-		return nil, err
-	}
-	return api.LegacyAddRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
-		Headers: api.LegacyAddRolePermissions200ResponseHeaders{ETag: ptr(etag(r.Version)),
-			Deprecation: ptr(legacyDeprecation()), Link: ptr(successorLink(legacySuccessors["legacyAddRolePermissions"], req.RoleID, ""))}}, nil
+	return api.LegacyAddRolePermissions200JSONResponse{Body: list, Headers: api.LegacyAddRolePermissions200ResponseHeaders{ETag: &tag}}, nil
 }
 
 // LegacyRemoveRolePermissions implements the deprecated POST /roles/{roleID}/remove_perm.
 func (h *Handler) LegacyRemoveRolePermissions(ctx context.Context, req api.LegacyRemoveRolePermissionsRequestObject) (api.LegacyRemoveRolePermissionsResponseObject, error) {
-	a := actorOf(ctx)
-	perms, err := parsePermissions(req.Body.Permissions, "body.permissions")
+	list, tag, err := h.changeRolePermissions(ctx, req.RoleID, req.Body.Permissions, req.Params.IfMatch, req.Params.XAuditReason, h.svc.RemoveRolePermissions)
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.svc.RemoveRolePermissions(ctx, a, req.RoleID, perms, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	return api.LegacyRemoveRolePermissions200JSONResponse{Body: list, Headers: api.LegacyRemoveRolePermissions200ResponseHeaders{ETag: &tag}}, nil
+}
+
+// changeRolePermissions runs a change of a role's permissions (replace,
+// add or remove) and returns the role's list and ETag after it.
+func (h *Handler) changeRolePermissions(ctx context.Context, roleID string, list api.PermissionNames, ifMatch, reason *string,
+	change func(context.Context, *guild.Actor, string, permissions.Set, guild.WriteOpts) (model.Role, error)) (api.PermissionList, string, error) {
+	perms, err := parsePermissions(list, "body.permissions")
 	if err != nil {
-		return nil, err
+		return api.PermissionList{}, "", err
 	}
-	return api.LegacyRemoveRolePermissions200JSONResponse{Body: api.PermissionList{Permissions: names(r.Permissions)},
-		Headers: api.LegacyRemoveRolePermissions200ResponseHeaders{ETag: ptr(etag(r.Version)),
-			Deprecation: ptr(legacyDeprecation()), Link: ptr(successorLink(legacySuccessors["legacyRemoveRolePermissions"], req.RoleID, ""))}}, nil
+	r, err := change(ctx, actorOf(ctx), roleID, perms, opts(ifMatch, reason))
+	if err != nil {
+		return api.PermissionList{}, "", err
+	}
+	return api.PermissionList{Permissions: names(r.Permissions)}, etag(r.Version), nil
 }
 
 // LegacyAddRoleUser implements the deprecated POST /roles/{roleID}/add_user.
 func (h *Handler) LegacyAddRoleUser(ctx context.Context, req api.LegacyAddRoleUserRequestObject) (api.LegacyAddRoleUserResponseObject, error) {
-	a := actorOf(ctx)
-	link := successorLink(legacySuccessors["legacyAddRoleUser"], req.RoleID, req.Body.UserId)
-	if err := h.svc.AssignRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
+	if err := h.svc.AssignRole(ctx, actorOf(ctx), req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
-	return api.LegacyAddRoleUser204Response{Headers: api.LegacyAddRoleUser204ResponseHeaders{
-		Deprecation: ptr(legacyDeprecation()), Link: ptr(link)}}, nil
+	return api.LegacyAddRoleUser204Response{}, nil
 }
 
 // LegacyRemoveRoleUser implements the deprecated POST /roles/{roleID}/remove_user.
 func (h *Handler) LegacyRemoveRoleUser(ctx context.Context, req api.LegacyRemoveRoleUserRequestObject) (api.LegacyRemoveRoleUserResponseObject, error) {
-	a := actorOf(ctx)
-	link := successorLink(legacySuccessors["legacyRemoveRoleUser"], req.RoleID, req.Body.UserId)
-	if err := h.svc.RemoveRole(ctx, a, req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
+	if err := h.svc.RemoveRole(ctx, actorOf(ctx), req.Body.UserId, req.RoleID, opts(nil, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
-	return api.LegacyRemoveRoleUser204Response{Headers: api.LegacyRemoveRoleUser204ResponseHeaders{
-		Deprecation: ptr(legacyDeprecation()), Link: ptr(link)}}, nil
+	return api.LegacyRemoveRoleUser204Response{}, nil
 }
 
 // ListUserRoles implements GET /users/{userID}/roles.
