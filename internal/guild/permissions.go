@@ -2,6 +2,7 @@ package guild
 
 import (
 	"context"
+	"sync"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/permissions"
@@ -67,12 +68,28 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	if channelID != nil {
 		chID = *channelID
 	}
-	u, err := s.store.PermissionSubject(ctx, userID, chID)
+	// A user's roles are read once per credentials version (any change of
+	// anyone's roles moves it): the cost of the answer does not grow with
+	// the number of roles the user holds.
+	cached, cachedAt, hit := s.subjects.get(userID)
+	u, err := s.store.PermissionSubject(ctx, userID, chID, !hit)
 	if err != nil {
 		return UserPermissions{}, err
 	}
 	if err := confirm(a, u.Versions); err != nil {
 		return UserPermissions{}, err
+	}
+	if hit && u.UserExists {
+		if u.Versions.Credentials == cachedAt {
+			u.Roles = cached
+		} else if u, err = s.store.PermissionSubject(ctx, userID, chID, true); err != nil { // the cache is of another version
+			return UserPermissions{}, err
+		} else {
+			hit = false
+		}
+	}
+	if !hit && u.UserExists {
+		s.subjects.put(u.Versions.Credentials, userID, u.Roles)
 	}
 	// A channel hidden from the caller is unknown too (docs/design.md §12).
 	if channelID != nil && (!u.ChannelExists || a.hideChannel(*channelID) != nil) {
@@ -102,4 +119,35 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 		out.Explain = permissions.Explain(sub, &ch)
 	}
 	return out, nil
+}
+
+// subjectCache keeps users' role IDs as of one credentials version, for the
+// permissions of users other than the caller (the caller's own are in the
+// credentials cache).
+type subjectCache struct {
+	mu      sync.Mutex
+	version int64
+	m       map[string][]string
+}
+
+// maxCachedSubjects bounds the cache; past it, it starts again.
+const maxCachedSubjects = 4096
+
+func (c *subjectCache) get(userID string) ([]string, int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	roles, ok := c.m[userID]
+	return roles, c.version, ok
+}
+
+func (c *subjectCache) put(version int64, userID string, roles []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case version < c.version:
+		return
+	case version > c.version || c.m == nil || len(c.m) >= maxCachedSubjects:
+		c.version, c.m = version, make(map[string][]string)
+	}
+	c.m[userID] = roles
 }

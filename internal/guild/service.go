@@ -44,6 +44,7 @@ type Service struct {
 	limits   Limits
 	authz    *authz
 	creds    credCache
+	subjects subjectCache
 	notifier Notifier
 	log      *slog.Logger
 	now      func() time.Time

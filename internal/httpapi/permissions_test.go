@@ -324,3 +324,41 @@ func e2eOwnerID(t testing.TB, e *testenv.Env) string {
 	}
 	return l.Items[0].Id
 }
+
+// TestUserPermissionsFollowRoleChanges: another user's permissions are
+// answered from their role IDs cached as of the credentials version; a role
+// assigned or removed, on this instance or another, shows in the very next
+// answer of either.
+func TestUserPermissionsFollowRoleChanges(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e1 := testenv.Start(t, kind)
+		e2 := testenv.StartWith(t, kind, e1.Config) // the same database
+		bob := e1.NewUser("bob")
+		e1.NewRole("auditors", "VIEW_AUDIT_LOG")
+		has := func(e *testenv.Env) bool {
+			t.Helper()
+			var p api.UserPermissions
+			e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/permissions", Token: e.Owner}).JSON(t, &p)
+			for _, n := range p.Permissions {
+				if n == "VIEW_AUDIT_LOG" {
+					return true
+				}
+			}
+			return false
+		}
+		for _, e := range []*testenv.Env{e1, e2, e1, e2} { // cached on both
+			if has(e) {
+				t.Fatal("bob has VIEW_AUDIT_LOG before any role")
+			}
+		}
+		e1.Assign(bob.ID, "auditors")
+		if !has(e2) || !has(e1) {
+			t.Fatal("a role assigned is not seen by the next answer")
+		}
+		e2.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + bob.ID + "/roles/auditors", Token: e2.Owner})
+		if has(e1) || has(e2) {
+			t.Fatal("a role removed is still seen by the next answer")
+		}
+	})
+}

@@ -279,8 +279,15 @@ type PermissionSubject struct {
 
 // PermissionSubject reads a user and a channel's existence in one statement
 // (channelID "" asks about no channel).
-func (q queries) PermissionSubject(ctx context.Context, userID, channelID string) (PermissionSubject, error) {
-	rows, err := q.query(ctx, q.sql().permissionSubject, channelID, userID)
+//
+// Without roles, it leaves Roles empty and skips reading them (a caller that
+// has them cached at the credentials version the read returns).
+func (q queries) PermissionSubject(ctx context.Context, userID, channelID string, withRoles bool) (PermissionSubject, error) {
+	text := q.sql().permissionSubject
+	if !withRoles {
+		text = q.sql().permissionSubjectNoRoles
+	}
+	rows, err := q.query(ctx, text, channelID, userID)
 	if err != nil {
 		return PermissionSubject{}, fmt.Errorf("read user %q: %w", userID, err)
 	}
@@ -460,6 +467,7 @@ func buildListUsers(d dialect, f UserFilter) string {
 type hotSQL struct {
 	dialect                               dialect
 	getUser, permissionSubject            string
+	permissionSubjectNoRoles              string
 	tokenByHash, tokenByID, credentialsOf string
 	listUsersByShape                      sync.Map // int -> string
 }
@@ -470,6 +478,8 @@ func newHotSQL(d dialect) *hotSQL {
 	return &hotSQL{
 		dialect: d,
 		getUser: "SELECT " + userColumns(d) + fromUsers + " WHERE u.id = ?",
+		permissionSubjectNoRoles: "SELECT s.auth_version, s.credentials_version, (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, NULL" +
+			" FROM settings s LEFT JOIN users u ON u.id = ? WHERE s.id = 1",
 		permissionSubject: "SELECT s.auth_version, s.credentials_version, (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
 			" FROM user_roles ur WHERE ur.user_id = u.id) FROM settings s LEFT JOIN users u ON u.id = ? WHERE s.id = 1",
 		tokenByHash:   token + "t.hash = ?",
