@@ -72,19 +72,26 @@ func (s *Service) CanStream(a *Actor) error { return a.require(viewAuditLog) }
 
 // CreateTicket issues a single-use ticket for the event stream. It belongs
 // to the caller's token: revoking the token invalidates it.
+//
+// Like every write, it is authorized inside its transaction, against the
+// caller as of then: a ticket is never minted for a caller who lost
+// VIEW_AUDIT_LOG or their token meanwhile.
 func (s *Service) CreateTicket(ctx context.Context, a *Actor) (string, time.Time, error) {
-	if err := a.require(viewAuditLog); err != nil {
-		return "", time.Time{}, err
-	}
-	if a.TokenID == "" {
-		return "", time.Time{}, apperr.Unauthenticated("A ticket is minted with a bearer token.")
-	}
 	secret := "tkt_" + strings.TrimPrefix(NewSecret(), TokenPrefix)
 	expires := s.now().Add(TicketTTL)
-	_, err := s.store.Write(ctx, func(tx *store.Tx) error {
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if err := a.require(viewAuditLog); err != nil {
+			return err
+		}
+		if a.TokenID == "" {
+			return apperr.Unauthenticated("A ticket is minted with a bearer token.")
+		}
 		return tx.InsertTicket(ctx, HashToken(secret), a.UserID, a.TokenID, expires)
 	})
-	return secret, expires, err
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return secret, expires, nil
 }
 
 // AuthenticateTicket returns the actor of an unexpired ticket, as its token
