@@ -63,22 +63,18 @@ func (m Manifest) BlobBytes() int64 {
 	return n
 }
 
-// attempts bounds how often SQLite retakes the database snapshot when a blob
-// it points at was deleted before it could be copied (an attachment replaced
-// or deleted while the backup ran).
-const attempts = 5
-
 // SQLite writes a snapshot of the SQLite store in dataDir to the directory
 // to, which must be empty or absent, while a server may be running on it.
 //
 // Blobs are written once under fresh keys and never change, so any copy of
 // one is good; the only race is with deletion. First every blob present is
-// copied, then the database is snapshotted, then the blobs its attachments
-// point at that were placed meanwhile are copied; if one of those has gone
-// already (its attachment was replaced or deleted after the snapshot), the
-// database is snapshotted again. Copied blobs that the final snapshot does
-// not point at are removed, and every blob is checked against its
-// attachment's size and SHA-256.
+// copied, without stopping anyone. Then the blob directory is held
+// (blob.Dir.Hold: no process deletes a blob meanwhile; a replaced or deleted
+// attachment leaves its blob to the orphan sweep), the database is
+// snapshotted, the blobs its attachments point at that were placed since the
+// first pass are copied, and the hold is released. Copied blobs that the
+// snapshot does not point at are removed, and every blob is checked against
+// its attachment's size and SHA-256.
 func SQLite(ctx context.Context, dataDir, to string) (Manifest, error) {
 	if _, err := os.Stat(filepath.Join(dataDir, store.SQLiteFile)); err != nil {
 		return Manifest{}, fmt.Errorf("no SQLite store in %s: %w", dataDir, err)
@@ -107,36 +103,9 @@ func SQLite(ctx context.Context, dataDir, to string) (Manifest, error) {
 	}
 
 	dbPath := filepath.Join(to, store.SQLiteFile)
-	var refs []store.BlobRef
-	for attempt := 1; ; attempt++ {
-		_ = os.Remove(dbPath)
-		if err := store.SnapshotSQLite(ctx, dataDir, dbPath); err != nil {
-			return Manifest{}, err
-		}
-		if refs, err = store.SQLiteBlobRefs(ctx, dbPath); err != nil {
-			return Manifest{}, err
-		}
-		missing := ""
-		for _, r := range refs {
-			if _, ok := copied[r.Key]; ok {
-				continue
-			}
-			f, err := copyBlob(ctx, live, r.Key, to)
-			if errors.Is(err, blob.ErrNotFound) {
-				missing = r.Key
-				break
-			}
-			if err != nil {
-				return Manifest{}, err
-			}
-			copied[r.Key] = f
-		}
-		if missing == "" {
-			break
-		}
-		if attempt == attempts {
-			return Manifest{}, fmt.Errorf("blob %s went before it could be copied, %d times over: attachments are being replaced faster than the backup copies them", missing, attempts)
-		}
+	refs, err := snapshotHeld(ctx, live, dataDir, dbPath, to, copied)
+	if err != nil {
+		return Manifest{}, err
 	}
 
 	m := Manifest{Format: Format, Store: "sqlite", CreatedAt: time.Now().UTC()}
@@ -170,6 +139,38 @@ func SQLite(ctx context.Context, dataDir, to string) (Manifest, error) {
 		return Manifest{}, err
 	}
 	return m, nil
+}
+
+// snapshotHeld snapshots the database into dbPath and copies the blobs it
+// points at that are not in copied yet, holding the blob directory so that
+// none of them can be deleted in between.
+func snapshotHeld(ctx context.Context, live *blob.Dir, dataDir, dbPath, to string, copied map[string]File) ([]store.BlobRef, error) {
+	release, err := live.Hold(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if err := store.SnapshotSQLite(ctx, dataDir, dbPath); err != nil {
+		return nil, err
+	}
+	refs, err := store.SQLiteBlobRefs(ctx, dbPath)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range refs {
+		if _, ok := copied[r.Key]; ok {
+			continue
+		}
+		f, err := copyBlob(ctx, live, r.Key, to)
+		if errors.Is(err, blob.ErrNotFound) {
+			return nil, fmt.Errorf("blob %s is missing from the live store though an attachment points at it: the store is damaged, or a process that does not honour the backup hold deleted it", r.Key)
+		}
+		if err != nil {
+			return nil, err
+		}
+		copied[r.Key] = f
+	}
+	return refs, nil
 }
 
 // Restore copies the snapshot in from into dataDir, which must be empty or

@@ -37,7 +37,9 @@ type Store interface {
 	Put(ctx context.Context, r io.Reader, max int64) (Info, error)
 	// Open reads a blob of the given size.
 	Open(ctx context.Context, key string, size int64) (Reader, error)
-	// Delete removes a blob; a missing blob is not an error.
+	// Delete removes a blob; a missing blob is not an error. While a backup
+	// holds the store it removes nothing and returns ErrHeld: the blob is
+	// then an orphan, which the orphan sweep removes later.
 	Delete(ctx context.Context, key string) error
 }
 

@@ -106,15 +106,18 @@ func (d *Dir) Open(_ context.Context, key string, _ int64) (Reader, error) {
 	return f, nil
 }
 
-// Delete removes a blob.
+// Delete removes a blob; while a backup holds the directory it removes
+// nothing and returns ErrHeld.
 func (d *Dir) Delete(_ context.Context, key string) error {
 	if !ValidKey(key) {
 		return nil
 	}
-	if err := os.Remove(d.path(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete blob: %w", err)
-	}
-	return nil
+	return d.unheld(func() error {
+		if err := os.Remove(d.path(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete blob: %w", err)
+		}
+		return nil
+	})
 }
 
 func syncDir(dir string) error {

@@ -400,6 +400,59 @@ func TestSweepOrphans(t *testing.T) {
 	}
 }
 
+// A backup's hold stops every deletion, from any Dir on the same root (another
+// process's included: the lock is on a file), until it is released; the
+// orphan sweep stops too, without an error, and removes the blob afterwards.
+func TestHoldStopsDeletes(t *testing.T) {
+	t.Parallel()
+	d, root := newDir(t)
+	ctx := context.Background()
+	other, err := blob.NewDir(root) // as the backup CLI beside a server
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := d.Put(ctx, strings.NewReader("held"), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, blob.RelPath(info.Key))
+	release, err := other.Hold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Delete(ctx, info.Key); !errors.Is(err, blob.ErrHeld) {
+		t.Fatalf("Delete during a hold = %v, want ErrHeld", err)
+	}
+	old := time.Now().Add(-2 * blob.OrphanGrace)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	none := func(context.Context, []string) (map[string]bool, error) { return map[string]bool{}, nil }
+	if n, err := d.SweepOrphans(ctx, blob.OrphanGrace, none); err != nil || n != 0 {
+		t.Fatalf("SweepOrphans during a hold = %d, %v; want 0, nil", n, err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the blob went during the hold: %v", err)
+	}
+	// A second hold waits for the first, within its context.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := d.Hold(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second Hold = %v, want it to wait until its deadline", err)
+	}
+	release()
+	if n, err := d.SweepOrphans(ctx, blob.OrphanGrace, none); err != nil || n != 1 {
+		t.Fatalf("SweepOrphans after the hold = %d, %v; want 1", n, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the orphan is still there after the hold: %v", err)
+	}
+	walked := 0
+	if err := d.Walk(func(string, int64, time.Time) error { walked++; return nil }); err != nil || walked != 0 {
+		t.Fatalf("Walk = %d blobs, %v; the hold file is not a blob", walked, err)
+	}
+}
+
 func sortedCopy(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)

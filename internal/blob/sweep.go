@@ -120,7 +120,9 @@ func (d *Dir) SweepOrphans(ctx context.Context, grace time.Duration, referenced 
 		if refs[key] {
 			continue
 		}
-		if err := d.Delete(ctx, key); err != nil {
+		if err := d.Delete(ctx, key); errors.Is(err, ErrHeld) {
+			return n, nil // a backup runs: the next sweep goes on
+		} else if err != nil {
 			return n, err
 		}
 		n++

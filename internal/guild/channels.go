@@ -2,9 +2,11 @@ package guild
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -347,7 +349,11 @@ func (s *Service) sortOverwrites(snap *snapshot, list []model.Overwrite) {
 
 func (s *Service) deleteBlobs(ctx context.Context, keys []string) {
 	for _, k := range keys {
-		if err := s.blobs.Delete(context.WithoutCancel(ctx), k); err != nil {
+		err := s.blobs.Delete(context.WithoutCancel(ctx), k)
+		switch {
+		case errors.Is(err, blob.ErrHeld):
+			s.log.Info("blob kept for the orphan sweep: a backup runs", "key", k)
+		case err != nil:
 			s.log.Warn("delete blob", "key", k, "err", err)
 		}
 	}
