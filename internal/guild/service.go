@@ -103,6 +103,5 @@ func emit(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, typ, subject
 		id := a.UserID
 		ev.ActorID = &id
 	}
-	_, err := tx.AppendEvent(ctx, ev)
-	return err
+	return tx.AppendEvent(ctx, ev)
 }

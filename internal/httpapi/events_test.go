@@ -707,7 +707,7 @@ func TestEventsRefusedWritesNone(t *testing.T) {
 				if _, err := tx.InsertChannel(t.Context(), model.Channel{ID: "ghost", Name: "ghost", CreatedAt: now, UpdatedAt: now}); err != nil {
 					return err
 				}
-				if _, err := tx.AppendEvent(t.Context(), model.Event{Type: "channel.created", Subject: "channel:ghost"}); err != nil {
+				if err := tx.AppendEvent(t.Context(), model.Event{Type: "channel.created", Subject: "channel:ghost"}); err != nil {
 					return err
 				}
 				return boom
@@ -976,7 +976,7 @@ func TestEventsRetention(t *testing.T) {
 		old := time.Now().Add(-72 * time.Hour).UTC().Truncate(time.Microsecond)
 		appendOld := func(subject string) {
 			_, err := e.App.Store.Write(t.Context(), func(tx *store.Tx) error {
-				_, err := tx.AppendEvent(t.Context(), model.Event{Type: "channel.created", Subject: subject, CreatedAt: old})
+				err := tx.AppendEvent(t.Context(), model.Event{Type: "channel.created", Subject: subject, CreatedAt: old})
 				return err
 			})
 			if err != nil {

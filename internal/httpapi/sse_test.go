@@ -360,7 +360,7 @@ func TestEventStreamResumeWhileWriting(t *testing.T) {
 					}
 					if i%10 == 3 { // a rolled-back change between them (seq may skip)
 						_, err := e.App.Store.Write(ctx, func(tx *store.Tx) error {
-							if _, err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: "channel:ghost"}); err != nil {
+							if err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: "channel:ghost"}); err != nil {
 								return err
 							}
 							return errors.New("roll back")

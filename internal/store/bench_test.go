@@ -104,7 +104,7 @@ func createUser(ctx context.Context, tx *store.Tx, name string) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.AppendEvent(ctx, model.Event{Type: "user.created", Subject: "user:" + u.ID,
+	err = tx.AppendEvent(ctx, model.Event{Type: "user.created", Subject: "user:" + u.ID,
 		Data: map[string]any{"username": u.Username, "display_name": u.DisplayName}})
 	return err
 }

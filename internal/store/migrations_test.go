@@ -101,7 +101,7 @@ func TestIntegerTimestampsMigration(t *testing.T) {
 			t.Fatalf("events since %v after the migration: %+v, %v", since, evs, err)
 		}
 		committed, err := s.Write(ctx, func(tx *store.Tx) error {
-			_, err := tx.AppendEvent(ctx, model.Event{Type: "channel.deleted", Subject: "channel:ops"})
+			err := tx.AppendEvent(ctx, model.Event{Type: "channel.deleted", Subject: "channel:ops"})
 			return err
 		})
 		if err != nil {

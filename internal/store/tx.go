@@ -2,10 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,50 +31,118 @@ type Tx struct {
 // a version): such state must not be cached beyond the transaction.
 func (tx *Tx) AuthStateUncommitted() bool { return tx.batch.bumped }
 
-// AppendEvent records an event in the transaction and assigns its seq.
-func (tx *Tx) AppendEvent(ctx context.Context, ev model.Event) (model.Event, error) {
+// AppendEvent records an event of the request. Its seq is assigned when
+// the transaction writes the events of all its requests, after the last
+// (insertEvents): Write returns them with it.
+func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 	if ev.Data == nil {
 		ev.Data = map[string]any{}
-	}
-	data, err := json.Marshal(ev.Data)
-	if err != nil {
-		return model.Event{}, fmt.Errorf("encode event data: %w", err)
 	}
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = model.Now()
 	}
-	if ev.Seq, err = tx.insertEvent(ctx, ev.Type, ev.ActorID, ev.Subject, string(data), ev.Reason, microsOf(ev.CreatedAt)); err != nil {
-		return model.Event{}, fmt.Errorf("append event: %w", err)
-	}
 	tx.events = append(tx.events, ev)
-	return ev, nil
+	return nil
 }
 
-// insertEvent inserts an event row and returns its seq: SQLite's rowid from
-// the statement's result, PostgreSQL's identity through RETURNING (reading a
-// RETURNING row costs SQLite writes a quarter of their time).
-func (tx *Tx) insertEvent(ctx context.Context, args ...any) (int64, error) {
-	const insert = "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-	if tx.dialect.name() == "sqlite" {
-		res, err := tx.exec(ctx, insert, args...)
-		if err != nil {
-			return 0, err
-		}
-		return res.LastInsertId()
+// insertEvents writes the events of the requests that succeeded, in their
+// order, and assigns their seqs; it returns the last seq (0 when there are
+// none). SQLite runs one prepared INSERT per event and takes the rowid from
+// its result (reading a RETURNING row costs SQLite writes a quarter of their
+// time); PostgreSQL inserts them all in one statement, one round trip for
+// the batch, its identity column numbering the rows in the order unnest
+// yields them.
+func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64, error) {
+	var n int
+	for _, r := range results {
+		n += len(r.events)
 	}
-	rows, err := tx.query(ctx, insert+" RETURNING seq", args...)
+	if n == 0 {
+		return 0, nil
+	}
+	cols := eventColumns{
+		types: make([]string, 0, n), actors: make([]*string, 0, n), subjects: make([]string, 0, n),
+		data: make([]string, 0, n), reasons: make([]*string, 0, n), created: make([]int64, 0, n),
+	}
+	for _, r := range results {
+		for _, ev := range r.events {
+			data, err := json.Marshal(ev.Data)
+			if err != nil {
+				return 0, fmt.Errorf("encode event data: %w", err)
+			}
+			cols.add(ev, string(data))
+		}
+	}
+	seqs, err := q.insertEventRows(ctx, cols)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("append events: %w", err)
+	}
+	i := 0
+	for _, r := range results {
+		for k := range r.events {
+			r.events[k].Seq = seqs[i]
+			i++
+		}
+	}
+	return seqs[n-1], nil
+}
+
+type eventColumns struct {
+	types, subjects, data []string
+	actors, reasons       []*string
+	created               []int64
+}
+
+func (c *eventColumns) add(ev model.Event, data string) {
+	c.types = append(c.types, ev.Type)
+	c.actors = append(c.actors, ev.ActorID)
+	c.subjects = append(c.subjects, ev.Subject)
+	c.data = append(c.data, data)
+	c.reasons = append(c.reasons, ev.Reason)
+	c.created = append(c.created, int64(microsOf(ev.CreatedAt)))
+}
+
+func (q queries) insertEventRows(ctx context.Context, c eventColumns) ([]int64, error) {
+	seqs := make([]int64, 0, len(c.types))
+	if q.dialect.name() == "sqlite" {
+		const insert = "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+		for i := range c.types {
+			res, err := q.exec(ctx, insert, c.types[i], c.actors[i], c.subjects[i], c.data[i], c.reasons[i], c.created[i])
+			if err != nil {
+				return nil, err
+			}
+			seq, err := res.LastInsertId()
+			if err != nil {
+				return nil, err
+			}
+			seqs = append(seqs, seq)
+		}
+		return seqs, nil
+	}
+	rows, err := q.query(ctx, `INSERT INTO events (type, actor_id, subject, data, reason, created_at)
+SELECT * FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::text[], ?::bigint[]) RETURNING seq`,
+		c.types, c.actors, c.subjects, c.data, c.reasons, c.created)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
-	var seq int64
-	if !rows.Next() {
-		return 0, fmt.Errorf("no seq returned: %w", errors.Join(rows.Err(), sql.ErrNoRows))
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, seq)
 	}
-	if err := rows.Scan(&seq); err != nil {
-		return 0, err
+	if err := rows.Close(); err != nil {
+		return nil, err
 	}
-	return seq, rows.Close()
+	if len(seqs) != len(c.types) {
+		return nil, fmt.Errorf("%d seqs returned for %d events", len(seqs), len(c.types))
+	}
+	// The identity numbers the rows in insertion order; RETURNING is not
+	// promised to list them in that order.
+	slices.Sort(seqs)
+	return seqs, nil
 }
 
 // BumpAuthVersion marks the authorization state (roles, overwrites, global

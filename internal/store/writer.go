@@ -16,8 +16,10 @@ import (
 // Group commit. Every write goes through one writer goroutine per store.
 // Requests that arrive while a transaction commits wait together and then
 // share the next transaction and its one sync (SQLite's fsync with
-// synchronous=FULL; PostgreSQL's WAL flush at COMMIT): each runs in its own
-// savepoint, so a request that fails undoes only its own changes, and each
+// synchronous=FULL; PostgreSQL's WAL flush at COMMIT): a request that fails
+// undoes only its own changes (the batch runs again with a savepoint per
+// request, see commit), its events are written at the end of the
+// transaction, in one statement on PostgreSQL (see insertEvents), and each
 // is answered only after the commit that holds it returned, that is, once
 // it is durable. The transaction takes the write lock as before (the single
 // SQLite writer connection with BEGIN IMMEDIATE; the advisory lock on
@@ -48,20 +50,25 @@ type writer struct {
 	quit  chan struct{}
 	ended chan struct{}
 
-	transactions atomic.Int64 // committed or not
+	transactions atomic.Int64 // batches, committed or not
 	writes       atomic.Int64 // jobs run in them
+	reruns       atomic.Int64 // batches run again with savepoints
 }
 
-// WriterStats counts the write transactions and the writes they carried:
-// writes per transaction is the group commit's batch size.
+// WriterStats counts the write batches and the writes they carried (writes
+// per batch is the group commit's batch size), and the batches that ran a
+// second time, with a savepoint per write, because one of their writes
+// failed.
 type WriterStats struct {
 	Transactions int64
 	Writes       int64
+	Reruns       int64
 }
 
 // WriterStats returns the writer's counters since the store was opened.
 func (s *Store) WriterStats() WriterStats {
-	return WriterStats{Transactions: s.writer.transactions.Load(), Writes: s.writer.writes.Load()}
+	w := s.writer
+	return WriterStats{Transactions: w.transactions.Load(), Writes: w.writes.Load(), Reruns: w.reruns.Load()}
 }
 
 func startWriter(s *Store) *writer {
@@ -156,10 +163,11 @@ func (w *writer) gather(batch *[]*writeJob, busy bool) {
 // returns an error, nothing it did is kept, and nothing of the other writes
 // that share its transaction is lost.
 //
-// fn must be deterministic in what it writes given the state it reads: it
-// runs once, inside a transaction that other requests share, and must use
-// only tx for the database (a query through the store would wait for the
-// writer that runs it).
+// fn must be deterministic in what it writes given the state it reads, and
+// must touch nothing but tx: it runs inside a transaction that other
+// requests share, and when another write of that transaction fails it runs
+// a second time, the first run undone (a query through the store would also
+// wait for the writer that runs it).
 func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event, error) {
 	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
 	select {
@@ -197,9 +205,53 @@ func (w *writer) commit(batch []*writeJob) {
 	if len(live) == 0 {
 		return
 	}
-	s := w.s
 	w.transactions.Add(1)
 	w.writes.Add(int64(len(live)))
+	// Optimistically, the writes of a batch run one after the other with no
+	// savepoint between them: nearly every write succeeds, and on PostgreSQL
+	// a savepoint is a round trip per write. If one fails, the transaction
+	// is rolled back, and the batch runs again, each write in its own
+	// savepoint, so that the failure undoes only its own changes. A write
+	// may therefore run twice, the first run undone: fn must touch nothing
+	// but tx (see Write).
+	results, err := w.attempt(live, false)
+	if errors.Is(err, errRerun) {
+		w.reruns.Add(1)
+		results, err = w.attempt(live, true)
+	}
+	if err != nil {
+		var je jobError
+		if errors.As(err, &je) {
+			err = je.err
+		}
+		for i := range results {
+			results[i] = writeResult{err: err}
+		}
+	}
+	for i, j := range live {
+		j.done <- results[i]
+	}
+	// Statements first met in this transaction are prepared on the pool now,
+	// while no transaction holds its connection, for the next ones to reuse.
+	// Not fatal when it fails: the next transaction prepares them again.
+	// Bounded like a statement on PostgreSQL: a frozen database must not
+	// hold the writer.
+	ctx := context.Background()
+	if w.s.Postgres() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.s.statementTimeout)
+		defer cancel()
+	}
+	_ = w.s.wstmts.preparePending(ctx)
+}
+
+// errRerun ends an optimistic attempt in which a write of several failed.
+var errRerun = errors.New("store: a write of the batch failed; run it again with savepoints")
+
+// attempt runs the batch in one transaction, each write in its own savepoint
+// when savepoints is set, and commits it.
+func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, error) {
+	s := w.s
 	results := make([]writeResult, len(live))
 	// A PostgreSQL batch is bounded like a transaction of a few statements
 	// (each statement has its own deadline too): BEGIN and COMMIT, which no
@@ -226,30 +278,36 @@ func (w *writer) commit(batch []*writeJob) {
 		}
 		batch := &batchState{}
 		single := len(live) == 1
-		var last int64
 		for i, j := range live {
 			tx := &Tx{queries: q, batch: batch}
-			if !single {
+			if savepoints {
 				if err := tx.beginJob(ctx, i == 0); err != nil {
 					return err
 				}
 			}
 			err := runJob(j, tx)
-			if err != nil {
-				if single {
-					return jobError{err}
-				}
+			switch {
+			case err == nil:
+				results[i].events = tx.events
+			case single:
+				return jobError{err}
+			case ctx.Err() != nil:
+				// The batch's deadline passed (a frozen database): running it
+				// again would only wait as long again.
+				return err
+			case !savepoints:
+				return errRerun
+			default:
 				// One request's failure undoes its own changes only.
 				if rerr := tx.rollbackJob(ctx); rerr != nil {
 					return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
 				}
 				results[i].err = err
-				continue
 			}
-			results[i].events = tx.events
-			if n := len(tx.events); n > 0 {
-				last = tx.events[n-1].Seq
-			}
+		}
+		last, err := q.insertEvents(ctx, results)
+		if err != nil {
+			return err
 		}
 		if last > 0 && s.Postgres() {
 			// Delivered to listeners when (and only if) the transaction commits.
@@ -259,22 +317,7 @@ func (w *writer) commit(batch []*writeJob) {
 		}
 		return nil
 	}, s.dialect.writeTx())
-	if err != nil {
-		var je jobError
-		if errors.As(err, &je) {
-			err = je.err
-		}
-		for i := range results {
-			results[i] = writeResult{err: err}
-		}
-	}
-	for i, j := range live {
-		j.done <- results[i]
-	}
-	// Statements first met in this transaction are prepared on the pool now,
-	// while no transaction holds its connection, for the next ones to reuse.
-	// Not fatal when it fails: the next transaction prepares them again.
-	_ = s.wstmts.preparePending(ctx)
+	return results, err
 }
 
 // runJob runs one request's part of a batch; a panic becomes its error, so

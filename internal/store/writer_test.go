@@ -93,7 +93,7 @@ func TestGroupCommitFailuresStayTheirOwn(t *testing.T) {
 					if _, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: id, CreatedAt: now, UpdatedAt: now}); err != nil {
 						return err
 					}
-					if _, err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: "channel:" + id}); err != nil {
+					if err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: "channel:" + id}); err != nil {
 						return err
 					}
 					switch failing[i] {
@@ -114,7 +114,10 @@ func TestGroupCommitFailuresStayTheirOwn(t *testing.T) {
 
 		after := s.WriterStats()
 		if got := after.Transactions - before.Transactions; got != 1 {
-			t.Fatalf("the %d queued writes took %d transactions, want 1", n, got)
+			t.Fatalf("the %d queued writes took %d batches, want 1", n, got)
+		}
+		if got := after.Reruns - before.Reruns; got != 1 {
+			t.Fatalf("the batch with failing writes ran again %d times, want once (with savepoints)", got)
 		}
 		var lastSeq int64
 		for i, r := range results {
@@ -148,6 +151,87 @@ func TestGroupCommitFailuresStayTheirOwn(t *testing.T) {
 		}
 		if len(evs) != n-len(failing) {
 			t.Fatalf("%d events committed, want %d (failed writes leave none)", len(evs), n-len(failing))
+		}
+	})
+}
+
+// TestGroupCommitWithoutFailuresRunsOnce: a batch in which every write
+// succeeds runs once, with no savepoint: n writes of one insert and one
+// event each cost n inserts and the batch's events, in one statement on
+// PostgreSQL, with seqs in submission order.
+func TestGroupCommitWithoutFailuresRunsOnce(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		const n = 6
+		release := holdWriter(t, s)
+		before, statements := s.WriterStats(), s.QueryCount()
+		events := make([][]model.Event, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				id := fmt.Sprintf("c%d", i)
+				events[i], errs[i] = s.Write(ctx, func(tx *store.Tx) error {
+					now := model.Now()
+					if _, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: id, CreatedAt: now, UpdatedAt: now}); err != nil {
+						return err
+					}
+					// Two events for the odd ones: seqs follow the order of
+					// the writes, then of the events within one.
+					for k := range 1 + i%2 {
+						if err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: fmt.Sprintf("channel:%s/%d", id, k)}); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}()
+			waitQueued(t, s, i+1)
+		}
+		release()
+		wg.Wait()
+		used := s.QueryCount() - statements
+		after := s.WriterStats()
+		if got := after.Reruns - before.Reruns; got != 0 {
+			t.Fatalf("a batch without failures ran again %d times", got)
+		}
+		var seq int64
+		var subjects []string
+		for i := range n {
+			if errs[i] != nil || len(events[i]) != 1+i%2 {
+				t.Fatalf("write %d: %v, %d events", i, errs[i], len(events[i]))
+			}
+			for _, ev := range events[i] {
+				if ev.Seq <= seq {
+					t.Fatalf("write %d: event seq %d after %d: not in order", i, ev.Seq, seq)
+				}
+				seq = ev.Seq
+				subjects = append(subjects, ev.Subject)
+			}
+		}
+		listed, _, err := s.ListEvents(ctx, store.EventFilter{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != len(subjects) {
+			t.Fatalf("%d events stored, want %d", len(listed), len(subjects))
+		}
+		for k, ev := range listed { // newest first
+			if want := subjects[len(subjects)-1-k]; ev.Subject != want || ev.Seq != seq-int64(k) && kind == testenv.SQLite {
+				t.Fatalf("stored event %d: seq %d %s, want %s", k, ev.Seq, ev.Subject, want)
+			}
+		}
+		// The holding write sent nothing after it took the write lock.
+		want := int64(n + len(subjects)) // SQLite: an insert per event
+		if kind == testenv.Postgres {
+			want = int64(1 + n + 1 + 1) // the write lock, the events in one statement, and the NOTIFY
+		}
+		if used != want {
+			t.Fatalf("%d statements for %d writes in one batch, want %d (no savepoints)", used, n, want)
 		}
 	})
 }
