@@ -88,6 +88,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_writes_total",
 			Help: "Writes the store ran; per transaction, the group commit's batch size."},
 			func() float64 { return float64(st.WriterStats().Writes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_write_reruns_total",
+			Help: "Write transactions run a second time, a savepoint per write, because one of their writes failed."},
+			func() float64 { return float64(st.WriterStats().Reruns) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_event_stream_subscribers",
 			Help: "Event streams (Server-Sent Events) open on this instance."},
 			func() float64 { return float64(broker.Subscribers()) }))

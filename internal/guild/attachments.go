@@ -124,6 +124,7 @@ func (s *Service) PutAttachment(ctx context.Context, a *Actor, channelID, id str
 	var created bool
 	var oldKey string
 	err = s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		oldKey = "" // a write may run twice (store.Write): nothing of a first run stays
 		prev, err := s.checkPutTx(ctx, tx, a, channelID, id)
 		if err != nil {
 			return err

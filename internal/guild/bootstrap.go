@@ -23,6 +23,7 @@ func (s *Service) Bootstrap(ctx context.Context, ownerName, bootstrapToken strin
 	}
 	var token string
 	err := s.write(ctx, nil, func(tx *store.Tx, _ *Actor) error {
+		token = "" // a write may run twice (store.Write): nothing of a first run stays
 		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
 			return err
 		}

@@ -22,8 +22,9 @@ import (
 // before it in the same transaction have already made their changes.
 type Tx struct {
 	queries
-	events []model.Event
-	batch  *batchState
+	events    []model.Event
+	eventData []string // the events' data, encoded
+	batch     *batchState
 }
 
 // AuthStateUncommitted reports whether authorization state read through tx
@@ -38,10 +39,15 @@ func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 	if ev.Data == nil {
 		ev.Data = map[string]any{}
 	}
+	data, err := json.Marshal(ev.Data)
+	if err != nil {
+		return fmt.Errorf("encode event data: %w", err)
+	}
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = model.Now()
 	}
 	tx.events = append(tx.events, ev)
+	tx.eventData = append(tx.eventData, string(data))
 	return nil
 }
 
@@ -50,8 +56,9 @@ func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 // none). SQLite runs one prepared INSERT per event and takes the rowid from
 // its result (reading a RETURNING row costs SQLite writes a quarter of their
 // time); PostgreSQL inserts them all in one statement, one round trip for
-// the batch, its identity column numbering the rows in the order unnest
-// yields them.
+// the batch, its identity column numbering the rows in the order of the
+// ORDER BY (the write lock keeps other transactions from taking numbers
+// meanwhile).
 func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64, error) {
 	var n int
 	for _, r := range results {
@@ -65,12 +72,8 @@ func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64
 		data: make([]string, 0, n), reasons: make([]*string, 0, n), created: make([]int64, 0, n),
 	}
 	for _, r := range results {
-		for _, ev := range r.events {
-			data, err := json.Marshal(ev.Data)
-			if err != nil {
-				return 0, fmt.Errorf("encode event data: %w", err)
-			}
-			cols.add(ev, string(data))
+		for k, ev := range r.events {
+			cols.add(ev, r.eventData[k])
 		}
 	}
 	seqs, err := q.insertEventRows(ctx, cols)
@@ -120,7 +123,10 @@ func (q queries) insertEventRows(ctx context.Context, c eventColumns) ([]int64, 
 		return seqs, nil
 	}
 	rows, err := q.query(ctx, `INSERT INTO events (type, actor_id, subject, data, reason, created_at)
-SELECT * FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::text[], ?::bigint[]) RETURNING seq`,
+SELECT e.type, e.actor_id, e.subject, e.data, e.reason, e.created_at
+FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::text[], ?::bigint[])
+  WITH ORDINALITY AS e(type, actor_id, subject, data, reason, created_at, n)
+ORDER BY e.n RETURNING seq`,
 		c.types, c.actors, c.subjects, c.data, c.reasons, c.created)
 	if err != nil {
 		return nil, err

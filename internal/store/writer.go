@@ -40,8 +40,9 @@ type writeJob struct {
 }
 
 type writeResult struct {
-	events []model.Event
-	err    error
+	events    []model.Event
+	eventData []string // encoded, for insertEvents
+	err       error
 }
 
 type writer struct {
@@ -288,12 +289,13 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 			err := runJob(j, tx)
 			switch {
 			case err == nil:
-				results[i].events = tx.events
+				results[i].events, results[i].eventData = tx.events, tx.eventData
 			case single:
 				return jobError{err}
-			case ctx.Err() != nil:
-				// The batch's deadline passed (a frozen database): running it
-				// again would only wait as long again.
+			case ctx.Err() != nil || unavailable(err) || diskFull(err):
+				// The database failed, not the write (a frozen database, a
+				// lost connection, a full disk): running the batch again
+				// would only fail the same way, after as long again.
 				return err
 			case !savepoints:
 				return errRerun

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,8 +183,15 @@ func TestGroupCommitWithoutFailuresRunsOnce(t *testing.T) {
 					}
 					// Two events for the odd ones: seqs follow the order of
 					// the writes, then of the events within one.
+					// An actor and a reason on some: NULLs and values in
+					// one statement on PostgreSQL.
 					for k := range 1 + i%2 {
-						if err := tx.AppendEvent(ctx, model.Event{Type: "channel.created", Subject: fmt.Sprintf("channel:%s/%d", id, k)}); err != nil {
+						ev := model.Event{Type: "channel.created", Subject: fmt.Sprintf("channel:%s/%d", id, k)}
+						if k == 1 {
+							actor, reason := "u-"+id, "because "+id
+							ev.ActorID, ev.Reason = &actor, &reason
+						}
+						if err := tx.AppendEvent(ctx, ev); err != nil {
 							return err
 						}
 					}
@@ -221,8 +229,14 @@ func TestGroupCommitWithoutFailuresRunsOnce(t *testing.T) {
 			t.Fatalf("%d events stored, want %d", len(listed), len(subjects))
 		}
 		for k, ev := range listed { // newest first
-			if want := subjects[len(subjects)-1-k]; ev.Subject != want || ev.Seq != seq-int64(k) && kind == testenv.SQLite {
+			if want := subjects[len(subjects)-1-k]; ev.Subject != want || (kind == testenv.SQLite && ev.Seq != seq-int64(k)) {
 				t.Fatalf("stored event %d: seq %d %s, want %s", k, ev.Seq, ev.Subject, want)
+			}
+			second := strings.HasSuffix(ev.Subject, "/1")
+			id := strings.TrimSuffix(strings.TrimPrefix(ev.Subject, "channel:"), "/1")
+			if second != (ev.ActorID != nil && *ev.ActorID == "u-"+id && ev.Reason != nil && *ev.Reason == "because "+id) ||
+				!second && (ev.ActorID != nil || ev.Reason != nil) {
+				t.Fatalf("stored event %s: actor %v, reason %v", ev.Subject, ev.ActorID, ev.Reason)
 			}
 		}
 		// The holding write sent nothing after it took the write lock.
@@ -232,6 +246,53 @@ func TestGroupCommitWithoutFailuresRunsOnce(t *testing.T) {
 		}
 		if used != want {
 			t.Fatalf("%d statements for %d writes in one batch, want %d (no savepoints)", used, n, want)
+		}
+	})
+}
+
+// TestGroupCommitDatabaseFailureIsNotRunAgain: when a write of a batch fails
+// because the database did (a statement's deadline, a lost connection),
+// the batch fails as a whole at once: running it again, with savepoints,
+// would only wait as long again on a frozen database.
+func TestGroupCommitDatabaseFailureIsNotRunAgain(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		release := holdWriter(t, s)
+		before := s.WriterStats()
+		errs := make(chan error, 3)
+		for i, fail := range []bool{false, true, false} {
+			go func() {
+				id := fmt.Sprintf("d%d", i)
+				_, err := s.Write(ctx, func(tx *store.Tx) error {
+					now := model.Now()
+					if _, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: id, CreatedAt: now, UpdatedAt: now}); err != nil {
+						return err
+					}
+					if fail {
+						return fmt.Errorf("read something: %w", context.DeadlineExceeded)
+					}
+					return nil
+				})
+				errs <- err
+			}()
+			waitQueued(t, s, i+1)
+		}
+		release()
+		for range 3 {
+			if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a write of a batch whose database failed: %v, want the failure", err)
+			}
+		}
+		after := s.WriterStats()
+		if after.Transactions-before.Transactions != 1 || after.Reruns != before.Reruns {
+			t.Fatalf("writer stats went from %+v to %+v: want one batch, not run again", before, after)
+		}
+		for i := range 3 {
+			if _, err := s.GetChannel(ctx, fmt.Sprintf("d%d", i)); !apperr.IsNotFound(err) {
+				t.Fatalf("channel d%d of the failed batch: %v", i, err)
+			}
 		}
 	})
 }

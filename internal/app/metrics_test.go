@@ -1,0 +1,75 @@
+package app_test
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// /metrics reports the group commit as the store counts it: batches,
+// writes, and batches run again because a write of theirs failed.
+// Concurrent creates of one username make conflicts, which may share a
+// batch with the one that succeeds (then it runs again).
+func TestMetricsCountGroupCommits(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := fmt.Sprintf("m%d", i)
+				if i%2 == 0 {
+					name = "taken"
+				}
+				r := e.Do(testenv.Req{Method: "POST", Path: "/users", Token: e.Owner, Type: "application/json",
+					Body: fmt.Sprintf(`{"username":%q}`, name)})
+				if r.Status != http.StatusCreated && r.Status != http.StatusConflict {
+					t.Errorf("create %s: %d %s", name, r.Status, r.Body)
+				}
+			}()
+		}
+		wg.Wait()
+		res, err := e.HTTP.Get(e.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		got := map[string]float64{}
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			name, value, ok := strings.Cut(sc.Text(), " ")
+			if ok && strings.HasPrefix(name, "guildhall_store_") {
+				v, err := strconv.ParseFloat(value, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", sc.Text(), err)
+				}
+				got[name] = v
+			}
+		}
+		st := e.App.Store.WriterStats() // nothing writes now
+		want := map[string]float64{
+			"guildhall_store_write_transactions_total": float64(st.Transactions),
+			"guildhall_store_writes_total":             float64(st.Writes),
+			"guildhall_store_write_reruns_total":       float64(st.Reruns),
+		}
+		for name, w := range want {
+			if v, ok := got[name]; !ok || v != w {
+				t.Errorf("%s = %v (reported: %v), want %v", name, v, ok, w)
+			}
+		}
+		// The bootstrap and the 16 creates at least (a conflict is a write
+		// that failed, still a write).
+		if st.Writes < 17 || st.Transactions > st.Writes || st.Reruns > st.Transactions {
+			t.Errorf("writer stats %+v do not add up", st)
+		}
+		t.Logf("%s: %+v", kind, st)
+	})
+}
