@@ -52,7 +52,7 @@ test-race: ## go test -race on the packages with shared state, and the concurren
 test-short:
 	$(GO) test -count=1 -short ./...
 
-fuzz: ## run every fuzz target of every package (go test -list '^Fuzz') for FUZZTIME each (default 20s)
+fuzz: ## run every fuzz target of every package (go test -list '^Fuzz') for FUZZTIME each (default 20s; a count such as 60000x also works)
 	@set -e; n=0; for pkg in $$($(GO) list ./...); do \
 	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "=== fuzz $$pkg $$target"; n=$$((n + 1)); \
