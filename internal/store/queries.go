@@ -87,7 +87,7 @@ func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, erro
 
 // ReadChannel is GetChannel with the versions it was read at (see ReadUser).
 func (q queries) ReadChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
-	rows, err := q.query(ctx, "SELECT "+versionColumns+", "+channelColumns+" FROM channels c LEFT JOIN settings s ON s.id = 1 WHERE c.id = ?", id)
+	rows, err := q.query(ctx, "SELECT "+versionColumns+", "+channelColumns+" FROM channels c WHERE c.id = ?", id)
 	if err != nil {
 		return model.Channel{}, Versions{}, fmt.Errorf("read channel %q: %w", id, err)
 	}
@@ -238,11 +238,17 @@ func userColumns(d dialect) string {
 }
 
 // fromUsers is the FROM clause userColumns needs.
-const fromUsers = " FROM users u LEFT JOIN settings s ON s.id = 1"
+const fromUsers = " FROM users u"
 
-// versionColumns read the versions of a joined settings row s (0 before
-// the store is bootstrapped).
-const versionColumns = "COALESCE(s.auth_version, 0), COALESCE(s.credentials_version, 0)"
+// versions reads the versions from the settings row, by scalar subqueries
+// (uncorrelated: evaluated once per statement). Joining settings instead
+// costs SQLite 3.54 more than the rest of a point read (a user read by key:
+// 2.9 µs with these subqueries, 7.3 µs joined).
+const versions = "(SELECT auth_version FROM settings WHERE id = 1), (SELECT credentials_version FROM settings WHERE id = 1)"
+
+// versionColumns read the versions, 0 before the store is bootstrapped.
+const versionColumns = "COALESCE((SELECT auth_version FROM settings WHERE id = 1), 0), " +
+	"COALESCE((SELECT credentials_version FROM settings WHERE id = 1), 0)"
 
 func scanUser(rows *sql.Rows) (model.User, Versions, error) {
 	var u model.User
@@ -474,17 +480,20 @@ type hotSQL struct {
 
 func newHotSQL(d dialect) *hotSQL {
 	token := "SELECT t.id, t.hash, t.expires_at, " + credentialColumns(d) +
-		" FROM tokens t JOIN users u ON u.id = t.user_id JOIN settings s ON s.id = 1 WHERE "
+		" FROM tokens t JOIN users u ON u.id = t.user_id WHERE "
 	return &hotSQL{
 		dialect: d,
 		getUser: "SELECT " + userColumns(d) + fromUsers + " WHERE u.id = ?",
-		permissionSubjectNoRoles: "SELECT s.auth_version, s.credentials_version, (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, NULL" +
-			" FROM settings s LEFT JOIN users u ON u.id = ? WHERE s.id = 1",
-		permissionSubject: "SELECT s.auth_version, s.credentials_version, (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
-			" FROM user_roles ur WHERE ur.user_id = u.id) FROM settings s LEFT JOIN users u ON u.id = ? WHERE s.id = 1",
+		// One row whether or not the user exists: the asked-for ID is the
+		// driving row (p). No COALESCE on the versions: without a settings
+		// row they are NULL, and the scan fails.
+		permissionSubjectNoRoles: "SELECT " + versions + ", (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, NULL" +
+			" FROM (SELECT CAST(? AS TEXT) AS id) p LEFT JOIN users u ON u.id = p.id",
+		permissionSubject: "SELECT " + versions + ", (SELECT 1 FROM channels WHERE id = ?), u.id, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
+			" FROM user_roles ur WHERE ur.user_id = u.id) FROM (SELECT CAST(? AS TEXT) AS id) p LEFT JOIN users u ON u.id = p.id",
 		tokenByHash:   token + "t.hash = ?",
 		tokenByID:     token + "t.id = ?",
-		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u JOIN settings s ON s.id = 1 WHERE u.id = ?",
+		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u WHERE u.id = ?",
 	}
 }
 
@@ -558,7 +567,7 @@ func (q queries) CredentialsOfToken(ctx context.Context, tokenID string) (Creden
 
 func credentialColumns(d dialect) string {
 	return "u.id, u.status, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
-		" FROM user_roles ur WHERE ur.user_id = u.id), s.auth_version, s.credentials_version"
+		" FROM user_roles ur WHERE ur.user_id = u.id), " + versions
 }
 
 func (q queries) tokenCredentials(ctx context.Context, byID bool, arg string) (Credentials, error) {
