@@ -229,7 +229,7 @@ func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions,
 // by position descending as one comma-separated column (a role ID never
 // holds a comma).
 //
-// The versions come with every row (settings is joined on its one row).
+// The versions come with every row (scalar subqueries on the settings row).
 func userColumns(d dialect) string {
 	return versionColumns + ", " +
 		"u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
