@@ -48,12 +48,24 @@ const shot = async (page, name, opts = {}) => {
 };
 
 // The public API, for setting up the moderator and checking what the UI did.
+// It shares the owner's rate-limit bucket with the browser, so a 429 is waited
+// out (Retry-After) and asked again, as the console itself does; a check must
+// never read a 429's problem as the state it is checking.
+let apiRateLimited = 0;
 async function api(method, p, tok, body) {
-  const r = await fetch(`${base}/api${p}`, {
-    method,
-    headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
+  let r;
+  for (let attempt = 0; ; attempt++) {
+    r = await fetch(`${base}/api${p}`, {
+      method,
+      headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    if (r.status !== 429 || attempt === 10) break;
+    apiRateLimited++;
+    await r.arrayBuffer();
+    const wait = Math.min(Number(r.headers.get('Retry-After')) || 1, 5);
+    await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+  }
   const text = await r.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch { json = null; }
@@ -468,7 +480,7 @@ try {
 }
 expect(blocked.length === 0, `requests left loopback: ${blocked.join(', ')}`);
 expect(pageErrors.length === 0, `page errors: ${pageErrors.join(' | ')}`);
-log(`external requests: ${blocked.length}; page errors: ${pageErrors.length}; 429s retried: ${rateLimited}; ${shots} screenshots in ${shotDir}`);
+log(`external requests: ${blocked.length}; page errors: ${pageErrors.length}; 429s retried: ${rateLimited} (console), ${apiRateLimited} (checks); ${shots} screenshots in ${shotDir}`);
 for (const f of failures) console.log(`  FAIL ${f}`);
 if (failures.length > 0) {
   console.log(`console: FAILED - ${failures.length} problems`);
