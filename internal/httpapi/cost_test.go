@@ -23,7 +23,7 @@ var costBudgets = []struct {
 	allocs     float64 // SQLite; the PostgreSQL driver allocates about half as much again
 }{
 	{"get user", "GET", "/users/{user}", "", 200, 1, 250},
-	{"list 50 users", "GET", "/users?limit=50", "", 200, 1, 1900},
+	{"list 50 users", "GET", "/users?limit=50", "", 200, 1, 1400},
 	{"user permissions", "GET", "/users/{user}/permissions", "", 200, 1, 250},
 	{"user permissions in a channel", "GET", "/users/{user}/permissions?channelID=light", "", 200, 1, 250},
 	{"channel", "GET", "/channels/light", "", 200, 1, 250},

@@ -218,7 +218,7 @@ func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions,
 		}
 		return model.User{}, Versions{}, apperr.NotFound("User %q does not exist.", id)
 	}
-	u, v, err := scanUser(rows)
+	u, v, err := newUserScanner().scan(rows)
 	if err != nil {
 		return model.User{}, Versions{}, fmt.Errorf("read user %q: %w", id, err)
 	}
@@ -233,8 +233,12 @@ func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions,
 func userColumns(d dialect) string {
 	return versionColumns + ", " +
 		"u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
-		"(SELECT " + d.groupConcatOrdered("ur.role_id", "r.position DESC") +
-		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)"
+		// The ordered aggregate costs SQLite a join and a sorter per user;
+		// a user with no role (most of a community) skips both after one
+		// probe of user_roles' primary key.
+		"CASE WHEN EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id) THEN (SELECT " +
+		d.groupConcatOrdered("ur.role_id", "r.position DESC") +
+		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id) END"
 }
 
 // fromUsers is the FROM clause userColumns needs.
@@ -250,18 +254,35 @@ const versions = "(SELECT auth_version FROM settings WHERE id = 1), (SELECT cred
 const versionColumns = "COALESCE((SELECT auth_version FROM settings WHERE id = 1), 0), " +
 	"COALESCE((SELECT credentials_version FROM settings WHERE id = 1), 0)"
 
-func scanUser(rows *sql.Rows) (model.User, Versions, error) {
-	var u model.User
-	var v Versions
-	var created, updated micros
-	var roles sql.NullString
-	if err := rows.Scan(&v.Auth, &v.Credentials, &u.ID, &u.Username, &u.DisplayName, &u.Email, &u.Status, &u.IsOwner, &u.Version,
-		&created, &updated, &roles); err != nil {
+// userScanner reads rows of userColumns. One serves every row of a
+// statement: its destinations escape to the heap once, not once per row,
+// and the timestamps are scanned as plain int64s, which database/sql
+// assigns without reflection.
+type userScanner struct {
+	u                model.User
+	v                Versions
+	created, updated int64
+	roles            sql.NullString
+	dest             []any
+}
+
+func newUserScanner() *userScanner {
+	s := &userScanner{}
+	s.dest = []any{&s.v.Auth, &s.v.Credentials, &s.u.ID, &s.u.Username, &s.u.DisplayName, &s.u.Email, &s.u.Status,
+		&s.u.IsOwner, &s.u.Version, &s.created, &s.updated, &s.roles}
+	return s
+}
+
+// scan reads the current row. Every destination is assigned by each scan
+// (NULL included), so nothing of the row before carries over.
+func (s *userScanner) scan(rows *sql.Rows) (model.User, Versions, error) {
+	if err := rows.Scan(s.dest...); err != nil {
 		return model.User{}, Versions{}, err
 	}
-	u.CreatedAt, u.UpdatedAt = created.time(), updated.time()
-	u.Roles = splitIDs(roles.String)
-	return u, v, nil
+	u := s.u
+	u.CreatedAt, u.UpdatedAt = micros(s.created).time(), micros(s.updated).time()
+	u.Roles = splitIDs(s.roles.String)
+	return u, s.v, nil
 }
 
 // splitIDs splits a comma-separated list of IDs ("" is none).
@@ -359,8 +380,9 @@ func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limi
 	}
 	defer rows.Close()
 	out := make([]model.User, 0, min(limit+1, 64))
+	scan := newUserScanner()
 	for rows.Next() {
-		u, v, err := scanUser(rows)
+		u, v, err := scan.scan(rows)
 		if err != nil {
 			return nil, false, Versions{}, false, fmt.Errorf("list users: %w", err)
 		}

@@ -75,3 +75,59 @@ func TestUserConflictsNameWhatIsTaken(t *testing.T) {
 		}
 	})
 }
+
+// TestUserRolesByPositionDescending: a user read alone and in a page lists
+// their role IDs by position descending (neither by ID nor by assignment),
+// and a user without roles an empty list.
+func TestUserRolesByPositionDescending(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		var users [3]model.User
+		if _, err := s.Write(ctx, func(tx *store.Tx) error {
+			for _, id := range []string{"b", "c", "a"} { // each new role takes position 1: b 3, c 2, a 1
+				if _, err := tx.InsertRole(ctx, model.Role{ID: id, Name: id, CreatedAt: model.Now(), UpdatedAt: model.Now()}); err != nil {
+					return err
+				}
+			}
+			for i, name := range []string{"one", "two", "three"} {
+				u, err := tx.InsertUser(ctx, newUser(name))
+				if err != nil {
+					return err
+				}
+				users[i] = u
+			}
+			for _, a := range []struct{ user, role string }{{users[0].ID, "a"}, {users[0].ID, "b"}, {users[2].ID, "a"}, {users[2].ID, "c"}, {users[2].ID, "b"}} {
+				if _, err := tx.AddUserRole(ctx, a.user, a.role, model.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{users[0].ID: "b,a", users[1].ID: "", users[2].ID: "b,c,a"}
+		for _, u := range users {
+			got, _, err := s.ReadUser(ctx, u.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Roles == nil || strings.Join(got.Roles, ",") != want[u.ID] {
+				t.Errorf("ReadUser(%s).Roles = %#v, want %q", u.Username, got.Roles, want[u.ID])
+			}
+		}
+		page, _, _, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) != 3 {
+			t.Fatalf("page of %d users", len(page))
+		}
+		for _, u := range page {
+			if u.Roles == nil || strings.Join(u.Roles, ",") != want[u.ID] {
+				t.Errorf("ListUsers: %s has roles %#v, want %q", u.Username, u.Roles, want[u.ID])
+			}
+		}
+	})
+}
