@@ -6,6 +6,7 @@ package api
 import (
 	"time"
 
+	"github.com/guildhall/guildhall/internal/jsonfield"
 	"github.com/oapi-codegen/nullable"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
@@ -1011,7 +1012,7 @@ type User struct {
 	// Email Present only for the user themself and holders of `MANAGE_USERS`.
 	//
 	// Example: alice@example.com
-	Email nullable.Nullable[openapi_types.Email] `json:"email,omitempty"`
+	Email jsonfield.Nullable[Email] `json:"email,omitzero"`
 
 	// Id A time-ordered UUID (version 7), assigned by the server.
 	//

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/nullable"
-	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/jsonfield"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 )
@@ -88,9 +88,9 @@ func toUser(u model.User) api.User {
 	}
 	if !u.EmailHidden {
 		if u.Email == nil {
-			out.Email = nullable.NewNullNullable[openapi_types.Email]()
+			out.Email = jsonfield.NewNullNullable[api.Email]()
 		} else {
-			out.Email = nullable.NewNullableWithValue(openapi_types.Email(*u.Email))
+			out.Email = jsonfield.NewNullableWithValue(api.Email(*u.Email))
 		}
 	}
 	return out
