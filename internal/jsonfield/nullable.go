@@ -2,7 +2,8 @@
 // in place of oapi-codegen's defaults where those cost too much on a hot
 // path. gen/api/overlay.yaml names the fields; the published contract
 // (openapi/openapi.yaml) does not change, and clients generated from it
-// keep their own types.
+// keep their own types. The Go client in gen/api shares these models, so
+// its User.Email is this type (with the methods of the one it replaced).
 package jsonfield
 
 import (
@@ -92,7 +93,9 @@ func (n Nullable[T]) MarshalJSON() ([]byte, error) {
 	s := string(n.value)
 	for i := 0; i < len(s); i++ {
 		// Anything json.Marshal would escape (quotes, backslashes, control
-		// characters, HTML's <, > and &, all of non-ASCII) goes to it.
+		// characters, HTML's <, > and &) goes to it, and so do DEL and all
+		// of non-ASCII, which it may escape (U+2028, U+2029) or replace
+		// (invalid UTF-8).
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return json.Marshal(s)
 		}

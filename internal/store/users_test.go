@@ -98,7 +98,7 @@ func TestUserRolesByPositionDescending(t *testing.T) {
 				}
 				users[i] = u
 			}
-			for _, a := range []struct{ user, role string }{{users[0].ID, "a"}, {users[0].ID, "b"}, {users[2].ID, "a"}, {users[2].ID, "c"}, {users[2].ID, "b"}} {
+			for _, a := range []struct{ user, role string }{{users[0].ID, "a"}, {users[0].ID, "b"}, {users[2].ID, "c"}, {users[2].ID, "a"}, {users[2].ID, "b"}} {
 				if _, err := tx.AddUserRole(ctx, a.user, a.role, model.Now()); err != nil {
 					return err
 				}
