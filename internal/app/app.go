@@ -91,6 +91,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_write_reruns_total",
 			Help: "Write transactions run a second time, a savepoint per write, because one of their writes failed."},
 			func() float64 { return float64(st.WriterStats().Reruns) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_read_cache_hits_total",
+			Help: "Reads the store's read cache answered (SQLite; none on PostgreSQL)."},
+			func() float64 { return float64(st.ReadCacheStats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_read_cache_misses_total",
+			Help: "Cacheable reads the store sent to the database (SQLite; none on PostgreSQL)."},
+			func() float64 { return float64(st.ReadCacheStats().Misses) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_event_stream_subscribers",
 			Help: "Event streams (Server-Sent Events) open on this instance."},
 			func() float64 { return float64(broker.Subscribers()) }))

@@ -9,11 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
 // /metrics reports the group commit as the store counts it: batches,
-// writes, and batches run again because a write of theirs failed.
+// writes, and batches run again because a write of theirs failed; and the
+// read cache's hits and misses.
 // Concurrent creates of one username make conflicts, which may share a
 // batch with the one that succeeds (then it runs again).
 func TestMetricsCountGroupCommits(t *testing.T) {
@@ -37,6 +39,9 @@ func TestMetricsCountGroupCommits(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		for range 3 { // the same read, twice from the read cache on SQLite
+			e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users?limit=5", Token: e.Owner})
+		}
 		res, err := e.HTTP.Get(e.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -55,10 +60,19 @@ func TestMetricsCountGroupCommits(t *testing.T) {
 			}
 		}
 		st := e.App.Store.WriterStats() // nothing writes now
+		rc := e.App.Store.ReadCacheStats()
 		want := map[string]float64{
 			"guildhall_store_write_transactions_total": float64(st.Transactions),
 			"guildhall_store_writes_total":             float64(st.Writes),
 			"guildhall_store_write_reruns_total":       float64(st.Reruns),
+			"guildhall_store_read_cache_hits_total":    float64(rc.Hits),
+			"guildhall_store_read_cache_misses_total":  float64(rc.Misses),
+		}
+		if kind == testenv.SQLite && rc.Hits < 2 {
+			t.Errorf("read cache %+v: the repeated page was not answered from it", rc)
+		}
+		if kind == testenv.Postgres && rc != (store.ReadCacheStats{}) {
+			t.Errorf("read cache %+v on PostgreSQL, which has none", rc)
 		}
 		for name, w := range want {
 			if v, ok := got[name]; !ok || v != w {

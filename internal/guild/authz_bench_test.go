@@ -98,7 +98,8 @@ func (e *authzEnv) authorize(ctx context.Context, channelID string, need permiss
 
 // TestAuthorizeWarmCost: on a warm instance, authenticating a token and
 // checking permissions in a channel costs exactly one SQL statement (the
-// current versions, which any instance may move, read by Confirm); a permission
+// current versions, which any instance may move, read by Confirm; on SQLite,
+// once the read cache holds them, the probe of the data version); a permission
 // change is seen by the very next authorization (which reloads the snapshot
 // once), and a change of credentials (a role taken away) by the very next
 // authentication, which reads the token again.
@@ -120,6 +121,7 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		}
 		const warm = 1       // SELECT auth_version, credentials_version
 		cost("warm-up", nil) // may load the snapshot
+		cost("warm-up", nil) // and fill the read cache (SQLite)
 		for i := range 3 {
 			if n := cost("warm", nil); n != warm {
 				t.Fatalf("warm authorization %d cost %d statements, want %d", i, n, warm)
@@ -182,8 +184,15 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := e.st.QueryCount() - before; n != warm+1 {
-			t.Fatalf("authentication after a role removal cost %d statements, want %d", n, warm+1)
+		wantAfter := int64(warm + 1)
+		if kind == testenv.SQLite {
+			// Beyond the probe (warm), the versions, which the commit
+			// took out of the read cache, are read, and the data version
+			// probed again after the read so the cache may keep them.
+			wantAfter += 2
+		}
+		if n := e.st.QueryCount() - before; n != wantAfter {
+			t.Fatalf("authentication after a role removal cost %d statements, want %d", n, wantAfter)
 		}
 		if len(a.Roles) != 0 || a.In("ops").Has(permissions.ManageChannels) {
 			t.Fatalf("after removing mods alice still has roles %v / permissions %v", a.Roles, a.In("ops").Names())

@@ -18,6 +18,13 @@ import (
 
 // benchStore opens a store of each kind with the settings row and n users.
 func benchStores(b *testing.B, users int, fn func(b *testing.B, s *store.Store, ids []string)) {
+	benchStoresPrepared(b, users, nil, fn)
+}
+
+// benchStoresPrepared is benchStores with prepare run on each store before
+// anything is measured.
+func benchStoresPrepared(b *testing.B, users int, prepare func(b *testing.B, s *store.Store, ids []string),
+	fn func(b *testing.B, s *store.Store, ids []string)) {
 	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
 		b.Run(kind, func(b *testing.B) {
 			if kind == testenv.Postgres {
@@ -50,6 +57,9 @@ func benchStores(b *testing.B, users int, fn func(b *testing.B, s *store.Store, 
 			if err != nil {
 				b.Fatal(err)
 			}
+			if prepare != nil {
+				prepare(b, s, ids)
+			}
 			start := s.QueryCount()
 			cpu := processCPU()
 			b.ReportAllocs()
@@ -70,10 +80,15 @@ func newUser(name string) model.User {
 		CreatedAt: now, UpdatedAt: now}
 }
 
-// BenchmarkReadUser is GET /users/{id}'s store work: a user, their roles
-// and the versions, in one statement.
-func BenchmarkReadUser(b *testing.B) {
-	benchStores(b, 1000, func(b *testing.B, s *store.Store, ids []string) {
+// BenchmarkReadUser is GET /users/{id}'s store work in the database: a
+// user, their roles and the versions, in one statement (the read cache
+// off). BenchmarkReadUserCached is the same with the read cache (SQLite)
+// answering, as on a warm instance between writes.
+func BenchmarkReadUser(b *testing.B)       { benchReadUser(b, false) }
+func BenchmarkReadUserCached(b *testing.B) { benchReadUser(b, true) }
+
+func benchReadUser(b *testing.B, cache bool) {
+	benchStoresPrepared(b, 1000, prepareCache(cache), func(b *testing.B, s *store.Store, ids []string) {
 		ctx := context.Background()
 		i := 0
 		for b.Loop() {
@@ -85,9 +100,36 @@ func BenchmarkReadUser(b *testing.B) {
 	})
 }
 
-// BenchmarkListUsers50 is GET /users?limit=50's store work.
-func BenchmarkListUsers50(b *testing.B) {
-	benchStores(b, 1000, func(b *testing.B, s *store.Store, _ []string) {
+// prepareCache turns the read cache off, or fills it with every user and
+// the first page of users.
+func prepareCache(on bool) func(b *testing.B, s *store.Store, ids []string) {
+	return func(b *testing.B, s *store.Store, ids []string) {
+		if !on {
+			s.DisableReadCacheForTest()
+			return
+		}
+		if s.Postgres() {
+			b.Skip("PostgreSQL has no read cache")
+		}
+		ctx := context.Background()
+		for _, id := range ids {
+			if _, _, err := s.ReadUser(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, _, _, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 50); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkListUsers50 is GET /users?limit=50's store work in the database
+// (the read cache off); BenchmarkListUsers50Cached with the read cache.
+func BenchmarkListUsers50(b *testing.B)       { benchListUsers50(b, false) }
+func BenchmarkListUsers50Cached(b *testing.B) { benchListUsers50(b, true) }
+
+func benchListUsers50(b *testing.B, cache bool) {
+	benchStoresPrepared(b, 1000, prepareCache(cache), func(b *testing.B, s *store.Store, _ []string) {
 		ctx := context.Background()
 		for b.Loop() {
 			if users, _, _, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 50); err != nil || len(users) != 50 {

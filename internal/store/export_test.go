@@ -33,3 +33,7 @@ func (tx *Tx) ExecForTestInTx(ctx context.Context, sql string, args ...any) erro
 
 // QueuedWrites is the number of writes waiting for the writer.
 func (s *Store) QueuedWrites() int { return len(s.writer.jobs) }
+
+// DisableReadCacheForTest sends every read to the database, as on
+// PostgreSQL (benchmarks of the database path).
+func (s *Store) DisableReadCacheForTest() { s.queries.cache = nil }

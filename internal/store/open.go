@@ -51,6 +51,7 @@ type Store struct {
 	read    *gorm.DB // SQLite: a read-only pool; PostgreSQL: the pool
 	queries
 	wstmts     *stmtCache   // prepared statements of the write pool
+	cache      *readCache   // SQLite: the hottest reads as of the data version (readcache.go)
 	statements atomic.Int64 // see QueryCount
 
 	writer *writer
@@ -139,6 +140,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.SetMaxOpenConns(opts.MaxOpenConns)
 		rdb.SetMaxIdleConns(opts.MaxOpenConns)
 		s.write, s.read = w, r
+		if s.cache, err = openReadCache("file:" + path + "?" + common + "&_query_only=true"); err != nil {
+			_ = wdb.Close()
+			_ = rdb.Close()
+			return nil, err
+		}
 	}
 	rdb, err := s.read.DB()
 	if err != nil {
@@ -148,7 +154,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout), counter: &s.statements}
+	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
+		counter: &s.statements, cache: s.cache}
 	s.wstmts = s.queries.stmts
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -222,6 +229,9 @@ func (s *Store) Close() error {
 		}
 	}
 	var errs []error
+	if s.cache != nil {
+		errs = append(errs, s.cache.close())
+	}
 	for _, g := range []*gorm.DB{s.write, s.read} {
 		if g == nil {
 			continue

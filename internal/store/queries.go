@@ -28,6 +28,7 @@ type queries struct {
 	sqlTx   *sql.Tx         // set inside a write transaction
 	txCtx   context.Context // set inside a write transaction: see Tx
 	counter *atomic.Int64   // QueryCount
+	cache   *readCache      // SQLite's read pool only (readcache.go)
 }
 
 // ctx is the context statements run under. Inside a write transaction it is
@@ -87,6 +88,20 @@ func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, erro
 
 // ReadChannel is GetChannel with the versions it was read at (see ReadUser).
 func (q queries) ReadChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
+	r, err := cachedRead(q, cacheKey{kind: cacheChannel, a: id}, func(r channelRead) int { return 256 + len(r.c.Name) },
+		func() (channelRead, error) {
+			c, v, err := q.readChannel(ctx, id)
+			return channelRead{c, v}, err
+		})
+	return r.c, r.v, err
+}
+
+type channelRead struct {
+	c model.Channel
+	v Versions
+}
+
+func (q queries) readChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
 	rows, err := q.query(ctx, "SELECT "+versionColumns+", "+channelColumns+" FROM channels c WHERE c.id = ?", id)
 	if err != nil {
 		return model.Channel{}, Versions{}, fmt.Errorf("read channel %q: %w", id, err)
@@ -207,6 +222,20 @@ func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
 // Versions): a request that reads through it learns, in the same
 // statement, whether the credentials it was authenticated with are current.
 func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions, error) {
+	r, err := cachedRead(q, cacheKey{kind: cacheUser, a: id}, func(r userRead) int { return userBytes(&r.u) },
+		func() (userRead, error) {
+			u, v, err := q.readUser(ctx, id)
+			return userRead{u, v}, err
+		})
+	return r.u, r.v, err
+}
+
+type userRead struct {
+	u model.User
+	v Versions
+}
+
+func (q queries) readUser(ctx context.Context, id string) (model.User, Versions, error) {
 	rows, err := q.query(ctx, q.sql().getUser, id)
 	if err != nil {
 		return model.User{}, Versions{}, fmt.Errorf("read user %q: %w", id, err)
@@ -308,9 +337,21 @@ type PermissionSubject struct {
 // PermissionSubject reads a user and a channel's existence in one statement
 // (channelID "" asks about no channel).
 //
-// Without roles, it leaves Roles empty and skips reading them (a caller that
-// has them cached at the credentials version the read returns).
+// Without roles, it may leave Roles empty and skip reading them (a caller
+// that has them cached at the credentials version the read returns); from
+// the read cache they come anyway.
 func (q queries) PermissionSubject(ctx context.Context, userID, channelID string, withRoles bool) (PermissionSubject, error) {
+	if q.cache == nil {
+		return q.permissionSubject(ctx, userID, channelID, withRoles)
+	}
+	// Cached, the roles cost nothing: one entry serves both kinds of caller.
+	withRoles = true
+	return cachedRead(q, cacheKey{kind: cacheSubject, a: userID, b: channelID},
+		func(p PermissionSubject) int { return 256 + 32*len(p.Roles) },
+		func() (PermissionSubject, error) { return q.permissionSubject(ctx, userID, channelID, withRoles) })
+}
+
+func (q queries) permissionSubject(ctx context.Context, userID, channelID string, withRoles bool) (PermissionSubject, error) {
 	text := q.sql().permissionSubject
 	if !withRoles {
 		text = q.sql().permissionSubjectNoRoles
@@ -369,6 +410,36 @@ type UserFilter struct {
 //
 // ok reports whether versions is set: it is when the page has a user.
 func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limit int) (users []model.User, more bool, versions Versions, ok bool, err error) {
+	key := cacheKey{kind: cacheUserPage, a: f.Prefix, b: f.RoleID, c: f.Status, d: after, n: limit, flag: f.MatchEmail}
+	p, err := cachedRead(q, key, userPage.bytes, func() (userPage, error) {
+		var p userPage
+		var err error
+		p.users, p.more, p.versions, p.ok, err = q.listUsers(ctx, f, after, limit)
+		return p, err
+	})
+	if err != nil || q.cache == nil {
+		return p.users, p.more, p.versions, p.ok, err
+	}
+	// The page is shared with every request that reads it; the caller may
+	// change its users (a hidden email).
+	return append([]model.User(nil), p.users...), p.more, p.versions, p.ok, nil
+}
+
+type userPage struct {
+	users    []model.User
+	more, ok bool
+	versions Versions
+}
+
+func (p userPage) bytes() int {
+	n := 64
+	for i := range p.users {
+		n += userBytes(&p.users[i])
+	}
+	return n
+}
+
+func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limit int) (users []model.User, more bool, versions Versions, ok bool, err error) {
 	// The plan is chosen here, not left to the planner's guesses (SQLite
 	// has no statistics): a prefix drives the query from its index ranges,
 	// else a role from its holders in ID order, else the status index, else

@@ -436,10 +436,13 @@ func (q queries) readVersions(ctx context.Context) (Versions, error) {
 }
 
 // CurrentVersions returns the versions as of now, read from the database
-// (one indexed read of the settings row, through a prepared statement):
+// (one indexed read of the settings row, through a prepared statement; on
+// SQLite, from the read cache while the data version holds):
 // other processes commit too (other instances on PostgreSQL, a second
 // process on the same SQLite file), so this read is what makes a revocation
 // anywhere hold on the very next request everywhere.
 func (s *Store) CurrentVersions(ctx context.Context) (Versions, error) {
-	return s.queries.readVersions(ctx)
+	q := s.queries
+	return cachedRead(q, cacheKey{kind: cacheVersions}, func(Versions) int { return 64 },
+		func() (Versions, error) { return q.readVersions(ctx) })
 }

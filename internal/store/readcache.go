@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/guildhall/guildhall/internal/model"
+)
+
+// The read cache (SQLite). The hottest reads outside a write (a user, a page
+// of users, a channel, what a user's permissions are computed from, the
+// versions) are kept in memory as of one data version of the database file,
+// and answered from memory while that data version is current.
+//
+// The data version is SQLite's own (PRAGMA data_version), read on a
+// connection of its own that never writes: it moves whenever any other
+// connection commits, this process's writer or another process on the same
+// file (a second instance, the CLI). Every cached read asks it first (one
+// statement in SQLite's memory, no query plan, a few microseconds), so an
+// entry never outlives a commit and there is no time to live: a revoked
+// token, a suspended user or a removed permission holds on the very next
+// request, as without the cache. A read that misses is stored only if the
+// data version was still the same after it: then no commit happened while
+// it ran, and what it read is the state of that version.
+//
+// PostgreSQL has no such cheap question (asking is a round trip, which is
+// what a read costs already), so its reads are not cached.
+type readCache struct {
+	mu   sync.Mutex // the watch connection serves one statement at a time
+	conn driver.Conn
+	stmt driver.StmtQueryContext
+	dest []driver.Value
+
+	emu     sync.RWMutex
+	version int64 // the data version the entries are of
+	m       map[cacheKey]cached
+	bytes   int // estimated size of the entries
+
+	hits, misses atomic.Int64
+}
+
+// maxCacheBytes bounds the estimated size of the entries; past it the cache
+// starts over. A user costs a few hundred bytes: 10,000 users and a
+// thousand pages of 50 fit.
+const maxCacheBytes = 32 << 20
+
+type cacheKind uint8
+
+const (
+	cacheUser cacheKind = iota + 1
+	cacheChannel
+	cacheSubject
+	cacheUserPage
+	cacheVersions
+)
+
+// cacheKey names one read: its kind and its arguments.
+type cacheKey struct {
+	kind       cacheKind
+	a, b, c, d string
+	n          int
+	flag       bool
+}
+
+type cached struct {
+	value any
+	bytes int
+}
+
+// openReadCache opens the watch connection on the SQLite file at dsn.
+func openReadCache(dsn string) (*readCache, error) {
+	conn, err := (&sqlite3.SQLiteDriver{}).Open(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the read cache's connection: %w", err)
+	}
+	st, err := conn.Prepare("PRAGMA data_version")
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("prepare data_version: %w", err)
+	}
+	return &readCache{conn: conn, stmt: st.(driver.StmtQueryContext), dest: make([]driver.Value, 1)}, nil
+}
+
+func (c *readCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil
+	}
+	err := c.conn.Close() // closes the statement too
+	c.conn = nil
+	return err
+}
+
+// dataVersion returns the database's data version as of now; ok is false
+// when it could not be read (the read then goes to the database).
+func (c *readCache) dataVersion() (v int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return 0, false
+	}
+	// A context that is never done: the driver then starts no goroutine to
+	// watch it.
+	rows, err := c.stmt.QueryContext(context.Background(), nil)
+	if err != nil {
+		return 0, false
+	}
+	defer rows.Close()
+	if err := rows.Next(c.dest); err != nil {
+		return 0, false
+	}
+	v, ok = c.dest[0].(int64)
+	return v, ok
+}
+
+func (c *readCache) get(version int64, key cacheKey) (any, bool) {
+	c.emu.RLock()
+	defer c.emu.RUnlock()
+	if c.version != version {
+		return nil, false
+	}
+	e, ok := c.m[key]
+	return e.value, ok
+}
+
+func (c *readCache) put(version int64, key cacheKey, value any, bytes int) {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	switch {
+	case version < c.version:
+		return // read before a commit the cache already knows of
+	case version > c.version || c.m == nil || c.bytes+bytes > maxCacheBytes:
+		c.version, c.m, c.bytes = version, make(map[cacheKey]cached), 0
+	}
+	if old, ok := c.m[key]; ok {
+		c.bytes -= old.bytes
+	}
+	c.m[key] = cached{value: value, bytes: bytes}
+	c.bytes += bytes
+}
+
+// ReadCacheStats counts the reads the cache answered and the ones it sent
+// to the database (zero on PostgreSQL, which has no cache).
+type ReadCacheStats struct {
+	Hits, Misses int64
+}
+
+// ReadCacheStats returns the read cache's counters since the store was opened.
+func (s *Store) ReadCacheStats() ReadCacheStats {
+	if s.cache == nil {
+		return ReadCacheStats{}
+	}
+	return ReadCacheStats{Hits: s.cache.hits.Load(), Misses: s.cache.misses.Load()}
+}
+
+// cachedRead answers read from the cache when q has one and the data
+// version allows, else runs it (and keeps what it read when no commit
+// happened meanwhile). bytes estimates what a value costs to keep. A value
+// is shared by every request that reads it: callers must not change it
+// (copy what they change).
+func cachedRead[T any](q queries, key cacheKey, bytes func(T) int, read func() (T, error)) (T, error) {
+	c := q.cache
+	if c == nil {
+		return read()
+	}
+	q.count() // the data version is a statement too
+	version, ok := c.dataVersion()
+	if !ok {
+		return read()
+	}
+	if v, hit := c.get(version, key); hit {
+		c.hits.Add(1)
+		return v.(T), nil
+	}
+	c.misses.Add(1)
+	v, err := read()
+	if err != nil {
+		return v, err
+	}
+	q.count()
+	if after, ok := c.dataVersion(); ok && after == version {
+		c.put(version, key, v, bytes(v))
+	}
+	return v, nil
+}
+
+// userBytes estimates what keeping a user costs.
+func userBytes(u *model.User) int {
+	n := 256 + len(u.ID) + len(u.Username) + len(u.DisplayName)
+	if u.Email != nil {
+		n += len(*u.Email)
+	}
+	for _, r := range u.Roles {
+		n += 16 + len(r)
+	}
+	return n
+}

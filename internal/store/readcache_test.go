@@ -1,0 +1,170 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// TestReadCacheNeverOutlivesACommit: on SQLite a repeated read is answered
+// from memory, and the next read after any commit (this store's writer, a
+// second store on the same file as a second process would be, a statement
+// outside the writer) sees it, for a user, a page of users, a channel,
+// a permission subject and the versions.
+func TestReadCacheNeverOutlivesACommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func() *store.Store {
+		s, err := store.Open(ctx, store.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	var alice model.User
+	write := func(s *store.Store, fn func(tx *store.Tx) error) {
+		t.Helper()
+		if _, err := s.Write(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a, func(tx *store.Tx) error {
+		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+			return err
+		}
+		var err error
+		alice, err = tx.InsertUser(ctx, newUser("alice"))
+		return err
+	})
+	name := func() string {
+		t.Helper()
+		u, _, err := a.ReadUser(ctx, alice.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users, _, _, _, err := a.ListUsers(ctx, store.UserFilter{}, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(users) != 1 || users[0].DisplayName != u.DisplayName {
+			t.Fatalf("the page says %+v, the user %q", users, u.DisplayName)
+		}
+		return u.DisplayName
+	}
+	rename := func(s *store.Store, to string) {
+		t.Helper()
+		write(s, func(tx *store.Tx) error {
+			u := alice
+			u.DisplayName = to
+			_, err := tx.UpdateUser(ctx, u)
+			return err
+		})
+	}
+
+	name() // fills the cache
+	before := a.ReadCacheStats()
+	if got := name(); got != "alice" {
+		t.Fatalf("display name %q", got)
+	}
+	if st := a.ReadCacheStats(); st.Hits != before.Hits+2 || st.Misses != before.Misses {
+		t.Fatalf("a repeated read went to the database: %+v, then %+v", before, st)
+	}
+
+	rename(a, "by this store")
+	if got := name(); got != "by this store" {
+		t.Fatalf("after this store's write: %q", got)
+	}
+	rename(b, "by another store")
+	if got := name(); got != "by another store" {
+		t.Fatalf("after another store's write: %q", got)
+	}
+	if err := b.ExecForTest("UPDATE users SET display_name = 'outside the writer' WHERE id = ?", alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := name(); got != "outside the writer" {
+		t.Fatalf("after a statement outside the writer: %q", got)
+	}
+
+	// The versions, a channel and a permission subject move the same way.
+	v1, err := a.CurrentVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CurrentVersions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(b, func(tx *store.Tx) error {
+		if _, err := tx.InsertChannel(ctx, model.Channel{ID: "ops", Name: "ops", CreatedAt: model.Now(), UpdatedAt: model.Now()}); err != nil {
+			return err
+		}
+		return tx.BumpCredentials(ctx)
+	})
+	v2, err := a.CurrentVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.Credentials == v1.Credentials {
+		t.Fatalf("versions still %+v after another store bumped them", v2)
+	}
+	sub, err := a.PermissionSubject(ctx, alice.ID, "ops", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sub.ChannelExists || sub.Versions != v2 {
+		t.Fatalf("subject %+v, want the channel and versions %+v", sub, v2)
+	}
+	c, _, err := a.ReadChannel(ctx, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(b, func(tx *store.Tx) error {
+		c.Name = "renamed"
+		_, err := tx.UpdateChannel(ctx, c)
+		return err
+	})
+	if c, _, err = a.ReadChannel(ctx, "ops"); err != nil || c.Name != "renamed" {
+		t.Fatalf("channel %+v, %v after another store renamed it", c, err)
+	}
+	write(b, func(tx *store.Tx) error { _, err := tx.DeleteChannel(ctx, "ops"); return err })
+	if sub, err = a.PermissionSubject(ctx, alice.ID, "ops", true); err != nil || sub.ChannelExists {
+		t.Fatalf("subject %+v, %v after another store deleted the channel", sub, err)
+	}
+}
+
+// TestReadCacheHandsOutCopies: a caller that changes the users of a page it
+// was given (hiding an email) changes nothing another caller reads.
+func TestReadCacheHandsOutCopies(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		email := "alice@example.com"
+		if _, err := s.Write(ctx, func(tx *store.Tx) error {
+			if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+				return err
+			}
+			u := newUser("alice")
+			u.Email = &email
+			_, err := tx.InsertUser(ctx, u)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			users, _, _, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(users) != 1 || users[0].Email == nil || *users[0].Email != email || users[0].DisplayName != "alice" {
+				t.Fatalf("page %+v", users)
+			}
+			users[0].Email, users[0].EmailHidden, users[0].DisplayName = nil, true, "changed by a caller"
+		}
+	})
+}
