@@ -1,9 +1,11 @@
 package guild
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/blob"
@@ -189,19 +191,18 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 
 // ListOverwrites returns a channel's overwrites and the list's version.
 func (s *Service) ListOverwrites(ctx context.Context, a *Actor, channelID string) ([]model.Overwrite, int64, error) {
-	v, err := s.store.OverwritesVersion(ctx, channelID)
+	l, err := s.store.ReadOverwrites(ctx, channelID)
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := confirm(a, l.Versions); err != nil {
 		return nil, 0, err
 	}
 	if err := a.requireIn(channelID, viewChannel); err != nil {
 		return nil, 0, err
 	}
-	list, err := s.store.ChannelOverwrites(ctx, channelID)
-	if err != nil {
-		return nil, 0, err
-	}
-	s.sortOverwrites(a.snap, list)
-	return list, v, nil
+	// The actor's snapshot is of the auth version the list was read at.
+	return sortedOverwrites(a.snap, l.Items), l.Version, nil
 }
 
 // SetOverwrite creates, replaces or (when allow and deny are both empty)
@@ -277,8 +278,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 	if err != nil {
 		return nil, 0, err
 	}
-	s.sortOverwrites(s.authz.current(), list)
-	return list, version, nil
+	return sortedOverwrites(s.authz.current(), list), version, nil
 }
 
 func validateOverwrite(ow model.Overwrite) error {
@@ -329,22 +329,43 @@ func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow mod
 	return err
 }
 
-// sortOverwrites orders a list: everyone, roles by position descending, users by ID.
-func (s *Service) sortOverwrites(snap *snapshot, list []model.Overwrite) {
-	rank := map[string]int{model.TargetEveryone: 0, model.TargetRole: 1, model.TargetUser: 2}
-	sort.SliceStable(list, func(i, j int) bool {
-		a, b := list[i], list[j]
-		if a.TargetType != b.TargetType {
-			return rank[a.TargetType] < rank[b.TargetType]
-		}
-		if a.TargetType == model.TargetRole && snap != nil {
-			pa, pb := snap.roles[a.TargetID].Position, snap.roles[b.TargetID].Position
-			if pa != pb {
-				return pa > pb
+// sortedOverwrites returns the list in the API's order: everyone, roles by
+// position descending, users by ID. It sorts a copy (the list may be shared
+// with the store's read cache), on keys computed once per overwrite.
+func sortedOverwrites(snap *snapshot, list []model.Overwrite) []model.Overwrite {
+	type keyed struct {
+		rank     int8
+		position int
+		o        model.Overwrite
+	}
+	keys := make([]keyed, len(list))
+	for i, o := range list {
+		k := keyed{rank: 2, o: o}
+		switch o.TargetType {
+		case model.TargetEveryone:
+			k.rank = 0
+		case model.TargetRole:
+			k.rank = 1
+			if snap != nil {
+				k.position = snap.roles[o.TargetID].Position
 			}
 		}
-		return a.TargetID < b.TargetID
+		keys[i] = k
+	}
+	slices.SortFunc(keys, func(a, b keyed) int {
+		if a.rank != b.rank {
+			return cmp.Compare(a.rank, b.rank)
+		}
+		if a.position != b.position {
+			return cmp.Compare(b.position, a.position)
+		}
+		return strings.Compare(a.o.TargetID, b.o.TargetID)
 	})
+	out := make([]model.Overwrite, len(keys))
+	for i := range keys {
+		out[i] = keys[i].o
+	}
+	return out
 }
 
 func (s *Service) deleteBlobs(ctx context.Context, keys []string) {

@@ -23,14 +23,17 @@ var costBudgets = []struct {
 	status     int
 	statements int64   // SQLite; PostgreSQL adds the write lock and the NOTIFY to a write
 	allocs     float64 // SQLite; the PostgreSQL driver allocates about half as much again
+	pgAllocs   float64 // PostgreSQL, when that half is not enough (rows the driver decodes one by one)
 }{
-	{"get user", "GET", "/users/{user}", "", 200, 1, 250},
-	{"list 50 users", "GET", "/users?limit=50", "", 200, 1, 1400},
-	{"user permissions", "GET", "/users/{user}/permissions", "", 200, 1, 250},
-	{"user permissions in a channel", "GET", "/users/{user}/permissions?channelID=light", "", 200, 1, 250},
-	{"channel", "GET", "/channels/light", "", 200, 1, 250},
-	{"permissions of a user with 248 roles in a channel with 499 overwrites", "GET", "/users/{heavy}/permissions?channelID=heavy", "", 200, 1, 300},
-	{"create user", "POST", "/users", `{"username":"c%d","display_name":"C"}`, 201, 3, 450},
+	{"get user", "GET", "/users/{user}", "", 200, 1, 250, 0},
+	{"list 50 users", "GET", "/users?limit=50", "", 200, 1, 450, 1300},
+	{"user permissions", "GET", "/users/{user}/permissions", "", 200, 1, 250, 0},
+	{"user permissions in a channel", "GET", "/users/{user}/permissions?channelID=light", "", 200, 1, 250, 0},
+	{"channel", "GET", "/channels/light", "", 200, 1, 250, 0},
+	{"permissions of a user with 248 roles in a channel with 499 overwrites", "GET", "/users/{heavy}/permissions?channelID=heavy", "", 200, 1, 300, 0},
+	{"overwrites of a bare channel", "GET", "/channels/light/permissions", "", 200, 1, 250, 0},
+	{"499 overwrites of a channel", "GET", "/channels/heavy/permissions", "", 200, 1, 1500, 5600},
+	{"create user", "POST", "/users", `{"username":"c%d","display_name":"C"}`, 201, 3, 450, 0},
 }
 
 // TestHotRequestCosts checks the budgets above on both stores, and that
@@ -88,6 +91,9 @@ func TestHotRequestCosts(t *testing.T) {
 				statements, budget := c.statements, c.allocs
 				if kind == testenv.Postgres {
 					budget *= 1.5
+					if c.pgAllocs > 0 {
+						budget = c.pgAllocs
+					}
 					if c.method != "GET" {
 						statements += 2 // pg_advisory_xact_lock, pg_notify
 					}

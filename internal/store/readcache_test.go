@@ -13,8 +13,8 @@ import (
 // TestReadCacheNeverOutlivesACommit: on SQLite a repeated read is answered
 // from memory, and the next read after any commit (this store's writer, a
 // second store on the same file as a second process would be, a statement
-// outside the writer) sees it, for a user, a page of users, a channel,
-// a permission subject and the versions.
+// outside the writer) sees it, for a user, a page of users, a channel, a
+// channel's overwrites, a permission subject and the versions.
 func TestReadCacheNeverOutlivesACommit(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -122,6 +122,18 @@ func TestReadCacheNeverOutlivesACommit(t *testing.T) {
 	c, _, err := a.ReadChannel(ctx, "ops")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for range 2 {
+		if l, err := a.ReadOverwrites(ctx, "ops"); err != nil || len(l.Items) != 0 {
+			t.Fatalf("overwrites %+v, %v", l, err)
+		}
+	}
+	write(b, func(tx *store.Tx) error {
+		return tx.PutOverwrite(ctx, model.Overwrite{ChannelID: "ops", TargetType: model.TargetUser, TargetID: alice.ID,
+			Allow: permissions.Of(permissions.SendMessages)})
+	})
+	if l, err := a.ReadOverwrites(ctx, "ops"); err != nil || len(l.Items) != 1 || l.Items[0].TargetID != alice.ID || l.Version == 0 {
+		t.Fatalf("overwrites %+v, %v after another store set one", l, err)
 	}
 	write(b, func(tx *store.Tx) error {
 		c.Name = "renamed"
