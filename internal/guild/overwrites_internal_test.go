@@ -14,7 +14,9 @@ func TestSortedOverwrites(t *testing.T) {
 	snap := &snapshot{roles: map[string]model.Role{
 		"low": {ID: "low", Position: 1}, "mid": {ID: "mid", Position: 5}, "top": {ID: "top", Position: 9},
 	}}
-	ow := func(typ, id string) model.Overwrite { return model.Overwrite{ChannelID: "c", TargetType: typ, TargetID: id} }
+	ow := func(typ, id string) model.Overwrite {
+		return model.Overwrite{ChannelID: "c", TargetType: typ, TargetID: id}
+	}
 	for _, tc := range []struct {
 		name string
 		in   []model.Overwrite
