@@ -187,9 +187,8 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		wantAfter := int64(warm + 1)
 		if kind == testenv.SQLite {
 			// Beyond the probe (warm), the versions, which the commit
-			// took out of the read cache, are read, and the data version
-			// probed again after the read so the cache may keep them.
-			wantAfter += 2
+			// took out of the read cache, are read.
+			wantAfter++
 		}
 		if n := e.st.QueryCount() - before; n != wantAfter {
 			t.Fatalf("authentication after a role removal cost %d statements, want %d", n, wantAfter)

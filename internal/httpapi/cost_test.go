@@ -10,7 +10,8 @@ import (
 
 // Budgets of the hottest requests, on a warm instance: SQL statements per
 // request (on SQLite, a read the read cache answers costs the data-version
-// probe that allows it, counted as a statement), and heap allocations per
+// probe that allows it, counted as a statement; one it misses costs the
+// probe and its query), and heap allocations per
 // request (the test's client included).
 // They are the regression guard of the speed work (docs/performance.md):
 // counts, not times, so a busy machine cannot make them flaky, with room

@@ -37,3 +37,7 @@ func (s *Store) QueuedWrites() int { return len(s.writer.jobs) }
 // DisableReadCacheForTest sends every read to the database, as on
 // PostgreSQL (benchmarks of the database path).
 func (s *Store) DisableReadCacheForTest() { s.queries.cache = nil }
+
+// AfterCachedReadForTest runs fn between a read the read cache missed and
+// its keeping.
+func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.afterRead = fn }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -24,17 +25,21 @@ import (
 // statement in SQLite's memory, no query plan, a few microseconds), so an
 // entry never outlives a commit and there is no time to live: a revoked
 // token, a suspended user or a removed permission holds on the very next
-// request, as without the cache. A read that misses is stored only if the
-// data version was still the same after it: then no commit happened while
-// it ran, and what it read is the state of that version.
+// request, as without the cache. A read that misses is kept as of the data
+// version probed before it: it saw at least that state, and a commit it saw
+// beyond it (or any later one) moves the data version past the entry's.
 //
 // PostgreSQL has no such cheap question (asking is a round trip, which is
 // what a read costs already), so its reads are not cached.
 type readCache struct {
 	mu   sync.Mutex // the watch connection serves one statement at a time
 	conn driver.Conn
-	stmt driver.StmtQueryContext
+	stmt driver.Stmt
 	dest []driver.Value
+
+	// afterRead, when set (tests), runs between a missed read and its
+	// keeping.
+	afterRead func()
 
 	emu     sync.RWMutex
 	version int64 // the data version the entries are of
@@ -84,17 +89,25 @@ func openReadCache(dsn string) (*readCache, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("prepare data_version: %w", err)
 	}
-	return &readCache{conn: conn, stmt: st.(driver.StmtQueryContext), dest: make([]driver.Value, 1)}, nil
+	if _, ok := st.(driver.StmtQueryContext); !ok {
+		_ = st.Close()
+		_ = conn.Close()
+		return nil, fmt.Errorf("prepare data_version: %T cannot query with a context", st)
+	}
+	return &readCache{conn: conn, stmt: st, dest: make([]driver.Value, 1)}, nil
 }
 
+// close finalizes the statement, then closes the connection: SQLite only
+// closes a connection whose statements are all finalized (closing the
+// connection first leaves it, its file descriptors and the WAL behind).
 func (c *readCache) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
 		return nil
 	}
-	err := c.conn.Close() // closes the statement too
-	c.conn = nil
+	err := errors.Join(c.stmt.Close(), c.conn.Close())
+	c.conn, c.stmt = nil, nil
 	return err
 }
 
@@ -108,7 +121,7 @@ func (c *readCache) dataVersion() (v int64, ok bool) {
 	}
 	// A context that is never done: the driver then starts no goroutine to
 	// watch it.
-	rows, err := c.stmt.QueryContext(context.Background(), nil)
+	rows, err := c.stmt.(driver.StmtQueryContext).QueryContext(context.Background(), nil)
 	if err != nil {
 		return 0, false
 	}
@@ -161,8 +174,7 @@ func (s *Store) ReadCacheStats() ReadCacheStats {
 }
 
 // cachedRead answers read from the cache when q has one and the data
-// version allows, else runs it (and keeps what it read when no commit
-// happened meanwhile). bytes estimates what a value costs to keep. A value
+// version allows, else runs it and keeps what it read. bytes estimates what a value costs to keep. A value
 // is shared by every request that reads it: callers must not change it
 // (copy what they change).
 func cachedRead[T any](q queries, key cacheKey, bytes func(T) int, read func() (T, error)) (T, error) {
@@ -184,10 +196,14 @@ func cachedRead[T any](q queries, key cacheKey, bytes func(T) int, read func() (
 	if err != nil {
 		return v, err
 	}
-	q.count()
-	if after, ok := c.dataVersion(); ok && after == version {
-		c.put(version, key, v, bytes(v))
+	if c.afterRead != nil {
+		c.afterRead()
 	}
+	// Kept as of the version probed before the read: the read saw at least
+	// that state, and if a commit made it see more (or came after it), the
+	// data version has moved past the entry's, which is then never
+	// answered.
+	c.put(version, key, v, bytes(v))
 	return v, nil
 }
 

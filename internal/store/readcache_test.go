@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/guildhall/guildhall/internal/model"
@@ -179,4 +182,99 @@ func TestReadCacheHandsOutCopies(t *testing.T) {
 			users[0].Email, users[0].EmailHidden, users[0].DisplayName = nil, true, "changed by a caller"
 		}
 	})
+}
+
+// TestReadCacheKeepsNothingACommitChanged: a commit that lands while a
+// read the cache missed is running (after the data version was probed)
+// leaves nothing stale behind: the next read sees it.
+func TestReadCacheKeepsNothingACommitChanged(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := store.Open(ctx, store.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	b, err := store.Open(ctx, store.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	var alice model.User
+	if _, err := a.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+			return err
+		}
+		alice, err = tx.InsertUser(ctx, newUser("alice"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	committed := false
+	a.AfterCachedReadForTest(func() {
+		if committed {
+			return
+		}
+		committed = true
+		if _, err := b.Write(ctx, func(tx *store.Tx) error {
+			u := alice
+			u.DisplayName = "renamed during the read"
+			_, err := tx.UpdateUser(ctx, u)
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	u, _, err := a.ReadUser(ctx, alice.ID)
+	if err != nil || u.DisplayName != "alice" || !committed {
+		t.Fatalf("the read during the commit: %+v, %v (committed: %v)", u, err, committed)
+	}
+	for range 2 {
+		if u, _, err = a.ReadUser(ctx, alice.ID); err != nil || u.DisplayName != "renamed during the read" {
+			t.Fatalf("after the commit: %+v, %v", u, err)
+		}
+	}
+}
+
+// TestReadCacheClosesItsConnection: closing a store releases the cache's
+// connection with the others: no file of the data directory stays open,
+// and SQLite, closing its last connection, checkpoints and removes the
+// WAL.
+func TestReadCacheClosesItsConnection(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to count open files")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	for i := range 3 {
+		s, err := store.Open(ctx, store.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write(ctx, func(tx *store.Tx) error { return tx.EnsureSettings(ctx, permissions.DefaultGlobal) }); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := s.CurrentVersions(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, dir) {
+				t.Errorf("round %d: %s is still open after Close", i, target)
+			}
+		}
+		for _, name := range []string{"guildhall.db-wal", "guildhall.db-shm"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				t.Errorf("round %d: %s left behind after Close", i, name)
+			}
+		}
+	}
 }

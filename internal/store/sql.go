@@ -220,5 +220,6 @@ func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, err
 		return queries{}, fmt.Errorf("transaction: unexpected connection %T", db.Statement.ConnPool)
 	}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
+	q.cache = nil // a transaction reads its own state, never the cache's
 	return q, nil
 }
