@@ -2,9 +2,12 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/guildhall/guildhall/internal/model"
@@ -276,5 +279,97 @@ func TestReadCacheClosesItsConnection(t *testing.T) {
 				t.Errorf("round %d: %s left behind after Close", i, name)
 			}
 		}
+	}
+}
+
+// TestReadCacheConcurrentReadersSeeEveryAcknowledgedWrite: readers of one
+// store, hitting its read cache, while writes alternate between it and a
+// second store on the same file: a read that starts after a write was
+// acknowledged never answers the state before it. (make test-race runs
+// this package under the race detector too.)
+func TestReadCacheConcurrentReadersSeeEveryAcknowledgedWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	stores := make([]*store.Store, 2)
+	for i := range stores {
+		s, err := store.Open(ctx, store.Options{DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		stores[i] = s
+	}
+	a := stores[0]
+	var alice model.User
+	if _, err := a.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+			return err
+		}
+		var err error
+		u := newUser("alice")
+		u.DisplayName = "v0000"
+		alice, err = tx.InsertUser(ctx, u)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const writes = 150
+	var acked atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				before := acked.Load()
+				var name string
+				if r%2 == 0 {
+					u, _, err := a.ReadUser(ctx, alice.ID)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					name = u.DisplayName
+				} else {
+					users, _, _, _, err := a.ListUsers(ctx, store.UserFilter{}, "", 10)
+					if err != nil || len(users) != 1 {
+						t.Error(len(users), err)
+						return
+					}
+					name = users[0].DisplayName
+				}
+				var seen int64
+				if _, err := fmt.Sscanf(name, "v%d", &seen); err != nil {
+					t.Error(err)
+					return
+				}
+				if seen < before {
+					t.Errorf("a read after write %d was acknowledged answered %q", before, name)
+					return
+				}
+			}
+		}()
+	}
+	for i := int64(1); i <= writes && !t.Failed(); i++ {
+		if _, err := stores[i%2].Write(ctx, func(tx *store.Tx) error {
+			u := alice
+			u.DisplayName = fmt.Sprintf("v%04d", i)
+			_, err := tx.UpdateUser(ctx, u)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		acked.Store(i)
+	}
+	close(done)
+	wg.Wait()
+	if st := a.ReadCacheStats(); st.Hits == 0 {
+		t.Errorf("the readers never hit the cache: %+v", st)
 	}
 }
