@@ -236,6 +236,7 @@ func (o *overwriteScan) model(channelID string) model.Overwrite {
 		Allow: permissions.Set(o.allow.Int64) & permissions.All, Deny: permissions.Set(o.deny.Int64) & permissions.All}
 }
 
+// GetRole returns one role.
 func (q queries) GetRole(ctx context.Context, id string) (model.Role, error) {
 	var r roleRow
 	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {

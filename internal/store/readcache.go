@@ -15,8 +15,9 @@ import (
 
 // The read cache (SQLite). The hottest reads outside a write (a user, a page
 // of users, a channel, a channel's overwrites, what a user's permissions are
-// computed from, the versions) are kept in memory as of one data version of the database file,
-// and answered from memory while that data version is current.
+// computed from, the versions) are kept in memory as of one data version of
+// the database file, and answered from memory while that data version is
+// current.
 //
 // The data version is SQLite's own (PRAGMA data_version), read on a
 // connection of its own that never writes: it moves whenever any other
