@@ -175,9 +175,9 @@ func (s *Store) ReadCacheStats() ReadCacheStats {
 }
 
 // cachedRead answers read from the cache when q has one and the data
-// version allows, else runs it and keeps what it read. bytes estimates what a value costs to keep. A value
-// is shared by every request that reads it: callers must not change it
-// (copy what they change).
+// version allows, else runs it and keeps what it read. bytes estimates what
+// a value costs to keep. A value is shared by every request that reads it:
+// callers must not change it (copy what they change).
 func cachedRead[T any](q queries, key cacheKey, bytes func(T) int, read func() (T, error)) (T, error) {
 	c := q.cache
 	if c == nil {
