@@ -79,7 +79,7 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	if err := confirm(a, u.Versions); err != nil {
 		return UserPermissions{}, err
 	}
-	if hit && u.UserExists {
+	if hit && u.UserExists && !u.RolesRead {
 		if u.Versions.Credentials == cachedAt {
 			u.Roles = cached
 		} else if u, err = s.store.PermissionSubject(ctx, userID, chID, true); err != nil { // the cache is of another version
@@ -88,7 +88,7 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 			hit = false
 		}
 	}
-	if !hit && u.UserExists {
+	if u.UserExists && (!hit || u.RolesRead && u.Versions.Credentials != cachedAt) {
 		s.subjects.put(u.Versions.Credentials, userID, u.Roles)
 	}
 	// A channel hidden from the caller is unknown too (docs/design.md §12).

@@ -402,6 +402,7 @@ type PermissionSubject struct {
 	UserExists    bool
 	IsOwner       bool
 	Roles         []string
+	RolesRead     bool // Roles were read (asked for, or from the read cache)
 	ChannelExists bool
 }
 
@@ -443,7 +444,7 @@ func (q queries) permissionSubject(ctx context.Context, userID, channelID string
 		return PermissionSubject{}, fmt.Errorf("read user %q: %w", userID, err)
 	}
 	return PermissionSubject{Versions: v, UserExists: id.Valid, IsOwner: owner.Bool, Roles: splitIDs(roles.String),
-		ChannelExists: channel.Valid && channelID != ""}, rows.Close()
+		RolesRead: withRoles, ChannelExists: channel.Valid && channelID != ""}, rows.Close()
 }
 
 // UserByUsername finds a user by username, ignoring case.
