@@ -88,17 +88,8 @@ func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, erro
 
 // ReadChannel is GetChannel with the versions it was read at (see ReadUser).
 func (q queries) ReadChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
-	r, err := cachedRead(q, cacheKey{kind: cacheChannel, a: id}, func(r channelRead) int { return 256 + len(r.c.Name) },
-		func() (channelRead, error) {
-			c, v, err := q.readChannel(ctx, id)
-			return channelRead{c, v}, err
-		})
-	return r.c, r.v, err
-}
-
-type channelRead struct {
-	c model.Channel
-	v Versions
+	return cachedWithVersions(q, cacheKey{kind: cacheChannel, a: id}, func(c *model.Channel) int { return 256 + len(c.Name) },
+		func() (model.Channel, Versions, error) { return q.readChannel(ctx, id) })
 }
 
 func (q queries) readChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
@@ -293,17 +284,8 @@ func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
 // Versions): a request that reads through it learns, in the same
 // statement, whether the credentials it was authenticated with are current.
 func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions, error) {
-	r, err := cachedRead(q, cacheKey{kind: cacheUser, a: id}, func(r userRead) int { return userBytes(&r.u) },
-		func() (userRead, error) {
-			u, v, err := q.readUser(ctx, id)
-			return userRead{u, v}, err
-		})
-	return r.u, r.v, err
-}
-
-type userRead struct {
-	u model.User
-	v Versions
+	return cachedWithVersions(q, cacheKey{kind: cacheUser, a: id}, userBytes,
+		func() (model.User, Versions, error) { return q.readUser(ctx, id) })
 }
 
 func (q queries) readUser(ctx context.Context, id string) (model.User, Versions, error) {

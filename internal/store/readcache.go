@@ -208,6 +208,22 @@ func cachedRead[T any](q queries, key cacheKey, bytes func(T) int, read func() (
 	return v, nil
 }
 
+// withVersions is a value read with the versions it was read at.
+type withVersions[T any] struct {
+	value    T
+	versions Versions
+}
+
+// cachedWithVersions is cachedRead for a read that returns the versions
+// beside its value.
+func cachedWithVersions[T any](q queries, key cacheKey, bytes func(*T) int, read func() (T, Versions, error)) (T, Versions, error) {
+	r, err := cachedRead(q, key, func(r withVersions[T]) int { return bytes(&r.value) }, func() (withVersions[T], error) {
+		v, versions, err := read()
+		return withVersions[T]{v, versions}, err
+	})
+	return r.value, r.versions, err
+}
+
 // userBytes estimates what keeping a user costs.
 func userBytes(u *model.User) int {
 	n := 256 + len(u.ID) + len(u.Username) + len(u.DisplayName)
