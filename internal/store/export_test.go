@@ -41,3 +41,7 @@ func (s *Store) DisableReadCacheForTest() { s.queries.cache = nil }
 // AfterCachedReadForTest runs fn between a read the read cache missed and
 // its keeping.
 func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.afterRead = fn }
+
+// DataVersionTables are the tables whose writes move PostgreSQL's data
+// version, and those whose writes do not.
+func DataVersionTables() (cached, uncached []string) { return cachedTables, uncachedTables }

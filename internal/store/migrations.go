@@ -166,6 +166,10 @@ CREATE INDEX user_roles_role ON user_roles(role_id, user_id);
 DELETE FROM event_tickets;
 ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) ON DELETE CASCADE;
 `},
+	// PostgreSQL's data version, by which instances keep a read cache
+	// (dataversion.go): a row that every transaction writing a cached table
+	// bumps, through triggers. Nothing on SQLite (PRAGMA data_version).
+	{id: "0011_data_version", run: migrateDataVersion},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

@@ -51,7 +51,7 @@ type Store struct {
 	read    *gorm.DB // SQLite: a read-only pool; PostgreSQL: the pool
 	queries
 	wstmts     *stmtCache   // prepared statements of the write pool
-	cache      *readCache   // SQLite: the hottest reads as of the data version (readcache.go)
+	cache      *readCache   // the hottest reads as of the data version (readcache.go)
 	statements atomic.Int64 // see QueryCount
 
 	writer *writer
@@ -140,11 +140,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.SetMaxOpenConns(opts.MaxOpenConns)
 		rdb.SetMaxIdleConns(opts.MaxOpenConns)
 		s.write, s.read = w, r
-		if s.cache, err = openReadCache("file:" + path + "?" + common + "&_query_only=true"); err != nil {
+		src, err := openSQLiteVersion("file:"+path+"?"+common+"&_query_only=true", &s.statements)
+		if err != nil {
 			_ = wdb.Close()
 			_ = rdb.Close()
 			return nil, err
 		}
+		s.cache = newReadCache(src)
 	}
 	rdb, err := s.read.DB()
 	if err != nil {
@@ -155,7 +157,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
-		counter: &s.statements, cache: s.cache}
+		counter: &s.statements}
+	if s.Postgres() {
+		s.cache = newReadCache(newPGVersion(s.queries.stmts, &s.statements))
+	}
 	s.wstmts = s.queries.stmts
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -177,6 +182,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	// After the migrations: PostgreSQL's data version is a table of theirs.
+	s.queries.cache = s.cache
 	s.writer = startWriter(s)
 	return s, nil
 }

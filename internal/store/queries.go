@@ -28,7 +28,7 @@ type queries struct {
 	sqlTx   *sql.Tx         // set inside a write transaction
 	txCtx   context.Context // set inside a write transaction: see Tx
 	counter *atomic.Int64   // QueryCount
-	cache   *readCache      // SQLite's read pool only (readcache.go)
+	cache   *readCache      // the read pool's only (readcache.go)
 }
 
 // ctx is the context statements run under. Inside a write transaction it is
@@ -88,7 +88,7 @@ func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, erro
 
 // ReadChannel is GetChannel with the versions it was read at (see ReadUser).
 func (q queries) ReadChannel(ctx context.Context, id string) (model.Channel, Versions, error) {
-	return cachedWithVersions(q, cacheKey{kind: cacheChannel, a: id}, func(c *model.Channel) int { return 256 + len(c.Name) },
+	return cachedWithVersions(ctx, q, cacheKey{kind: cacheChannel, a: id}, func(c *model.Channel) int { return 256 + len(c.Name) },
 		func() (model.Channel, Versions, error) { return q.readChannel(ctx, id) })
 }
 
@@ -177,7 +177,7 @@ type OverwriteList struct {
 // are shared with the read cache: callers must not change them (sort a
 // copy).
 func (q queries) ReadOverwrites(ctx context.Context, channelID string) (OverwriteList, error) {
-	return cachedRead(q, cacheKey{kind: cacheOverwrites, a: channelID},
+	return cachedRead(ctx, q, cacheKey{kind: cacheOverwrites, a: channelID},
 		func(l OverwriteList) int { return 128 + 96*len(l.Items) },
 		func() (OverwriteList, error) { return q.readOverwrites(ctx, channelID) })
 }
@@ -284,7 +284,7 @@ func (q queries) GetUser(ctx context.Context, id string) (model.User, error) {
 // Versions): a request that reads through it learns, in the same
 // statement, whether the credentials it was authenticated with are current.
 func (q queries) ReadUser(ctx context.Context, id string) (model.User, Versions, error) {
-	return cachedWithVersions(q, cacheKey{kind: cacheUser, a: id}, userBytes,
+	return cachedWithVersions(ctx, q, cacheKey{kind: cacheUser, a: id}, userBytes,
 		func() (model.User, Versions, error) { return q.readUser(ctx, id) })
 }
 
@@ -400,7 +400,7 @@ func (q queries) PermissionSubject(ctx context.Context, userID, channelID string
 	}
 	// Cached, the roles cost nothing: one entry serves both kinds of caller.
 	withRoles = true
-	return cachedRead(q, cacheKey{kind: cacheSubject, a: userID, b: channelID},
+	return cachedRead(ctx, q, cacheKey{kind: cacheSubject, a: userID, b: channelID},
 		func(p PermissionSubject) int { return 256 + 32*len(p.Roles) },
 		func() (PermissionSubject, error) { return q.permissionSubject(ctx, userID, channelID, withRoles) })
 }
@@ -465,7 +465,7 @@ type UserFilter struct {
 // ok reports whether versions is set: it is when the page has a user.
 func (q queries) ListUsers(ctx context.Context, f UserFilter, after string, limit int) (users []model.User, more bool, versions Versions, ok bool, err error) {
 	key := cacheKey{kind: cacheUserPage, a: f.Prefix, b: f.RoleID, c: f.Status, d: after, n: limit, flag: f.MatchEmail}
-	p, err := cachedRead(q, key, userPage.bytes, func() (userPage, error) {
+	p, err := cachedRead(ctx, q, key, userPage.bytes, func() (userPage, error) {
 		var p userPage
 		var err error
 		p.users, p.more, p.versions, p.ok, err = q.listUsers(ctx, f, after, limit)

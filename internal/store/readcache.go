@@ -13,42 +13,64 @@ import (
 	"github.com/guildhall/guildhall/internal/model"
 )
 
-// The read cache (SQLite). The hottest reads outside a write (a user, a page
-// of users, a channel, a channel's overwrites, what a user's permissions are
+// The read cache. The hottest reads outside a write (a user, a page of
+// users, a channel, a channel's overwrites, what a user's permissions are
 // computed from, the versions) are kept in memory as of one data version of
-// the database file, and answered from memory while that data version is
+// the database, and answered from memory while that data version is
 // current.
 //
-// The data version is SQLite's own (PRAGMA data_version), read on a
-// connection of its own that never writes: it moves whenever any other
-// connection commits, this process's writer or another process on the same
-// file (a second instance, the CLI). Every cached read asks it first (one
-// statement in SQLite's memory, no query plan, a few microseconds), so an
-// entry never outlives a commit and there is no time to live: a revoked
+// The data version moves with every commit that changes what these reads
+// read, whoever commits: this process's writer, another instance, the CLI,
+// a hand-made change. Every cached read asks for it first, with a question
+// that starts after the read arrived, so an entry never outlives a commit
+// acknowledged before the read, and there is no time to live: a revoked
 // token, a suspended user or a removed permission holds on the very next
-// request, as without the cache. A read that misses is kept as of the data
-// version probed before it: it saw at least that state, and a commit it saw
-// beyond it (or any later one) moves the data version past the entry's.
+// request, on every instance, as without the cache. A read that misses is
+// kept as of the data version probed before it: it saw at least that state,
+// and a commit it saw beyond it (or any later one) moves the data version
+// past the entry's.
 //
-// PostgreSQL has no such cheap question (asking is a round trip, which is
-// what a read costs already), so its reads are not cached.
+// Where the data version comes from is the database's (versionSource):
+// SQLite's PRAGMA data_version, asked locally in microseconds
+// (sqliteVersion); on PostgreSQL a row that triggers bump in every
+// transaction that writes, read in one round trip that every read waiting
+// at the time shares (pgVersion, dataversion.go).
 type readCache struct {
-	mu   sync.Mutex // the watch connection serves one statement at a time
-	conn driver.Conn
-	stmt driver.Stmt
-	dest []driver.Value
+	src versionSource
 
 	// afterRead, when set (tests), runs between a missed read and its
 	// keeping.
 	afterRead func()
 
 	emu     sync.RWMutex
-	version int64 // the data version the entries are of
+	version dataVersion // the data version the entries are of
 	m       map[cacheKey]cached
 	bytes   int // estimated size of the entries
 
 	hits, misses atomic.Int64
 }
+
+// dataVersion is the state of the database a cached read was made at.
+// n grows with every commit that moves it; id tells apart two states that
+// show the same n (on PostgreSQL, a restored data_version row that went
+// back to an n it had before: the transaction that set it differs).
+type dataVersion struct {
+	n, id int64
+}
+
+// versionSource tells the data version as of now.
+type versionSource interface {
+	// current returns the data version as of a moment after the call
+	// began. ok is false, with a nil error, when the database has none to
+	// tell (the read then goes to the database); an error is the
+	// database's, and the read fails with it.
+	current(ctx context.Context) (v dataVersion, ok bool, err error)
+	// probes counts the questions asked.
+	probes() int64
+	close() error
+}
+
+func newReadCache(src versionSource) *readCache { return &readCache{src: src} }
 
 // maxCacheBytes bounds the estimated size of the entries; past it the cache
 // starts over. A user costs a few hundred bytes: 10,000 users and a
@@ -79,8 +101,24 @@ type cached struct {
 	bytes int
 }
 
-// openReadCache opens the watch connection on the SQLite file at dsn.
-func openReadCache(dsn string) (*readCache, error) {
+// sqliteVersion is SQLite's data version (PRAGMA data_version), read on a
+// connection of its own that never writes: it moves whenever any other
+// connection commits, this process's writer or another process on the same
+// file (a second instance, the CLI). Asking is one statement in SQLite's
+// memory, no query plan, a few microseconds.
+type sqliteVersion struct {
+	mu      sync.Mutex // the connection serves one statement at a time
+	conn    driver.Conn
+	stmt    driver.Stmt
+	dest    []driver.Value
+	counter *atomic.Int64 // the store's statements (QueryCount)
+	asked   atomic.Int64
+}
+
+func (c *sqliteVersion) probes() int64 { return c.asked.Load() }
+
+// openSQLiteVersion opens the watch connection on the SQLite file at dsn.
+func openSQLiteVersion(dsn string, counter *atomic.Int64) (*sqliteVersion, error) {
 	conn, err := (&sqlite3.SQLiteDriver{}).Open(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open the read cache's connection: %w", err)
@@ -95,13 +133,13 @@ func openReadCache(dsn string) (*readCache, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("prepare data_version: %T cannot query with a context", st)
 	}
-	return &readCache{conn: conn, stmt: st, dest: make([]driver.Value, 1)}, nil
+	return &sqliteVersion{conn: conn, stmt: st, dest: make([]driver.Value, 1), counter: counter}, nil
 }
 
 // close finalizes the statement, then closes the connection: SQLite only
 // closes a connection whose statements are all finalized (closing the
 // connection first leaves it, its file descriptors and the WAL behind).
-func (c *readCache) close() error {
+func (c *sqliteVersion) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
@@ -112,29 +150,34 @@ func (c *readCache) close() error {
 	return err
 }
 
-// dataVersion returns the database's data version as of now; ok is false
-// when it could not be read (the read then goes to the database).
-func (c *readCache) dataVersion() (v int64, ok bool) {
+// current reads the data version; when it cannot (a closed store, a file
+// another process holds), the read goes to the database, which tells what
+// is wrong.
+func (c *sqliteVersion) current(context.Context) (dataVersion, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
-		return 0, false
+		return dataVersion{}, false, nil
 	}
+	c.counter.Add(1) // the data version is a statement too
+	c.asked.Add(1)
 	// A context that is never done: the driver then starts no goroutine to
 	// watch it.
 	rows, err := c.stmt.(driver.StmtQueryContext).QueryContext(context.Background(), nil)
 	if err != nil {
-		return 0, false
+		return dataVersion{}, false, nil
 	}
 	defer rows.Close()
 	if err := rows.Next(c.dest); err != nil {
-		return 0, false
+		return dataVersion{}, false, nil
 	}
-	v, ok = c.dest[0].(int64)
-	return v, ok
+	n, ok := c.dest[0].(int64)
+	return dataVersion{n: n}, ok, nil
 }
 
-func (c *readCache) get(version int64, key cacheKey) (any, bool) {
+func (c *readCache) close() error { return c.src.close() }
+
+func (c *readCache) get(version dataVersion, key cacheKey) (any, bool) {
 	c.emu.RLock()
 	defer c.emu.RUnlock()
 	if c.version != version {
@@ -144,13 +187,13 @@ func (c *readCache) get(version int64, key cacheKey) (any, bool) {
 	return e.value, ok
 }
 
-func (c *readCache) put(version int64, key cacheKey, value any, bytes int) {
+func (c *readCache) put(version dataVersion, key cacheKey, value any, bytes int) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
 	switch {
-	case version < c.version:
+	case version.n < c.version.n:
 		return // read before a commit the cache already knows of
-	case version > c.version || c.m == nil || c.bytes+bytes > maxCacheBytes:
+	case version != c.version || c.m == nil || c.bytes+bytes > maxCacheBytes:
 		c.version, c.m, c.bytes = version, make(map[cacheKey]cached), 0
 	}
 	if old, ok := c.m[key]; ok {
@@ -161,9 +204,10 @@ func (c *readCache) put(version int64, key cacheKey, value any, bytes int) {
 }
 
 // ReadCacheStats counts the reads the cache answered and the ones it sent
-// to the database (zero on PostgreSQL, which has no cache).
+// to the database, and the times it asked the database for its data version
+// (on PostgreSQL, concurrent reads share one question).
 type ReadCacheStats struct {
-	Hits, Misses int64
+	Hits, Misses, Probes int64
 }
 
 // ReadCacheStats returns the read cache's counters since the store was opened.
@@ -171,20 +215,23 @@ func (s *Store) ReadCacheStats() ReadCacheStats {
 	if s.cache == nil {
 		return ReadCacheStats{}
 	}
-	return ReadCacheStats{Hits: s.cache.hits.Load(), Misses: s.cache.misses.Load()}
+	return ReadCacheStats{Hits: s.cache.hits.Load(), Misses: s.cache.misses.Load(), Probes: s.cache.src.probes()}
 }
 
 // cachedRead answers read from the cache when q has one and the data
 // version allows, else runs it and keeps what it read. bytes estimates what
 // a value costs to keep. A value is shared by every request that reads it:
 // callers must not change it (copy what they change).
-func cachedRead[T any](q queries, key cacheKey, bytes func(T) int, read func() (T, error)) (T, error) {
+func cachedRead[T any](ctx context.Context, q queries, key cacheKey, bytes func(T) int, read func() (T, error)) (T, error) {
 	c := q.cache
 	if c == nil {
 		return read()
 	}
-	q.count() // the data version is a statement too
-	version, ok := c.dataVersion()
+	version, ok, err := c.src.current(q.ctx(ctx))
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("read the data version: %w", err)
+	}
 	if !ok {
 		return read()
 	}
@@ -216,8 +263,8 @@ type withVersions[T any] struct {
 
 // cachedWithVersions is cachedRead for a read that returns the versions
 // beside its value.
-func cachedWithVersions[T any](q queries, key cacheKey, bytes func(*T) int, read func() (T, Versions, error)) (T, Versions, error) {
-	r, err := cachedRead(q, key, func(r withVersions[T]) int { return bytes(&r.value) }, func() (withVersions[T], error) {
+func cachedWithVersions[T any](ctx context.Context, q queries, key cacheKey, bytes func(*T) int, read func() (T, Versions, error)) (T, Versions, error) {
+	r, err := cachedRead(ctx, q, key, func(r withVersions[T]) int { return bytes(&r.value) }, func() (withVersions[T], error) {
 		v, versions, err := read()
 		return withVersions[T]{v, versions}, err
 	})

@@ -16,22 +16,37 @@ import (
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-// TestReadCacheNeverOutlivesACommit: on SQLite a repeated read is answered
-// from memory, and the next read after any commit (this store's writer, a
-// second store on the same file as a second process would be, a statement
-// outside the writer) sees it, for a user, a page of users, a channel, a
-// channel's overwrites, a permission subject and the versions.
-func TestReadCacheNeverOutlivesACommit(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	open := func() *store.Store {
-		s, err := store.Open(ctx, store.Options{DataDir: dir})
+// sameDatabase returns a function that opens stores on one fresh database:
+// the same SQLite file, or the same PostgreSQL schema, as two processes (two
+// instances) would.
+func sameDatabase(t *testing.T, kind string) func() *store.Store {
+	opts := storeOptions(t, kind)
+	return func() *store.Store {
+		t.Helper()
+		s, err := store.Open(context.Background(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
+}
+
+// TestReadCacheNeverOutlivesACommit: a repeated read is answered from
+// memory, and the next read after any commit (this store's writer, a second
+// store on the same database as a second instance would be, a statement
+// outside the writer) sees it, for a user, a page of users, a channel, a
+// channel's overwrites, a permission subject and the versions.
+func TestReadCacheNeverOutlivesACommit(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		testReadCacheNeverOutlivesACommit(t, kind)
+	})
+}
+
+func testReadCacheNeverOutlivesACommit(t *testing.T, kind string) {
+	ctx := context.Background()
+	open := sameDatabase(t, kind)
 	a, b := open(), open()
 	var alice model.User
 	write := func(s *store.Store, fn func(tx *store.Tx) error) {
@@ -191,23 +206,22 @@ func TestReadCacheHandsOutCopies(t *testing.T) {
 // read the cache missed is running (after the data version was probed)
 // leaves nothing stale behind: the next read sees it.
 func TestReadCacheKeepsNothingACommitChanged(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		testReadCacheKeepsNothingACommitChanged(t, kind)
+	})
+}
+
+func testReadCacheKeepsNothingACommitChanged(t *testing.T, kind string) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	a, err := store.Open(ctx, store.Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
-	b, err := store.Open(ctx, store.Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	open := sameDatabase(t, kind)
+	a, b := open(), open()
 	var alice model.User
 	if _, err := a.Write(ctx, func(tx *store.Tx) error {
 		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
 			return err
 		}
+		var err error
 		alice, err = tx.InsertUser(ctx, newUser("alice"))
 		return err
 	}); err != nil {
@@ -283,22 +297,22 @@ func TestReadCacheClosesItsConnection(t *testing.T) {
 }
 
 // TestReadCacheConcurrentReadersSeeEveryAcknowledgedWrite: readers of one
-// store, hitting its read cache, while writes alternate between it and a
-// second store on the same file: a read that starts after a write was
-// acknowledged never answers the state before it. (make test-race runs
-// this package under the race detector too.)
+// store, hitting its read cache (on PostgreSQL, sharing the questions for
+// the data version), while writes alternate between it and a second store
+// on the same database: a read that starts after a write was acknowledged
+// never answers the state before it. (make test-race runs this package
+// under the race detector too.)
 func TestReadCacheConcurrentReadersSeeEveryAcknowledgedWrite(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		testReadCacheConcurrentReaders(t, kind)
+	})
+}
+
+func testReadCacheConcurrentReaders(t *testing.T, kind string) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	stores := make([]*store.Store, 2)
-	for i := range stores {
-		s, err := store.Open(ctx, store.Options{DataDir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		stores[i] = s
-	}
+	open := sameDatabase(t, kind)
+	stores := []*store.Store{open(), open()}
 	a := stores[0]
 	var alice model.User
 	if _, err := a.Write(ctx, func(tx *store.Tx) error {
@@ -317,7 +331,7 @@ func TestReadCacheConcurrentReadersSeeEveryAcknowledgedWrite(t *testing.T) {
 	var acked atomic.Int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for r := range 4 {
+	for r := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -443,6 +443,6 @@ func (q queries) readVersions(ctx context.Context) (Versions, error) {
 // anywhere hold on the very next request everywhere.
 func (s *Store) CurrentVersions(ctx context.Context) (Versions, error) {
 	q := s.queries
-	return cachedRead(q, cacheKey{kind: cacheVersions}, func(Versions) int { return 64 },
+	return cachedRead(ctx, q, cacheKey{kind: cacheVersions}, func(Versions) int { return 64 },
 		func() (Versions, error) { return q.readVersions(ctx) })
 }
