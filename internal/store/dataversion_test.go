@@ -93,9 +93,9 @@ WHERE n.nspname = $1 AND c.relname = $2 AND g.tgname IN ($2 || '_data_version', 
 
 // TestReadCacheSeesHandMadeChanges: on PostgreSQL, changes made outside
 // Guildhall move the data version too: an UPDATE from a session whose
-// search_path is another schema, a transaction of several statements with
-// a savepoint rolled back, a TRUNCATE, and a write in a replica session
-// (as a logical replication subscriber applies changes).
+// search_path is another schema, a transaction that writes after a
+// savepoint rolled back, a TRUNCATE, and a write in a replica session (as a
+// logical replication subscriber applies changes).
 func TestReadCacheSeesHandMadeChanges(t *testing.T) {
 	testenv.RequirePostgres(t)
 	t.Parallel()
@@ -140,11 +140,15 @@ func TestReadCacheSeesHandMadeChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The triggers fire at once here, inside the savepoint: rolling it back
+	// takes back the bump and the setting that says the transaction
+	// bumped, so the next write bumps again.
 	for _, sql := range []string{
-		"UPDATE " + users + " SET display_name = 'kept' WHERE id = $1",
+		"SET CONSTRAINTS ALL IMMEDIATE",
 		"SAVEPOINT x",
 		"UPDATE " + users + " SET display_name = 'rolled back' WHERE id = $1",
 		"ROLLBACK TO SAVEPOINT x",
+		"UPDATE " + users + " SET display_name = 'kept' WHERE id = $1",
 	} {
 		args := []any{alice.ID}
 		if sql[0] != 'U' {
@@ -251,5 +255,44 @@ func TestReadCacheTellsARestoredVersionFromTheCurrentOne(t *testing.T) {
 	}
 	if u, _, err := s.ReadUser(ctx, alice.ID); err != nil || u.DisplayName != "restored" {
 		t.Fatalf("after the restore: %+v, %v", u, err)
+	}
+}
+
+// TestDataVersionPerSchema: one transaction that writes the tables of two
+// deployments (two schemas) moves both their data versions: each one's next
+// read sees its change.
+func TestDataVersionPerSchema(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	a, schemaA, alice, operator := pgSchema(t)
+	b, schemaB, bob, _ := pgSchema(t)
+	for range 2 { // cached
+		if _, _, err := a.ReadUser(ctx, alice.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.ReadUser(ctx, bob.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := operator.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, schema := range []string{schemaA, schemaB} {
+		if _, err := tx.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "users"}.Sanitize()+" SET display_name = 'both'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s  *store.Store
+		id string
+	}{{a, alice.ID}, {b, bob.ID}} {
+		if u, _, err := c.s.ReadUser(ctx, c.id); err != nil || u.DisplayName != "both" {
+			t.Errorf("after one transaction wrote both schemas: %+v, %v", u, err)
+		}
 	}
 }
