@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,14 +14,14 @@ import (
 // answers them, one at a time.
 type scriptedVersion struct {
 	*pgVersion
-	asked   chan struct{}    // a question was sent
-	answers chan dataVersion // the answer to the question in flight
+	asked   chan struct{} // a question was sent
+	answers chan dbState  // the answer to the question in flight
 }
 
 func newScriptedVersion() *scriptedVersion {
 	s := &scriptedVersion{pgVersion: newPGVersion(nil, &atomic.Int64{}),
-		asked: make(chan struct{}, 16), answers: make(chan dataVersion)}
-	s.ask = func(context.Context) (dataVersion, bool, error) {
+		asked: make(chan struct{}, 16), answers: make(chan dbState)}
+	s.ask = func(context.Context) (dbState, bool, error) {
 		s.asked <- struct{}{}
 		return <-s.answers, true, nil
 	}
@@ -28,7 +29,7 @@ func newScriptedVersion() *scriptedVersion {
 }
 
 type readResult struct {
-	v   dataVersion
+	v   dbState
 	err error
 }
 
@@ -37,7 +38,7 @@ func (s *scriptedVersion) read(ctx context.Context) chan readResult {
 	out := make(chan readResult, 1)
 	go func() {
 		v, _, err := s.current(ctx)
-		out <- readResult{v, err}
+		out <- readResult{v.state, err}
 	}()
 	return out
 }
@@ -70,7 +71,7 @@ func (s *scriptedVersion) waitOpen(t *testing.T) {
 	}
 }
 
-func expect(t *testing.T, what string, ch chan readResult, want dataVersion) {
+func expect(t *testing.T, what string, ch chan readResult, want dbState) {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -110,14 +111,14 @@ func TestPGVersionAnswersOnlyReadsThatArrivedBeforeTheQuestion(t *testing.T) {
 	third := s.read(ctx)
 	pending(t, "a read arriving during question 1", second)
 
-	s.answers <- dataVersion{n: 1, id: 10}
-	expect(t, "the read that sent question 1", first, dataVersion{n: 1, id: 10})
+	s.answers <- dbState{n: 1, nonce: 10}
+	expect(t, "the read that sent question 1", first, dbState{n: 1, nonce: 10})
 	pending(t, "a read arriving during question 1", second)
 
 	s.waitAsked(t) // question 2, for both reads that arrived during question 1
-	s.answers <- dataVersion{n: 2, id: 20}
-	expect(t, "the second read", second, dataVersion{n: 2, id: 20})
-	expect(t, "the third read", third, dataVersion{n: 2, id: 20})
+	s.answers <- dbState{n: 2, nonce: 20}
+	expect(t, "the second read", second, dbState{n: 2, nonce: 20})
+	expect(t, "the third read", third, dbState{n: 2, nonce: 20})
 	if n := s.rounds.Load(); n != 2 {
 		t.Fatalf("%d questions for three reads, two of them arriving together; want 2", n)
 	}
@@ -128,9 +129,9 @@ func TestPGVersionAnswersOnlyReadsThatArrivedBeforeTheQuestion(t *testing.T) {
 func TestPGVersionReadsShareQuestions(t *testing.T) {
 	p := newPGVersion(nil, &atomic.Int64{})
 	var n atomic.Int64
-	p.ask = func(context.Context) (dataVersion, bool, error) {
+	p.ask = func(context.Context) (dbState, bool, error) {
 		time.Sleep(200 * time.Microsecond) // a round trip
-		return dataVersion{n: n.Add(1)}, true, nil
+		return dbState{n: n.Add(1)}, true, nil
 	}
 	const readers, each = 32, 50
 	var wg sync.WaitGroup
@@ -145,11 +146,11 @@ func TestPGVersionReadsShareQuestions(t *testing.T) {
 					t.Errorf("current: %v, %v", ok, err)
 					return
 				}
-				if v.n <= last {
-					t.Errorf("a later read of one reader got version %d after %d", v.n, last)
+				if v.state.n <= last || v.seq != v.state.n {
+					t.Errorf("a later read of one reader got version %+v after %d (seq and n move together here)", v, last)
 					return
 				}
-				last = v.n
+				last = v.state.n
 			}
 		}()
 	}
@@ -160,46 +161,71 @@ func TestPGVersionReadsShareQuestions(t *testing.T) {
 	t.Logf("%d questions for %d reads", p.rounds.Load(), readers*each)
 }
 
-// TestPGVersionRoundSurvivesItsLeadersCancellation: the read that sends a
-// question may go away; the question still answers the reads that share it.
-// A read that goes away while waiting returns at once.
-func TestPGVersionRoundSurvivesItsLeadersCancellation(t *testing.T) {
+// TestPGVersionReadsWaitUnderTheirOwnContext: a read that goes away while
+// its round waits returns at once, the one that opened the round included;
+// the question still answers the others, and runs under no read's context.
+func TestPGVersionReadsWaitUnderTheirOwnContext(t *testing.T) {
 	s := newScriptedVersion()
 	var sawCancel atomic.Bool
 	ask := s.ask
-	s.ask = func(ctx context.Context) (dataVersion, bool, error) {
+	s.ask = func(ctx context.Context) (dbState, bool, error) {
 		v, ok, err := ask(ctx)
-		sawCancel.Store(ctx.Err() != nil)
+		sawCancel.Store(sawCancel.Load() || ctx.Err() != nil)
 		return v, ok, err
 	}
 	blocker := s.read(context.Background())
 	s.waitAsked(t) // question 1 in flight: the next round waits for it
 
-	leaderCtx, cancelLeader := context.WithCancel(context.Background())
-	leader := s.read(leaderCtx)
+	openerCtx, cancelOpener := context.WithCancel(context.Background())
+	opener := s.read(openerCtx)
 	s.waitOpen(t)
 	follower := s.read(context.Background())
-	waiterCtx, cancelWaiter := context.WithCancel(context.Background())
-	waiter := s.read(waiterCtx)
-	time.Sleep(10 * time.Millisecond) // let both join the leader's round
-	cancelWaiter()
+	time.Sleep(10 * time.Millisecond) // let the follower join the opener's round
+	cancelOpener()
 	select {
-	case r := <-waiter:
+	case r := <-opener:
 		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("a cancelled waiter got %+v, %v", r.v, r.err)
+			t.Fatalf("a cancelled read got %+v, %v", r.v, r.err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("a cancelled waiter kept waiting")
+		t.Fatal("a cancelled read kept waiting for its round")
 	}
 
-	s.answers <- dataVersion{n: 1}
-	expect(t, "the first read", blocker, dataVersion{n: 1})
-	s.waitAsked(t) // question 2, sent by the leader
-	cancelLeader()
-	s.answers <- dataVersion{n: 2}
-	<-leader
-	expect(t, "the follower of a cancelled leader", follower, dataVersion{n: 2})
+	s.answers <- dbState{n: 1}
+	expect(t, "the first read", blocker, dbState{n: 1})
+	s.waitAsked(t) // question 2, for the round the cancelled read opened
+	s.answers <- dbState{n: 2}
+	expect(t, "a read in the round of a cancelled one", follower, dbState{n: 2})
 	if sawCancel.Load() {
-		t.Fatal("the question ran under its leader's cancelled context")
+		t.Fatal("a question ran under a cancelled context")
+	}
+}
+
+// TestPGVersionPanicIsAnError: a question that panics fails its round's
+// reads with an error, and the next round is asked as usual.
+func TestPGVersionPanicIsAnError(t *testing.T) {
+	p := newPGVersion(nil, &atomic.Int64{})
+	panics := true
+	p.ask = func(context.Context) (dbState, bool, error) {
+		if panics {
+			panics = false
+			panic("boom")
+		}
+		return dbState{n: 7}, true, nil
+	}
+	if _, _, err := p.current(context.Background()); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("a question that panicked: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if v, ok, err := p.current(context.Background()); err != nil || !ok || v.state.n != 7 {
+			t.Errorf("the next round: %+v, %v, %v", v, ok, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the round after a panic never ran")
 	}
 }

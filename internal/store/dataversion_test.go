@@ -2,9 +2,12 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -208,12 +211,13 @@ func TestReadCacheSeesHandMadeChanges(t *testing.T) {
 	}
 }
 
-// TestReadCacheTellsARestoredVersionFromTheCurrentOne: a data_version row
-// put back to a number it showed before (a restore of an older dump under a
-// running instance, against the instructions) is not the state the cache
-// holds: the transaction that set it differs, and the read goes to the
-// database.
-func TestReadCacheTellsARestoredVersionFromTheCurrentOne(t *testing.T) {
+// TestReadCacheTellsARepeatedVersionFromTheOneItHolds: a data version
+// whose v comes back to the v the cache holds, with other data (a commit
+// that was visible and then lost in a crash with synchronous_commit off or a
+// failover, after which the next bump reaches the same v), is not the state
+// the cache holds: each bump draws a new nonce. The cache then refills at
+// the lower v.
+func TestReadCacheTellsARepeatedVersionFromTheOneItHolds(t *testing.T) {
 	testenv.RequirePostgres(t)
 	t.Parallel()
 	ctx := context.Background()
@@ -225,22 +229,114 @@ func TestReadCacheTellsARestoredVersionFromTheCurrentOne(t *testing.T) {
 			t.Fatalf("%+v, %v", u, err)
 		}
 	}
-	var v, xid int64
-	if err := operator.QueryRow(ctx, "SELECT v, xid FROM "+dv).Scan(&v, &xid); err != nil {
+	var v int64
+	if err := operator.QueryRow(ctx, "SELECT v FROM "+dv).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	// The restored state: other data, the same v, set by another
-	// transaction (the restore's), with the trigger off as a restore may
-	// have it.
+	// The lost commit: the row one bump back, as if the one the cache saw
+	// had never happened (the triggers off, as nothing else changes here).
+	if _, err := operator.Exec(ctx, "UPDATE "+dv+" SET v = v - 1"); err != nil {
+		t.Fatal(err)
+	}
+	// The next commit reaches the same v, with other data.
+	if _, err := operator.Exec(ctx, "UPDATE "+users+" SET display_name = 'after the loss'"); err != nil {
+		t.Fatal(err)
+	}
+	var again int64
+	if err := operator.QueryRow(ctx, "SELECT v FROM "+dv).Scan(&again); err != nil || again != v {
+		t.Fatalf("data version %d, %v; the test needs it back at %d", again, err, v)
+	}
+	before := s.ReadCacheStats()
+	for range 2 {
+		if u, _, err := s.ReadUser(ctx, alice.ID); err != nil || u.DisplayName != "after the loss" {
+			t.Fatalf("after the repeated version: %+v, %v", u, err)
+		}
+	}
+	if st := s.ReadCacheStats(); st.Hits != before.Hits+1 || st.Misses != before.Misses+1 {
+		t.Fatalf("after the repeated version, one miss then one hit: %+v, then %+v", before, st)
+	}
+
+	// A state put back whole (a restore of an older dump, its row
+	// included) holds the data of its row: the cache refills at it.
+	if _, err := operator.Exec(ctx, "UPDATE "+dv+" SET v = 1"); err != nil {
+		t.Fatal(err)
+	}
+	before = s.ReadCacheStats()
+	for range 2 {
+		if _, _, err := s.ReadUser(ctx, alice.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.ReadCacheStats(); st.Hits != before.Hits+1 {
+		t.Fatalf("at a lower v, the cache did not refill: %+v, then %+v", before, st)
+	}
+}
+
+// TestReadCacheWithoutADataVersionRow: with the row deleted by hand, reads
+// go to the database, and what the cache held is dropped; the next write
+// puts the row back, and the cache answers again.
+func TestReadCacheWithoutADataVersionRow(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	s, schema, alice, operator := pgSchema(t)
+	users := pgx.Identifier{schema, "users"}.Sanitize()
+	dv := pgx.Identifier{schema, "data_version"}.Sanitize()
+	read := func() string {
+		t.Helper()
+		u, _, err := s.ReadUser(ctx, alice.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.DisplayName
+	}
+	read()
+	read()
+	if _, err := operator.Exec(ctx, "DELETE FROM "+dv); err != nil {
+		t.Fatal(err)
+	}
+	before := s.ReadCacheStats()
+	if got := read(); got != "alice" {
+		t.Fatalf("without the row: %q", got)
+	}
+	if st := s.ReadCacheStats(); st.Hits != before.Hits {
+		t.Fatalf("answered from the cache without a data version: %+v, then %+v", before, st)
+	}
+	if _, err := operator.Exec(ctx, "UPDATE "+users+" SET display_name = 'row back'"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := operator.QueryRow(ctx, "SELECT count(*) FROM "+dv).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d data_version rows after a write, %v", n, err)
+	}
+	before = s.ReadCacheStats()
+	if got, again := read(), read(); got != "row back" || again != got {
+		t.Fatalf("after the write: %q, then %q", got, again)
+	}
+	if st := s.ReadCacheStats(); st.Hits != before.Hits+1 {
+		t.Fatalf("the cache does not answer again: %+v, then %+v", before, st)
+	}
+
+	// What the cache held before a read found no row is gone: a row put
+	// back by hand as it was, beside a change made with the trigger off,
+	// does not bring it back.
+	var v, nonce int64
+	if err := operator.QueryRow(ctx, "SELECT v, nonce FROM "+dv).Scan(&v, &nonce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.Exec(ctx, "DELETE FROM "+dv); err != nil {
+		t.Fatal(err)
+	}
+	read()
 	tx, err := operator.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, sql := range []string{
 		"ALTER TABLE " + users + " DISABLE TRIGGER users_data_version",
-		"UPDATE " + users + " SET display_name = 'restored'",
+		"UPDATE " + users + " SET display_name = 'while the row was away'",
 		"ALTER TABLE " + users + " ENABLE ALWAYS TRIGGER users_data_version",
-		"UPDATE " + dv + " SET xid = txid_current()",
+		fmt.Sprintf("INSERT INTO %s (id, v, nonce) VALUES (1, %d, %d)", dv, v, nonce),
 	} {
 		if _, err := tx.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
@@ -249,12 +345,201 @@ func TestReadCacheTellsARestoredVersionFromTheCurrentOne(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var v2 int64
-	if err := operator.QueryRow(ctx, "SELECT v FROM "+dv).Scan(&v2); err != nil || v2 != v {
-		t.Fatalf("data version %d, %v; the test needs it unchanged (%d)", v2, err, v)
+	if got := read(); got != "while the row was away" {
+		t.Fatalf("the row put back as it was brought back what the cache held: %q", got)
 	}
-	if u, _, err := s.ReadUser(ctx, alice.ID); err != nil || u.DisplayName != "restored" {
-		t.Fatalf("after the restore: %+v, %v", u, err)
+}
+
+// TestReadCacheSeesHandMadeChangesPerTable: a change made by hand to each
+// table the caches depend on reaches the read that depends on it, on an
+// instance that had it cached: the user (users), their roles (user_roles)
+// in position order (roles), a channel (channels), its overwrites
+// (overwrites), and the versions the credentials and authorization caches
+// are keyed by (settings; tokens, whose deletion by hand moves the
+// credentials version). Leaving one of these tables out of cachedTables
+// fails its case.
+func TestReadCacheSeesHandMadeChangesPerTable(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	s, schema, alice, operator := pgSchema(t)
+	now := model.Now()
+	if _, err := s.Write(ctx, func(tx *store.Tx) error {
+		for _, id := range []string{"low", "high"} {
+			if _, err := tx.InsertRole(ctx, model.Role{ID: id, Name: id, CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+			if _, err := tx.AddUserRole(ctx, alice.ID, id, now); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.InsertChannel(ctx, model.Channel{ID: "ops", Name: "ops", CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		if err := tx.PutOverwrite(ctx, model.Overwrite{ChannelID: "ops", TargetType: model.TargetUser, TargetID: alice.ID,
+			Allow: permissions.Of(permissions.SendMessages)}); err != nil {
+			return err
+		}
+		return tx.InsertToken(ctx, model.Token{ID: "t1", UserID: alice.ID, Name: "cli", CreatedAt: now}, "hash-of-t1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	table := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	roles := func() string {
+		u, _, err := s.ReadUser(ctx, alice.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(u.Roles, ",")
+	}
+	versions := func() string {
+		v, err := s.CurrentVersions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%+v", v)
+	}
+	for _, c := range []struct {
+		table string
+		read  func() string
+		sql   []string
+	}{
+		{"users", func() string { u, _, _ := s.ReadUser(ctx, alice.ID); return u.DisplayName },
+			[]string{"UPDATE " + table("users") + " SET display_name = 'renamed'"}},
+		// "high", created last, took position 1 and moved "low" up to 2:
+		// "low,high" until they swap.
+		{"roles", roles, []string{
+			"UPDATE " + table("roles") + " SET position = 100 WHERE id = 'low'",
+			"UPDATE " + table("roles") + " SET position = 2 WHERE id = 'high'",
+			"UPDATE " + table("roles") + " SET position = 1 WHERE id = 'low'"}},
+		{"user_roles", roles, []string{"DELETE FROM " + table("user_roles") + " WHERE role_id = 'low'"}},
+		{"channels", func() string { c, _, _ := s.ReadChannel(ctx, "ops"); return c.Name },
+			[]string{"UPDATE " + table("channels") + " SET name = 'renamed'"}},
+		{"overwrites", func() string { l, _ := s.ReadOverwrites(ctx, "ops"); return fmt.Sprint(len(l.Items)) },
+			[]string{"DELETE FROM " + table("overwrites")}},
+		{"settings", versions, []string{"UPDATE " + table("settings") + " SET global_permissions = 0"}},
+		{"tokens", versions, []string{"DELETE FROM " + table("tokens")}},
+	} {
+		t.Run(c.table, func(t *testing.T) {
+			before, again := c.read(), c.read() // cached
+			if again != before {
+				t.Fatalf("read %q, then %q", before, again)
+			}
+			tx, err := operator.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sql := range c.sql {
+				if _, err := tx.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if after := c.read(); after == before {
+				t.Errorf("after a change of %s by hand, the read still answers %q", c.table, after)
+			}
+		})
+	}
+}
+
+// TestDataVersionMigrationBesideAnOlderWriter: an instance of the version
+// before migration 0011 is in the middle of a write (a user suspended, then
+// the credentials version moved: users, then settings) when an instance of
+// this version starts and migrates; neither fails (creating the triggers
+// locks the tables in another order, so the migration takes the writers'
+// lock first).
+func TestDataVersionMigrationBesideAnOlderWriter(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testenv.FreshPostgres(t)
+	old, err := store.Open(ctx, store.OptionsUpTo(store.Options{DatabaseURL: dbURL}, store.MigrationIndex("0011_data_version")-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Close() })
+	var alice model.User
+	if _, err := old.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+			return err
+		}
+		var err error
+		alice, err = tx.InsertUser(ctx, newUser("alice"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	if _, err := old.Write(ctx, func(tx *store.Tx) error {
+		u := alice
+		u.Status = model.StatusSuspended
+		if _, err := tx.UpdateUser(ctx, u); err != nil {
+			return err
+		}
+		go func() {
+			s, err := store.Open(ctx, store.Options{DatabaseURL: dbURL})
+			if err == nil {
+				err = s.Close()
+			}
+			migrated <- err
+		}()
+		time.Sleep(300 * time.Millisecond) // the migration is waiting now
+		return tx.BumpCredentials(ctx)
+	}); err != nil {
+		t.Fatalf("the older instance's write: %v", err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("the new instance's start: %v", err)
+	}
+}
+
+// TestDataVersionFunctionFollowsARenamedSchema: the triggers' function
+// names its schema; after the schema is renamed, the next start installs it
+// for the new name, and writes and the cache work as before.
+func TestDataVersionFunctionFollowsARenamedSchema(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	s, schema, alice, operator := pgSchema(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	renamed := schema + "_renamed"
+	if _, err := operator.Exec(ctx, "ALTER SCHEMA "+pgx.Identifier{schema}.Sanitize()+" RENAME TO "+pgx.Identifier{renamed}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = operator.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{renamed}.Sanitize()+" CASCADE")
+	})
+	u, err := url.Parse(testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", renamed)
+	u.RawQuery = q.Encode()
+	s2, err := store.Open(ctx, store.Options{DatabaseURL: u.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	for range 2 {
+		if _, _, err := s2.ReadUser(ctx, alice.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s2.Write(ctx, func(tx *store.Tx) error {
+		u := alice
+		u.DisplayName = "after the rename"
+		_, err := tx.UpdateUser(ctx, u)
+		return err
+	}); err != nil {
+		t.Fatalf("a write after the rename: %v", err)
+	}
+	if got, _, err := s2.ReadUser(ctx, alice.ID); err != nil || got.DisplayName != "after the rename" {
+		t.Fatalf("after the rename: %+v, %v", got, err)
 	}
 }
 

@@ -52,8 +52,12 @@ func (sqliteDialect) snapshotTx() *sql.TxOptions { return nil }
 func (sqliteDialect) writeTx() *sql.TxOptions { return nil }
 
 // postgresDialect's writeKey is the advisory lock every write transaction
-// takes, derived from the schema (namespace.go).
-type postgresDialect struct{ writeKey int64 }
+// takes, and tag the name of its settings, both derived from the schema
+// (namespace.go).
+type postgresDialect struct {
+	writeKey int64
+	tag      string
+}
 
 func (postgresDialect) name() string { return "postgres" }
 func (postgresDialect) ddl(sql string) string {
@@ -68,8 +72,12 @@ func (postgresDialect) groupConcat(col string) string { return "string_agg(" + c
 func (postgresDialect) groupConcatOrdered(col, order string) string {
 	return "string_agg(" + col + ", ',' ORDER BY " + order + ")"
 }
+
+// lockWrites also marks the transaction as Guildhall's writer, which bumps
+// the versions in settings itself (dataversion.go: the triggers bump them
+// for other writers).
 func (d postgresDialect) lockWrites() string {
-	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", d.writeKey)
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d), set_config(%s, 'on', true)", d.writeKey, writerSetting(d.tag))
 }
 func (postgresDialect) likeEscape() string { return `ESCAPE '\'` }
 

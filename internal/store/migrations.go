@@ -168,7 +168,9 @@ ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) 
 `},
 	// PostgreSQL's data version, by which instances keep a read cache
 	// (dataversion.go): a row that every transaction writing a cached table
-	// bumps, through triggers. Nothing on SQLite (PRAGMA data_version).
+	// bumps, through triggers. Nothing on SQLite (PRAGMA data_version). The
+	// triggers' function is installed again at every start when it differs
+	// (installBumpFunction).
 	{id: "0011_data_version", run: migrateDataVersion},
 }
 
@@ -388,7 +390,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := gormigrate.New(conn, &opts, list).Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		return nil
+		return installBumpFunction(conn, s.dialect)
 	})
 }
 

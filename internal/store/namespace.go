@@ -21,25 +21,29 @@ type namespace struct {
 	writeKey   int64  // pg_advisory_xact_lock of every write transaction
 	migrateKey int64  // pg_advisory_lock of the migrations
 	channel    string // NOTIFY channel of committed events
+	// tag names the schema's transaction-local settings (dataversion.go):
+	// a hash, as settings' names must be identifiers.
+	tag string
 }
 
 // legacyWriteKey is "guildhal" in ASCII.
 const legacyWriteKey int64 = 0x6775696c6468616c
 
 func namespaceOf(schema string) namespace {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(schema))
+	tag := fmt.Sprintf("%016x", h.Sum64())
 	if schema == "public" {
-		return namespace{schema: schema, writeKey: legacyWriteKey, migrateKey: legacyWriteKey + 1, channel: "guildhall_events"}
+		return namespace{schema: schema, writeKey: legacyWriteKey, migrateKey: legacyWriteKey + 1, channel: "guildhall_events", tag: tag}
 	}
 	key := func(purpose string) int64 {
 		h := fnv.New64a()
 		_, _ = h.Write([]byte("guildhall\x00" + purpose + "\x00" + schema))
 		return int64(h.Sum64())
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(schema))
 	// A channel is an identifier (at most 63 bytes): a hash, not the name.
 	return namespace{schema: schema, writeKey: key("write"), migrateKey: key("migrate"),
-		channel: fmt.Sprintf("guildhall_events_%016x", h.Sum64())}
+		channel: "guildhall_events_" + tag, tag: tag}
 }
 
 // loadNamespace reads the connection's schema.

@@ -92,7 +92,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			}
 			return nil, err
 		}
-		s.dialect = postgresDialect{writeKey: s.ns.writeKey}
+		s.dialect = postgresDialect{writeKey: s.ns.writeKey, tag: s.ns.tag}
 		sqlDB, err := db.DB()
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)

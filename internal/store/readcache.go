@@ -50,20 +50,31 @@ type readCache struct {
 	hits, misses atomic.Int64
 }
 
-// dataVersion is the state of the database a cached read was made at.
-// n grows with every commit that moves it; id tells apart two states that
-// show the same n (on PostgreSQL, a restored data_version row that went
-// back to an n it had before: the transaction that set it differs).
+// dataVersion is what a question for the data version learned: the state
+// of the database, and when this instance learned it.
 type dataVersion struct {
-	n, id int64
+	state dbState
+	// seq orders the questions of this instance: a later one has a higher
+	// seq and an answer at least as recent. Entries are ordered by it, not
+	// by the state's n, which a database put back (a restore, a lost
+	// commit) may show lower than before.
+	seq int64
+}
+
+// dbState names a state of the database: equal states hold equal data.
+// SQLite: the data version (n) of the watch connection, which only grows
+// while it is open. PostgreSQL: the data_version row, whose nonce is new at
+// every bump.
+type dbState struct {
+	n, nonce int64
 }
 
 // versionSource tells the data version as of now.
 type versionSource interface {
 	// current returns the data version as of a moment after the call
 	// began. ok is false, with a nil error, when the database has none to
-	// tell (the read then goes to the database); an error is the
-	// database's, and the read fails with it.
+	// tell (the cache is emptied and the read goes to the database); an
+	// error is the database's, and the read fails with it.
 	current(ctx context.Context) (v dataVersion, ok bool, err error)
 	// probes counts the questions asked.
 	probes() int64
@@ -112,7 +123,7 @@ type sqliteVersion struct {
 	stmt    driver.Stmt
 	dest    []driver.Value
 	counter *atomic.Int64 // the store's statements (QueryCount)
-	asked   atomic.Int64
+	asked   atomic.Int64  // questions; a question's number is its seq
 }
 
 func (c *sqliteVersion) probes() int64 { return c.asked.Load() }
@@ -160,7 +171,7 @@ func (c *sqliteVersion) current(context.Context) (dataVersion, bool, error) {
 		return dataVersion{}, false, nil
 	}
 	c.counter.Add(1) // the data version is a statement too
-	c.asked.Add(1)
+	seq := c.asked.Add(1)
 	// A context that is never done: the driver then starts no goroutine to
 	// watch it.
 	rows, err := c.stmt.(driver.StmtQueryContext).QueryContext(context.Background(), nil)
@@ -172,15 +183,24 @@ func (c *sqliteVersion) current(context.Context) (dataVersion, bool, error) {
 		return dataVersion{}, false, nil
 	}
 	n, ok := c.dest[0].(int64)
-	return dataVersion{n: n}, ok, nil
+	return dataVersion{state: dbState{n: n}, seq: seq}, ok, nil
 }
 
 func (c *readCache) close() error { return c.src.close() }
 
+// clear drops every entry: the database had no data version to tell, so
+// none of them can be vouched for again (a row put back by hand could show
+// a state they were kept at).
+func (c *readCache) clear() {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	c.m, c.bytes = nil, 0
+}
+
 func (c *readCache) get(version dataVersion, key cacheKey) (any, bool) {
 	c.emu.RLock()
 	defer c.emu.RUnlock()
-	if c.version != version {
+	if c.version.state != version.state {
 		return nil, false
 	}
 	e, ok := c.m[key]
@@ -191,9 +211,11 @@ func (c *readCache) put(version dataVersion, key cacheKey, value any, bytes int)
 	c.emu.Lock()
 	defer c.emu.Unlock()
 	switch {
-	case version.n < c.version.n:
-		return // read before a commit the cache already knows of
-	case version != c.version || c.m == nil || c.bytes+bytes > maxCacheBytes:
+	case version.state == c.version.state && c.m != nil && c.bytes+bytes <= maxCacheBytes:
+		// Of the state the entries are of.
+	case version.seq < c.version.seq:
+		return // of a state older than the entries'
+	default:
 		c.version, c.m, c.bytes = version, make(map[cacheKey]cached), 0
 	}
 	if old, ok := c.m[key]; ok {
@@ -233,6 +255,7 @@ func cachedRead[T any](ctx context.Context, q queries, key cacheKey, bytes func(
 		return zero, fmt.Errorf("read the data version: %w", err)
 	}
 	if !ok {
+		c.clear()
 		return read()
 	}
 	if v, hit := c.get(version, key); hit {
