@@ -52,6 +52,28 @@ func pgSchema(t *testing.T) (s *store.Store, schema string, alice model.User, op
 	return s, schema, alice, operator
 }
 
+// execTx runs statements in one transaction on conn and commits it.
+func execTx(t *testing.T, conn *pgx.Conn, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, sql := range stmts {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// literal quotes s as an SQL string.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 // TestDataVersionCoversEveryTable: every table of the schema is either one
 // whose writes move the data version (with its row and TRUNCATE triggers,
 // firing also in replica sessions) or one that no cached read reads. A new
@@ -139,25 +161,24 @@ func TestReadCacheSeesHandMadeChanges(t *testing.T) {
 		t.Fatalf("after an UPDATE from another search_path: %q", got)
 	}
 
+	// The triggers fire at once here, inside the savepoint: rolling it back
+	// takes back the bump and the setting that says the transaction
+	// bumped, so the next write bumps again.
+	// Until the commit, reads answer what was (the bump, made at once, is
+	// not visible either).
+	id := literal(alice.ID)
 	tx, err := operator.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The triggers fire at once here, inside the savepoint: rolling it back
-	// takes back the bump and the setting that says the transaction
-	// bumped, so the next write bumps again.
 	for _, sql := range []string{
 		"SET CONSTRAINTS ALL IMMEDIATE",
 		"SAVEPOINT x",
-		"UPDATE " + users + " SET display_name = 'rolled back' WHERE id = $1",
+		"UPDATE " + users + " SET display_name = 'rolled back' WHERE id = " + id,
 		"ROLLBACK TO SAVEPOINT x",
-		"UPDATE " + users + " SET display_name = 'kept' WHERE id = $1",
+		"UPDATE " + users + " SET display_name = 'kept' WHERE id = " + id,
 	} {
-		args := []any{alice.ID}
-		if sql[0] != 'U' {
-			args = nil
-		}
-		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		if _, err := tx.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
@@ -193,19 +214,9 @@ func TestReadCacheSeesHandMadeChanges(t *testing.T) {
 	if got := name(); got != "kept" { // cached as of now
 		t.Fatalf("display name %q", got)
 	}
-	tx, err = operator.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "UPDATE "+users+" SET display_name = 'replicated' WHERE id = $1", alice.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	execTx(t, operator,
+		"SET LOCAL session_replication_role = replica",
+		"UPDATE "+users+" SET display_name = 'replicated' WHERE id = "+id)
 	if got := name(); got != "replicated" {
 		t.Fatalf("after a write in a replica session: %q", got)
 	}
@@ -328,23 +339,11 @@ func TestReadCacheWithoutADataVersionRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	read()
-	tx, err := operator.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sql := range []string{
-		"ALTER TABLE " + users + " DISABLE TRIGGER users_data_version",
-		"UPDATE " + users + " SET display_name = 'while the row was away'",
-		"ALTER TABLE " + users + " ENABLE ALWAYS TRIGGER users_data_version",
-		fmt.Sprintf("INSERT INTO %s (id, v, nonce) VALUES (1, %d, %d)", dv, v, nonce),
-	} {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	execTx(t, operator,
+		"ALTER TABLE "+users+" DISABLE TRIGGER users_data_version",
+		"UPDATE "+users+" SET display_name = 'while the row was away'",
+		"ALTER TABLE "+users+" ENABLE ALWAYS TRIGGER users_data_version",
+		fmt.Sprintf("INSERT INTO %s (id, v, nonce) VALUES (1, %d, %d)", dv, v, nonce))
 	if got := read(); got != "while the row was away" {
 		t.Fatalf("the row put back as it was brought back what the cache held: %q", got)
 	}
@@ -425,18 +424,7 @@ func TestReadCacheSeesHandMadeChangesPerTable(t *testing.T) {
 			if again != before {
 				t.Fatalf("read %q, then %q", before, again)
 			}
-			tx, err := operator.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, sql := range c.sql {
-				if _, err := tx.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			execTx(t, operator, c.sql...)
 			if after := c.read(); after == before {
 				t.Errorf("after a change of %s by hand, the read still answers %q", c.table, after)
 			}
@@ -560,18 +548,9 @@ func TestDataVersionPerSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tx, err := operator.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, schema := range []string{schemaA, schemaB} {
-		if _, err := tx.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "users"}.Sanitize()+" SET display_name = 'both'"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	execTx(t, operator,
+		"UPDATE "+pgx.Identifier{schemaA, "users"}.Sanitize()+" SET display_name = 'both'",
+		"UPDATE "+pgx.Identifier{schemaB, "users"}.Sanitize()+" SET display_name = 'both'")
 	for _, c := range []struct {
 		s  *store.Store
 		id string
