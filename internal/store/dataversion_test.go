@@ -34,16 +34,7 @@ func pgSchema(t *testing.T) (s *store.Store, schema string, alice model.User, op
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Write(ctx, func(tx *store.Tx) error {
-		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
-			return err
-		}
-		var err error
-		alice, err = tx.InsertUser(ctx, newUser("alice"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	alice = seedAlice(t, s)
 	operator, err = pgx.Connect(ctx, testenv.PostgresURL())
 	if err != nil {
 		t.Fatal(err)
@@ -448,17 +439,7 @@ func TestDataVersionMigrationBesideAnOlderWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = old.Close() })
-	var alice model.User
-	if _, err := old.Write(ctx, func(tx *store.Tx) error {
-		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
-			return err
-		}
-		var err error
-		alice, err = tx.InsertUser(ctx, newUser("alice"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	alice := seedAlice(t, old)
 	migrated := make(chan error, 1)
 	if _, err := old.Write(ctx, func(tx *store.Tx) error {
 		u := alice

@@ -32,6 +32,25 @@ func sameDatabase(t *testing.T, kind string) func() *store.Store {
 	}
 }
 
+// seedAlice makes a fresh store's first write: the settings row and a user
+// named alice.
+func seedAlice(t *testing.T, s *store.Store) model.User {
+	t.Helper()
+	ctx := context.Background()
+	var alice model.User
+	if _, err := s.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
+			return err
+		}
+		var err error
+		alice, err = tx.InsertUser(ctx, newUser("alice"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return alice
+}
+
 // TestReadCacheNeverOutlivesACommit: a repeated read is answered from
 // memory, and the next read after any commit (this store's writer, a second
 // store on the same database as a second instance would be, a statement
@@ -48,21 +67,13 @@ func testReadCacheNeverOutlivesACommit(t *testing.T, kind string) {
 	ctx := context.Background()
 	open := sameDatabase(t, kind)
 	a, b := open(), open()
-	var alice model.User
+	alice := seedAlice(t, a)
 	write := func(s *store.Store, fn func(tx *store.Tx) error) {
 		t.Helper()
 		if _, err := s.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(a, func(tx *store.Tx) error {
-		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
-			return err
-		}
-		var err error
-		alice, err = tx.InsertUser(ctx, newUser("alice"))
-		return err
-	})
 	name := func() string {
 		t.Helper()
 		u, _, err := a.ReadUser(ctx, alice.ID)
@@ -216,17 +227,7 @@ func testReadCacheKeepsNothingACommitChanged(t *testing.T, kind string) {
 	ctx := context.Background()
 	open := sameDatabase(t, kind)
 	a, b := open(), open()
-	var alice model.User
-	if _, err := a.Write(ctx, func(tx *store.Tx) error {
-		if err := tx.EnsureSettings(ctx, permissions.DefaultGlobal); err != nil {
-			return err
-		}
-		var err error
-		alice, err = tx.InsertUser(ctx, newUser("alice"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	alice := seedAlice(t, a)
 	committed := false
 	a.AfterCachedReadForTest(func() {
 		if committed {
