@@ -96,6 +96,13 @@ type ClientInterface interface {
 	//
 	// Events newest first, paged with a cursor and filtered by actor, type
 	// (exact, or a prefix ending in `.*` such as `role.*`), subject and time range.
+	// Events about a channel (subject `channel:<id>` or `attachment:<id>/…`) are
+	// left out unless the caller may view that channel now, or holds
+	// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR` in their base
+	// permissions, or is the owner: the events of a hidden or deleted channel
+	// are answered like those of a channel that never existed. A page may hold
+	// fewer entries than `limit` for that reason; only `next_cursor: null` ends
+	// the walk.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -373,7 +380,9 @@ type ClientInterface interface {
 	// `Last-Event-ID` or `after` the stream starts with the next event; with
 	// either, it first replays every later event, with no gap and no duplicate.
 	// Browsers' `EventSource` cannot send `Authorization`: get a single-use
-	// ticket from `POST /events/ticket` and pass it as `?ticket=`.
+	// ticket from `POST /events/ticket` and pass it as `?ticket=`. Events about a
+	// channel the caller may not know of are left out, as in the audit log,
+	// decided as the caller's permissions are when the events are sent.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -750,9 +759,16 @@ type ClientInterface interface {
 	// DeleteRole Delete a role
 	//
 	// Deletes the role, removes it from every user and every channel overwrite,
-	// and moves the roles above it down one.
+	// and moves the roles above it down one. Deleting a role needs what taking it
+	// away piece by piece would: removing it from its holders, and removing its
+	// overwrites.
 	//
-	// **Permission:** `MANAGE_ROLES`, and the role strictly below the caller's top role.
+	// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
+	// role, its permissions held by the caller, and in each channel where the
+	// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
+	// allows or denies held by the caller in that channel. A refusal is a `403`
+	// naming what is missing (with `channel_id` for a channel's), and nothing is
+	// deleted.
 	//
 	// Corresponds with POST /roles/{roleID}/delete (the `DeleteRole` operationId).
 	DeleteRole(ctx context.Context, roleID RoleID, params *DeleteRoleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1185,6 +1201,13 @@ type ClientInterface interface {
 //
 // Events newest first, paged with a cursor and filtered by actor, type
 // (exact, or a prefix ending in `.*` such as `role.*`), subject and time range.
+// Events about a channel (subject `channel:<id>` or `attachment:<id>/…`) are
+// left out unless the caller may view that channel now, or holds
+// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR` in their base
+// permissions, or is the owner: the events of a hidden or deleted channel
+// are answered like those of a channel that never existed. A page may hold
+// fewer entries than `limit` for that reason; only `next_cursor: null` ends
+// the walk.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -1692,7 +1715,9 @@ func (c *Client) RenameChannel(ctx context.Context, channelID ChannelID, params 
 // `Last-Event-ID` or `after` the stream starts with the next event; with
 // either, it first replays every later event, with no gap and no duplicate.
 // Browsers' `EventSource` cannot send `Authorization`: get a single-use
-// ticket from `POST /events/ticket` and pass it as `?ticket=`.
+// ticket from `POST /events/ticket` and pass it as `?ticket=`. Events about a
+// channel the caller may not know of are left out, as in the audit log,
+// decided as the caller's permissions are when the events are sent.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -2405,9 +2430,16 @@ func (c *Client) CreateRole(ctx context.Context, roleID RoleID, params *CreateRo
 // DeleteRole Delete a role
 //
 // Deletes the role, removes it from every user and every channel overwrite,
-// and moves the roles above it down one.
+// and moves the roles above it down one. Deleting a role needs what taking it
+// away piece by piece would: removing it from its holders, and removing its
+// overwrites.
 //
-// **Permission:** `MANAGE_ROLES`, and the role strictly below the caller's top role.
+// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
+// role, its permissions held by the caller, and in each channel where the
+// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
+// allows or denies held by the caller in that channel. A refusal is a `403`
+// naming what is missing (with `channel_id` for a channel's), and nothing is
+// deleted.
 //
 // Corresponds with POST /roles/{roleID}/delete (the `DeleteRole` operationId).
 func (c *Client) DeleteRole(ctx context.Context, roleID RoleID, params *DeleteRoleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7328,6 +7360,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Events newest first, paged with a cursor and filtered by actor, type
 	// (exact, or a prefix ending in `.*` such as `role.*`), subject and time range.
+	// Events about a channel (subject `channel:<id>` or `attachment:<id>/…`) are
+	// left out unless the caller may view that channel now, or holds
+	// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR` in their base
+	// permissions, or is the owner: the events of a hidden or deleted channel
+	// are answered like those of a channel that never existed. A page may hold
+	// fewer entries than `limit` for that reason; only `next_cursor: null` ends
+	// the walk.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -7633,7 +7672,9 @@ type ClientWithResponsesInterface interface {
 	// `Last-Event-ID` or `after` the stream starts with the next event; with
 	// either, it first replays every later event, with no gap and no duplicate.
 	// Browsers' `EventSource` cannot send `Authorization`: get a single-use
-	// ticket from `POST /events/ticket` and pass it as `?ticket=`.
+	// ticket from `POST /events/ticket` and pass it as `?ticket=`. Events about a
+	// channel the caller may not know of are left out, as in the audit log,
+	// decided as the caller's permissions are when the events are sent.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -8050,9 +8091,16 @@ type ClientWithResponsesInterface interface {
 	// DeleteRoleWithResponse Delete a role
 	//
 	// Deletes the role, removes it from every user and every channel overwrite,
-	// and moves the roles above it down one.
+	// and moves the roles above it down one. Deleting a role needs what taking it
+	// away piece by piece would: removing it from its holders, and removing its
+	// overwrites.
 	//
-	// **Permission:** `MANAGE_ROLES`, and the role strictly below the caller's top role.
+	// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
+	// role, its permissions held by the caller, and in each channel where the
+	// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
+	// allows or denies held by the caller in that channel. A refusal is a `403`
+	// naming what is missing (with `channel_id` for a channel's), and nothing is
+	// deleted.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -22114,6 +22162,13 @@ func (r HeadTokenResponse) ContentType() string {
 //
 // Events newest first, paged with a cursor and filtered by actor, type
 // (exact, or a prefix ending in `.*` such as `role.*`), subject and time range.
+// Events about a channel (subject `channel:<id>` or `attachment:<id>/…`) are
+// left out unless the caller may view that channel now, or holds
+// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR` in their base
+// permissions, or is the owner: the events of a hidden or deleted channel
+// are answered like those of a channel that never existed. A page may hold
+// fewer entries than `limit` for that reason; only `next_cursor: null` ends
+// the walk.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -22557,7 +22612,9 @@ func (c *ClientWithResponses) RenameChannelWithResponse(ctx context.Context, cha
 // `Last-Event-ID` or `after` the stream starts with the next event; with
 // either, it first replays every later event, with no gap and no duplicate.
 // Browsers' `EventSource` cannot send `Authorization`: get a single-use
-// ticket from `POST /events/ticket` and pass it as `?ticket=`.
+// ticket from `POST /events/ticket` and pass it as `?ticket=`. Events about a
+// channel the caller may not know of are left out, as in the audit log,
+// decided as the caller's permissions are when the events are sent.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -23176,9 +23233,16 @@ func (c *ClientWithResponses) CreateRoleWithResponse(ctx context.Context, roleID
 // DeleteRoleWithResponse Delete a role
 //
 // Deletes the role, removes it from every user and every channel overwrite,
-// and moves the roles above it down one.
+// and moves the roles above it down one. Deleting a role needs what taking it
+// away piece by piece would: removing it from its holders, and removing its
+// overwrites.
 //
-// **Permission:** `MANAGE_ROLES`, and the role strictly below the caller's top role.
+// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
+// role, its permissions held by the caller, and in each channel where the
+// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
+// allows or denies held by the caller in that channel. A refusal is a `403`
+// naming what is missing (with `channel_id` for a channel's), and nothing is
+// deleted.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -246,11 +246,13 @@ func (e PermissionName) Valid() bool {
 const (
 	ProblemCodeConflict             ProblemCode = "conflict"
 	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeHeaderTooLarge       ProblemCode = "header_too_large"
 	ProblemCodeInsufficientStorage  ProblemCode = "insufficient_storage"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeLimitExceeded        ProblemCode = "limit_exceeded"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeNotImplemented       ProblemCode = "not_implemented"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodeRangeNotSatisfiable  ProblemCode = "range_not_satisfiable"
@@ -269,6 +271,8 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeForbidden:
 		return true
+	case ProblemCodeHeaderTooLarge:
+		return true
 	case ProblemCodeInsufficientStorage:
 		return true
 	case ProblemCodeInternal:
@@ -278,6 +282,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeNotImplemented:
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
@@ -467,7 +473,12 @@ type Channel struct {
 	// Example: ops
 	Id ChannelID `json:"id"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -485,7 +496,12 @@ type Channel struct {
 
 // ChannelCreate Example: {"name":"Operations","topic":"Where the moderators meet."}
 type ChannelCreate struct {
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -513,7 +529,12 @@ type ChannelList struct {
 //
 // Example: {"topic":null}
 type ChannelPatch struct {
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name *Name `json:"name,omitempty"`
@@ -522,7 +543,8 @@ type ChannelPatch struct {
 	Topic nullable.Nullable[string] `json:"topic,omitempty"`
 }
 
-// DisplayName 1 to 100 characters, no control characters.
+// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
+// (the same rule as `Name`).
 //
 // Example: Alice Liddell
 type DisplayName = string
@@ -618,7 +640,11 @@ type MoveRequest struct {
 	Position int `json:"position"`
 }
 
-// Name 1 to 100 characters, no control characters. Names need not be unique.
+// Name 1 to 100 characters; no control characters, and none of the invisible
+// characters that make one name look like another: bidirectional controls
+// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+// Names need not be unique.
 //
 // Example: Moderators
 type Name = string
@@ -816,7 +842,12 @@ type ProfileLinksPatch struct {
 
 // RenameRequest Example: {"name":"Moderators"}
 type RenameRequest struct {
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -837,7 +868,12 @@ type Role struct {
 	// Example: mods
 	Id RoleID `json:"id"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -862,7 +898,12 @@ type Role struct {
 type RoleCreate struct {
 	Color nullable.Nullable[string] `json:"color,omitempty"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -892,7 +933,12 @@ type RoleList struct {
 type RolePatch struct {
 	Color nullable.Nullable[string] `json:"color,omitempty"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name *Name `json:"name,omitempty"`
@@ -933,7 +979,12 @@ type Token struct {
 	// Example: 01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a
 	Id TokenID `json:"id"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -949,7 +1000,12 @@ type TokenCreate struct {
 	// ExpiresAt When the token stops working; must be in the future. Omitted or `null` for never.
 	ExpiresAt nullable.Nullable[time.Time] `json:"expires_at,omitempty"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -968,7 +1024,12 @@ type TokenCreated struct {
 	// Example: 01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a
 	Id TokenID `json:"id"`
 
-	// Name 1 to 100 characters, no control characters. Names need not be unique.
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
@@ -1004,7 +1065,9 @@ type User struct {
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
 
-	// DisplayName 1 to 100 characters, no control characters.
+	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
+	// (the same rule as `Name`).
+	//
 	//
 	// Example: Alice Liddell
 	DisplayName DisplayName `json:"display_name"`
@@ -1042,7 +1105,9 @@ type UserStatus string
 
 // UserCreate Example: {"display_name":"Alice Liddell","email":"alice@example.com","username":"alice"}
 type UserCreate struct {
-	// DisplayName 1 to 100 characters, no control characters.
+	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
+	// (the same rule as `Name`).
+	//
 	//
 	// Example: Alice Liddell
 	DisplayName *DisplayName `json:"display_name,omitempty"`
@@ -1104,7 +1169,9 @@ type UserRef struct {
 
 // UserUpdate Example: {"display_name":"Alice L.","email":"alice@example.com","status":"active","username":"alice"}
 type UserUpdate struct {
-	// DisplayName 1 to 100 characters, no control characters.
+	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
+	// (the same rule as `Name`).
+	//
 	//
 	// Example: Alice Liddell
 	DisplayName DisplayName `json:"display_name"`

@@ -615,9 +615,16 @@ export interface paths {
         /**
          * Delete a role
          * @description Deletes the role, removes it from every user and every channel overwrite,
-         *     and moves the roles above it down one.
+         *     and moves the roles above it down one. Deleting a role needs what taking it
+         *     away piece by piece would: removing it from its holders, and removing its
+         *     overwrites.
          *
-         *     **Permission:** `MANAGE_ROLES`, and the role strictly below the caller's top role.
+         *     **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
+         *     role, its permissions held by the caller, and in each channel where the
+         *     role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
+         *     allows or denies held by the caller in that channel. A refusal is a `403`
+         *     naming what is missing (with `channel_id` for a channel's), and nothing is
+         *     deleted.
          */
         post: operations["deleteRole"];
         delete?: never;
@@ -1130,6 +1137,13 @@ export interface paths {
          * Read the audit log
          * @description Events newest first, paged with a cursor and filtered by actor, type
          *     (exact, or a prefix ending in `.*` such as `role.*`), subject and time range.
+         *     Events about a channel (subject `channel:<id>` or `attachment:<id>/…`) are
+         *     left out unless the caller may view that channel now, or holds
+         *     `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR` in their base
+         *     permissions, or is the owner: the events of a hidden or deleted channel
+         *     are answered like those of a channel that never existed. A page may hold
+         *     fewer entries than `limit` for that reason; only `next_cursor: null` ends
+         *     the walk.
          *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
@@ -1163,7 +1177,9 @@ export interface paths {
          *     `Last-Event-ID` or `after` the stream starts with the next event; with
          *     either, it first replays every later event, with no gap and no duplicate.
          *     Browsers' `EventSource` cannot send `Authorization`: get a single-use
-         *     ticket from `POST /events/ticket` and pass it as `?ticket=`.
+         *     ticket from `POST /events/ticket` and pass it as `?ticket=`. Events about a
+         *     channel the caller may not know of are left out, as in the audit log,
+         *     decided as the caller's permissions are when the events are sent.
          *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
@@ -1235,7 +1251,11 @@ export interface components {
          */
         AttachmentID: string;
         /**
-         * @description 1 to 100 characters, no control characters. Names need not be unique.
+         * @description 1 to 100 characters; no control characters, and none of the invisible
+         *     characters that make one name look like another: bidirectional controls
+         *     (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+         *     zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+         *     Names need not be unique.
          * @example Moderators
          */
         Name: string;
@@ -1576,7 +1596,8 @@ export interface components {
          */
         Username: string;
         /**
-         * @description 1 to 100 characters, no control characters.
+         * @description 1 to 100 characters; no control, bidirectional or zero-width characters
+         *     (the same rule as `Name`).
          * @example Alice Liddell
          */
         DisplayName: string;
@@ -1975,7 +1996,7 @@ export interface components {
              * @example forbidden
              * @enum {string}
              */
-            code: "validation" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "limit_exceeded" | "precondition_failed" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "rate_limited" | "request_timeout" | "insufficient_storage" | "unavailable" | "internal";
+            code: "validation" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "limit_exceeded" | "precondition_failed" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "rate_limited" | "request_timeout" | "insufficient_storage" | "unavailable" | "internal" | "header_too_large" | "not_implemented";
             /** @example 01JD9ZC7W3Q2V4J5K6M7N8P9QR */
             request_id: string;
             /** @description For `validation`, one entry per problem. */

@@ -175,7 +175,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(httpapi.ProblemListener(ln)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -211,7 +211,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Actor, error
 		return nil, apperr.Unauthenticated("A bearer token is required.")
 	}
 	key := sha256.Sum256([]byte(token))
-	if cred, ok := s.creds.get(key); ok {
+	// A refusal (a suspended user, an expired token) is never answered
+	// from the cache: the change that ends it must decide the next request.
+	if cred, ok := s.creds.get(key); ok && s.usable(cred) == nil {
 		a, err := s.actorFrom(ctx, cred)
 		if err != nil {
 			return nil, err

@@ -60,11 +60,62 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 	if err != nil {
 		return Page[model.Event]{}, err
 	}
-	page := Page[model.Event]{Items: events}
+	page := Page[model.Event]{}
 	if more {
+		// The seq of the last entry read, shown or not: it tells nothing of
+		// what it was about.
 		page.NextCursor = encodeCursor(fmt.Sprint(events[len(events)-1].Seq), filters...)
 	}
+	if page.Items, err = s.visibleEvents(ctx, a, events); err != nil {
+		return Page[model.Event]{}, err
+	}
 	return page, nil
+}
+
+// visibleEvents leaves out the events about a channel the caller may not
+// know of (docs/design.md §12, non-disclosure): one they cannot view now,
+// or one that no longer exists, unless their base permissions let them know
+// of every channel. Deciding by the channel as it is now, not as it was,
+// never shows what the caller could not read today.
+func (s *Service) visibleEvents(ctx context.Context, a *Actor, events []model.Event) ([]model.Event, error) {
+	if a.knowsEveryChannel() {
+		return events, nil
+	}
+	var ids []string
+	for _, e := range events {
+		if id, ok := channelOfSubject(e.Subject); ok {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return events, nil
+	}
+	exists, err := s.store.ExistingChannels(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := events[:0:0]
+	for _, e := range events {
+		if id, ok := channelOfSubject(e.Subject); ok && !(exists[id] && a.knows(id)) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// channelOfSubject is the channel an event is about, if any: its subject
+// names it (channel:<id>) or one of its attachments (attachment:<id>/<attachment>).
+func channelOfSubject(subject string) (string, bool) {
+	kind, rest, _ := strings.Cut(subject, ":")
+	switch kind {
+	case "channel":
+		return rest, true
+	case "attachment":
+		id, _, ok := strings.Cut(rest, "/")
+		return id, ok
+	}
+	return "", false
 }
 
 // CanStream checks that the caller may read the event stream.
@@ -127,9 +178,15 @@ func (s *Service) ConsumeTicket(ctx context.Context, a *Actor) error {
 	return err
 }
 
-// EventsAfter returns up to limit events with seq > after, oldest first.
+// EventsAfter returns up to limit events with seq > after, oldest first,
+// all of them: the stream shows each through VisibleEvents.
 func (s *Service) EventsAfter(ctx context.Context, after int64, limit int) ([]model.Event, error) {
 	return s.store.EventsAfter(ctx, after, limit)
+}
+
+// VisibleEvents returns the events the caller may see (visibleEvents).
+func (s *Service) VisibleEvents(ctx context.Context, a *Actor, events []model.Event) ([]model.Event, error) {
+	return s.visibleEvents(ctx, a, events)
 }
 
 // LastEventSeq is the newest event's seq.

@@ -169,15 +169,18 @@ func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position in
 // DeleteRole deletes a role, taking it from users and overwrites.
 func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOpts) error {
 	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		r, err := s.manageableRole(ctx, tx, a, id)
+		r, err := tx.GetRole(ctx, id)
 		if err != nil {
+			return err
+		}
+		overwrites, err := tx.OverwritesOf(ctx, model.TargetRole, id)
+		if err != nil {
+			return err
+		}
+		if err := a.canDeleteRole(r, overwrites); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
-			return err
-		}
-		overwrites, err := tx.CountOverwritesOf(ctx, model.TargetRole, id)
-		if err != nil {
 			return err
 		}
 		holders, err := tx.DeleteRole(ctx, r, s.now())
@@ -185,8 +188,37 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 			return err
 		}
 		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, map[string]any{
-			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": overwrites})
+			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": len(overwrites)})
 	})
+}
+
+// canDeleteRole checks that the caller could take the role away piece by
+// piece: from each holder (which needs holding its permissions) and from
+// each channel where it has an overwrite (which needs MANAGE_ROLES there
+// and holding what the overwrite allows and denies). Deleting it must not
+// get round those rules. The checks run in the order of every other
+// write: permissions, hierarchy, then granting.
+func (a *Actor) canDeleteRole(r model.Role, overwrites []model.Overwrite) error {
+	if err := a.require(manageRoles); err != nil {
+		return err
+	}
+	for _, o := range overwrites {
+		if err := a.requireIn(o.ChannelID, manageRoles); err != nil {
+			return err
+		}
+	}
+	if err := a.canManageRole(r); err != nil {
+		return err
+	}
+	if err := a.canGrant(r.Permissions); err != nil {
+		return err
+	}
+	for _, o := range overwrites {
+		if err := a.canGrantIn(o.ChannelID, o.Allow.Union(o.Deny)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RolePermissions returns a role's permissions and version.

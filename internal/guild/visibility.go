@@ -17,13 +17,17 @@ var seesOf = permissions.Of(permissions.ManageChannels, permissions.ManageRoles)
 // knows reports whether the caller may learn that the channel exists:
 // VIEW_CHANNEL in it, or a base permission that manages channels.
 func (a *Actor) knows(channelID string) bool {
+	return a.knowsEveryChannel() || a.In(channelID).Has(permissions.ViewChannel)
+}
+
+// knowsEveryChannel reports whether the caller may know of every channel:
+// the owner, ADMINISTRATOR, and who manages channels or their overwrites.
+func (a *Actor) knowsEveryChannel() bool {
 	if a.IsOwner {
 		return true
 	}
-	if base := a.Base(); base.Has(permissions.Administrator) || !base.Intersect(seesOf).IsEmpty() {
-		return true
-	}
-	return a.In(channelID).Has(permissions.ViewChannel)
+	base := a.Base()
+	return base.Has(permissions.Administrator) || !base.Intersect(seesOf).IsEmpty()
 }
 
 // hideChannel is the answer for a channel that exists: nothing, or, when the

@@ -40,6 +40,8 @@ var problems = map[api.ProblemCode]problemInfo{
 	api.ProblemCodeRequestTimeout:       {408, "Request timeout", "The request body stalled: nothing arrived for the body idle timeout (`GUILDHALL_BODY_IDLE_TIMEOUT`, 30 s by default), or it arrived slower than the minimum rate (`GUILDHALL_BODY_MIN_RATE`, 1024 bytes a second by default). Nothing was stored; send it again."},
 	api.ProblemCodeInsufficientStorage:  {507, "Insufficient storage", "The server's storage is full, so the change was not made. Reads still work. Retry once an operator has freed space; `/readyz` answers 503 meanwhile."},
 	api.ProblemCodeUnavailable:          {503, "Service unavailable", "The database does not answer: it is down, unreachable or too slow (each statement has a deadline, `GUILDHALL_DB_TIMEOUT`). The request was not carried out, or its write was rolled back. Retry after `Retry-After` seconds; the server recovers by itself once the database answers."},
+	api.ProblemCodeHeaderTooLarge:       {431, "Request header fields too large", "The request's header fields are larger than the server accepts (1 MiB in all). The connection is closed; send smaller headers."},
+	api.ProblemCodeNotImplemented:       {501, "Not implemented", "The request needs a feature of HTTP the server does not support: a `Transfer-Encoding` other than `chunked` (501), or an HTTP version other than 1.x (505)."},
 	api.ProblemCodeInternal:             {500, "Internal error", "An unexpected error occurred. Nothing about it is shown here; quote `request_id` when reporting it."},
 }
 
@@ -48,9 +50,7 @@ var problems = map[api.ProblemCode]problemInfo{
 func problemFor(err error) (p api.Problem, ok bool) {
 	if e, isApp := apperr.As(err); isApp {
 		p = newProblem(codeOf(e.Kind), e.Detail)
-		for _, f := range e.Fields {
-			p.Errors = appendField(p.Errors, f)
-		}
+		p.Errors = fieldList(e.Fields)
 		if f := e.Forbidden; f != nil {
 			reason := api.ProblemReason(f.Reason)
 			p.Reason = &reason
@@ -167,6 +167,39 @@ func newProblem(code api.ProblemCode, detail string) api.Problem {
 	info := problems[code]
 	return api.Problem{Type: "/problems/" + string(code), Title: info.title, Status: info.status,
 		Code: code, Detail: &detail}
+}
+
+// maxFieldErrors bounds the entries of a problem's errors: an answer costs
+// no more than its request, however many problems the request holds.
+const maxFieldErrors = 100
+
+// fieldList is a problem's errors: each problem once, in the order found,
+// at most maxFieldErrors of them, then one entry that says how many more
+// there are.
+func fieldList(fields []apperr.FieldError) *[]api.FieldError {
+	if len(fields) == 0 {
+		return nil
+	}
+	out := make([]api.FieldError, 0, min(len(fields), maxFieldErrors+1))
+	seen := make(map[apperr.FieldError]bool, len(fields))
+	more := 0
+	for _, f := range fields {
+		f.Field = "" // located already: the location names it
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		if len(out) == maxFieldErrors {
+			more++
+			continue
+		}
+		out = append(out, api.FieldError{Location: f.Location, Message: f.Message})
+	}
+	if more > 0 {
+		out = append(out, api.FieldError{Location: "request",
+			Message: fmt.Sprintf("%d more problems are not listed", more)})
+	}
+	return &out
 }
 
 func appendField(list *[]api.FieldError, f apperr.FieldError) *[]api.FieldError {

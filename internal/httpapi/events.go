@@ -107,6 +107,7 @@ type eventStream struct {
 // allowed re-authorizes the stream against the current state: a revoked or
 // expired token, a suspended or deleted user, or a lost VIEW_AUDIT_LOG ends
 // it (the client's reconnect then gets the 401 or 403).
+// The caller as of now then decides which events the stream shows.
 func (s *eventStream) allowed() bool {
 	a, err := s.h.svc.Recheck(s.ctx, s.actor)
 	if err == nil {
@@ -118,6 +119,7 @@ func (s *eventStream) allowed() bool {
 		}
 		return false
 	}
+	s.actor = a
 	return true
 }
 
@@ -163,11 +165,16 @@ func (s *eventStream) write(w http.ResponseWriter) error {
 				return nil
 			}
 			// Checked after the read: if the caller is still allowed now,
-			// every event read was committed before any revocation.
+			// every event read was committed before any revocation, and
+			// what the caller may see of them is decided as of now.
 			if len(events) > 0 && !s.allowed() {
 				return nil
 			}
-			for _, e := range events {
+			shown, err := s.h.svc.VisibleEvents(s.ctx, s.actor, events)
+			if err != nil {
+				return nil
+			}
+			for _, e := range shown {
 				data, err := json.Marshal(toEvent(e))
 				if err != nil {
 					return nil
@@ -175,9 +182,11 @@ func (s *eventStream) write(w http.ResponseWriter) error {
 				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data); err != nil {
 					return nil // the client is gone
 				}
-				s.after = e.Seq
 			}
 			if len(events) > 0 {
+				s.after = events[len(events)-1].Seq
+			}
+			if len(shown) > 0 {
 				if err := rc.Flush(); err != nil {
 					return nil
 				}

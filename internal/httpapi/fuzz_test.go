@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -16,6 +17,7 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"name":"x","permissions":["FLY"]}`,
 		`{"target_type":"role","target_id":"mods","allow":["VIEW_CHANNEL"],"deny":[]}`,
 		`{"links":{"gh":"https://github.com/a","x":null}}`,
+		`{"name":"x","a":1,"b":2,"c":3}`, `{"name":"x","a":1,"a":2}`, `{"links":{"x":1,"y":2},"z":[1,2]}`,
 		`{"name":"a"} trailing`, "\xff\xfe", `{"name":"` + "\u0000" + `"}`, `[]`, `null`, ``,
 	} {
 		f.Add(seed, uint8(0))
@@ -38,7 +40,24 @@ func FuzzRequestBodies(f *testing.F) {
 			t.Fatalf("%s %s with %q: %d %s", target.method, target.path, body, res.Status, res.Body)
 		}
 		if res.Status >= 400 {
-			res.Problem(t)
+			p := res.Problem(t)
+			// Each problem once, at most 100 and a count of the rest, and
+			// an answer that grows no faster than its request.
+			if p.Errors != nil {
+				seen := map[api.FieldError]bool{}
+				for _, fe := range *p.Errors {
+					if seen[fe] {
+						t.Fatalf("%q: %+v reported twice in %s", body, fe, res.Body)
+					}
+					seen[fe] = true
+				}
+				if len(*p.Errors) > 101 {
+					t.Fatalf("%q: %d entries in errors", body, len(*p.Errors))
+				}
+			}
+			if len(res.Body) > 16<<10+2*len(body) {
+				t.Fatalf("an answer of %d bytes to a body of %d: %s", len(res.Body), len(body), res.Body)
+			}
 		}
 		if target.path == "/roles/fuzzed/create" && res.Status == http.StatusCreated {
 			e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/roles/fuzzed/delete", Token: e.Owner})

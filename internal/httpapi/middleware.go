@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -144,6 +145,11 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 // data).
 func (h *Handler) readJSONBody(c echo.Context, op *operation) error {
 	req := c.Request()
+	if req.ContentLength > h.maxJSON {
+		// Declared too large: answered at once, without waiting for a body
+		// that may never come.
+		return apperr.TooLarge(h.maxJSON)
+	}
 	var data []byte
 	if req.Body != nil {
 		var err error
@@ -274,33 +280,40 @@ func schemaFields(prefix string, err error, fallback string) []apperr.FieldError
 		}
 	case se.SchemaField == "required": // the pointer ends with the member
 		msg = "is required"
-	case se.SchemaField == "properties": // a member the schema does not know
-		var out []apperr.FieldError
-		for _, k := range unknownMembers(se.Schema, se.Value) {
-			out = append(out, apperr.FieldError{Location: loc + "." + k, Message: "is not a known field"})
+	case se.SchemaField == "type" && isNumber(se.Value):
+		// A number the validator cannot hold as a float64 (1e400): its
+		// message would name the library's types.
+		msg = "is a number out of range"
+	case se.SchemaField == "pattern" && se.Schema != nil:
+		// The contract says in words what a pattern refuses, where the
+		// pattern itself would not tell a reader.
+		if m, ok := se.Schema.Extensions["x-pattern-message"].(string); ok {
+			msg = m
 		}
-		if len(out) > 0 {
-			return out
+	case se.SchemaField == "properties": // a member the schema does not know
+		// kin-openapi reports each unknown member in an error of its own,
+		// naming it in the reason; the error carries the whole object, so
+		// listing the object's unknown members here would report each of
+		// them once per error (n² entries for n members).
+		if k, ok := unsupportedMember(se.Reason); ok {
+			return []apperr.FieldError{{Location: loc + "." + k, Message: "is not a known field"}}
 		}
 	}
 	return []apperr.FieldError{{Location: loc, Message: msg}}
 }
 
-// unknownMembers lists, sorted, the members of an object value that its
-// schema neither declares nor allows as additional properties.
-func unknownMembers(schema *openapi3.Schema, value any) []string {
-	obj, ok := value.(map[string]any)
-	if !ok || schema == nil {
-		return nil
+// unsupportedMember is the member named by kin-openapi's reason for an
+// unknown member: property "name" is unsupported.
+func unsupportedMember(reason string) (string, bool) {
+	q, ok := strings.CutPrefix(reason, "property ")
+	if !ok {
+		return "", false
 	}
-	var out []string
-	for k := range obj {
-		if _, declared := schema.Properties[k]; !declared {
-			out = append(out, k)
-		}
+	if q, ok = strings.CutSuffix(q, " is unsupported"); !ok {
+		return "", false
 	}
-	sort.Strings(out)
-	return out
+	k, err := strconv.Unquote(q)
+	return k, err == nil
 }
 
 // singleValues refuses a query or header parameter given more than once
@@ -334,6 +347,12 @@ func singleValues(op *operation, req *http.Request) error {
 		return apperr.InvalidFields(fields)
 	}
 	return nil
+}
+
+// isNumber reports whether a decoded JSON value is a number.
+func isNumber(v any) bool {
+	_, ok := v.(json.Number)
+	return ok
 }
 
 // pointerPath renders a JSON pointer as .name and [index] steps.

@@ -101,3 +101,19 @@ func (s *Store) PurgeEvents(ctx context.Context, before time.Time) (int64, error
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
+
+// ExistingChannels returns which of the given channel IDs exist.
+func (q queries) ExistingChannels(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var found []string
+	if err := q.with(ctx).Model(&channelRow{}).Where("id IN ?", ids).Pluck("id", &found).Error; err != nil {
+		return nil, fmt.Errorf("find channels: %w", err)
+	}
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}

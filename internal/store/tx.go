@@ -266,14 +266,19 @@ func (tx *Tx) CountOverwrites(ctx context.Context, channelID string) (int, error
 	return int(n), nil
 }
 
-// CountOverwritesOf counts the overwrites of one target (a role or a user)
-// across all channels.
-func (tx *Tx) CountOverwritesOf(ctx context.Context, targetType, targetID string) (int64, error) {
-	var n int64
-	if err := tx.with(ctx).Model(&overwriteRow{}).Where("target_type = ? AND target_id = ?", targetType, targetID).Count(&n).Error; err != nil {
-		return 0, fmt.Errorf("count overwrites: %w", err)
+// OverwritesOf lists the overwrites of one target (a role or a user)
+// across all channels, by channel ID.
+func (tx *Tx) OverwritesOf(ctx context.Context, targetType, targetID string) ([]model.Overwrite, error) {
+	var rows []overwriteRow
+	err := tx.with(ctx).Where("target_type = ? AND target_id = ?", targetType, targetID).Order("channel_id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list overwrites of %s %s: %w", targetType, targetID, err)
 	}
-	return n, nil
+	out := make([]model.Overwrite, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
 }
 
 // deleteOverwritesOf removes every overwrite of a target and moves the

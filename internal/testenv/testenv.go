@@ -200,11 +200,13 @@ func Launch() (*Instance, error) {
 		return nil, err
 	}
 	inst := &Instance{Owner: cfg.BootstrapToken}
-	srv := httptest.NewServer(c.Wrap(a.HTTP.Echo, func(msg string) {
+	srv := httptest.NewUnstartedServer(c.Wrap(a.HTTP.Echo, func(msg string) {
 		inst.mu.Lock()
 		inst.found = append(inst.found, msg)
 		inst.mu.Unlock()
 	}))
+	srv.Listener = httpapi.ProblemListener(srv.Listener) // as app.Serve does
+	srv.Start()
 	inst.URL = srv.URL
 	inst.stop = func() {
 		a.HTTP.Shutdown()
@@ -263,7 +265,9 @@ func start(t testing.TB, kind string, cfg config.Config, checked bool) *Env {
 	if checked {
 		h = CheckContract(t, h)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = httpapi.ProblemListener(srv.Listener) // as app.Serve does
+	srv.Start()
 	e := &Env{t: t, Kind: kind, URL: srv.URL, Owner: cfg.BootstrapToken, App: a, Config: cfg, server: srv,
 		HTTP: &http.Client{Timeout: 60 * time.Second}}
 	t.Cleanup(func() {
