@@ -55,7 +55,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, StatementTimeout: cfg.DBTimeout})
+	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, StatementTimeout: cfg.DBTimeout,
+		CacheBytes: cfg.CacheBytes, VerifyChangeMarks: cfg.VerifyChangeMarks})
 	if err != nil {
 		return nil, err
 	}
@@ -93,13 +94,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 			func() float64 { return float64(st.WriterStats().Reruns) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_read_cache_hits_total",
 			Help: "Reads the store's read cache answered."},
-			func() float64 { return float64(st.ReadCacheStats().Hits) }),
+			func() float64 { return float64(st.CacheStats().Hits) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_read_cache_misses_total",
 			Help: "Cacheable reads the store sent to the database."},
-			func() float64 { return float64(st.ReadCacheStats().Misses) }),
+			func() float64 { return float64(st.CacheStats().Misses) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_data_version_probes_total",
-			Help: "Times the read cache asked the database for its data version; on PostgreSQL concurrent reads share one, so hits plus misses over this is the reads per round trip."},
-			func() float64 { return float64(st.ReadCacheStats().Probes) }),
+			Help: "Times the read cache asked the change log what changed (once per request at most; on PostgreSQL concurrent requests share one question)."},
+			func() float64 { return float64(st.CacheStats().Questions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_read_cache_resets_total",
+			Help: "Times the read cache started over because the change log could not tell what changed."},
+			func() float64 { return float64(st.CacheStats().Resets) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_store_read_cache_bytes",
+			Help: "Estimated size of the read cache's entries, bounded by its configured size."},
+			func() float64 { return float64(st.CacheStats().Bytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_event_stream_subscribers",
 			Help: "Event streams (Server-Sent Events) open on this instance."},
 			func() float64 { return float64(broker.Subscribers()) }))
@@ -158,6 +165,7 @@ func (a *App) Background(ctx context.Context) {
 			return a.dirBlobs.SweepOrphans(ctx, blob.OrphanGrace, a.Store.ReferencedBlobs)
 		})
 	}
+	go a.every(ctx, time.Minute, "pruned the change log", a.Store.PruneChangeLog)
 	if a.Config.EventRetention > 0 {
 		go a.every(ctx, time.Hour, "purged events", func(ctx context.Context) (int64, error) {
 			return a.Store.PurgeEvents(ctx, time.Now().Add(-a.Config.EventRetention))

@@ -8,13 +8,12 @@ import (
 
 // gcPercent is the GC target of a serving process when GOGC is not set.
 //
-// The server's live heap is small (caches of authorization state and
-// credentials, prepared statements: tens of MB), while each request leaves
-// kilobytes of garbage, so with Go's default of 100 the collector ran often
-// and took a tenth of the CPU of a cheap read. At 400 a read costs ~9% less
-// CPU (73 -> 67 and 77 -> 70 µs per GET /users/{id}, pinned, two runs) and
-// the peak RSS of a busy instance grows from 57 to 84 MB. GOGC and
-// GOMEMLIMIT set by the operator win.
+// The server's live heap is small (the read cache, bounded by its
+// configured size, and prepared statements), while each request leaves
+// kilobytes of garbage, so with Go's default of 100 the collector runs
+// often and takes a noticeable share of a cheap read's CPU. At 400 reads
+// cost less CPU and a busy instance's peak RSS grows (docs/performance.md).
+// GOGC and GOMEMLIMIT set by the operator win.
 const gcPercent = 400
 
 // TuneGC sets the GC target to gcPercent unless GOGC is set, and returns
@@ -39,8 +38,8 @@ const minProcs = 2
 // off). With a single P, no request is served meanwhile, so no write joins
 // the next group commit: transactions carried ~2 writes under 32 concurrent
 // creates on one CPU. With two Ps on that CPU, the kernel runs the request
-// handlers while the writer waits on the disk: ~10 writes per transaction
-// and a third less CPU per create (see docs/performance.md).
+// handlers while the writer waits on the disk, and transactions carry
+// several times as many writes (see docs/performance.md).
 func EnsureProcs() int {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) >= minProcs {
 		return 0

@@ -49,6 +49,12 @@ type Config struct {
 	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
 	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
+	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"33554432" help:"Bound of the read cache's estimated size in bytes (32 MiB by default)."`
+
+	// VerifyChangeMarks makes every SQLite write check that it marked what
+	// it changed (store.Options.VerifyChangeMarks). Tests set it; it has no
+	// flag.
+	VerifyChangeMarks bool `kong:"-"`
 }
 
 // Default is the configuration with nothing set: the defaults of the tags
@@ -82,6 +88,7 @@ func (c Config) Validate() error {
 		"shutdown timeout": float64(c.ShutdownTimeout), "drain delay": float64(c.DrainDelay),
 		"request timeout": float64(c.RequestTimeout), "database timeout": float64(c.DBTimeout),
 		"body idle timeout": float64(c.BodyIdleTimeout), "body minimum rate": float64(c.BodyMinRate),
+		"cache bytes": float64(c.CacheBytes),
 	}
 	for _, name := range slices.Sorted(maps.Keys(nonNegative)) {
 		if nonNegative[name] < 0 {

@@ -50,7 +50,11 @@ func (s *Service) Bootstrap(ctx context.Context, ownerName, bootstrapToken strin
 
 // IssueToken mints a token for a user named by username, for the CLI.
 func (s *Service) IssueToken(ctx context.Context, username, name string) (model.Token, string, error) {
-	u, err := s.store.UserByUsername(ctx, username)
+	id, err := s.store.UserByUsername(ctx, username)
+	if err != nil {
+		return model.Token{}, "", err
+	}
+	u, err := s.store.User(ctx, id)
 	if err != nil {
 		return model.Token{}, "", err
 	}

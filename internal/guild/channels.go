@@ -20,8 +20,9 @@ var (
 	manageRoles    = permissions.Of(permissions.ManageRoles)
 )
 
-// ListChannels pages through the channels the caller can see. Pages may be
-// short: only next_cursor == nil means the end.
+// ListChannels pages through the channels the caller can see, by ID. The
+// cursor is the ID of the last channel of the page, one the caller sees, so
+// it tells nothing of the channels they do not.
 func (s *Service) ListChannels(ctx context.Context, a *Actor, rawCursor string, limit int) (Page[model.Channel], error) {
 	after, err := decodeCursor(rawCursor, "channels")
 	if err != nil {
@@ -29,44 +30,43 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, rawCursor string, 
 	}
 	limit = pageLimit(limit)
 	page := Page[model.Channel]{Items: []model.Channel{}}
-	// Skip invisible channels, but read a bounded number of batches per page
-	// so one request stays cheap; the cursor resumes where reading stopped.
-	for batch := 0; batch < 5 && len(page.Items) < limit; batch++ {
-		chans, more, err := s.store.ListChannels(ctx, after, limit)
-		if err != nil {
-			return Page[model.Channel]{}, err
+	for _, c := range a.auth.Channels() {
+		if c.ID <= after || !a.In(c.ID).Has(permissions.ViewChannel) {
+			continue
 		}
-		for i, c := range chans {
-			after = c.ID
-			if a.In(c.ID).Has(permissions.ViewChannel) {
-				page.Items = append(page.Items, c)
-			}
-			if len(page.Items) == limit {
-				if i < len(chans)-1 || more {
-					page.NextCursor = encodeCursor(after, "channels")
-				}
-				return page, nil
-			}
+		if len(page.Items) == limit {
+			page.NextCursor = encodeCursor(page.Items[limit-1].ID, "channels")
+			break
 		}
-		if !more {
-			return page, nil
-		}
+		page.Items = append(page.Items, c)
 	}
-	page.NextCursor = encodeCursor(after, "channels")
 	return page, nil
 }
 
 // GetChannel returns a channel the caller can see.
 func (s *Service) GetChannel(ctx context.Context, a *Actor, id string) (model.Channel, error) {
-	c, v, err := s.store.ReadChannel(ctx, id)
+	c, err := a.channel(id)
 	if err != nil {
-		return model.Channel{}, err
-	}
-	if err := confirm(a, v); err != nil {
 		return model.Channel{}, err
 	}
 	if err := a.requireIn(id, viewChannel); err != nil {
 		return model.Channel{}, err
+	}
+	return c, nil
+}
+
+// rolePosition is a role's position (0 for a role that does not exist).
+func (a *Actor) rolePosition(id string) int {
+	r, _ := a.auth.Role(id)
+	return r.Position
+}
+
+// channel returns a channel of the caller's authorization state, or the 404
+// of one that does not exist.
+func (a *Actor) channel(id string) (model.Channel, error) {
+	c, ok := a.auth.Channel(id)
+	if !ok {
+		return model.Channel{}, channelNotFound(id)
 	}
 	return c, nil
 }
@@ -177,9 +177,6 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 		if blobs, err = tx.DeleteChannel(ctx, id); err != nil {
 			return err
 		}
-		if err := tx.BumpAuthVersion(ctx); err != nil {
-			return err
-		}
 		return emit(ctx, tx, a, o, "channel.deleted", "channel:"+id,
 			map[string]any{"name": c.Name, "overwrites": n, "attachments": len(blobs)})
 	})
@@ -191,18 +188,14 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 
 // ListOverwrites returns a channel's overwrites and the list's version.
 func (s *Service) ListOverwrites(ctx context.Context, a *Actor, channelID string) ([]model.Overwrite, int64, error) {
-	l, err := s.store.ReadOverwrites(ctx, channelID)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := confirm(a, l.Versions); err != nil {
-		return nil, 0, err
+	list, version, ok := a.auth.Overwrites(channelID)
+	if !ok {
+		return nil, 0, channelNotFound(channelID)
 	}
 	if err := a.requireIn(channelID, viewChannel); err != nil {
 		return nil, 0, err
 	}
-	// The actor's snapshot is of the auth version the list was read at.
-	return sortedOverwrites(a.snap, l.Items), l.Version, nil
+	return sortedOverwrites(a.rolePosition, list), version, nil
 }
 
 // SetOverwrite creates, replaces or (when allow and deny are both empty)
@@ -251,7 +244,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 		}
 		if changed.IsEmpty() { // no-op (also removing what is absent)
 			version = v
-			list = current
+			list = sortedOverwrites(a.rolePosition, current)
 			return nil
 		}
 		if err := tx.PutOverwrite(ctx, ow); err != nil {
@@ -260,6 +253,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 		if list, err = tx.ChannelOverwrites(ctx, ow.ChannelID); err != nil {
 			return err
 		}
+		list = sortedOverwrites(a.rolePosition, list)
 		if version, err = tx.OverwritesVersion(ctx, ow.ChannelID); err != nil {
 			return err
 		}
@@ -278,7 +272,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 	if err != nil {
 		return nil, 0, err
 	}
-	return sortedOverwrites(s.authz.current(), list), version, nil
+	return list, version, nil
 }
 
 func validateOverwrite(ow model.Overwrite) error {
@@ -329,10 +323,9 @@ func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow mod
 	return err
 }
 
-// sortedOverwrites returns the list in the API's order: everyone, roles by
-// position descending, users by ID. It sorts a copy (the list may be shared
-// with the store's read cache), on keys computed once per overwrite.
-func sortedOverwrites(snap *snapshot, list []model.Overwrite) []model.Overwrite {
+// sortedOverwrites sorts the list into the API's order: everyone, roles by
+// position descending, users by ID, on keys computed once per overwrite.
+func sortedOverwrites(position func(roleID string) int, list []model.Overwrite) []model.Overwrite {
 	type keyed struct {
 		rank     int8
 		position int
@@ -346,9 +339,7 @@ func sortedOverwrites(snap *snapshot, list []model.Overwrite) []model.Overwrite 
 			k.rank = 0
 		case model.TargetRole:
 			k.rank = 1
-			if snap != nil {
-				k.position = snap.roles[o.TargetID].Position
-			}
+			k.position = position(o.TargetID)
 		}
 		keys[i] = k
 	}

@@ -158,7 +158,11 @@ func (s *Service) AuthenticateTicket(ctx context.Context, ticket string) (*Actor
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.actorFrom(ctx, cred)
+	auth, err := s.store.AuthState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.actorFrom(cred, auth)
 	if err != nil {
 		return nil, err
 	}

@@ -11,13 +11,17 @@ import (
 )
 
 // ListRoles returns every role, by position descending.
-func (s *Service) ListRoles(ctx context.Context, _ *Actor) ([]model.Role, error) {
-	return s.store.ListRoles(ctx)
+func (s *Service) ListRoles(_ context.Context, a *Actor) ([]model.Role, error) {
+	return a.auth.Roles(), nil
 }
 
 // GetRole returns one role.
-func (s *Service) GetRole(ctx context.Context, _ *Actor, id string) (model.Role, error) {
-	return s.store.GetRole(ctx, id)
+func (s *Service) GetRole(_ context.Context, a *Actor, id string) (model.Role, error) {
+	r, ok := a.auth.Role(id)
+	if !ok {
+		return model.Role{}, apperr.NotFound("Role %q does not exist.", id)
+	}
+	return r, nil
 }
 
 // CreateRole creates a role at position 1 (the bottom).
@@ -272,11 +276,18 @@ func (s *Service) changeRolePermissions(ctx context.Context, a *Actor, id string
 }
 
 // ListUserRoles returns a user's roles, by position descending.
-func (s *Service) ListUserRoles(ctx context.Context, _ *Actor, userID string) ([]model.Role, error) {
-	if _, err := s.store.GetUser(ctx, userID); err != nil {
+func (s *Service) ListUserRoles(ctx context.Context, a *Actor, userID string) ([]model.Role, error) {
+	u, err := s.store.User(ctx, userID)
+	if err != nil {
 		return nil, err
 	}
-	return s.store.UserRoles(ctx, userID)
+	out := make([]model.Role, 0, len(u.Roles))
+	for _, id := range u.Roles { // by position descending
+		if r, ok := a.auth.Role(id); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // AssignRole gives a user a role; assigning a role the user has is a quiet success.

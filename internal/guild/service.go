@@ -42,9 +42,6 @@ type Service struct {
 	store    *store.Store
 	blobs    blob.Store
 	limits   Limits
-	authz    *authz
-	creds    credCache
-	subjects subjectCache
 	notifier Notifier
 	log      *slog.Logger
 	now      func() time.Time
@@ -64,8 +61,7 @@ func New(o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger,
-		authz: &authz{load: o.Store.Snapshot}, now: model.Now}
+	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger, now: model.Now}
 }
 
 // WriteOpts are what every write request may carry.

@@ -17,7 +17,7 @@ func withActor(ctx context.Context, a *guild.Actor) context.Context {
 }
 
 // actorOf returns the caller of a secured operation: the gate put it in the
-// context, and confirmActor answers 401 before any handler of a secured
+// context, and requireActor answers 401 before any handler of a secured
 // operation could run without one.
 func actorOf(ctx context.Context) *guild.Actor {
 	a, _ := ctx.Value(actorKey).(*guild.Actor)

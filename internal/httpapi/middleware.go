@@ -47,7 +47,10 @@ type operation struct {
 func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			req := c.Request()
+			// The request's reads are answered as of one moment after it
+			// arrived (guild.Service.Request).
+			req := c.Request().WithContext(h.svc.Request(c.Request().Context()))
+			c.SetRequest(req)
 			// The limit comes before the credential lookup (ratelimit.go).
 			if h.limiter != nil && !h.limiter.admit(c) {
 				return &echo.HTTPError{Code: http.StatusTooManyRequests}
@@ -65,10 +68,7 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 			if actor != nil {
 				c.SetRequest(req.WithContext(withActor(req.Context(), actor)))
 			}
-			if err := next(c); err != nil {
-				return h.confirmOnError(c, err)
-			}
-			return nil
+			return next(c)
 		}
 	}
 }

@@ -73,33 +73,22 @@ func binderError(name string, err error) error {
 	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter %s: %s", name, err))
 }
 
-// rawAnswer is what a raw operation decided to answer; it is written only
-// once the caller's credentials are confirmed.
+// rawAnswer is what a raw operation decided to answer.
 type rawAnswer interface {
 	write(w http.ResponseWriter) error
 }
 
-// serveRaw runs decide as a strict handler runs, under confirmActor (a
-// caller whose cached credentials moved is read again and decide runs again
-// with them), and then writes its answer. An answer holding something open
-// (the bytes of an attachment) is closed once written, or when it is not
-// sent.
+// serveRaw runs decide as a strict handler runs, under requireActor, and
+// then writes its answer. An answer holding something open (the bytes of an
+// attachment) is closed once written, or when it is not sent.
 func (h *Handler) serveRaw(c echo.Context, operationID string, decide func(ctx context.Context) (rawAnswer, error)) error {
-	var last rawAnswer
-	discard := func() {
-		if cl, ok := last.(io.Closer); ok {
-			_ = cl.Close()
-		}
-		last = nil
-	}
-	run := h.confirmActor(func(c echo.Context, _ any) (any, error) {
-		discard() // decided again: the first answer is not sent
-		a, err := decide(c.Request().Context())
-		last = a
-		return a, err
+	run := h.requireActor(func(c echo.Context, _ any) (any, error) {
+		return decide(c.Request().Context())
 	}, operationID)
 	res, err := run(c, nil)
-	defer discard()
+	if cl, ok := res.(io.Closer); ok {
+		defer cl.Close()
+	}
 	if err != nil {
 		return err
 	}

@@ -131,7 +131,7 @@ func New(o Options) (*Server, error) {
 		}
 		mws[op.id] = chain
 	}
-	strict := api.NewStrictHandler(h, []api.StrictMiddlewareFunc{h.confirmActor})
+	strict := api.NewStrictHandler(h, []api.StrictMiddlewareFunc{h.requireActor})
 	router := newHeadRouter(e.Group(""), ops, mws)
 	api.RegisterHandlersWithOptions(router, strict, api.RegisterHandlersOptions{BaseURL: "/api", OperationMiddlewares: mws})
 	// The raw operations (raw.go), which gen/api/server.cfg.yaml leaves out

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/guildhall/guildhall/internal/blob"
 )
@@ -83,7 +84,7 @@ func (b *DBBlobs) Put(ctx context.Context, r io.Reader, max int64) (blob.Info, e
 				return fmt.Errorf("read spooled upload: %w", err)
 			}
 			if n > 0 || chunk == 0 {
-				if err := db.Exec("INSERT INTO blob_chunks (blob_key, chunk, data) VALUES (?, ?, ?)", key, chunk, buf[:n]).Error; err != nil {
+				if err := db.Create(&blobChunkRow{BlobKey: key, Chunk: chunk, Data: buf[:n]}).Error; err != nil {
 					return fmt.Errorf("write blob chunk: %w", err)
 				}
 			}
@@ -119,7 +120,7 @@ func fill(r io.Reader, buf []byte) (n int, end bool, err error) {
 // Open returns a reader that loads one chunk at a time.
 func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader, error) {
 	var n int64
-	if err := b.s.read.WithContext(ctx).Table("blob_chunks").Where("blob_key = ? AND chunk = 0", key).Count(&n).Error; err != nil {
+	if err := b.s.read.WithContext(ctx).Model(&blobChunkRow{}).Where("blob_key = ? AND chunk = 0", key).Count(&n).Error; err != nil {
 		return nil, fmt.Errorf("open blob: %w", err)
 	}
 	if n == 0 {
@@ -128,11 +129,30 @@ func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader
 	return &chunkReader{ctx: ctx, db: b.s.read, key: key, size: size}, nil
 }
 
+// blobChunkRow is a chunk of a blob kept in the database.
+type blobChunkRow struct {
+	BlobKey string `gorm:"primaryKey"`
+	Chunk   int    `gorm:"primaryKey;autoIncrement:false"`
+	Data    []byte
+}
+
+func (blobChunkRow) TableName() string { return "blob_chunks" }
+
+// blobTrashRow is a deleted blob awaiting its sweep.
+type blobTrashRow struct {
+	BlobKey   string `gorm:"primaryKey"`
+	DeletedAt micros
+}
+
+func (blobTrashRow) TableName() string { return "blob_trash" }
+
 // Delete moves a blob to the trash: it stays readable for BlobGrace, then
 // Sweep removes it.
 func (b *DBBlobs) Delete(ctx context.Context, key string) error {
-	err := b.s.write.WithContext(ctx).Exec("INSERT INTO blob_trash (blob_key, deleted_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET deleted_at = excluded.deleted_at",
-		key, microsOf(time.Now())).Error
+	err := b.s.write.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "blob_key"}},
+		DoUpdates: clause.AssignmentColumns([]string{"deleted_at"}),
+	}).Create(&blobTrashRow{BlobKey: key, DeletedAt: microsOf(time.Now())}).Error
 	if err != nil {
 		return fmt.Errorf("delete blob: %w", err)
 	}
@@ -144,13 +164,15 @@ func (b *DBBlobs) Delete(ctx context.Context, key string) error {
 func (b *DBBlobs) Sweep(ctx context.Context, deletedBefore time.Time) (int64, error) {
 	var n int64
 	err := b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-		old := db.Table("blob_trash").Select("blob_key").Where("deleted_at < ?", microsOf(deletedBefore))
+		old := db.Model(&blobTrashRow{}).Select("blob_key").Where("deleted_at < ?", microsOf(deletedBefore))
 		// A blob an attachment points at is never removed: an orphan that
 		// AdoptOrphans trashed just before its upload committed the metadata.
-		if err := db.Exec("DELETE FROM blob_chunks WHERE blob_key IN (?) AND blob_key NOT IN (SELECT blob_key FROM attachments)", old).Error; err != nil {
+		err := db.Where("blob_key IN (?)", old).Where("blob_key NOT IN (?)", db.Model(&attachmentRow{}).Select("blob_key")).
+			Delete(&blobChunkRow{}).Error
+		if err != nil {
 			return err
 		}
-		res := db.Exec("DELETE FROM blob_trash WHERE deleted_at < ?", microsOf(deletedBefore))
+		res := db.Where("deleted_at < ?", microsOf(deletedBefore)).Delete(&blobTrashRow{})
 		n = res.RowsAffected
 		return res.Error
 	})
@@ -176,12 +198,12 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	}
 	idx := int(r.off / ChunkSize)
 	if r.buf == nil || r.chunk != idx {
-		var data []byte
-		err := r.db.WithContext(r.ctx).Raw("SELECT data FROM blob_chunks WHERE blob_key = ? AND chunk = ?", r.key, idx).Row().Scan(&data)
+		var c blobChunkRow
+		err := r.db.WithContext(r.ctx).Select("data").Where("blob_key = ? AND chunk = ?", r.key, idx).Take(&c).Error
 		if err != nil {
 			return 0, fmt.Errorf("read blob chunk: %w", err)
 		}
-		r.buf, r.chunk = data, idx
+		r.buf, r.chunk = c.Data, idx
 	}
 	start := int(r.off % ChunkSize)
 	if start >= len(r.buf) {

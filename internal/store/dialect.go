@@ -73,11 +73,8 @@ func (postgresDialect) groupConcatOrdered(col, order string) string {
 	return "string_agg(" + col + ", ',' ORDER BY " + order + ")"
 }
 
-// lockWrites also marks the transaction as Guildhall's writer, which bumps
-// the versions in settings itself (dataversion.go: the triggers bump them
-// for other writers).
 func (d postgresDialect) lockWrites() string {
-	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d), set_config(%s, 'on', true)", d.writeKey, writerSetting(d.tag))
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", d.writeKey)
 }
 func (postgresDialect) likeEscape() string { return `ESCAPE '\'` }
 

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/guildhall/guildhall/internal/model"
+)
 
 // Hooks for the store's external tests.
 
@@ -34,14 +38,26 @@ func (tx *Tx) ExecForTestInTx(ctx context.Context, sql string, args ...any) erro
 // QueuedWrites is the number of writes waiting for the writer.
 func (s *Store) QueuedWrites() int { return len(s.writer.jobs) }
 
-// DisableReadCacheForTest sends every read to the database, as on
-// PostgreSQL (benchmarks of the database path).
-func (s *Store) DisableReadCacheForTest() { s.queries.cache = nil }
+// UserFromDatabaseForTest reads a user past the cache (benchmarks of the
+// database path).
+func (s *Store) UserFromDatabaseForTest(ctx context.Context, id string) (model.User, error) {
+	return s.queries.getUser(ctx, id)
+}
 
-// AfterCachedReadForTest runs fn between a read the read cache missed and
-// its keeping.
+// ListUsersFromDatabaseForTest reads a page of users past the cache.
+func (s *Store) ListUsersFromDatabaseForTest(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+	return s.queries.listUsers(ctx, f, after, limit)
+}
+
+// AfterCachedReadForTest runs fn between a read the cache missed and its
+// keeping.
 func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.afterRead = fn }
 
-// DataVersionTables are the tables whose writes move PostgreSQL's data
-// version, and those whose writes do not.
-func DataVersionTables() (cached, uncached []string) { return cachedTables, uncachedTables }
+// ChangeLogTables are the tables whose writes the change log logs, and
+// those whose writes it does not.
+func ChangeLogTables() (logged, unlogged []string) {
+	for _, t := range changeLogTables {
+		logged = append(logged, t.table)
+	}
+	return logged, unloggedTables
+}

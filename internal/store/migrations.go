@@ -172,6 +172,11 @@ ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) 
 	// triggers' function is installed again at every start when it differs
 	// (installBumpFunction).
 	{id: "0011_data_version", run: migrateDataVersion},
+	// The change log (changelog.go): triggers on every table a cached read
+	// depends on log the key of each row written, so that caches drop
+	// what changed and nothing else. On PostgreSQL its triggers replace
+	// 0011's and bump the same data_version row.
+	{id: "0012_change_log", run: migrateChangeLog},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
@@ -390,7 +395,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := gormigrate.New(conn, &opts, list).Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		return installBumpFunction(conn, s.dialect)
+		return installChangeFunctions(conn, s.dialect)
 	})
 }
 

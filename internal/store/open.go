@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,13 @@ type Options struct {
 	// StatementTimeout bounds each statement (a transaction gets four
 	// times that); DefaultStatementTimeout when 0.
 	StatementTimeout time.Duration
+	// CacheBytes bounds the read cache's estimated size (cache.go);
+	// DefaultCacheBytes when 0.
+	CacheBytes int
+	// VerifyChangeMarks makes every write on SQLite check, before it
+	// commits, that it marked each change the change log's triggers
+	// logged for it (Tx.mark); a write that did not fails. For tests.
+	VerifyChangeMarks bool
 
 	migrateUpTo int // see Store.migrateUpTo
 }
@@ -50,9 +58,12 @@ type Store struct {
 	write   *gorm.DB // SQLite: one connection; PostgreSQL: the pool
 	read    *gorm.DB // SQLite: a read-only pool; PostgreSQL: the pool
 	queries
-	wstmts     *stmtCache   // prepared statements of the write pool
-	cache      *readCache   // the hottest reads as of the data version (readcache.go)
-	statements atomic.Int64 // see QueryCount
+	wstmts       *stmtCache   // prepared statements of the write pool
+	cache        *cache       // the read cache (cache.go)
+	sqliteLog    *sqliteLog   // SQLite: the change log's own connection
+	sqliteLogDSN string       // and where it opens it
+	statements   atomic.Int64 // see QueryCount
+	verifyMarks  bool         // Options.VerifyChangeMarks
 
 	writer *writer
 	// migrateUpTo, when positive, applies only the first migrations (tests
@@ -79,10 +90,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = DefaultStatementTimeout
 	}
-	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout}
+	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout, cache: newCache(opts.CacheBytes),
+		verifyMarks: opts.VerifyChangeMarks}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):
-		db, err := gorm.Open(postgres.Open(opts.DatabaseURL), cfg)
+		db, err := gorm.Open(pgDialector{postgres.Open(opts.DatabaseURL).(*postgres.Dialector)}, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
@@ -140,13 +152,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.SetMaxOpenConns(opts.MaxOpenConns)
 		rdb.SetMaxIdleConns(opts.MaxOpenConns)
 		s.write, s.read = w, r
-		src, err := openSQLiteVersion("file:"+path+"?"+common+"&_query_only=true", &s.statements)
-		if err != nil {
-			_ = wdb.Close()
-			_ = rdb.Close()
-			return nil, err
-		}
-		s.cache = newReadCache(src)
+		s.sqliteLogDSN = "file:" + path + "?" + common + "&_query_only=true"
 	}
 	rdb, err := s.read.DB()
 	if err != nil {
@@ -158,9 +164,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
 		counter: &s.statements}
-	if s.Postgres() {
-		s.cache = newReadCache(newPGVersion(s.queries.stmts, &s.statements))
-	}
 	s.wstmts = s.queries.stmts
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -182,10 +185,74 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
-	// After the migrations: PostgreSQL's data version is a table of theirs.
-	s.queries.cache = s.cache
+	// After the migrations: the change log is a table of theirs.
+	if err := s.followChangeLog(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	s.writer = startWriter(s)
 	return s, nil
+}
+
+// followChangeLog starts the read cache at the change log's position now
+// and sets how it asks what changed since.
+func (s *Store) followChangeLog(ctx context.Context) error {
+	c := s.cache
+	if !s.write.Migrator().HasTable("change_log") {
+		// Migrated short of the change log (tests of a migration): every
+		// question starts over, so nothing outlives a request.
+		c.follow = func(context.Context) error {
+			c.apply(delta{reset: true})
+			return nil
+		}
+		return nil
+	}
+	if !s.Postgres() {
+		l, err := openSQLiteLog(s.sqliteLogDSN, &s.statements)
+		if err != nil {
+			return err
+		}
+		s.sqliteLog = l
+		p, err := l.start()
+		if err != nil {
+			return fmt.Errorf("read the change log: %w", err)
+		}
+		c.pos = p
+		var mu sync.Mutex // one question at a time: the connection serves one statement at a time
+		c.follow = func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			c.mu.Lock()
+			from := c.pos
+			c.mu.Unlock()
+			d, err := l.next(from)
+			if err != nil {
+				return err
+			}
+			c.apply(d)
+			return nil
+		}
+		return nil
+	}
+	d, err := pgNext(ctx, s.queries, position{v: -1})
+	if err != nil {
+		return fmt.Errorf("read the change log: %w", err)
+	}
+	c.pos = d.to
+	r := &rounds{ask: func(ctx context.Context) error {
+		c.mu.Lock()
+		from := c.pos
+		c.mu.Unlock()
+		d, err := pgNext(ctx, s.queries, from)
+		if err != nil {
+			return err
+		}
+		c.apply(d)
+		return nil
+	}}
+	c.follow = r.follow
+	c.rounds = r
+	return nil
 }
 
 // sqliteDriver is the SQLite driver with what every connection needs beyond
@@ -203,7 +270,28 @@ func init() {
 }
 
 func sqliteOpen(dsn string) gorm.Dialector {
-	return sqlite.New(sqlite.Config{DriverName: sqliteDriver, DSN: dsn})
+	return sqliteDialector{sqlite.New(sqlite.Config{DriverName: sqliteDriver, DSN: dsn}).(*sqlite.Dialector)}
+}
+
+// The drivers' dialectors, whose translation of errors (TranslateError:
+// a duplicate key becomes gorm.ErrDuplicatedKey) keeps the driver's error
+// beside it: which unique index failed tells which field is taken
+// (uniqueViolation).
+type (
+	sqliteDialector struct{ *sqlite.Dialector }
+	pgDialector     struct{ *postgres.Dialector }
+)
+
+func (d sqliteDialector) Translate(err error) error {
+	return keepCause(d.Dialector.Translate(err), err)
+}
+func (d pgDialector) Translate(err error) error { return keepCause(d.Dialector.Translate(err), err) }
+
+func keepCause(translated, err error) error {
+	if translated == err || translated == nil {
+		return translated
+	}
+	return fmt.Errorf("%w: %w", translated, err)
 }
 
 // IsPostgresURL reports whether url selects the PostgreSQL store.
@@ -236,8 +324,8 @@ func (s *Store) Close() error {
 		}
 	}
 	var errs []error
-	if s.cache != nil {
-		errs = append(errs, s.cache.close())
+	if s.sqliteLog != nil {
+		errs = append(errs, s.sqliteLog.close())
 	}
 	for _, g := range []*gorm.DB{s.write, s.read} {
 		if g == nil {

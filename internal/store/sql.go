@@ -12,8 +12,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// The hottest statements (authentication, the version probe, reading a
-// user, a page of users, the writes of a create) bypass GORM's statement
+// The hot statements (queries.go says which) bypass GORM's statement
 // builder and reflection: they are plain SQL run on GORM's connection pool
 // through prepared statements that are reused for the life of the store. A
 // statement is prepared once per pool (database/sql then prepares it once
@@ -220,6 +219,5 @@ func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, err
 		return queries{}, fmt.Errorf("transaction: unexpected connection %T", db.Statement.ConnPool)
 	}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
-	q.cache = nil // a transaction reads its own state, never the cache's
 	return q, nil
 }

@@ -19,19 +19,28 @@ import (
 
 var errTicket = apperr.Unauthenticated("The event ticket is unknown, used or expired, or its token was revoked.")
 
+// ticketRow is an event-stream ticket.
+type ticketRow struct {
+	Hash      string `gorm:"primaryKey"`
+	UserID    string
+	TokenID   *string // nil: a ticket of no token, never valid
+	ExpiresAt micros
+}
+
+func (ticketRow) TableName() string { return "event_tickets" }
+
 // InsertTicket stores an event-stream ticket's hash for the token that
 // minted it, and purges expired ones.
 func (tx *Tx) InsertTicket(ctx context.Context, hash, userID, tokenID string, expires time.Time) error {
-	if err := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE expires_at < ?", microsOf(model.Now())).Error; err != nil {
+	db := tx.with(ctx)
+	if err := db.Where("expires_at < ?", microsOf(model.Now())).Delete(&ticketRow{}).Error; err != nil {
 		return fmt.Errorf("purge tickets: %w", err)
 	}
-	var token *string // "" (a test's ticket of no token) is NULL: never valid
+	row := ticketRow{Hash: hash, UserID: userID, ExpiresAt: microsOf(expires)}
 	if tokenID != "" {
-		token = &tokenID
+		row.TokenID = &tokenID
 	}
-	err := tx.with(ctx).Exec("INSERT INTO event_tickets (hash, user_id, token_id, expires_at) VALUES (?, ?, ?, ?)",
-		hash, userID, token, microsOf(expires)).Error
-	if err != nil {
+	if err := db.Create(&row).Error; err != nil {
 		return fmt.Errorf("create ticket: %w", err)
 	}
 	return nil
@@ -41,11 +50,8 @@ func (tx *Tx) InsertTicket(ctx context.Context, hash, userID, tokenID string, ex
 // if it is unexpired: the credentials of its token (so a revoked or expired
 // token, or a suspended user, is found out like for a bearer token).
 func (q queries) TicketCredentials(ctx context.Context, hash string, now time.Time) (Credentials, error) {
-	var row struct {
-		TokenID   *string
-		ExpiresAt micros
-	}
-	err := q.with(ctx).Raw("SELECT token_id, expires_at FROM event_tickets WHERE hash = ?", hash).Take(&row).Error
+	var row ticketRow
+	err := q.with(ctx).Where("hash = ?", hash).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Credentials{}, errTicket
 	}
@@ -55,7 +61,7 @@ func (q queries) TicketCredentials(ctx context.Context, hash string, now time.Ti
 	if row.TokenID == nil || !row.ExpiresAt.time().After(now) {
 		return Credentials{}, errTicket
 	}
-	cred, err := q.CredentialsOfToken(ctx, *row.TokenID)
+	cred, err := q.tokenCredentials(ctx, true, *row.TokenID)
 	if apperr.IsNotFound(err) || errors.Is(err, apperr.ErrUnauthenticated) {
 		return Credentials{}, errTicket
 	}
@@ -65,7 +71,7 @@ func (q queries) TicketCredentials(ctx context.Context, hash string, now time.Ti
 // ConsumeTicket deletes an unexpired ticket; a ticket already consumed (by
 // another stream) or expired is a 401.
 func (tx *Tx) ConsumeTicket(ctx context.Context, hash string, now time.Time) error {
-	res := tx.with(ctx).Exec("DELETE FROM event_tickets WHERE hash = ? AND expires_at > ?", hash, microsOf(now))
+	res := tx.with(ctx).Where("hash = ? AND expires_at > ?", hash, microsOf(now)).Delete(&ticketRow{})
 	if res.Error != nil {
 		return fmt.Errorf("consume ticket: %w", res.Error)
 	}

@@ -22,15 +22,94 @@ import (
 // before it in the same transaction have already made their changes.
 type Tx struct {
 	queries
+	store     *Store
 	events    []model.Event
 	eventData []string // the events' data, encoded
 	batch     *batchState
 }
 
-// AuthStateUncommitted reports whether authorization state read through tx
-// may include changes not yet committed (a request of this transaction moved
-// a version): such state must not be cached beyond the transaction.
-func (tx *Tx) AuthStateUncommitted() bool { return tx.batch.bumped }
+// mark notes that the transaction changed a key of a logged table (key ""
+// for rows not known one by one): the cache's values of it are then not
+// what the transaction sees. Every write method marks what it changes, as
+// the change log's triggers log it (Options.VerifyChangeMarks checks that
+// on SQLite).
+func (tx *Tx) mark(tbl, key string) { tx.batch.marks[dep{tbl, key}] = struct{}{} }
+
+// dirty reports whether the transaction changed a key of a table.
+func (b *batchState) dirty(tbl, key string) bool {
+	_, k := b.marks[dep{tbl, key}]
+	_, all := b.marks[dep{tbl, ""}]
+	return k || all
+}
+
+// authParts are the parts of the authorization state the transaction
+// changed.
+func (b *batchState) authParts() authParts {
+	var p authParts
+	for d := range b.marks {
+		switch {
+		case d.tbl == "settings" || d.tbl == "roles":
+			p.roles = true
+		case (d.tbl == "channels" || d.tbl == "overwrites") && d.key == "":
+			p.all = true
+		case d.tbl == "channels" || d.tbl == "overwrites":
+			if p.channels == nil {
+				p.channels = map[string]bool{}
+			}
+			p.channels[d.key] = true
+		}
+	}
+	return p
+}
+
+// cacheCtx is ctx in the batch's read scope: the cache follows the change
+// log once per transaction, after the write lock is held, so what it holds
+// is what the transaction started from.
+func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, scopeKey{}, tx.batch.scope)
+}
+
+// AuthState returns the authorization state as the transaction sees it:
+// the cache's, with the parts the transaction changed read again through
+// it (and not kept: they are not committed).
+func (tx *Tx) AuthState(ctx context.Context) (*AuthState, error) {
+	base, err := tx.store.AuthState(tx.cacheCtx(ctx))
+	if err != nil {
+		return nil, err
+	}
+	p := tx.batch.authParts()
+	if p.empty() {
+		return base, nil
+	}
+	return buildAuthState(ctx, tx.queries, base, p)
+}
+
+// Credentials looks a token up by its hash as the transaction sees it: from
+// the cache unless the transaction changed the token or its user.
+func (tx *Tx) Credentials(ctx context.Context, tokenHash string) (Credentials, error) {
+	if !tx.batch.dirty("tokens", tokenHash) {
+		if err := tx.store.cache.fresh(tx.cacheCtx(ctx)); err != nil {
+			return Credentials{}, err
+		}
+		if v, hit, _ := tx.store.cache.lookup(cacheKey{kind: cacheCredentials, a: tokenHash}); hit {
+			c := v.(Credentials)
+			if !tx.batch.dirty("users", c.Principal.UserID) {
+				c.Principal.Roles = slices.Clone(c.Principal.Roles)
+				return c, nil
+			}
+		}
+	}
+	return tx.tokenCredentials(ctx, false, tokenHash)
+}
+
+// CredentialsOf is Store.CredentialsOf as the transaction sees it.
+func (tx *Tx) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
+	return tx.credentialsOf(ctx, userID)
+}
+
+// Settings returns the global permissions and their version as the
+// transaction sees them.
+func (tx *Tx) Settings(ctx context.Context) (permissions.Set, int64, error) { return tx.settings(ctx) }
 
 // AppendEvent records an event of the request. Its seq is assigned when
 // the transaction writes the events of all its requests, after the last
@@ -52,34 +131,30 @@ func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 }
 
 // insertEvents writes the events of the requests that succeeded, in their
-// order, and assigns their seqs; it returns the last seq (0 when there are
-// none). SQLite runs one prepared INSERT per event and takes the rowid from
-// its result (reading a RETURNING row costs SQLite writes a quarter of their
-// time); PostgreSQL inserts them all in one statement, one round trip for
-// the batch, its identity column numbering the rows in the order of the
-// ORDER BY (the write lock keeps other transactions from taking numbers
-// meanwhile).
+// order, in one statement, and assigns their seqs; it returns the last seq
+// (0 when there are none). The write lock keeps other transactions from
+// taking seqs meanwhile, so the rows are numbered in the order of the
+// statement's values; RETURNING is not promised to list them in that
+// order, so the seqs are sorted.
 func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64, error) {
-	var n int
-	for _, r := range results {
-		n += len(r.events)
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	cols := eventColumns{
-		types: make([]string, 0, n), actors: make([]*string, 0, n), subjects: make([]string, 0, n),
-		data: make([]string, 0, n), reasons: make([]*string, 0, n), created: make([]int64, 0, n),
-	}
+	var rows []eventRow
 	for _, r := range results {
 		for k, ev := range r.events {
-			cols.add(ev, r.eventData[k])
+			rows = append(rows, eventRow{Type: ev.Type, ActorID: ev.ActorID, Subject: ev.Subject, Data: r.eventData[k],
+				Reason: ev.Reason, CreatedAt: microsOf(ev.CreatedAt)})
 		}
 	}
-	seqs, err := q.insertEventRows(ctx, cols)
-	if err != nil {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if err := q.with(ctx).Create(&rows).Error; err != nil {
 		return 0, fmt.Errorf("append events: %w", err)
 	}
+	seqs := make([]int64, len(rows))
+	for i, r := range rows {
+		seqs[i] = r.Seq
+	}
+	slices.Sort(seqs)
 	i := 0
 	for _, r := range results {
 		for k := range r.events {
@@ -87,97 +162,28 @@ func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64
 			i++
 		}
 	}
-	return seqs[n-1], nil
+	return seqs[len(seqs)-1], nil
 }
 
-type eventColumns struct {
-	types, subjects, data []string
-	actors, reasons       []*string
-	created               []int64
+type settingsRow struct {
+	ID                 int64 `gorm:"primaryKey"`
+	GlobalPermissions  int64
+	GlobalVersion      int64
+	AuthVersion        int64 // for instances of earlier versions (changelog.go)
+	CredentialsVersion int64
+	CreatedAt          micros `gorm:"autoCreateTime:false"`
+	UpdatedAt          micros `gorm:"autoUpdateTime:false"`
 }
 
-func (c *eventColumns) add(ev model.Event, data string) {
-	c.types = append(c.types, ev.Type)
-	c.actors = append(c.actors, ev.ActorID)
-	c.subjects = append(c.subjects, ev.Subject)
-	c.data = append(c.data, data)
-	c.reasons = append(c.reasons, ev.Reason)
-	c.created = append(c.created, int64(microsOf(ev.CreatedAt)))
-}
-
-func (q queries) insertEventRows(ctx context.Context, c eventColumns) ([]int64, error) {
-	seqs := make([]int64, 0, len(c.types))
-	if q.dialect.name() == "sqlite" {
-		const insert = "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-		for i := range c.types {
-			res, err := q.exec(ctx, insert, c.types[i], c.actors[i], c.subjects[i], c.data[i], c.reasons[i], c.created[i])
-			if err != nil {
-				return nil, err
-			}
-			seq, err := res.LastInsertId()
-			if err != nil {
-				return nil, err
-			}
-			seqs = append(seqs, seq)
-		}
-		return seqs, nil
-	}
-	rows, err := q.query(ctx, `INSERT INTO events (type, actor_id, subject, data, reason, created_at)
-SELECT e.type, e.actor_id, e.subject, e.data, e.reason, e.created_at
-FROM unnest(?::varchar[], ?::varchar[], ?::varchar[], ?::text[], ?::text[], ?::bigint[])
-  WITH ORDINALITY AS e(type, actor_id, subject, data, reason, created_at, n)
-ORDER BY e.n RETURNING seq`,
-		c.types, c.actors, c.subjects, c.data, c.reasons, c.created)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return nil, err
-		}
-		seqs = append(seqs, seq)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if len(seqs) != len(c.types) {
-		return nil, fmt.Errorf("%d seqs returned for %d events", len(seqs), len(c.types))
-	}
-	// The identity numbers the rows in insertion order; RETURNING is not
-	// promised to list them in that order.
-	slices.Sort(seqs)
-	return seqs, nil
-}
-
-// BumpAuthVersion marks the authorization state (roles, overwrites, global
-// permissions) as changed, so every instance reloads its snapshot.
-func (tx *Tx) BumpAuthVersion(ctx context.Context) error {
-	tx.batch.bumped = true
-	if _, err := tx.exec(ctx, "UPDATE settings SET auth_version = auth_version + 1 WHERE id = 1"); err != nil {
-		return fmt.Errorf("bump auth version: %w", err)
-	}
-	return nil
-}
-
-// BumpCredentials marks credentials (tokens, a user's status or roles) as
-// changed, so every instance re-reads the credentials it cached.
-func (tx *Tx) BumpCredentials(ctx context.Context) error {
-	tx.batch.bumped = true
-	if _, err := tx.exec(ctx, "UPDATE settings SET credentials_version = credentials_version + 1 WHERE id = 1"); err != nil {
-		return fmt.Errorf("bump credentials version: %w", err)
-	}
-	return nil
-}
+func (settingsRow) TableName() string { return "settings" }
 
 // EnsureSettings creates the settings row of a fresh store.
 func (tx *Tx) EnsureSettings(ctx context.Context, global permissions.Set) error {
-	tx.batch.bumped = true // the versions exist from now on
+	tx.mark("settings", "")
 	now := microsOf(model.Now())
-	_, err := tx.exec(ctx, `INSERT INTO settings (id, global_permissions, global_version, auth_version, credentials_version, created_at, updated_at)
-VALUES (1, ?, 1, 1, 1, ?, ?) ON CONFLICT (id) DO NOTHING`, int64(global), now, now)
-	if err != nil {
+	row := settingsRow{ID: 1, GlobalPermissions: int64(global), GlobalVersion: 1, AuthVersion: 1, CredentialsVersion: 1,
+		CreatedAt: now, UpdatedAt: now}
+	if err := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
 		return fmt.Errorf("create settings: %w", err)
 	}
 	return nil
@@ -185,9 +191,10 @@ VALUES (1, ?, 1, 1, 1, ?, ?) ON CONFLICT (id) DO NOTHING`, int64(global), now, n
 
 // SetGlobal replaces the global permissions.
 func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
-	tx.batch.bumped = true
-	err := tx.with(ctx).Exec("UPDATE settings SET global_permissions = ?, global_version = global_version + 1, auth_version = auth_version + 1, updated_at = ? WHERE id = 1",
-		int64(global), microsOf(model.Now())).Error
+	tx.mark("settings", "")
+	err := tx.with(ctx).Model(&settingsRow{}).Where("id = 1").Updates(map[string]any{
+		"global_permissions": int64(global), "global_version": gorm.Expr("global_version + 1"),
+		"updated_at": microsOf(model.Now())}).Error
 	if err != nil {
 		return fmt.Errorf("set global permissions: %w", err)
 	}
@@ -198,6 +205,7 @@ func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
 
 // InsertChannel creates a channel; a taken ID is a conflict.
 func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
+	tx.mark("channels", c.ID)
 	row := channelRow{ID: c.ID, Name: c.Name, Topic: c.Topic, Version: 1, OverwritesVersion: 1,
 		CreatedAt: microsOf(c.CreatedAt), UpdatedAt: microsOf(c.UpdatedAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
@@ -208,6 +216,7 @@ func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel
 
 // UpdateChannel stores a channel's name and topic and moves its version.
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
+	tx.mark("channels", c.ID)
 	res := tx.with(ctx).Model(&channelRow{}).Where("id = ?", c.ID).Updates(map[string]any{
 		"name": c.Name, "topic": c.Topic, "version": gorm.Expr("version + 1"), "updated_at": microsOf(c.UpdatedAt)})
 	if res.Error != nil {
@@ -219,12 +228,15 @@ func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel
 // DeleteChannel deletes a channel with its overwrites and attachments and
 // returns the blob keys that are no longer referenced.
 func (tx *Tx) DeleteChannel(ctx context.Context, id string) ([]string, error) {
+	tx.mark("channels", id)
+	tx.mark("overwrites", id)
 	var keys []string
-	if err := tx.with(ctx).Model(&attachmentRow{}).Where("channel_id = ?", id).Pluck("blob_key", &keys).Error; err != nil {
+	db := tx.with(ctx)
+	if err := db.Model(&attachmentRow{}).Where("channel_id = ?", id).Pluck("blob_key", &keys).Error; err != nil {
 		return nil, fmt.Errorf("list channel blobs: %w", err)
 	}
 	// Its overwrites and attachments go with it (ON DELETE CASCADE).
-	if err := tx.with(ctx).Exec("DELETE FROM channels WHERE id = ?", id).Error; err != nil {
+	if err := db.Where("id = ?", id).Delete(&channelRow{}).Error; err != nil {
 		return nil, fmt.Errorf("delete channel: %w", err)
 	}
 	return keys, nil
@@ -235,6 +247,7 @@ func (tx *Tx) DeleteChannel(ctx context.Context, id string) ([]string, error) {
 // PutOverwrite creates, replaces or (when empty) removes an overwrite and
 // moves the channel's overwrite-list version.
 func (tx *Tx) PutOverwrite(ctx context.Context, o model.Overwrite) error {
+	tx.mark("overwrites", o.ChannelID)
 	db := tx.with(ctx)
 	var err error
 	if o.Allow.IsEmpty() && o.Deny.IsEmpty() {
@@ -251,10 +264,23 @@ func (tx *Tx) PutOverwrite(ctx context.Context, o model.Overwrite) error {
 	if err != nil {
 		return fmt.Errorf("put overwrite: %w", err)
 	}
-	if err := db.Exec("UPDATE channels SET overwrites_version = overwrites_version + 1 WHERE id = ?", o.ChannelID).Error; err != nil {
-		return fmt.Errorf("put overwrite: %w", err)
+	return tx.bumpOverwriteLists(ctx, []string{o.ChannelID})
+}
+
+// bumpOverwriteLists moves the versions of channels' overwrite lists.
+func (tx *Tx) bumpOverwriteLists(ctx context.Context, channelIDs []string) error {
+	if len(channelIDs) == 0 {
+		return nil
 	}
-	return tx.BumpAuthVersion(ctx)
+	for _, id := range channelIDs {
+		tx.mark("channels", id)
+	}
+	err := tx.with(ctx).Model(&channelRow{}).Where("id IN ?", channelIDs).
+		Update("overwrites_version", gorm.Expr("overwrites_version + 1")).Error
+	if err != nil {
+		return fmt.Errorf("move overwrite list versions: %w", err)
+	}
+	return nil
 }
 
 // CountOverwrites counts a channel's overwrites.
@@ -285,15 +311,21 @@ func (tx *Tx) OverwritesOf(ctx context.Context, targetType, targetID string) ([]
 // versions of the channels concerned.
 func (tx *Tx) deleteOverwritesOf(ctx context.Context, targetType, targetID string) error {
 	db := tx.with(ctx)
-	err := db.Exec(`UPDATE channels SET overwrites_version = overwrites_version + 1
-WHERE id IN (SELECT channel_id FROM overwrites WHERE target_type = ? AND target_id = ?)`, targetType, targetID).Error
-	if err == nil {
-		err = db.Exec("DELETE FROM overwrites WHERE target_type = ? AND target_id = ?", targetType, targetID).Error
-	}
-	if err != nil {
+	var channels []string
+	if err := db.Model(&overwriteRow{}).Where("target_type = ? AND target_id = ?", targetType, targetID).
+		Pluck("channel_id", &channels).Error; err != nil {
 		return fmt.Errorf("delete overwrites of %s %s: %w", targetType, targetID, err)
 	}
-	return nil
+	if len(channels) == 0 {
+		return nil
+	}
+	for _, id := range channels {
+		tx.mark("overwrites", id)
+	}
+	if err := db.Where("target_type = ? AND target_id = ?", targetType, targetID).Delete(&overwriteRow{}).Error; err != nil {
+		return fmt.Errorf("delete overwrites of %s %s: %w", targetType, targetID, err)
+	}
+	return tx.bumpOverwriteLists(ctx, channels)
 }
 
 // --- roles
@@ -308,32 +340,32 @@ func (tx *Tx) InsertRole(ctx context.Context, r model.Role) (model.Role, error) 
 	if err := tx.shiftRoles(ctx, 1, 1<<30, +1, r.CreatedAt); err != nil {
 		return model.Role{}, err
 	}
+	tx.mark("roles", r.ID)
 	row := roleRow{ID: r.ID, Name: r.Name, Position: 1, Color: r.Color, Permissions: int64(r.Permissions),
 		Version: 1, CreatedAt: microsOf(r.CreatedAt), UpdatedAt: microsOf(r.UpdatedAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return model.Role{}, duplicate(err, "Role %q already exists.", r.ID)
 	}
-	return row.model(), tx.BumpAuthVersion(ctx)
+	return row.model(), nil
 }
 
 // UpdateRole stores a role's name, color and permissions and moves its version.
 func (tx *Tx) UpdateRole(ctx context.Context, r model.Role) (model.Role, error) {
+	tx.mark("roles", r.ID)
 	err := tx.with(ctx).Model(&roleRow{}).Where("id = ?", r.ID).Updates(map[string]any{
 		"name": r.Name, "color": r.Color, "permissions": int64(r.Permissions),
 		"version": gorm.Expr("version + 1"), "updated_at": microsOf(r.UpdatedAt)}).Error
 	if err != nil {
 		return model.Role{}, fmt.Errorf("update role: %w", err)
 	}
-	if err := tx.BumpAuthVersion(ctx); err != nil {
-		return model.Role{}, err
-	}
 	return tx.GetRole(ctx, r.ID)
 }
 
 // MoveRole places a role at a position, shifting the roles in between.
 func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Time) (model.Role, error) {
+	tx.mark("roles", id)
 	db := tx.with(ctx)
-	if err := db.Exec("UPDATE roles SET position = 0 WHERE id = ?", id).Error; err != nil {
+	if err := db.Model(&roleRow{}).Where("id = ?", id).Update("position", 0).Error; err != nil {
 		return model.Role{}, fmt.Errorf("move role: %w", err)
 	}
 	var err error
@@ -345,7 +377,8 @@ func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Ti
 	if err != nil {
 		return model.Role{}, err
 	}
-	err = db.Exec("UPDATE roles SET position = ?, version = version + 1, updated_at = ? WHERE id = ?", to, microsOf(now), id).Error
+	err = db.Model(&roleRow{}).Where("id = ?", id).Updates(map[string]any{
+		"position": to, "version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
 	if err != nil {
 		return model.Role{}, fmt.Errorf("move role: %w", err)
 	}
@@ -353,20 +386,25 @@ func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Ti
 	// another one they hold: a channel's overwrites and a user's roles. Their
 	// versions (ETags) must move with their representation.
 	lo, hi := min(from, to), max(from, to)
-	passed := "SELECT id FROM roles WHERE position >= ? AND position <= ? AND id <> ?"
-	err = db.Exec(`UPDATE channels SET overwrites_version = overwrites_version + 1
-WHERE id IN (SELECT channel_id FROM overwrites WHERE target_type = 'role' AND target_id = ?)
-AND id IN (SELECT channel_id FROM overwrites WHERE target_type = 'role' AND target_id IN (`+passed+`))`, id, lo, hi, id).Error
+	passed := db.Model(&roleRow{}).Select("id").Where("position >= ? AND position <= ? AND id <> ?", lo, hi, id)
+	var channels []string
+	err = db.Model(&overwriteRow{}).Distinct("channel_id").
+		Where("target_type = 'role' AND target_id = ?", id).
+		Where("channel_id IN (?)", db.Model(&overwriteRow{}).Select("channel_id").
+			Where("target_type = 'role' AND target_id IN (?)", passed)).
+		Pluck("channel_id", &channels).Error
 	if err == nil {
-		err = db.Exec(`UPDATE users SET version = version + 1, updated_at = ?
-WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)
-AND id IN (SELECT user_id FROM user_roles WHERE role_id IN (`+passed+`))`, microsOf(now), id, lo, hi, id).Error
+		err = tx.bumpOverwriteLists(ctx, channels)
+	}
+	if err == nil {
+		tx.mark("users", "")
+		err = db.Model(&userRow{}).
+			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id = ?", id)).
+			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id IN (?)", passed)).
+			Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
 	}
 	if err != nil {
 		return model.Role{}, fmt.Errorf("move role: %w", err)
-	}
-	if err := tx.BumpAuthVersion(ctx); err != nil {
-		return model.Role{}, err
 	}
 	return tx.GetRole(ctx, id)
 }
@@ -374,31 +412,32 @@ AND id IN (SELECT user_id FROM user_roles WHERE role_id IN (`+passed+`))`, micro
 // DeleteRole deletes a role, takes it from every user and overwrite, and
 // moves the roles above it down one. It returns how many users had it.
 func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int64, error) {
+	tx.mark("roles", r.ID)
 	db := tx.with(ctx)
 	var holders int64
 	if err := db.Model(&userRoleRow{}).Where("role_id = ?", r.ID).Count(&holders).Error; err != nil {
 		return 0, fmt.Errorf("delete role: %w", err)
 	}
-	// The users' representation (their role list) changes.
-	if err := db.Exec("UPDATE users SET version = version + 1, updated_at = ? WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)", microsOf(now), r.ID).Error; err != nil {
-		return 0, fmt.Errorf("delete role: %w", err)
+	if holders > 0 {
+		// The users' representation (their role list) changes.
+		tx.mark("users", "")
+		err := db.Model(&userRow{}).Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id = ?", r.ID)).
+			Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
+		if err != nil {
+			return 0, fmt.Errorf("delete role: %w", err)
+		}
 	}
 	if err := tx.deleteOverwritesOf(ctx, model.TargetRole, r.ID); err != nil {
 		return 0, err
 	}
 	// user_roles rows go with the role (ON DELETE CASCADE).
-	if err := db.Exec("DELETE FROM roles WHERE id = ?", r.ID).Error; err != nil {
+	if err := db.Where("id = ?", r.ID).Delete(&roleRow{}).Error; err != nil {
 		return 0, fmt.Errorf("delete role: %w", err)
 	}
 	if err := tx.shiftRoles(ctx, r.Position+1, 1<<30, -1, now); err != nil {
 		return 0, err
 	}
-	if holders > 0 {
-		if err := tx.BumpCredentials(ctx); err != nil {
-			return 0, err
-		}
-	}
-	return holders, tx.BumpAuthVersion(ctx)
+	return holders, nil
 }
 
 // shiftRoles moves the roles at positions lo..hi by delta in two steps
@@ -408,11 +447,15 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 	if lo > hi {
 		return nil
 	}
+	tx.mark("roles", "")
 	db := tx.with(ctx)
-	if err := db.Exec("UPDATE roles SET position = -(position + ?) WHERE position >= ? AND position <= ?", delta, lo, hi).Error; err != nil {
-		return fmt.Errorf("shift roles: %w", err)
+	err := db.Model(&roleRow{}).Where("position >= ? AND position <= ?", lo, hi).
+		Update("position", gorm.Expr("-(position + ?)", delta)).Error
+	if err == nil {
+		err = db.Model(&roleRow{}).Where("position < 0").
+			Updates(map[string]any{"position": gorm.Expr("-position"), "version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
 	}
-	if err := db.Exec("UPDATE roles SET position = -position, version = version + 1, updated_at = ? WHERE position < 0", microsOf(now)).Error; err != nil {
+	if err != nil {
 		return fmt.Errorf("shift roles: %w", err)
 	}
 	return nil
@@ -423,11 +466,11 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 // InsertUser creates a user; a taken username or email is a conflict,
 // found by the unique indexes themselves (no query before the insert).
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
-	_, err := tx.exec(ctx, `INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, status, is_owner, version, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
-		u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName, strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email),
-		u.Status, u.IsOwner, microsOf(u.CreatedAt), microsOf(u.UpdatedAt))
-	if err != nil {
+	tx.mark("users", u.ID)
+	row := userRow{ID: u.ID, Username: u.Username, UsernameKey: strings.ToLower(u.Username), DisplayName: u.DisplayName,
+		DisplayNameKey: strings.ToLower(u.DisplayName), Email: u.Email, EmailKey: lowerPtr(u.Email), Status: u.Status,
+		IsOwner: u.IsOwner, Version: 1, CreatedAt: microsOf(u.CreatedAt), UpdatedAt: microsOf(u.UpdatedAt)}
+	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return model.User{}, userConflict(err, u)
 	}
 	u.Version = 1
@@ -437,13 +480,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
 	return u, nil
 }
 
-// UpdateUser stores a user's fields and moves their version. A change of
-// status is a change of credentials (the caller bumps them).
+// UpdateUser stores a user's fields and moves their version.
 func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) {
-	_, err := tx.exec(ctx, `UPDATE users SET username = ?, username_key = ?, display_name = ?, display_name_key = ?, email = ?, email_key = ?,
-status = ?, version = version + 1, updated_at = ? WHERE id = ?`,
-		u.Username, strings.ToLower(u.Username), u.DisplayName, strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email),
-		u.Status, microsOf(u.UpdatedAt), u.ID)
+	tx.mark("users", u.ID)
+	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", u.ID).Updates(map[string]any{
+		"username": u.Username, "username_key": strings.ToLower(u.Username),
+		"display_name": u.DisplayName, "display_name_key": strings.ToLower(u.DisplayName),
+		"email": u.Email, "email_key": lowerPtr(u.Email), "status": u.Status,
+		"version": gorm.Expr("version + 1"), "updated_at": microsOf(u.UpdatedAt)}).Error
 	if err != nil {
 		return model.User{}, userConflict(err, u)
 	}
@@ -467,15 +511,21 @@ func userConflict(err error, u model.User) error {
 // (ON DELETE CASCADE) and clear them from attachments (SET NULL); their
 // overwrites, whose target is not a foreign key, are deleted here.
 func (tx *Tx) DeleteUser(ctx context.Context, id string) (map[string]int64, error) {
+	tx.mark("users", id)
+	tx.mark("tokens", "") // theirs, by hash
 	db := tx.with(ctx)
 	gone := map[string]int64{}
-	for _, c := range []struct{ name, table, where string }{
-		{"roles", "user_roles", "user_id = ?"},
-		{"tokens", "tokens", "user_id = ?"},
-		{"overwrites", "overwrites", "target_type = 'user' AND target_id = ?"},
+	for _, c := range []struct {
+		name  string
+		model any
+		where string
+	}{
+		{"roles", &userRoleRow{}, "user_id = ?"},
+		{"tokens", &tokenRow{}, "user_id = ?"},
+		{"overwrites", &overwriteRow{}, "target_type = 'user' AND target_id = ?"},
 	} {
 		var n int64
-		if err := db.Table(c.table).Where(c.where, id).Count(&n).Error; err != nil {
+		if err := db.Model(c.model).Where(c.where, id).Count(&n).Error; err != nil {
 			return nil, fmt.Errorf("delete user: %w", err)
 		}
 		gone[c.name] = n
@@ -483,17 +533,15 @@ func (tx *Tx) DeleteUser(ctx context.Context, id string) (map[string]int64, erro
 	if err := tx.deleteOverwritesOf(ctx, model.TargetUser, id); err != nil {
 		return nil, err
 	}
-	if err := db.Exec("DELETE FROM users WHERE id = ?", id).Error; err != nil {
+	if err := db.Where("id = ?", id).Delete(&userRow{}).Error; err != nil {
 		return nil, fmt.Errorf("delete user: %w", err)
 	}
-	if err := tx.BumpCredentials(ctx); err != nil {
-		return nil, err
-	}
-	return gone, tx.BumpAuthVersion(ctx)
+	return gone, nil
 }
 
 // AddUserRole gives a user a role; it reports whether anything changed.
 func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
+	tx.mark("users", userID)
 	res := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&userRoleRow{UserID: userID, RoleID: roleID, CreatedAt: microsOf(now)})
 	if res.Error != nil {
 		return false, fmt.Errorf("assign role: %w", res.Error)
@@ -506,7 +554,8 @@ func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.T
 
 // RemoveUserRole takes a role from a user; it reports whether anything changed.
 func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
-	res := tx.with(ctx).Exec("DELETE FROM user_roles WHERE user_id = ? AND role_id = ?", userID, roleID)
+	tx.mark("users", userID)
+	res := tx.with(ctx).Where("user_id = ? AND role_id = ?", userID, roleID).Delete(&userRoleRow{})
 	if res.Error != nil {
 		return false, fmt.Errorf("remove role: %w", res.Error)
 	}
@@ -516,18 +565,22 @@ func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now tim
 	return true, tx.touchUser(ctx, userID, now)
 }
 
+// touchUser moves a user's version: their representation changed.
 func (tx *Tx) touchUser(ctx context.Context, userID string, now time.Time) error {
-	if err := tx.with(ctx).Exec("UPDATE users SET version = version + 1, updated_at = ? WHERE id = ?", microsOf(now), userID).Error; err != nil {
+	tx.mark("users", userID)
+	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", userID).
+		Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
+	if err != nil {
 		return fmt.Errorf("touch user: %w", err)
 	}
-	// The user's roles are part of their credentials.
-	return tx.BumpCredentials(ctx)
+	return nil
 }
 
 // --- tokens
 
 // InsertToken stores a token's metadata and hash.
 func (tx *Tx) InsertToken(ctx context.Context, t model.Token, hash string) error {
+	tx.mark("tokens", hash)
 	row := tokenRow{ID: t.ID, UserID: t.UserID, Name: t.Name, Hash: hash, CreatedAt: microsOf(t.CreatedAt), ExpiresAt: microsPtr(t.ExpiresAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return duplicate(err, "The token already exists.")
@@ -537,10 +590,11 @@ func (tx *Tx) InsertToken(ctx context.Context, t model.Token, hash string) error
 
 // DeleteToken revokes a token.
 func (tx *Tx) DeleteToken(ctx context.Context, userID, tokenID string) error {
-	if err := tx.with(ctx).Exec("DELETE FROM tokens WHERE id = ? AND user_id = ?", tokenID, userID).Error; err != nil {
+	tx.mark("tokens", "") // logged by hash
+	if err := tx.with(ctx).Where("id = ? AND user_id = ?", tokenID, userID).Delete(&tokenRow{}).Error; err != nil {
 		return fmt.Errorf("delete token: %w", err)
 	}
-	return tx.BumpCredentials(ctx)
+	return nil
 }
 
 // --- attachments
@@ -561,7 +615,7 @@ func (tx *Tx) PutAttachment(ctx context.Context, a model.Attachment) error {
 
 // DeleteAttachment deletes an attachment's metadata.
 func (tx *Tx) DeleteAttachment(ctx context.Context, channelID, id string) error {
-	if err := tx.with(ctx).Exec("DELETE FROM attachments WHERE channel_id = ? AND id = ?", channelID, id).Error; err != nil {
+	if err := tx.with(ctx).Where("channel_id = ? AND id = ?", channelID, id).Delete(&attachmentRow{}).Error; err != nil {
 		return fmt.Errorf("delete attachment: %w", err)
 	}
 	return nil

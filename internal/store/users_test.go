@@ -70,7 +70,7 @@ func TestUserConflictsNameWhatIsTaken(t *testing.T) {
 				}
 			})
 		}
-		if u, err := s.GetUser(ctx, alice.ID); err != nil || u.Username != "Alice" || *u.Email != "alice@example.com" {
+		if u, err := s.User(ctx, alice.ID); err != nil || u.Username != "Alice" || *u.Email != "alice@example.com" {
 			t.Fatalf("alice after refused updates: %+v, %v", u, err)
 		}
 	})
@@ -109,7 +109,7 @@ func TestUserRolesByPositionDescending(t *testing.T) {
 		}
 		want := map[string]string{users[0].ID: "b,a", users[1].ID: "", users[2].ID: "b,c,a"}
 		for _, u := range users {
-			got, _, err := s.ReadUser(ctx, u.ID)
+			got, err := s.User(ctx, u.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestUserRolesByPositionDescending(t *testing.T) {
 				t.Errorf("ReadUser(%s).Roles = %#v, want %q", u.Username, got.Roles, want[u.ID])
 			}
 		}
-		page, _, _, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 50)
+		page, _, err := s.ListUsers(ctx, store.UserFilter{}, "", 50)
 		if err != nil {
 			t.Fatal(err)
 		}

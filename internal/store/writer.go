@@ -186,6 +186,10 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event
 	// Once queued, the job is answered whatever happens to ctx: it may be
 	// part of a transaction that commits.
 	r := <-j.done
+	if sc := scopeOf(ctx); sc != nil {
+		// What the request reads next must include its own write.
+		sc.followed.Store(false)
+	}
 	return r.events, r.err
 }
 
@@ -246,6 +250,10 @@ func (w *writer) commit(batch []*writeJob) {
 	_ = w.s.wstmts.preparePending(ctx)
 }
 
+// notifyEvents tells the listeners of the schema's event channel the last
+// seq committed (a function call, which GORM's builder cannot say).
+const notifyEvents = "SELECT pg_notify(?, ?)"
+
 // errRerun ends an optimistic attempt in which a write of several failed.
 var errRerun = errors.New("store: a write of the batch failed; run it again with savepoints")
 
@@ -277,16 +285,16 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 		if err != nil {
 			return err
 		}
-		batch := &batchState{}
+		batch := newBatchState()
 		single := len(live) == 1
 		for i, j := range live {
-			tx := &Tx{queries: q, batch: batch}
+			tx := &Tx{queries: q, store: s, batch: batch}
 			if savepoints {
 				if err := tx.beginJob(ctx, i == 0); err != nil {
 					return err
 				}
 			}
-			err := runJob(j, tx)
+			err := s.runJob(j, tx)
 			switch {
 			case err == nil:
 				results[i].events, results[i].eventData = tx.events, tx.eventData
@@ -313,7 +321,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 		}
 		if last > 0 && s.Postgres() {
 			// Delivered to listeners when (and only if) the transaction commits.
-			if err := db.Exec("SELECT pg_notify(?, ?)", s.ns.channel, fmt.Sprint(last)).Error; err != nil {
+			if err := db.Exec(notifyEvents, s.ns.channel, fmt.Sprint(last)).Error; err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
 		}
@@ -324,13 +332,23 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 
 // runJob runs one request's part of a batch; a panic becomes its error, so
 // it cannot take the writer (and every other request) down.
-func runJob(j *writeJob, tx *Tx) (err error) {
+func (s *Store) runJob(j *writeJob, tx *Tx) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic in write: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return j.fn(tx)
+	if !s.verifyMarks || s.Postgres() {
+		return j.fn(tx)
+	}
+	from, err := tx.lastChange(j.ctx)
+	if err != nil {
+		return err
+	}
+	if err := j.fn(tx); err != nil {
+		return err
+	}
+	return tx.verifyMarks(j.ctx, from)
 }
 
 // beginJob opens the savepoint of a job of a batch, releasing the previous
@@ -378,71 +396,14 @@ func (tx *Tx) savepoint(ctx context.Context, stmt string) error {
 
 // batchState is what the requests of one transaction share.
 type batchState struct {
-	// bumped: a request of this batch moved a version (committed or not).
-	// Authorization state read from the transaction after that is not yet
-	// committed and must not be cached beyond it.
-	bumped bool
-	// versions are the versions the transaction started from, once read.
-	versions     Versions
-	haveVersions bool
+	// marks are what the transaction changed so far (Tx.mark), committed
+	// or not: what the cache holds of them is not what it sees.
+	marks map[dep]struct{}
+	// scope makes the cache follow the change log once per transaction
+	// (Tx.cacheCtx).
+	scope *readScope
 }
 
-// StartVersions returns the versions the transaction started from (the
-// committed ones: writers are serialized), read once per transaction, and
-// whether they still describe what tx sees: false once a write before it in
-// the transaction moved a version.
-func (tx *Tx) StartVersions(ctx context.Context) (Versions, bool, error) {
-	if tx.batch.bumped {
-		return Versions{}, false, nil
-	}
-	if !tx.batch.haveVersions {
-		v, err := tx.readVersions(ctx)
-		if err != nil {
-			return Versions{}, false, err
-		}
-		tx.batch.versions, tx.batch.haveVersions = v, true
-	}
-	return tx.batch.versions, true, nil
-}
-
-// Versions are the counters caches are keyed by: Auth moves when roles,
-// overwrites, global permissions or the channels that exist change (the
-// authorization snapshot); Credentials when a token, a user's status or a
-// user's roles change (what authenticating a token returns).
-type Versions struct {
-	Auth        int64
-	Credentials int64
-}
-
-var errNoSettings = errors.New("store: no settings row yet")
-
-func (q queries) readVersions(ctx context.Context) (Versions, error) {
-	rows, err := q.query(ctx, "SELECT auth_version, credentials_version FROM settings WHERE id = 1")
-	if err != nil {
-		return Versions{}, fmt.Errorf("read versions: %w", err)
-	}
-	defer rows.Close()
-	var v Versions
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return Versions{}, fmt.Errorf("read versions: %w", err)
-		}
-		return Versions{}, errNoSettings
-	}
-	if err := rows.Scan(&v.Auth, &v.Credentials); err != nil {
-		return Versions{}, fmt.Errorf("read versions: %w", err)
-	}
-	return v, rows.Close()
-}
-
-// CurrentVersions returns the versions as of now, read from the database
-// (one indexed read of the settings row, through a prepared statement; on
-// SQLite, from the read cache while the data version holds):
-// other processes commit too (other instances on PostgreSQL, a second
-// process on the same SQLite file), so this read is what makes a revocation
-// anywhere hold on the very next request everywhere.
-func (s *Store) CurrentVersions(ctx context.Context) (Versions, error) {
-	q := s.queries
-	return cachedRead(ctx, q, cacheKey{kind: cacheVersions}, func(Versions) int { return 64 },
-		func() (Versions, error) { return q.readVersions(ctx) })
+func newBatchState() *batchState {
+	return &batchState{marks: map[dep]struct{}{}, scope: &readScope{}}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,40 +11,51 @@ import (
 	"time"
 )
 
-// scriptedVersion is a pgVersion whose questions block until the test
-// answers them, one at a time.
-type scriptedVersion struct {
-	*pgVersion
+// The rounds in which PostgreSQL's reads share their questions to the
+// change log (cache.go). A question here answers with its number, carried
+// as the round's error (answer), so a read can tell which one answered it.
+
+type answer int64
+
+func (a answer) Error() string { return fmt.Sprint(int64(a)) }
+
+// scripted is rounds whose questions block until the test answers them,
+// one at a time.
+type scripted struct {
+	*rounds
 	asked   chan struct{} // a question was sent
-	answers chan dbState  // the answer to the question in flight
+	answers chan int64    // the answer to the question in flight
 }
 
-func newScriptedVersion() *scriptedVersion {
-	s := &scriptedVersion{pgVersion: newPGVersion(nil, &atomic.Int64{}),
-		asked: make(chan struct{}, 16), answers: make(chan dbState)}
-	s.ask = func(context.Context) (dbState, bool, error) {
+func newScripted() *scripted {
+	s := &scripted{rounds: &rounds{}, asked: make(chan struct{}, 16), answers: make(chan int64)}
+	s.ask = func(context.Context) error {
 		s.asked <- struct{}{}
-		return <-s.answers, true, nil
+		return answer(<-s.answers)
 	}
 	return s
 }
 
 type readResult struct {
-	v   dbState
-	err error
+	v   int64 // the question that answered
+	err error // another error
 }
 
-// read asks for the version in the background.
-func (s *scriptedVersion) read(ctx context.Context) chan readResult {
+// read follows in the background.
+func (s *scripted) read(ctx context.Context) chan readResult {
 	out := make(chan readResult, 1)
 	go func() {
-		v, _, err := s.current(ctx)
-		out <- readResult{v.state, err}
+		var a answer
+		if err := s.follow(ctx); errors.As(err, &a) {
+			out <- readResult{v: int64(a)}
+		} else {
+			out <- readResult{err: err}
+		}
 	}()
 	return out
 }
 
-func (s *scriptedVersion) waitAsked(t *testing.T) {
+func (s *scripted) waitAsked(t *testing.T) {
 	t.Helper()
 	select {
 	case <-s.asked:
@@ -54,7 +66,7 @@ func (s *scriptedVersion) waitAsked(t *testing.T) {
 
 // waitJoined waits until the open round (the next question) exists: a read
 // arriving after this has joined it or opened it.
-func (s *scriptedVersion) waitOpen(t *testing.T) {
+func (s *scripted) waitOpen(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -71,12 +83,12 @@ func (s *scriptedVersion) waitOpen(t *testing.T) {
 	}
 }
 
-func expect(t *testing.T, what string, ch chan readResult, want dbState) {
+func expect(t *testing.T, what string, ch chan readResult, want int64) {
 	t.Helper()
 	select {
 	case r := <-ch:
 		if r.err != nil || r.v != want {
-			t.Fatalf("%s: got %+v, %v; want %+v", what, r.v, r.err, want)
+			t.Fatalf("%s: got %v, %v; want %v", what, r.v, r.err, want)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s: no answer", what)
@@ -92,14 +104,14 @@ func pending(t *testing.T, what string, ch chan readResult) {
 	}
 }
 
-// TestPGVersionAnswersOnlyReadsThatArrivedBeforeTheQuestion: a read that
+// TestRoundsAnswersOnlyReadsThatArrivedBeforeTheQuestion: a read that
 // arrives while a question is in flight is never answered by it (the
 // question may have been answered by the database before a commit that the
 // read must see); it waits for the next question, which it shares with
 // every read that arrives meanwhile.
-func TestPGVersionAnswersOnlyReadsThatArrivedBeforeTheQuestion(t *testing.T) {
+func TestRoundsAnswersOnlyReadsThatArrivedBeforeTheQuestion(t *testing.T) {
 	ctx := context.Background()
-	s := newScriptedVersion()
+	s := newScripted()
 
 	first := s.read(ctx)
 	s.waitAsked(t) // question 1 in flight
@@ -111,28 +123,27 @@ func TestPGVersionAnswersOnlyReadsThatArrivedBeforeTheQuestion(t *testing.T) {
 	third := s.read(ctx)
 	pending(t, "a read arriving during question 1", second)
 
-	s.answers <- dbState{n: 1, nonce: 10}
-	expect(t, "the read that sent question 1", first, dbState{n: 1, nonce: 10})
+	s.answers <- 1
+	expect(t, "the read that sent question 1", first, 1)
 	pending(t, "a read arriving during question 1", second)
 
 	s.waitAsked(t) // question 2, for both reads that arrived during question 1
-	s.answers <- dbState{n: 2, nonce: 20}
-	expect(t, "the second read", second, dbState{n: 2, nonce: 20})
-	expect(t, "the third read", third, dbState{n: 2, nonce: 20})
-	if n := s.rounds.Load(); n != 2 {
+	s.answers <- 2
+	expect(t, "the second read", second, 2)
+	expect(t, "the third read", third, 2)
+	if n := s.sent.Load(); n != 2 {
 		t.Fatalf("%d questions for three reads, two of them arriving together; want 2", n)
 	}
 }
 
-// TestPGVersionReadsShareQuestions: many concurrent reads send far fewer
+// TestRoundsReadsShareQuestions: many concurrent reads send far fewer
 // questions than there are reads, and each gets an answer.
-func TestPGVersionReadsShareQuestions(t *testing.T) {
-	p := newPGVersion(nil, &atomic.Int64{})
+func TestRoundsReadsShareQuestions(t *testing.T) {
 	var n atomic.Int64
-	p.ask = func(context.Context) (dbState, bool, error) {
+	r := &rounds{ask: func(context.Context) error {
 		time.Sleep(200 * time.Microsecond) // a round trip
-		return dbState{n: n.Add(1)}, true, nil
-	}
+		return answer(n.Add(1))
+	}}
 	const readers, each = 32, 50
 	var wg sync.WaitGroup
 	for range readers {
@@ -141,37 +152,37 @@ func TestPGVersionReadsShareQuestions(t *testing.T) {
 			defer wg.Done()
 			last := int64(0)
 			for range each {
-				v, ok, err := p.current(context.Background())
-				if err != nil || !ok {
-					t.Errorf("current: %v, %v", ok, err)
+				var a answer
+				if err := r.follow(context.Background()); !errors.As(err, &a) {
+					t.Errorf("follow: %v", err)
 					return
 				}
-				if v.state.n <= last || v.seq != v.state.n {
-					t.Errorf("a later read of one reader got version %+v after %d (seq and n move together here)", v, last)
+				if int64(a) <= last {
+					t.Errorf("a later read of one reader was answered by question %d after %d", a, last)
 					return
 				}
-				last = v.state.n
+				last = int64(a)
 			}
 		}()
 	}
 	wg.Wait()
-	if q := p.rounds.Load(); q > readers*each/4 {
+	if q := r.sent.Load(); q > readers*each/4 {
 		t.Fatalf("%d questions for %d reads: reads did not share them", q, readers*each)
 	}
-	t.Logf("%d questions for %d reads", p.rounds.Load(), readers*each)
+	t.Logf("%d questions for %d reads", r.sent.Load(), readers*each)
 }
 
-// TestPGVersionReadsWaitUnderTheirOwnContext: a read that goes away while
+// TestRoundsReadsWaitUnderTheirOwnContext: a read that goes away while
 // its round waits returns at once, the one that opened the round included;
 // the question still answers the others, and runs under no read's context.
-func TestPGVersionReadsWaitUnderTheirOwnContext(t *testing.T) {
-	s := newScriptedVersion()
+func TestRoundsReadsWaitUnderTheirOwnContext(t *testing.T) {
+	s := newScripted()
 	var sawCancel atomic.Bool
 	ask := s.ask
-	s.ask = func(ctx context.Context) (dbState, bool, error) {
-		v, ok, err := ask(ctx)
+	s.ask = func(ctx context.Context) error {
+		err := ask(ctx)
 		sawCancel.Store(sawCancel.Load() || ctx.Err() != nil)
-		return v, ok, err
+		return err
 	}
 	blocker := s.read(context.Background())
 	s.waitAsked(t) // question 1 in flight: the next round waits for it
@@ -185,42 +196,41 @@ func TestPGVersionReadsWaitUnderTheirOwnContext(t *testing.T) {
 	select {
 	case r := <-opener:
 		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("a cancelled read got %+v, %v", r.v, r.err)
+			t.Fatalf("a cancelled read got %v, %v", r.v, r.err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a cancelled read kept waiting for its round")
 	}
 
-	s.answers <- dbState{n: 1}
-	expect(t, "the first read", blocker, dbState{n: 1})
+	s.answers <- 1
+	expect(t, "the first read", blocker, 1)
 	s.waitAsked(t) // question 2, for the round the cancelled read opened
-	s.answers <- dbState{n: 2}
-	expect(t, "a read in the round of a cancelled one", follower, dbState{n: 2})
+	s.answers <- 2
+	expect(t, "a read in the round of a cancelled one", follower, 2)
 	if sawCancel.Load() {
 		t.Fatal("a question ran under a cancelled context")
 	}
 }
 
-// TestPGVersionPanicIsAnError: a question that panics fails its round's
+// TestRoundsPanicIsAnError: a question that panics fails its round's
 // reads with an error, and the next round is asked as usual.
-func TestPGVersionPanicIsAnError(t *testing.T) {
-	p := newPGVersion(nil, &atomic.Int64{})
+func TestRoundsPanicIsAnError(t *testing.T) {
 	panics := true
-	p.ask = func(context.Context) (dbState, bool, error) {
+	r := &rounds{ask: func(context.Context) error {
 		if panics {
 			panics = false
 			panic("boom")
 		}
-		return dbState{n: 7}, true, nil
-	}
-	if _, _, err := p.current(context.Background()); err == nil || !strings.Contains(err.Error(), "boom") {
+		return nil
+	}}
+	if err := r.follow(context.Background()); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("a question that panicked: %v", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if v, ok, err := p.current(context.Background()); err != nil || !ok || v.state.n != 7 {
-			t.Errorf("the next round: %+v, %v, %v", v, ok, err)
+		if err := r.follow(context.Background()); err != nil {
+			t.Errorf("the next round: %v", err)
 		}
 	}()
 	select {

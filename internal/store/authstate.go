@@ -1,0 +1,307 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"gorm.io/gorm"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// AuthState is what authorization reads beyond the caller: the global
+// permissions, every role, and every channel with its overwrites. It is
+// immutable: the store hands one value to every request that reads it, and
+// builds a new one, sharing what did not change, when a change reaches a
+// part (the roles, or one channel). Its methods return copies.
+type AuthState struct {
+	global        permissions.Set
+	globalVersion int64
+	roles         map[string]model.Role
+	byPosition    []model.Role // descending
+	channels      map[string]*ChannelState
+	ordered       []*ChannelState // by ID
+}
+
+// ChannelState is one channel of an AuthState: the channel, its overwrite
+// list's version and its overwrites, indexed for the permission engine.
+type ChannelState struct {
+	channel    model.Channel
+	version    int64 // of the overwrite list
+	overwrites []model.Overwrite
+	everyone   permissions.Overwrite
+	roles      []permissions.RoleOverwrite
+	users      map[string]permissions.Overwrite
+}
+
+// Global is the global permissions and their version.
+func (a *AuthState) Global() (permissions.Set, int64) { return a.global, a.globalVersion }
+
+// Role returns one role.
+func (a *AuthState) Role(id string) (model.Role, bool) {
+	r, ok := a.roles[id]
+	return r, ok
+}
+
+// Roles returns every role by position descending.
+func (a *AuthState) Roles() []model.Role { return slices.Clone(a.byPosition) }
+
+// RoleCount is the number of roles.
+func (a *AuthState) RoleCount() int { return len(a.byPosition) }
+
+// Channel returns one channel.
+func (a *AuthState) Channel(id string) (model.Channel, bool) {
+	c, ok := a.channels[id]
+	if !ok {
+		return model.Channel{}, false
+	}
+	return c.channel, true
+}
+
+// Channels returns every channel by ID.
+func (a *AuthState) Channels() []model.Channel {
+	out := make([]model.Channel, len(a.ordered))
+	for i, c := range a.ordered {
+		out[i] = c.channel
+	}
+	return out
+}
+
+// ChannelCount is the number of channels.
+func (a *AuthState) ChannelCount() int { return len(a.ordered) }
+
+// Overwrites returns a channel's overwrites (unordered) and the version of
+// the list; ok is false for a channel that does not exist.
+func (a *AuthState) Overwrites(channelID string) (list []model.Overwrite, version int64, ok bool) {
+	c, ok := a.channels[channelID]
+	if !ok {
+		return nil, 0, false
+	}
+	return slices.Clone(c.overwrites), c.version, true
+}
+
+// ChannelFor is the permission engine's view of a channel's overwrites for
+// one user (empty for a channel that does not exist). Its Roles are shared:
+// the engine only reads them.
+func (a *AuthState) ChannelFor(channelID, userID string) permissions.Channel {
+	c, ok := a.channels[channelID]
+	if !ok {
+		return permissions.Channel{}
+	}
+	return permissions.Channel{Everyone: c.everyone, Roles: c.roles, User: c.users[userID]}
+}
+
+// authParts are the parts of an AuthState to read again.
+type authParts struct {
+	roles    bool            // the global permissions and the roles
+	all      bool            // every channel
+	channels map[string]bool // these channels (rows and overwrites)
+}
+
+func (p authParts) empty() bool { return !p.roles && !p.all && len(p.channels) == 0 }
+
+// authView is the cache's AuthState and the parts changes reached since it
+// was built, each with the gen of the change (cache.gen), so that a build
+// clears only what it read.
+type authView struct {
+	state    *AuthState
+	roles    uint64 // 0: clean
+	all      uint64
+	channels map[string]uint64
+	building sync.Mutex // one build at a time; the others wait for it
+}
+
+// mark notes a change followed at gen.
+func (v *authView) mark(ch change, gen uint64) {
+	switch ch.tbl {
+	case "settings", "roles":
+		v.roles = gen
+	case "channels", "overwrites":
+		if ch.key == "" {
+			v.all = gen
+			return
+		}
+		if v.channels == nil {
+			v.channels = map[string]uint64{}
+		}
+		v.channels[ch.key] = gen
+	}
+}
+
+func (v *authView) markAll(gen uint64) { v.roles, v.all = gen, gen }
+
+func (v *authView) clean() bool {
+	return v.state != nil && v.roles == 0 && v.all == 0 && len(v.channels) == 0
+}
+
+// parts are what a build must read.
+func (v *authView) parts() authParts {
+	p := authParts{roles: v.roles != 0 || v.state == nil, all: v.all != 0 || v.state == nil}
+	if !p.all && len(v.channels) > 0 {
+		p.channels = make(map[string]bool, len(v.channels))
+		for id := range v.channels {
+			p.channels[id] = true
+		}
+	}
+	return p
+}
+
+// built clears what a build that began at gen read.
+func (v *authView) built(s *AuthState, p authParts, gen uint64) {
+	v.state = s
+	if p.roles && v.roles <= gen {
+		v.roles = 0
+	}
+	if p.all && v.all <= gen {
+		v.all = 0
+	}
+	for id, g := range v.channels {
+		if (p.all || p.channels[id]) && g <= gen {
+			delete(v.channels, id)
+		}
+	}
+}
+
+// AuthState returns the authorization state as of the request's scope
+// (cache.go), reading again only the parts that changed.
+func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
+	c := s.cache
+	if err := c.fresh(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.auth.clean() {
+		st := c.auth.state
+		c.mu.Unlock()
+		c.hits.Add(1)
+		return st, nil
+	}
+	c.mu.Unlock()
+	c.auth.building.Lock()
+	defer c.auth.building.Unlock()
+	c.mu.Lock()
+	if c.auth.clean() { // built while this read waited
+		st := c.auth.state
+		c.mu.Unlock()
+		return st, nil
+	}
+	base, parts, gen := c.auth.state, c.auth.parts(), c.gen
+	c.mu.Unlock()
+	c.misses.Add(1)
+	// The build reads after gen: what it reads is at least as new as every
+	// change followed so far, and a change followed meanwhile leaves its
+	// part marked for the next build.
+	next, err := buildAuthState(context.WithoutCancel(ctx), s.queries, base, parts)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.auth.built(next, parts, gen)
+	c.mu.Unlock()
+	return next, nil
+}
+
+// buildAuthState reads the parts through q and returns base with them
+// replaced (base may be nil when every part is read).
+func buildAuthState(ctx context.Context, q queries, base *AuthState, p authParts) (*AuthState, error) {
+	next := &AuthState{}
+	if base != nil {
+		*next = *base
+	}
+	db := q.with(ctx)
+	if p.roles {
+		var st struct {
+			GlobalPermissions int64
+			GlobalVersion     int64
+		}
+		if err := db.Table("settings").Select("global_permissions, global_version").Where("id = 1").Scan(&st).Error; err != nil {
+			return nil, fmt.Errorf("read the global permissions: %w", err)
+		}
+		next.global, next.globalVersion = permissions.Set(st.GlobalPermissions)&permissions.All, st.GlobalVersion
+		var rows []roleRow
+		if err := db.Order("position DESC").Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("read roles: %w", err)
+		}
+		next.byPosition = make([]model.Role, len(rows))
+		next.roles = make(map[string]model.Role, len(rows))
+		for i, r := range rows {
+			next.byPosition[i] = r.model()
+			next.roles[r.ID] = next.byPosition[i]
+		}
+	}
+	if !p.all && len(p.channels) == 0 {
+		return next, nil
+	}
+	ids := make([]string, 0, len(p.channels))
+	for id := range p.channels {
+		ids = append(ids, id)
+	}
+	chans, err := readChannelStates(db, p.all, ids)
+	if err != nil {
+		return nil, err
+	}
+	if p.all {
+		next.channels = make(map[string]*ChannelState, len(chans))
+	} else {
+		next.channels = make(map[string]*ChannelState, len(base.channels)+len(chans))
+		for id, c := range base.channels {
+			if !p.channels[id] {
+				next.channels[id] = c
+			}
+		}
+	}
+	for _, c := range chans {
+		next.channels[c.channel.ID] = c
+	}
+	next.ordered = make([]*ChannelState, 0, len(next.channels))
+	for _, c := range next.channels {
+		next.ordered = append(next.ordered, c)
+	}
+	sort.Slice(next.ordered, func(i, j int) bool { return next.ordered[i].channel.ID < next.ordered[j].channel.ID })
+	return next, nil
+}
+
+// readChannelStates reads every channel (all), or those of ids that exist,
+// with their overwrites.
+func readChannelStates(db *gorm.DB, all bool, ids []string) ([]*ChannelState, error) {
+	var rows []channelRow
+	var ows []overwriteRow
+	cq, oq := db, db
+	if !all {
+		cq, oq = db.Where("id IN ?", ids), db.Where("channel_id IN ?", ids)
+	}
+	if err := cq.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read channels: %w", err)
+	}
+	if err := oq.Find(&ows).Error; err != nil {
+		return nil, fmt.Errorf("read overwrites: %w", err)
+	}
+	byID := make(map[string]*ChannelState, len(rows))
+	out := make([]*ChannelState, len(rows))
+	for i, r := range rows {
+		out[i] = &ChannelState{channel: r.model(), version: r.OverwritesVersion, users: map[string]permissions.Overwrite{}}
+		byID[r.ID] = out[i]
+	}
+	for _, r := range ows {
+		c := byID[r.ChannelID]
+		if c == nil {
+			continue // its channel was deleted between the two reads (the next change says so)
+		}
+		o := r.model()
+		c.overwrites = append(c.overwrites, o)
+		ow := permissions.Overwrite{Allow: o.Allow, Deny: o.Deny}
+		switch o.TargetType {
+		case model.TargetEveryone:
+			c.everyone = ow
+		case model.TargetRole:
+			c.roles = append(c.roles, permissions.RoleOverwrite{RoleID: o.TargetID, Overwrite: ow})
+		case model.TargetUser:
+			c.users[o.TargetID] = ow
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,359 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// The read cache: the one place that decides whether a value read before
+// may be served again. Its rule:
+//
+//	A cached read is answered from memory only after the cache has
+//	followed the change log (changelog.go) up to a moment after the
+//	request arrived; following it drops every entry that depends on what
+//	changed. A value read from the database is kept only if no change was
+//	followed while it was read.
+//
+// So a commit acknowledged before a request arrives (by any instance, the
+// CLI, or an operator's psql or sqlite3) governs that request, with no
+// time to live, and a commit drops only what it changed: a user created
+// leaves every other user's entry, and everyone's credentials, alone.
+//
+// Following the log costs one question per request, not per read: the
+// request's reads share a scope (ReadScope) whose first cached read asks,
+// and a write that commits in the scope makes the next read ask again.
+// Asking is SQLite's PRAGMA data_version, a few microseconds, and a read of
+// the log only when it moved; on PostgreSQL, one statement that returns the
+// data version and what was logged since, which every read waiting when it
+// is sent shares (rounds).
+//
+// What is cached: credentials by token hash, users by ID, pages of users,
+// and the authorization state (authstate.go: the global permissions, the
+// roles, every channel and its overwrites), which is refreshed part by
+// part. Values handed out are the caller's own (copies) or immutable
+// (AuthState). Entries are bounded by an estimate of their size; past it,
+// some are dropped at random.
+
+// dep is what a cached value depends on: a key of a logged table, or the
+// whole table (key "").
+type dep struct{ tbl, key string }
+
+// change is one entry of the change log; the table "*" is everything.
+type change struct{ tbl, key string }
+
+// position is how far the cache has followed the log.
+type position struct {
+	v     int64 // the last version followed
+	nonce int64 // PostgreSQL: the nonce of version v
+	dv    int64 // SQLite: PRAGMA data_version when v was read
+}
+
+// delta is what one question to the log learned: the changes after the
+// position asked from, up to the position to; or, with reset, that the log
+// cannot tell (a hole where the cache stood, a rewritten history, more
+// changes than are worth following one by one), and the cache must start
+// over at to.
+type delta struct {
+	to      position
+	changes []change
+	reset   bool
+}
+
+// maxChangesFollowed bounds one question's changes: past it, starting over
+// is cheaper than following them.
+const maxChangesFollowed = 10_000
+
+// DefaultCacheBytes bounds the cache's estimated size when Options say
+// nothing.
+const DefaultCacheBytes = 32 << 20
+
+type cacheKind uint8
+
+const (
+	cacheCredentials cacheKind = iota + 1
+	cacheUser
+	cacheUserPage
+)
+
+// cacheKey names one read: its kind and its arguments.
+type cacheKey struct {
+	kind       cacheKind
+	a, b, c, d string
+	n          int
+	flag       bool
+}
+
+type entry struct {
+	value any
+	deps  []dep
+	bytes int
+}
+
+type cache struct {
+	// follow asks the log what changed and applies it (SQLite: one
+	// question at a time; PostgreSQL: rounds).
+	follow func(ctx context.Context) error
+	rounds *rounds // PostgreSQL: how follow shares questions
+
+	mu    sync.Mutex
+	pos   position
+	gen   uint64 // moves with every change followed: a read kept at another gen is not kept
+	m     map[cacheKey]*entry
+	byDep map[dep]map[cacheKey]struct{}
+	bytes int
+	max   int
+	auth  authView
+
+	// afterRead, when set (tests), runs between a read that missed and
+	// its keeping.
+	afterRead func()
+
+	hits, misses, questions, resets atomic.Int64
+}
+
+func newCache(max int) *cache {
+	if max <= 0 {
+		max = DefaultCacheBytes
+	}
+	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]map[cacheKey]struct{}{}}
+}
+
+// apply follows a delta: it drops what depends on the changes and moves
+// the position.
+func (c *cache) apply(d delta) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.reset {
+		c.resets.Add(1)
+		c.clearLocked()
+	}
+	for _, ch := range d.changes {
+		if ch.tbl == "*" {
+			c.clearLocked()
+			continue
+		}
+		c.dropLocked(dep(ch))
+		if ch.key != "" {
+			c.dropLocked(dep{ch.tbl, ""})
+		}
+		c.auth.mark(ch, c.gen+1)
+	}
+	if d.reset || len(d.changes) > 0 {
+		c.gen++
+	}
+	c.pos = d.to
+}
+
+func (c *cache) clearLocked() {
+	c.m, c.byDep, c.bytes = map[cacheKey]*entry{}, map[dep]map[cacheKey]struct{}{}, 0
+	c.auth.markAll(c.gen + 1)
+}
+
+// dropLocked drops the entries that depend on d.
+func (c *cache) dropLocked(d dep) {
+	for k := range c.byDep[d] {
+		c.removeLocked(k)
+	}
+}
+
+func (c *cache) removeLocked(k cacheKey) {
+	e, ok := c.m[k]
+	if !ok {
+		return
+	}
+	delete(c.m, k)
+	c.bytes -= e.bytes
+	for _, d := range e.deps {
+		if set := c.byDep[d]; set != nil {
+			delete(set, k)
+			if len(set) == 0 {
+				delete(c.byDep, d)
+			}
+		}
+	}
+}
+
+// lookup returns an entry's value, and the gen a read that misses must be
+// kept at.
+func (c *cache) lookup(k cacheKey) (any, bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok {
+		return nil, false, c.gen
+	}
+	return e.value, true, c.gen
+}
+
+// keep stores a value read at gen, unless a change was followed since (the
+// read may predate it).
+func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	c.removeLocked(k)
+	if c.bytes+bytes > c.max {
+		c.evictLocked(c.max*3/4 - bytes)
+	}
+	c.m[k] = &entry{value: value, deps: deps, bytes: bytes}
+	c.bytes += bytes
+	for _, d := range deps {
+		set := c.byDep[d]
+		if set == nil {
+			set = map[cacheKey]struct{}{}
+			c.byDep[d] = set
+		}
+		set[k] = struct{}{}
+	}
+}
+
+// evictLocked drops entries (in the map's random order) until the estimate
+// is at most target.
+func (c *cache) evictLocked(target int) {
+	for k := range c.m {
+		if c.bytes <= target {
+			return
+		}
+		c.removeLocked(k)
+	}
+}
+
+// scopeKey keys a request's read scope in its context.
+type scopeKey struct{}
+
+// readScope is a request's: once one of its reads has followed the log,
+// the others need not.
+type readScope struct{ followed atomic.Bool }
+
+// ReadScope returns a context for one request: its cached reads are all
+// answered as of one moment after this call, which its first cached read
+// asks for. A write committed through it (Store.Write) makes the next read
+// ask again, so the request reads its own writes.
+func (s *Store) ReadScope(ctx context.Context) context.Context {
+	return context.WithValue(ctx, scopeKey{}, &readScope{})
+}
+
+func scopeOf(ctx context.Context) *readScope {
+	sc, _ := ctx.Value(scopeKey{}).(*readScope)
+	return sc
+}
+
+// fresh makes sure the cache has followed the log up to a moment after the
+// request's scope began (after now, without a scope).
+func (c *cache) fresh(ctx context.Context) error {
+	sc := scopeOf(ctx)
+	if sc != nil && sc.followed.Load() {
+		return nil
+	}
+	c.questions.Add(1)
+	if err := c.follow(ctx); err != nil {
+		return fmt.Errorf("follow the change log: %w", err)
+	}
+	if sc != nil {
+		sc.followed.Store(true)
+	}
+	return nil
+}
+
+// cachedRead answers a read from the cache when it may, else runs it and
+// keeps what it read. deps are what the value depends on; bytes estimates
+// what keeping it costs; copyOut gives the caller a value of its own.
+func cachedRead[T any](ctx context.Context, c *cache, k cacheKey, deps func(T) []dep, bytes func(T) int,
+	copyOut func(T) T, read func() (T, error)) (T, error) {
+	if err := c.fresh(ctx); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, hit, gen := c.lookup(k)
+	if hit {
+		c.hits.Add(1)
+		return copyOut(v.(T)), nil
+	}
+	c.misses.Add(1)
+	value, err := read()
+	if err != nil {
+		return value, err
+	}
+	if c.afterRead != nil {
+		c.afterRead()
+	}
+	c.keep(gen, k, deps(value), value, bytes(value))
+	return copyOut(value), nil
+}
+
+// CacheStats counts what the read cache answered from memory, what it sent
+// to the database, the questions it asked the change log, and the times it
+// started over; Entries and Bytes are its size now (Bytes an estimate).
+type CacheStats struct {
+	Hits, Misses, Questions, Resets int64
+	Entries, Bytes                  int
+}
+
+// CacheStats returns the read cache's counters since the store was opened.
+func (s *Store) CacheStats() CacheStats {
+	c := s.cache
+	c.mu.Lock()
+	n, b := len(c.m), c.bytes
+	c.mu.Unlock()
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
+		Resets: c.resets.Load(), Entries: n, Bytes: b}
+}
+
+// rounds share questions among concurrent reads: a read joins the round
+// that is open, or opens one; a round is open until its question is sent,
+// so every read of a round arrived before it was sent, and the answer is
+// of a moment after each arrived. Each read waits for its round under its
+// own context; the question runs under none (it answers them all), bounded
+// by the statement deadline inside ask.
+type rounds struct {
+	ask  func(ctx context.Context) error
+	mu   sync.Mutex
+	next *round // the round arriving reads join; nil when none is open
+	// inflight is held by the round whose question is in flight: the next
+	// round waits for it, while the reads that arrive meanwhile join it.
+	inflight sync.Mutex
+	sent     atomic.Int64
+}
+
+type round struct {
+	done chan struct{}
+	err  error
+}
+
+func (r *rounds) follow(ctx context.Context) error {
+	r.mu.Lock()
+	rd := r.next
+	if rd == nil {
+		rd = &round{done: make(chan struct{})}
+		r.next = rd
+		go r.send(rd)
+	}
+	r.mu.Unlock()
+	select {
+	case <-rd.done:
+		return rd.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *rounds) send(rd *round) {
+	r.inflight.Lock()
+	defer r.inflight.Unlock()
+	defer close(rd.done)
+	r.mu.Lock()
+	r.next = nil // closed: later reads open the next round
+	r.mu.Unlock()
+	r.sent.Add(1)
+	defer func() {
+		if v := recover(); v != nil {
+			rd.err = fmt.Errorf("panic following the change log: %v\n%s", v, debug.Stack())
+		}
+	}()
+	rd.err = r.ask(context.Background())
+}

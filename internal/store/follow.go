@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+// How the cache asks the change log what changed (cache.go): on SQLite, on
+// a connection of its own; on PostgreSQL, in rounds on the read pool.
+
+// sqliteLog reads SQLite's change log on a connection that never writes:
+// PRAGMA data_version on it moves whenever any other connection commits,
+// this process's writer or another process on the same file (a second
+// instance, the CLI, sqlite3), so while it holds, nothing changed and the
+// log is not read. Asking it is one statement in SQLite's memory, no query
+// plan, a few microseconds.
+type sqliteLog struct {
+	mu      sync.Mutex // the connection serves one statement at a time
+	conn    driver.Conn
+	version driver.Stmt // PRAGMA data_version
+	since   driver.Stmt // the changes after a version
+	latest  driver.Stmt // the last version
+	counter *atomic.Int64
+}
+
+const (
+	sqliteDataVersion = "PRAGMA data_version"
+	// sqliteChangesAfter returns the last version ever logged (the
+	// AUTOINCREMENT's mark, which deleting rows leaves alone) first, then
+	// the changes after a version.
+	sqliteChangesAfter = "SELECT seq, NULL, NULL FROM sqlite_sequence WHERE name = 'change_log' UNION ALL " +
+		"SELECT * FROM (SELECT v, tbl, key FROM change_log WHERE v > ? ORDER BY v LIMIT ?)"
+	sqliteLastChange = "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'change_log'), 0)"
+)
+
+// openSQLiteLog opens the connection on the SQLite file at dsn.
+func openSQLiteLog(dsn string, counter *atomic.Int64) (*sqliteLog, error) {
+	conn, err := (&sqlite3.SQLiteDriver{}).Open(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the change log's connection: %w", err)
+	}
+	l := &sqliteLog{conn: conn, counter: counter}
+	for _, p := range []struct {
+		st  *driver.Stmt
+		sql string
+	}{{&l.version, sqliteDataVersion}, {&l.since, sqliteChangesAfter}, {&l.latest, sqliteLastChange}} {
+		if *p.st, err = conn.Prepare(p.sql); err != nil {
+			_ = l.close()
+			return nil, fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+	}
+	return l, nil
+}
+
+// close finalizes the statements, then closes the connection: SQLite only
+// closes a connection whose statements are all finalized (closing it first
+// leaves it, its file descriptors and the WAL behind).
+func (l *sqliteLog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return nil
+	}
+	var errs []error
+	for _, st := range []driver.Stmt{l.version, l.since, l.latest} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	errs = append(errs, l.conn.Close())
+	l.conn = nil
+	return errors.Join(errs...)
+}
+
+// query runs a statement of the connection and reads its rows. A context
+// that is never done: the driver then starts no goroutine to watch it.
+func (l *sqliteLog) query(st driver.Stmt, args []driver.NamedValue, each func(dest []driver.Value) error, width int) error {
+	l.counter.Add(1)
+	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), args)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, width)
+	for {
+		switch err := rows.Next(dest); {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := each(dest); err != nil {
+			return err
+		}
+	}
+}
+
+// next returns what changed after from.
+func (l *sqliteLog) next(from position) (delta, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return delta{}, errors.New("store closed")
+	}
+	var dv int64
+	err := l.query(l.version, nil, func(d []driver.Value) error {
+		dv, _ = d[0].(int64)
+		return nil
+	}, 1)
+	if err != nil {
+		return delta{}, err
+	}
+	if dv == from.dv {
+		return delta{to: from}, nil
+	}
+	d := delta{to: position{v: from.v, dv: dv}}
+	args := []driver.NamedValue{{Ordinal: 1, Value: from.v}, {Ordinal: 2, Value: int64(maxChangesFollowed + 1)}}
+	latest, first := int64(0), true
+	err = l.query(l.since, args, func(row []driver.Value) error {
+		v, _ := row[0].(int64)
+		if first && row[1] == nil {
+			latest, first = v, false
+			return nil
+		}
+		first = false
+		if v != d.to.v+1 {
+			d.reset = true // a hole: pruned (or deleted) past where the cache stood
+		}
+		d.to.v = v
+		d.changes = append(d.changes, change{tbl: text(row[1]), key: text(row[2])})
+		return nil
+	}, 3)
+	if err != nil {
+		return delta{}, err
+	}
+	if latest > d.to.v && len(d.changes) <= maxChangesFollowed {
+		// Logged, then deleted: what changed is not known.
+		d.reset, d.to.v = true, latest
+	}
+	if len(d.changes) > maxChangesFollowed {
+		// Not all were read: start over at the last version. It is read
+		// before the cache drops its entries, so what is read after that
+		// is at least as new.
+		d.reset = true
+		err = l.query(l.latest, nil, func(row []driver.Value) error {
+			d.to.v, _ = row[0].(int64)
+			return nil
+		}, 1)
+		if err != nil {
+			return delta{}, err
+		}
+	}
+	if d.reset {
+		d.changes = nil
+	}
+	return d, nil
+}
+
+// start is the position of the log now (the cache starts empty there).
+func (l *sqliteLog) start() (position, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var p position
+	err := l.query(l.version, nil, func(row []driver.Value) error {
+		p.dv, _ = row[0].(int64)
+		return nil
+	}, 1)
+	if err == nil {
+		err = l.query(l.latest, nil, func(row []driver.Value) error {
+			p.v, _ = row[0].(int64)
+			return nil
+		}, 1)
+	}
+	return p, err
+}
+
+func text(v driver.Value) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case []byte:
+		return string(t)
+	}
+	return ""
+}
+
+// pgChangesAfter returns the data version and what was logged after a
+// version, in one statement: one row with NULL changes when nothing was,
+// none when the data_version row is missing (someone deleted it: nothing is
+// cached until a write puts it back).
+const pgChangesAfter = `SELECT d.v, d.nonce, c.v, c.prev, c.tbl, c.key FROM data_version d
+LEFT JOIN LATERAL (SELECT v, prev, tbl, key FROM change_log WHERE v > ? AND v <= d.v ORDER BY v LIMIT ?) c ON true
+WHERE d.id = 1`
+
+// pgNext returns what changed after from, read through q (the read pool).
+func pgNext(ctx context.Context, q queries, from position) (delta, error) {
+	rows, err := q.query(ctx, pgChangesAfter, from.v, maxChangesFollowed+1)
+	if err != nil {
+		return delta{}, err
+	}
+	defer rows.Close()
+	var d delta
+	found := false
+	var last int64
+	for rows.Next() {
+		var dv, dn int64
+		var v, prev sql.NullInt64
+		var tbl, key sql.NullString
+		if err := rows.Scan(&dv, &dn, &v, &prev, &tbl, &key); err != nil {
+			return delta{}, err
+		}
+		found = true
+		d.to = position{v: dv, nonce: dn}
+		if !v.Valid {
+			continue
+		}
+		switch {
+		case len(d.changes) == 0 && (v.Int64 != from.v+1 || prev.Int64 != from.nonce):
+			// A hole where the cache stood, or a history that is not the
+			// one it followed.
+			d.reset = true
+		case v.Int64 != last && last != 0 && v.Int64 != last+1:
+			d.reset = true
+		}
+		last = v.Int64
+		d.changes = append(d.changes, change{tbl: tbl.String, key: key.String})
+	}
+	if err := rows.Close(); err != nil {
+		return delta{}, err
+	}
+	switch {
+	case !found:
+		return delta{reset: true}, nil
+	case d.to.v == from.v:
+		d.reset = d.to.nonce != from.nonce
+	case d.to.v < from.v, len(d.changes) == 0, len(d.changes) > maxChangesFollowed:
+		d.reset = true
+	}
+	if d.reset {
+		d.changes = nil
+	}
+	return d, nil
+}

@@ -1,0 +1,441 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+)
+
+// The hot reads (see the rule in queries.go): their SQL, their scanners,
+// and their cached form.
+
+// User returns one user with their role IDs (by position descending), as
+// of the request's scope.
+func (s *Store) User(ctx context.Context, id string) (model.User, error) {
+	return cachedRead(ctx, s.cache, cacheKey{kind: cacheUser, a: id}, userDeps, userBytes, copyUser,
+		func() (model.User, error) { return s.queries.getUser(ctx, id) })
+}
+
+// GetUser returns one user with their role IDs, as the transaction sees it.
+func (tx *Tx) GetUser(ctx context.Context, id string) (model.User, error) { return tx.getUser(ctx, id) }
+
+// userDeps: a user changes with their row and their roles (logged as
+// theirs), and with any role's position, which orders their role IDs.
+func userDeps(u model.User) []dep { return []dep{{"users", u.ID}, {"roles", ""}} }
+
+// pageDeps: a page of users changes with any user, and any role's position.
+var pageDeps = []dep{{"users", ""}, {"roles", ""}}
+
+func copyUser(u model.User) model.User {
+	u.Roles = slices.Clone(u.Roles)
+	return u
+}
+
+func (q queries) getUser(ctx context.Context, id string) (model.User, error) {
+	rows, err := q.query(ctx, q.sql().getUser, id)
+	if err != nil {
+		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+		}
+		return model.User{}, apperr.NotFound("User %q does not exist.", id)
+	}
+	u, err := newUserScanner().scan(rows)
+	if err != nil {
+		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+	}
+	return u, rows.Close()
+}
+
+// userBytes estimates what keeping a user costs.
+func userBytes(u model.User) int {
+	n := 256 + len(u.ID) + len(u.Username) + len(u.DisplayName)
+	if u.Email != nil {
+		n += len(*u.Email)
+	}
+	for _, r := range u.Roles {
+		n += 16 + len(r)
+	}
+	return n
+}
+
+// userColumns are what a user's representation needs, with their role IDs
+// by position descending as one comma-separated column (a role ID never
+// holds a comma).
+func userColumns(d dialect) string {
+	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
+		// The ordered aggregate costs SQLite a join and a sorter per user;
+		// a user with no role (most of a community) skips both after one
+		// probe of user_roles' primary key.
+		"CASE WHEN EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id) THEN (SELECT " +
+		d.groupConcatOrdered("ur.role_id", "r.position DESC") +
+		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id) END"
+}
+
+// userScanner reads rows of userColumns. One serves every row of a
+// statement: its destinations escape to the heap once, not once per row,
+// and the timestamps are scanned as plain int64s, which database/sql
+// assigns directly instead of converting them through reflection.
+type userScanner struct {
+	u                model.User
+	created, updated int64
+	roles            sql.NullString
+	dest             []any
+}
+
+func newUserScanner() *userScanner {
+	s := &userScanner{}
+	s.dest = []any{&s.u.ID, &s.u.Username, &s.u.DisplayName, &s.u.Email, &s.u.Status,
+		&s.u.IsOwner, &s.u.Version, &s.created, &s.updated, &s.roles}
+	return s
+}
+
+// scan reads the current row. Every destination is assigned by each scan
+// (NULL included), so nothing of the row before carries over.
+func (s *userScanner) scan(rows *sql.Rows) (model.User, error) {
+	if err := rows.Scan(s.dest...); err != nil {
+		return model.User{}, err
+	}
+	u := s.u
+	u.CreatedAt, u.UpdatedAt = micros(s.created).time(), micros(s.updated).time()
+	u.Roles = splitIDs(s.roles.String)
+	return u, nil
+}
+
+// splitIDs splits a comma-separated list of IDs ("" is none).
+func splitIDs(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
+}
+
+// UserFilter selects users; the zero value selects everyone.
+type UserFilter struct {
+	// Prefix matches a prefix of the lower-cased username or display name
+	// (and of the email when MatchEmail is set); it is lower-cased here.
+	Prefix     string
+	MatchEmail bool
+	RoleID     string
+	Status     string
+}
+
+// ListUsers returns up to limit users with IDs after the given one that pass
+// the filter, in ID order, and whether more follow, as of the request's
+// scope: one statement, role IDs included. Every filter is an index range:
+// the prefix is one range per key, so a search costs what its matches cost,
+// never a scan of every user.
+func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+	key := cacheKey{kind: cacheUserPage, a: f.Prefix, b: f.RoleID, c: f.Status, d: after, n: limit, flag: f.MatchEmail}
+	p, err := cachedRead(ctx, s.cache, key, func(userPage) []dep { return pageDeps }, userPage.bytes,
+		func(p userPage) userPage {
+			users := make([]model.User, len(p.users))
+			for i, u := range p.users {
+				users[i] = copyUser(u)
+			}
+			return userPage{users: users, more: p.more}
+		},
+		func() (userPage, error) {
+			users, more, err := s.queries.listUsers(ctx, f, after, limit)
+			return userPage{users, more}, err
+		})
+	return p.users, p.more, err
+}
+
+type userPage struct {
+	users []model.User
+	more  bool
+}
+
+func (p userPage) bytes() int {
+	n := 64
+	for _, u := range p.users {
+		n += userBytes(u)
+	}
+	return n
+}
+
+func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+	// The plan is chosen here, not left to the planner's guesses (SQLite
+	// has no statistics): a prefix drives the query from its index ranges,
+	// else a role from its holders in ID order, else the status index, else
+	// the primary key. Each combination of filters is one constant
+	// statement, prepared once.
+	text, args := q.sql().listUsers(f, after, limit)
+	rows, err := q.query(ctx, text, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	out := make([]model.User, 0, min(limit+1, 64))
+	scan := newUserScanner()
+	for rows.Next() {
+		u, err := scan.scan(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("list users: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, false, fmt.Errorf("list users: %w", err)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, nil
+}
+
+// listUsers returns the statement of a page of users for the filter's shape
+// (built once per shape) and its arguments.
+func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any) {
+	shape := 0
+	if f.Prefix != "" {
+		shape |= 1
+		if f.MatchEmail {
+			shape |= 2
+		}
+	}
+	if f.RoleID != "" {
+		shape |= 4
+	}
+	if f.Status != "" {
+		shape |= 8
+	}
+	args := make([]any, 0, 10)
+	if f.Prefix != "" {
+		lo := strings.ToLower(f.Prefix)
+		hi := prefixEnd(lo)
+		n := 2
+		if f.MatchEmail {
+			n = 3
+		}
+		for range n {
+			args = append(args, lo, hi)
+		}
+		if f.Status != "" {
+			args = append(args, f.Status)
+		}
+		if f.RoleID != "" {
+			args = append(args, f.RoleID)
+		}
+	} else {
+		if f.RoleID != "" {
+			args = append(args, f.RoleID)
+		}
+		if f.Status != "" {
+			args = append(args, f.Status)
+		}
+	}
+	args = append(args, after, limit+1)
+	if text, ok := h.listUsersByShape.Load(shape); ok {
+		return text.(string), args
+	}
+	text := buildListUsers(h.dialect, f)
+	h.listUsersByShape.Store(shape, text)
+	return text, args
+}
+
+func buildListUsers(d dialect, f UserFilter) string {
+	var b strings.Builder
+	b.WriteString("SELECT " + userColumns(d) + " FROM users u")
+	order := "u.id"
+	switch {
+	case f.Prefix != "":
+		keys := []string{"username_key", "display_name_key"}
+		if f.MatchEmail {
+			keys = append(keys, "email_key")
+		}
+		b.WriteString(" WHERE u.id IN (")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(" UNION ")
+			}
+			b.WriteString("SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?")
+		}
+		b.WriteString(")")
+		if f.Status != "" {
+			// "|| ''" keeps SQLite, which has no statistics to tell, from
+			// preferring the status index to the prefix ranges.
+			b.WriteString(" AND u.status || '' = ?")
+		}
+		if f.RoleID != "" {
+			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = ?)")
+		}
+		b.WriteString(" AND")
+	case f.RoleID != "":
+		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = ? WHERE")
+		order = "h.user_id" // the order of the role's index
+		if f.Status != "" {
+			b.WriteString(" u.status = ? AND")
+		}
+	case f.Status != "":
+		b.WriteString(" WHERE u.status = ? AND")
+	default:
+		b.WriteString(" WHERE")
+	}
+	b.WriteString(" " + order + " > ? ORDER BY " + order + " LIMIT ?")
+	return b.String()
+}
+
+// hotSQL is the text of the hot statements for one dialect, built once.
+type hotSQL struct {
+	dialect                               dialect
+	getUser                               string
+	tokenByHash, tokenByID, credentialsOf string
+	listUsersByShape                      sync.Map // int -> string
+}
+
+func newHotSQL(d dialect) *hotSQL {
+	token := "SELECT t.id, t.hash, t.expires_at, " + credentialColumns(d) +
+		" FROM tokens t JOIN users u ON u.id = t.user_id WHERE "
+	return &hotSQL{
+		dialect:       d,
+		getUser:       "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
+		tokenByHash:   token + "t.hash = ?",
+		tokenByID:     token + "t.id = ?",
+		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u WHERE u.id = ?",
+	}
+}
+
+var hotSQLs = map[string]*hotSQL{"sqlite": newHotSQL(sqliteDialect{}), "postgres": newHotSQL(postgresDialect{})}
+
+func (q queries) sql() *hotSQL { return hotSQLs[q.dialect.name()] }
+
+// prefixEnd is the least string greater than every string that starts with
+// prefix: its last rune incremented (a rune already at the maximum is
+// dropped and the one before it incremented). "" has no end: it is returned
+// as the largest string there is.
+func prefixEnd(prefix string) string {
+	r := []rune(prefix)
+	for i := len(r) - 1; i >= 0; i-- {
+		switch {
+		case r[i] == 0xD7FF: // skip the surrogates, which no string holds
+			r[i] = 0xE000
+			return string(r[:i+1])
+		case r[i] < utf8.MaxRune:
+			r[i]++
+			return string(r[:i+1])
+		}
+	}
+	return string(utf8.MaxRune)
+}
+
+// Credentials are what authenticating a token learns: whose it is (their
+// status, whether they own the community, their roles) and until when it
+// holds.
+type Credentials struct {
+	Principal model.Principal
+	TokenHash string
+	Status    string
+	ExpiresAt *time.Time
+}
+
+// Credentials looks a token up by its hash, as of the request's scope. An
+// unknown or revoked token is a 401 (never kept: the next request asks
+// again).
+func (s *Store) Credentials(ctx context.Context, tokenHash string) (Credentials, error) {
+	return cachedRead(ctx, s.cache, cacheKey{kind: cacheCredentials, a: tokenHash}, credentialDeps,
+		func(c Credentials) int { return 256 + 40*len(c.Principal.Roles) },
+		func(c Credentials) Credentials {
+			c.Principal.Roles = slices.Clone(c.Principal.Roles)
+			return c
+		},
+		func() (Credentials, error) { return s.queries.tokenCredentials(ctx, false, tokenHash) })
+}
+
+// credentialDeps: a token's credentials change with the token and with its
+// user (status, roles, deletion).
+func credentialDeps(c Credentials) []dep {
+	return []dep{{"tokens", c.TokenHash}, {"users", c.Principal.UserID}}
+}
+
+// CredentialsOfToken is Credentials for a token already authenticated, by
+// its ID, read now: requests that outlive their start (event streams) use
+// it to learn that their token was revoked or has expired since.
+func (s *Store) CredentialsOfToken(ctx context.Context, tokenID string) (Credentials, error) {
+	return s.queries.tokenCredentials(ctx, true, tokenID)
+}
+
+// CredentialsOf is what Credentials learns, for a user rather than a token
+// (no token, no expiry): their status and roles, read now. An unknown user
+// is a 404.
+func (s *Store) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
+	return s.queries.credentialsOf(ctx, userID)
+}
+
+func credentialColumns(d dialect) string {
+	return "u.id, u.status, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
+		" FROM user_roles ur WHERE ur.user_id = u.id)"
+}
+
+func (q queries) tokenCredentials(ctx context.Context, byID bool, arg string) (Credentials, error) {
+	text := q.sql().tokenByHash
+	if byID {
+		text = q.sql().tokenByID
+	}
+	rows, err := q.query(ctx, text, arg)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("authenticate: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Credentials{}, fmt.Errorf("authenticate: %w", err)
+		}
+		return Credentials{}, apperr.Unauthenticated("The bearer token is unknown or revoked.")
+	}
+	var c Credentials
+	var expires *micros
+	var roles sql.NullString
+	if err := rows.Scan(append([]any{&c.Principal.TokenID, &c.TokenHash, &expires}, c.scanTargets(&roles)...)...); err != nil {
+		return Credentials{}, fmt.Errorf("authenticate: %w", err)
+	}
+	c.ExpiresAt = timePtr(expires)
+	c.finish(roles)
+	return c, rows.Close()
+}
+
+func (q queries) credentialsOf(ctx context.Context, userID string) (Credentials, error) {
+	rows, err := q.query(ctx, q.sql().credentialsOf, userID)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
+		}
+		return Credentials{}, apperr.NotFound("User %q does not exist.", userID)
+	}
+	var c Credentials
+	var roles sql.NullString
+	if err := rows.Scan(c.scanTargets(&roles)...); err != nil {
+		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
+	}
+	c.finish(roles)
+	return c, rows.Close()
+}
+
+// scanTargets are the destinations of credentialColumns; finish completes
+// what they hold.
+func (c *Credentials) scanTargets(roles *sql.NullString) []any {
+	return []any{&c.Principal.UserID, &c.Status, &c.Principal.IsOwner, roles}
+}
+
+func (c *Credentials) finish(roles sql.NullString) {
+	c.Principal.Roles = splitIDs(roles.String)
+	sort.Strings(c.Principal.Roles)
+}

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Migration 0011 as it shipped: PostgreSQL's data_version row, and
+// triggers that bumped it once per writing transaction. Migration 0012
+// replaced its triggers and function with the change log's
+// (changelog.go), which bumps the same row; this code only runs on the way
+// there.
+
+func migrateDataVersion(tx *gorm.DB, d dialect) error {
+	pg, ok := d.(postgresDialect)
+	if !ok {
+		return nil
+	}
+	if err := tx.Exec(pg.lockWrites()).Error; err != nil {
+		return fmt.Errorf("take the write lock: %w", err)
+	}
+	schema, err := currentSchema(tx)
+	if err != nil {
+		return err
+	}
+	stmts := []string{
+		`CREATE TABLE data_version (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  v BIGINT NOT NULL,
+  nonce BIGINT NOT NULL
+)`,
+		"INSERT INTO data_version (id, v, nonce) VALUES (1, 1, " + randomNonce + ")",
+		bumpFunction0011(schema, pg.tag),
+	}
+	fn := quoteIdent(schema) + ".bump_data_version()"
+	for _, t := range cachedTablesOf0011 {
+		stmts = append(stmts,
+			"CREATE CONSTRAINT TRIGGER "+t+"_data_version AFTER INSERT OR UPDATE OR DELETE ON "+t+
+				" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+fn,
+			"CREATE TRIGGER "+t+"_data_version_truncate AFTER TRUNCATE ON "+t+" FOR EACH STATEMENT EXECUTE FUNCTION "+fn,
+			"ALTER TABLE "+t+" ENABLE ALWAYS TRIGGER "+t+"_data_version",
+			"ALTER TABLE "+t+" ENABLE ALWAYS TRIGGER "+t+"_data_version_truncate")
+	}
+	for _, s := range stmts {
+		if err := tx.Exec(s).Error; err != nil {
+			return fmt.Errorf("%s: %w", firstLine(s), err)
+		}
+	}
+	return nil
+}
+
+func bumpFunction0011(schema, tag string) string {
+	q := quoteIdent(schema)
+	bumped := "'guildhall.data_version_" + tag + "'"
+	return `CREATE OR REPLACE FUNCTION ` + q + `.bump_data_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting(` + bumped + `, true) IS NOT DISTINCT FROM txid_current()::text THEN
+    RETURN NULL;
+  END IF;
+  PERFORM set_config(` + bumped + `, txid_current()::text, true);
+  IF current_setting('guildhall.writer_` + tag + `', true) IS DISTINCT FROM 'on' THEN
+    UPDATE ` + q + `.settings SET auth_version = auth_version + 1, credentials_version = credentials_version + 1 WHERE id = 1;
+  END IF;
+  INSERT INTO ` + q + `.data_version AS d (id, v, nonce) VALUES (1, 1, ` + randomNonce + `)
+    ON CONFLICT (id) DO UPDATE SET v = d.v + 1, nonce = excluded.nonce;
+  RETURN NULL;
+END
+$$`
+}
