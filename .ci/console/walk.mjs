@@ -106,8 +106,8 @@ try {
       .observe({ type: 'layout-shift', buffered: true });
   });
   // What the walk provokes on purpose: a channel that is not there (404, and
-  // 400 for its permissions).
-  const provoked = [/\/api\/channels\/nope(\/permissions)?$/, /\/permissions\?channelID=nope$/];
+  // 400 for its permissions), a role deleted meanwhile.
+  const provoked = [/\/api\/channels\/nope(\/permissions)?$/, /\/permissions\?channelID=nope$/, /\/api\/users\/[^/]+\/roles\/doomed$/];
   const watch = (page, who) => {
     page.on('pageerror', (e) => pageErrors.push(`${who} pageerror: ${e.message}`));
     page.on('console', (m) => {
@@ -262,16 +262,51 @@ try {
     await page.locator('#user-h').filter({ hasText: display }).waitFor();
   };
   await createUser('alice', 'Alice Liddell');
-  await page.locator('input[name="role-muted"]').click();
-  await page.locator('input[name="role-muted"]:checked').waitFor();
+  // A role's box ticks at once (page.check() fails when a click does not
+  // change it), marked pending until the server answers: the answer is held
+  // here until the mark has been seen.
+  stage = 'users: a role ticks at once';
+  await soft(stage, async () => {
+    let release;
+    const answered = new Promise((r) => { release = r; });
+    await page.route('**/api/users/*/roles/muted', async (route) => { await answered; await route.continue(); }, { times: 1 });
+    try {
+      await page.locator('input[name="role-muted"]').check();
+      await page.locator('label[data-pending="true"]:has(input[name="role-muted"]:checked)').waitFor();
+      await shot(page, 'users-role-pending');
+    } finally {
+      release();
+    }
+  });
+  await page.locator('label:not([data-pending]):has(input[name="role-muted"]:checked)').waitFor();
   const alice = (await api('GET', '/users?q=alice', token)).json.items[0];
   expect(alice?.roles?.includes('muted'), `alice's roles ${JSON.stringify(alice?.roles)}`);
+  // A refused one is set back with the reason: a role deleted meanwhile.
+  stage = 'users: a refused role is set back';
+  await soft(stage, async () => {
+    expect((await api('POST', '/roles/doomed/create', token, { name: 'Doomed' })).status === 201, 'role doomed not created');
+    await page.reload();
+    await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+    await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+    const doomed = page.locator('input[name="role-doomed"]');
+    await doomed.waitFor();
+    expect((await api('POST', '/roles/doomed/delete', token)).status === 204, 'role doomed not deleted');
+    await doomed.check();
+    const note = page.getByTestId('role-refused');
+    await note.waitFor();
+    const says = (await note.textContent()).replace(/\s+/g, ' ');
+    expect(says.includes('not assigned') && says.includes('Not found'), `the refused role says: ${says}`);
+    expect(!(await doomed.isChecked()), 'the refused role is still ticked');
+    expect(await page.locator('.problem[data-status="404"]').count() === 1, 'the refusal is not shown in words');
+    await shot(page, 'users-role-refused');
+    log(`a role deleted meanwhile: its box ticked at once, then set back: "${says}"`);
+  });
   expectLive('user.created');
   expectLive('user.role.assigned');
   // The moderator, with a token made here: its secret is shown once.
   await createUser('morgan', 'Morgan Mod');
   await page.locator('input[name="role-mods"]').click();
-  await page.locator('input[name="role-mods"]:checked').waitFor();
+  await page.locator('label:not([data-pending]):has(input[name="role-mods"]:checked)').waitFor();
   await page.locator('input[name="token-name"]').fill('console walk');
   await page.getByRole('button', { name: 'Create token' }).click();
   const secretBox = page.getByTestId('token-secret');
