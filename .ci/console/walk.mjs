@@ -77,6 +77,36 @@ async function api(method, p, tok, body) {
   return { status: r.status, json, etag: r.headers.get('ETag') };
 }
 
+// The audit log names users, roles, channels and tokens (deleted ones too),
+// with the ID on hover only: no ID in the visible text of any entry.
+async function auditNamed(p, { alice, bob }) {
+  const table = p.locator('[data-testid="audit"]');
+  // Names are looked up after the entries show: wait until none is pending.
+  await p.waitForFunction(() => ![...document.querySelectorAll('[data-testid="audit"] .ref')].some((r) => r.textContent === '…'));
+  const text = await table.locator('tbody').innerText();
+  const raw = text.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b(user|role|channel|token|attachment):[^\s,;]+|\bunknown (user|role|channel|token)\b/g) ?? [];
+  expect(raw.length === 0, `the audit log shows IDs, not names: ${[...new Set(raw)].slice(0, 4).join(', ')}`);
+  // [type, subject, what it says, the ID on hover]
+  const want = [
+    ['user.created', `user:${alice.id}`, 'user Alice Liddell', `user:${alice.id}`],
+    ['user.role.assigned', `user:${alice.id}`, '+Muted', 'role:muted'],
+    ['channel.overwrite.set', 'channel:ops', 'target role Muted', 'role:muted'],
+    ['user.token.deleted', `user:${alice.id}`, 'token to revoke', 'token:'],
+    ['user.deleted', `user:${bob.id}`, 'user bob', `user:${bob.id}`],
+    ['user.created', `user:${bob.id}`, 'user bob', `user:${bob.id}`],
+    ['role.deleted', 'role:helpers', 'role Helpers', 'role:helpers'],
+    ['channel.deleted', 'channel:scratch', '#Scratch pad', 'channel:scratch'],
+    ['channel.attachment.deleted', 'attachment:ops/logo.png', 'logo.png in #Operations', 'channel:ops'],
+  ];
+  for (const [type, subject, name, title] of want) {
+    const hover = title.endsWith(':') ? `[title^="${title}"]` : `[title="${title}"]`;
+    const r = table.locator(`tbody tr[data-type="${type}"][data-subject="${subject}"]`).filter({ has: p.locator(hover) }).first();
+    if (!expect(await r.count() === 1, `no ${type} entry of ${subject} with ${title} on hover`)) continue;
+    const t = (await r.innerText()).replace(/\s+/g, ' ');
+    expect(t.includes(name), `the ${type} entry does not say "${name}": ${t}`);
+  }
+}
+
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guildhall-console-'));
 fs.mkdirSync(shotDir, { recursive: true });
 let context;
@@ -434,6 +464,14 @@ try {
   await page.getByRole('button', { name: 'Revoke to revoke' }).waitFor({ state: 'detached' });
   expect((await api('GET', `/users/${alice.id}/tokens`, token)).json?.items?.length === 0, 'the token was not revoked');
   expectLive('user.token.deleted');
+  stage = 'users: delete';
+  await createUser('bob', 'Bob Builder');
+  const bob = (await api('GET', '/users?q=bob', token)).json.items[0];
+  await page.getByRole('button', { name: 'Delete user…' }).click();
+  await page.locator('dialog.confirm').getByRole('button', { name: 'Delete user' }).click();
+  await page.locator('#user-h').waitFor({ state: 'detached' });
+  expect((await api('GET', `/users/${bob.id}`, token)).status === 404, 'bob was not deleted');
+  expectLive('user.deleted', `user:${bob.id}`);
 
   stage = 'roles: delete';
   await page.goto(`${base}/console/#/roles`);
@@ -443,7 +481,7 @@ try {
   await page.locator('[data-role="helpers"]').waitFor({ state: 'detached' });
   expect(await order() === 'muted,mods', `roles after deleting helpers: ${await order()}`);
   expectLive('role.deleted', 'role:helpers');
-  log('renamed and deleted a channel (the confirmation says what goes with it), suspended and reactivated a user, revoked a token, deleted a role');
+  log('renamed and deleted a channel (the confirmation says what goes with it), suspended and reactivated a user, revoked a token, deleted a user and a role');
 
   // ------------------------------------------------------------------- Why?
   stage = 'permissions: why';
@@ -471,7 +509,9 @@ try {
   expect(seen >= 10, `only ${seen} events arrived live`);
   const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"]').first();
   expect((await perm.textContent()).includes('+MANAGE_CHANNELS'), 'the audit row of role.permissions.set shows no before/after');
-  await shot(audit, 'audit-log');
+  stage = 'audit log: names, not IDs';
+  await soft(stage, () => auditNamed(audit, { alice, bob }));
+  await shot(audit, 'audit-log', { fullPage: true });
   // Filtered: role events only.
   await audit.locator('select[name="type"]').selectOption('role.*');
   await audit.getByRole('button', { name: 'Filter' }).click();
@@ -490,6 +530,7 @@ try {
     await page.waitForLoadState('networkidle');
     const cls = await page.evaluate(() => window.__cls);
     expect(cls < 0.1, `layout shift on loading #/${p}: ${cls.toFixed(3)}`);
+    if (p === 'audit') await soft('audit log loaded: names, not IDs', () => auditNamed(page, { alice, bob }));
   }
 
   // ------------------------------------------------------------------ 360 px
