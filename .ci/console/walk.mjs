@@ -13,6 +13,8 @@
 //              with the fresh state (If-Match, 412);
 //   moderator: sees disabled controls with the missing permission as the
 //              reason, and a refused save as a readable 403;
+//   member:    without VIEW_AUDIT_LOG the live state does not look live, and a
+//              channel they cannot see reads as one that does not exist;
 //   360 px:    every page fits (no horizontal page scroll);
 //   always:    no request leaves loopback, no page error, no CSP violation,
 //              no layout shift on load.
@@ -135,9 +137,9 @@ try {
     new PerformanceObserver((l) => { for (const e of l.getEntries()) if (!e.hadRecentInput) window.__cls += e.value; })
       .observe({ type: 'layout-shift', buffered: true });
   });
-  // What the walk provokes on purpose: a channel that is not there (404, and
-  // 400 for its permissions), a role deleted meanwhile.
-  const provoked = [/\/api\/channels\/nope(\/permissions)?$/, /\/permissions\?channelID=nope$/, /\/api\/users\/[^/]+\/roles\/doomed$/];
+  // What the walk provokes on purpose: channels that are not there (or not
+  // visible: 404, and 400 for their permissions), a role deleted meanwhile.
+  const provoked = [/\/api\/channels\/(nope|vault)(\/permissions)?$/, /\/permissions\?channelID=(nope|vault)$/, /\/api\/users\/[^/]+\/roles\/doomed$/];
   const watch = (page, who) => {
     page.on('pageerror', (e) => pageErrors.push(`${who} pageerror: ${e.message}`));
     page.on('console', (m) => {
@@ -187,6 +189,7 @@ try {
   await signIn(audit, token);
   await audit.goto(`${base}/console/#/audit`);
   await audit.getByTestId('live').filter({ hasText: '● live' }).waitFor();
+  const liveColor = await audit.getByTestId('live').evaluate((el) => getComputedStyle(el).color);
   await audit.locator('[data-testid="audit"]').waitFor();
   // The walk happens in the first tab; a background tab's rendering is
   // throttled, so it comes to the front (the audit tab keeps streaming).
@@ -585,6 +588,31 @@ try {
   await shot(page, 'moderator-403');
   summary.push(`moderator: disabled controls with reasons, 403 reads "${words.match(/Refused: [^.]*?#ops/)?.[0]}"`);
   log(`moderator: controls disabled with reasons; the refused save reads "${words}"`);
+
+  // ---------------------------------------------------------------- member
+  stage = 'member';
+  // #vault, which everyone but the owner is denied.
+  expect((await api('POST', '/channels/vault/create', token, { name: 'Vault' })).status === 201, 'channel vault not created');
+  expect((await api('POST', '/channels/vault/permissions', token, { target_type: 'everyone', allow: [], deny: ['VIEW_CHANNEL'] })).status === 200,
+    'vault not hidden');
+  const aliceToken = (await api('POST', `/users/${alice.id}/tokens`, token, { name: 'console walk' })).json?.token;
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await signIn(page, aliceToken);
+  stage = 'member: live off';
+  await soft(stage, async () => {
+    const off = page.getByTestId('live').filter({ hasText: 'live off (needs VIEW_AUDIT_LOG)' });
+    await off.waitFor();
+    const color = await off.evaluate((el) => getComputedStyle(el).color);
+    expect(color !== liveColor, `"live off" has the colour of "live" (${color})`);
+    log(`member: "live off" is ${color}, "● live" ${liveColor}`);
+  });
+  stage = 'member: a channel they cannot see';
+  await soft(stage, async () => {
+    const says = await noChannel(page, 'vault');
+    await shot(page, 'member-hidden-channel');
+    log(`member: #/channels/vault says: ${says}`);
+  });
+  summary.push('member: live off looks off, a hidden channel reads as not there');
 } catch (e) {
   failures.push(`${stage}: ${e.message.split('\n')[0]}`);
 } finally {

@@ -91,7 +91,7 @@ export function AuditPage(): JSX.Element {
   return (
     <section class="card" aria-labelledby="audit-h">
       <h2 id="audit-h">
-        Audit log <span class={`live ${c.live}`}>{c.live === "live" ? "● live" : c.live}</span>
+        Audit log <span class={`live is-${c.live}`}>{c.live === "live" ? "● live" : c.live}</span>
       </h2>
       <form
         class="filters"
