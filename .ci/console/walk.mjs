@@ -13,6 +13,8 @@
 //              with the fresh state (If-Match, 412);
 //   moderator: sees disabled controls with the missing permission as the
 //              reason, and a refused save as a readable 403;
+//   member:    without VIEW_AUDIT_LOG the live state does not look live, and a
+//              channel they cannot see reads as one that does not exist;
 //   360 px:    every page fits (no horizontal page scroll);
 //   always:    no request leaves loopback, no page error, no CSP violation,
 //              no layout shift on load.
@@ -41,6 +43,11 @@ let rateLimited = 0;
 const t0 = Date.now();
 const log = (msg) => console.log(`console: ${msg} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 const expect = (cond, msg) => { if (!cond) failures.push(msg); return cond; };
+// A check that records its failure and lets the walk go on (the later
+// checks do not depend on it).
+const soft = async (name, f) => {
+  try { await f(); } catch (e) { failures.push(`${name}: ${e.message.split('\n')[0]}`); }
+};
 let shots = 0;
 const shot = async (page, name, opts = {}) => {
   shots++;
@@ -72,6 +79,36 @@ async function api(method, p, tok, body) {
   return { status: r.status, json, etag: r.headers.get('ETag') };
 }
 
+// The audit log names users, roles, channels and tokens (deleted ones too),
+// with the ID on hover only: no ID in the visible text of any entry.
+async function auditNamed(p, { alice, bob }) {
+  const table = p.locator('[data-testid="audit"]');
+  // Names are looked up after the entries show: wait until none is pending.
+  await p.waitForFunction(() => ![...document.querySelectorAll('[data-testid="audit"] .ref')].some((r) => r.textContent === '…'));
+  const text = await table.locator('tbody').innerText();
+  const raw = text.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b(user|role|channel|token|attachment):[^\s,;]+|\bunknown (user|role|channel|token)\b/g) ?? [];
+  expect(raw.length === 0, `the audit log shows IDs, not names: ${[...new Set(raw)].slice(0, 4).join(', ')}`);
+  // [type, subject, what it says, the ID on hover]
+  const want = [
+    ['user.created', `user:${alice.id}`, 'user Alice Liddell', `user:${alice.id}`],
+    ['user.role.assigned', `user:${alice.id}`, '+Muted', 'role:muted'],
+    ['channel.overwrite.set', 'channel:ops', 'target role Muted', 'role:muted'],
+    ['user.token.deleted', `user:${alice.id}`, 'token to revoke', 'token:'],
+    ['user.deleted', `user:${bob.id}`, 'user bob', `user:${bob.id}`],
+    ['user.created', `user:${bob.id}`, 'user bob', `user:${bob.id}`],
+    ['role.deleted', 'role:helpers', 'role Helpers', 'role:helpers'],
+    ['channel.deleted', 'channel:scratch', '#Scratch pad', 'channel:scratch'],
+    ['channel.attachment.deleted', 'attachment:ops/logo.png', 'logo.png in #Operations', 'channel:ops'],
+  ];
+  for (const [type, subject, name, title] of want) {
+    const hover = title.endsWith(':') ? `[title^="${title}"]` : `[title="${title}"]`;
+    const r = table.locator(`tbody tr[data-type="${type}"][data-subject="${subject}"]`).filter({ has: p.locator(hover) }).first();
+    if (!expect(await r.count() === 1, `no ${type} entry of ${subject} with ${title} on hover`)) continue;
+    const t = (await r.innerText()).replace(/\s+/g, ' ');
+    expect(t.includes(name), `the ${type} entry does not say "${name}": ${t}`);
+  }
+}
+
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guildhall-console-'));
 fs.mkdirSync(shotDir, { recursive: true });
 let context;
@@ -100,6 +137,9 @@ try {
     new PerformanceObserver((l) => { for (const e of l.getEntries()) if (!e.hadRecentInput) window.__cls += e.value; })
       .observe({ type: 'layout-shift', buffered: true });
   });
+  // What the walk provokes on purpose: channels that are not there (or not
+  // visible: 404, and 400 for their permissions), a role deleted meanwhile.
+  const provoked = [/\/api\/channels\/(nope|vault)(\/permissions)?$/, /\/permissions\?channelID=(nope|vault)$/, /\/api\/users\/[^/]+\/roles\/doomed$/];
   const watch = (page, who) => {
     page.on('pageerror', (e) => pageErrors.push(`${who} pageerror: ${e.message}`));
     page.on('console', (m) => {
@@ -108,6 +148,7 @@ try {
       // Retry-After: counted, not a failure (the walk is faster than people).
       if (m.type() !== 'error') return;
       if (/status of 429/.test(m.text())) rateLimited++;
+      else if (/status of (400|404)/.test(m.text()) && provoked.some((r) => r.test(m.location().url))) return;
       else if (!/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()}`);
     });
   };
@@ -148,6 +189,7 @@ try {
   await signIn(audit, token);
   await audit.goto(`${base}/console/#/audit`);
   await audit.getByTestId('live').filter({ hasText: '● live' }).waitFor();
+  const liveColor = await audit.getByTestId('live').evaluate((el) => getComputedStyle(el).color);
   await audit.locator('[data-testid="audit"]').waitFor();
   // The walk happens in the first tab; a background tab's rendering is
   // throttled, so it comes to the front (the audit tab keeps streaming).
@@ -215,6 +257,34 @@ try {
   expectLive('channel.created', 'channel:ops');
   log('created channel ops');
 
+  // A channel that is not there reads so, whichever of the three requests
+  // answers first: the channel's own (404) is held here until the
+  // permissions question (400 for a channel that is not there) has been
+  // answered, the order in which "Request is invalid" used to win.
+  const noChannel = async (p, id) => {
+    const permsAnswered = p.waitForResponse((r) => r.url().includes(`/permissions?channelID=${id}`));
+    const hold = async (route) => { await permsAnswered.catch(() => {}); await route.continue(); };
+    const urls = [`**/api/channels/${id}`, `**/api/channels/${id}/permissions`];
+    for (const u of urls) await p.route(u, hold);
+    try {
+      await p.goto(`${base}/console/#/channels/${id}`);
+      const box = p.locator('.detail .problem');
+      await box.waitFor();
+      const says = (await box.textContent()).replace(/\s+/g, ' ');
+      expect(says.includes(`No channel “${id}”`) && says.includes('does not exist') && !says.includes('invalid'),
+        `#/channels/${id} says: ${says}`);
+      return says;
+    } finally {
+      for (const u of urls) await p.unroute(u);
+    }
+  };
+  stage = 'channels: one that is not there';
+  await soft(stage, async () => {
+    const says = await noChannel(page, 'nope');
+    await shot(page, 'channel-not-there');
+    log(`#/channels/nope says: ${says}`);
+  });
+
   // ------------------------------------------------------------------ users
   stage = 'users: create';
   await page.goto(`${base}/console/#/users`);
@@ -225,16 +295,51 @@ try {
     await page.locator('#user-h').filter({ hasText: display }).waitFor();
   };
   await createUser('alice', 'Alice Liddell');
-  await page.locator('input[name="role-muted"]').click();
-  await page.locator('input[name="role-muted"]:checked').waitFor();
+  // A role's box ticks at once (page.check() fails when a click does not
+  // change it), marked pending until the server answers: the answer is held
+  // here until the mark has been seen.
+  stage = 'users: a role ticks at once';
+  await soft(stage, async () => {
+    let release;
+    const answered = new Promise((r) => { release = r; });
+    await page.route('**/api/users/*/roles/muted', async (route) => { await answered; await route.continue(); }, { times: 1 });
+    try {
+      await page.locator('input[name="role-muted"]').check();
+      await page.locator('label[data-pending="true"]:has(input[name="role-muted"]:checked)').waitFor();
+      await shot(page, 'users-role-pending');
+    } finally {
+      release();
+    }
+  });
+  await page.locator('label:not([data-pending]):has(input[name="role-muted"]:checked)').waitFor();
   const alice = (await api('GET', '/users?q=alice', token)).json.items[0];
   expect(alice?.roles?.includes('muted'), `alice's roles ${JSON.stringify(alice?.roles)}`);
+  // A refused one is set back with the reason: a role deleted meanwhile.
+  stage = 'users: a refused role is set back';
+  await soft(stage, async () => {
+    expect((await api('POST', '/roles/doomed/create', token, { name: 'Doomed' })).status === 201, 'role doomed not created');
+    await page.reload();
+    await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+    await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+    const doomed = page.locator('input[name="role-doomed"]');
+    await doomed.waitFor();
+    expect((await api('POST', '/roles/doomed/delete', token)).status === 204, 'role doomed not deleted');
+    await doomed.check();
+    const note = page.getByTestId('role-refused');
+    await note.waitFor();
+    const says = (await note.textContent()).replace(/\s+/g, ' ');
+    expect(says.includes('not assigned') && says.includes('Not found'), `the refused role says: ${says}`);
+    expect(!(await doomed.isChecked()), 'the refused role is still ticked');
+    expect(await page.locator('.problem[data-status="404"]').count() === 1, 'the refusal is not shown in words');
+    await shot(page, 'users-role-refused');
+    log(`a role deleted meanwhile: its box ticked at once, then set back: "${says}"`);
+  });
   expectLive('user.created');
   expectLive('user.role.assigned');
   // The moderator, with a token made here: its secret is shown once.
   await createUser('morgan', 'Morgan Mod');
   await page.locator('input[name="role-mods"]').click();
-  await page.locator('input[name="role-mods"]:checked').waitFor();
+  await page.locator('label:not([data-pending]):has(input[name="role-mods"]:checked)').waitFor();
   await page.locator('input[name="token-name"]').fill('console walk');
   await page.getByRole('button', { name: 'Create token' }).click();
   const secretBox = page.getByTestId('token-secret');
@@ -362,6 +467,14 @@ try {
   await page.getByRole('button', { name: 'Revoke to revoke' }).waitFor({ state: 'detached' });
   expect((await api('GET', `/users/${alice.id}/tokens`, token)).json?.items?.length === 0, 'the token was not revoked');
   expectLive('user.token.deleted');
+  stage = 'users: delete';
+  await createUser('bob', 'Bob Builder');
+  const bob = (await api('GET', '/users?q=bob', token)).json.items[0];
+  await page.getByRole('button', { name: 'Delete user…' }).click();
+  await page.locator('dialog.confirm').getByRole('button', { name: 'Delete user' }).click();
+  await page.locator('#user-h').waitFor({ state: 'detached' });
+  expect((await api('GET', `/users/${bob.id}`, token)).status === 404, 'bob was not deleted');
+  expectLive('user.deleted', `user:${bob.id}`);
 
   stage = 'roles: delete';
   await page.goto(`${base}/console/#/roles`);
@@ -371,7 +484,7 @@ try {
   await page.locator('[data-role="helpers"]').waitFor({ state: 'detached' });
   expect(await order() === 'muted,mods', `roles after deleting helpers: ${await order()}`);
   expectLive('role.deleted', 'role:helpers');
-  log('renamed and deleted a channel (the confirmation says what goes with it), suspended and reactivated a user, revoked a token, deleted a role');
+  log('renamed and deleted a channel (the confirmation says what goes with it), suspended and reactivated a user, revoked a token, deleted a user and a role');
 
   // ------------------------------------------------------------------- Why?
   stage = 'permissions: why';
@@ -399,7 +512,9 @@ try {
   expect(seen >= 10, `only ${seen} events arrived live`);
   const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"]').first();
   expect((await perm.textContent()).includes('+MANAGE_CHANNELS'), 'the audit row of role.permissions.set shows no before/after');
-  await shot(audit, 'audit-log');
+  stage = 'audit log: names, not IDs';
+  await soft(stage, () => auditNamed(audit, { alice, bob }));
+  await shot(audit, 'audit-log', { fullPage: true });
   // Filtered: role events only.
   await audit.locator('select[name="type"]').selectOption('role.*');
   await audit.getByRole('button', { name: 'Filter' }).click();
@@ -418,6 +533,7 @@ try {
     await page.waitForLoadState('networkidle');
     const cls = await page.evaluate(() => window.__cls);
     expect(cls < 0.1, `layout shift on loading #/${p}: ${cls.toFixed(3)}`);
+    if (p === 'audit') await soft('audit log loaded: names, not IDs', () => auditNamed(page, { alice, bob }));
   }
 
   // ------------------------------------------------------------------ 360 px
@@ -472,6 +588,31 @@ try {
   await shot(page, 'moderator-403');
   summary.push(`moderator: disabled controls with reasons, 403 reads "${words.match(/Refused: [^.]*?#ops/)?.[0]}"`);
   log(`moderator: controls disabled with reasons; the refused save reads "${words}"`);
+
+  // ---------------------------------------------------------------- member
+  stage = 'member';
+  // #vault, which everyone but the owner is denied.
+  expect((await api('POST', '/channels/vault/create', token, { name: 'Vault' })).status === 201, 'channel vault not created');
+  expect((await api('POST', '/channels/vault/permissions', token, { target_type: 'everyone', allow: [], deny: ['VIEW_CHANNEL'] })).status === 200,
+    'vault not hidden');
+  const aliceToken = (await api('POST', `/users/${alice.id}/tokens`, token, { name: 'console walk' })).json?.token;
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await signIn(page, aliceToken);
+  stage = 'member: live off';
+  await soft(stage, async () => {
+    const off = page.getByTestId('live').filter({ hasText: 'live off (needs VIEW_AUDIT_LOG)' });
+    await off.waitFor();
+    const color = await off.evaluate((el) => getComputedStyle(el).color);
+    expect(color !== liveColor, `"live off" has the colour of "live" (${color})`);
+    log(`member: "live off" is ${color}, "● live" ${liveColor}`);
+  });
+  stage = 'member: a channel they cannot see';
+  await soft(stage, async () => {
+    const says = await noChannel(page, 'vault');
+    await shot(page, 'member-hidden-channel');
+    log(`member: #/channels/vault says: ${says}`);
+  });
+  summary.push('member: live off looks off, a hidden channel reads as not there');
 } catch (e) {
   failures.push(`${stage}: ${e.message.split('\n')[0]}`);
 } finally {

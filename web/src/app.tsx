@@ -269,8 +269,8 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
               {p.label}
             </a>
           ))}
-          <span class={`live ${live}`} title="The live event stream" data-testid="live">
-            {live === "live" ? "● live" : live === "off" ? "live off (needs VIEW_AUDIT_LOG)" : live === "retrying" ? "reconnecting…" : "connecting…"}
+          <span class={`live is-${live}`} title="The live event stream" data-testid="live">
+            {live === "live" ? "● live" : live === "off" ? "○ live off (needs VIEW_AUDIT_LOG)" : live === "retrying" ? "reconnecting…" : "connecting…"}
           </span>
         </nav>
         <main class="page" id="main">

@@ -1,10 +1,13 @@
 // The audit log: a filterable table with the before/after of each change,
 // updated live from /api/events (Server-Sent Events through a ticket).
-import type { JSX } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+// Users, roles, channels and tokens are named, never shown by ID (the ID is
+// on hover), deleted ones too: by what the log itself says of them.
+import type { ComponentChildren, JSX } from "preact";
+import { createContext, Fragment } from "preact";
+import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { need } from "../access";
 import { ok, type AuditEvent } from "../api";
-import { eventTypes, useConsole } from "../state";
+import { eventTypes, useConsole, type Console } from "../state";
 import { Btn, ProblemBox, ReadOnly, useAction, when } from "../ui";
 
 interface Filters {
@@ -35,7 +38,7 @@ export function AuditPage(): JSX.Element {
   const [items, setItems] = useState<AuditEvent[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
   const [fresh, setFresh] = useState<Set<number>>(new Set());
-  const [actors, setActors] = useState<Map<string, string>>(new Map());
+  const names = useNames(c, items);
   const act = useAction();
   const live = useRef({ filters, actorID });
   live.current = { filters, actorID };
@@ -77,22 +80,6 @@ export function AuditPage(): JSX.Element {
       setFresh((s) => new Set(s).add(e.seq));
     });
   }, []);
-  // Names of the actors shown.
-  useEffect(() => {
-    const missing = [...new Set((items ?? []).map((e) => e.actor_id).filter((x): x is string => !!x && !actors.has(x)))];
-    if (missing.length === 0) return;
-    void Promise.all(
-      missing.map(async (id) => {
-        try {
-          const u = await ok(c.api.GET("/users/{userID}", { params: { path: { userID: id } } }));
-          return [id, u.data.display_name || u.data.username] as const;
-        } catch {
-          return [id, id.slice(0, 8)] as const;
-        }
-      }),
-    ).then((pairs) => setActors((m) => new Map([...m, ...pairs])));
-  }, [items]);
-
   if (reason) {
     return (
       <section class="card">
@@ -104,7 +91,7 @@ export function AuditPage(): JSX.Element {
   return (
     <section class="card" aria-labelledby="audit-h">
       <h2 id="audit-h">
-        Audit log <span class={`live ${c.live}`}>{c.live === "live" ? "● live" : c.live}</span>
+        Audit log <span class={`live is-${c.live}`}>{c.live === "live" ? "● live" : c.live}</span>
       </h2>
       <form
         class="filters"
@@ -142,34 +129,38 @@ export function AuditPage(): JSX.Element {
         <p class="muted">No events match.</p>
       ) : (
         <div class="scroll">
-          <table class="table audit" data-testid="audit">
-            <thead>
-              <tr>
-                <th scope="col">When</th>
-                <th scope="col">Event</th>
-                <th scope="col">By</th>
-                <th scope="col">Change</th>
-              </tr>
-            </thead>
-            <tbody>
-              {items.map((e) => (
-                <tr key={e.seq} data-type={e.type} data-subject={e.subject} class={fresh.has(e.seq) ? "fresh" : ""}>
-                  <td>
-                    <span title={`seq ${e.seq}`}>{when(e.created_at)}</span>
-                  </td>
-                  <td>
-                    <code>{e.type}</code>
-                    <span class="sub">{e.subject}</span>
-                  </td>
-                  <td>{e.actor_id ? actors.get(e.actor_id) ?? "…" : "system"}</td>
-                  <td>
-                    <Change data={e.data} />
-                    {e.reason && <span class="sub">Reason: {e.reason}</span>}
-                  </td>
+          <NamesContext.Provider value={names}>
+            <table class="table audit" data-testid="audit">
+              <thead>
+                <tr>
+                  <th scope="col">When</th>
+                  <th scope="col">Event</th>
+                  <th scope="col">By</th>
+                  <th scope="col">Change</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {items.map((e) => (
+                  <tr key={e.seq} data-type={e.type} data-subject={e.subject} class={fresh.has(e.seq) ? "fresh" : ""}>
+                    <td>
+                      <span title={`seq ${e.seq}`}>{when(e.created_at)}</span>
+                    </td>
+                    <td>
+                      <code>{e.type}</code>
+                      <span class="sub">
+                        <Subject subject={e.subject} />
+                      </span>
+                    </td>
+                    <td>{e.actor_id ? <Ref kind="user" id={e.actor_id} /> : "system"}</td>
+                    <td>
+                      <Change event={e} />
+                      {e.reason && <span class="sub">Reason: {e.reason}</span>}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </NamesContext.Provider>
         </div>
       )}
       <Btn
@@ -207,27 +198,57 @@ function show(v: unknown): string {
 }
 
 /** The before/after of a change (sets show what was added and removed), else its details. */
-function Change(props: { data: Record<string, unknown> }): JSX.Element {
-  const { before, after, ...rest } = props.data;
+function Change(props: { event: AuditEvent }): JSX.Element {
+  const e = props.event;
+  const { before, after, target_type, target_id, ...rest } = e.data;
   const b = list(before);
   const a = list(after);
-  const restEntries = Object.entries(rest);
+  // A user's roles travel as role IDs.
+  const item = e.type.startsWith("user.role.") ? (x: string) => <Ref kind="role" id={x} /> : (x: string) => <>{x}</>;
+  const rows: [string, ComponentChildren][] = [];
+  if (typeof target_type === "string") {
+    const id = typeof target_id === "string" ? target_id : "";
+    rows.push([
+      "target",
+      target_type === "role" ? (
+        <>
+          role <Ref kind="role" id={id} />
+        </>
+      ) : target_type === "user" ? (
+        <>
+          user <Ref kind="user" id={id} />
+        </>
+      ) : (
+        "@everyone"
+      ),
+    ]);
+  }
+  for (const [k, v] of Object.entries(rest)) {
+    const ids = list(v);
+    if (k === "role_id" && typeof v === "string") rows.push(["role", <Ref kind="role" id={v} />]);
+    else if (k === "channel_id" && typeof v === "string") rows.push(["channel", <Ref kind="channel" id={v} />]);
+    else if (k === "token_id" && typeof v === "string") rows.push(["token", <Ref kind="token" id={v} />]);
+    else if (k === "name" && e.type.startsWith("user.token.")) continue; // the token's name, shown as the token
+    else if (k === "users" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="user" id={x} />))]);
+    else if (k === "roles" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="role" id={x} />))]);
+    else rows.push([k, show(v)]);
+  }
   return (
     <div class="change">
       {b && a ? (
         <div>
           {a.filter((x) => !b.includes(x)).map((x) => (
             <span key={`+${x}`} class="added">
-              +{x}{" "}
+              +{item(x)}{" "}
             </span>
           ))}
           {b.filter((x) => !a.includes(x)).map((x) => (
             <span key={`-${x}`} class="removed">
-              −{x}{" "}
+              −{item(x)}{" "}
             </span>
           ))}
           <span class="sub">
-            before: {b.join(", ") || "none"} → after: {a.join(", ") || "none"}
+            before: {joined(b.map(item))} → after: {joined(a.map(item))}
           </span>
         </div>
       ) : before !== undefined || after !== undefined ? (
@@ -235,16 +256,220 @@ function Change(props: { data: Record<string, unknown> }): JSX.Element {
           before: {show(before)} → after: {show(after)}
         </span>
       ) : null}
-      {restEntries.length > 0 && (
+      {rows.length > 0 && (
         <dl>
-          {restEntries.map(([k, v]) => (
+          {rows.map(([k, v]) => (
             <div key={k}>
               <dt>{k}</dt>
-              <dd>{show(v)}</dd>
+              <dd>{v}</dd>
             </div>
           ))}
         </dl>
       )}
     </div>
   );
+}
+
+/** Items separated by commas, or "none". */
+function joined(items: JSX.Element[]): ComponentChildren {
+  if (items.length === 0) return "none";
+  return items.map((x, i) => (
+    <Fragment key={i}>
+      {i > 0 && ", "}
+      {x}
+    </Fragment>
+  ));
+}
+
+/** What an event is about, in words: "role Moderators", "#Operations", "walk.txt in #Operations". */
+function Subject(props: { subject: string }): JSX.Element {
+  const { subject } = props;
+  const colon = subject.indexOf(":");
+  const kind = colon < 0 ? subject : subject.slice(0, colon);
+  const id = colon < 0 ? "" : subject.slice(colon + 1);
+  switch (kind) {
+    case "user":
+      return (
+        <>
+          user <Ref kind="user" id={id} />
+        </>
+      );
+    case "role":
+      return (
+        <>
+          role <Ref kind="role" id={id} />
+        </>
+      );
+    case "channel":
+      return <Ref kind="channel" id={id} />;
+    case "attachment": {
+      const slash = id.indexOf("/");
+      return (
+        <span title={subject}>
+          {id.slice(slash + 1)} in <Ref kind="channel" id={id.slice(0, slash)} />
+        </span>
+      );
+    }
+    case "global":
+      return <span title={subject}>global permissions</span>;
+  }
+  return <span title={subject}>{kind}</span>;
+}
+
+type Kind = "user" | "role" | "channel" | "token";
+
+/** A user, role, channel or token by name, with its ID on hover. */
+function Ref(props: { kind: Kind; id: string }): JSX.Element {
+  const names = useContext(NamesContext);
+  const key = `${props.kind}:${props.id}`;
+  const name = names?.name(key);
+  let text: string;
+  if (name !== undefined) text = props.kind === "channel" ? `#${name}` : name;
+  else text = names?.tried(key) ? `unknown ${props.kind}` : "…";
+  return (
+    <span class="ref" title={key} data-ref={key}>
+      {text}
+    </span>
+  );
+}
+
+interface Names {
+  /** The name of `kind:id`, if known. */
+  name: (key: string) => string | undefined;
+  /** Whether looking it up is over (so an unknown name stays unknown). */
+  tried: (key: string) => boolean;
+}
+
+const NamesContext = createContext<Names | null>(null);
+
+/**
+ * The names the entries say (newest first, so the latest wins): a created,
+ * renamed, updated or deleted user, role or channel names itself in its
+ * data, a created token too. Deleted ones are known this way alone.
+ */
+function namesIn(events: readonly AuditEvent[], into = new Map<string, string>()): Map<string, string> {
+  const put = (k: string, v: unknown) => {
+    if (typeof v === "string" && v !== "" && !into.has(k)) into.set(k, v);
+  };
+  const field = (o: unknown, f: string): unknown => (typeof o === "object" && o !== null ? (o as Record<string, unknown>)[f] : undefined);
+  for (const e of events) {
+    const d = e.data;
+    switch (e.type) {
+      case "role.created":
+      case "role.deleted":
+      case "channel.created":
+      case "channel.deleted":
+        put(e.subject, d.name);
+        break;
+      case "role.renamed":
+      case "channel.renamed":
+        put(e.subject, d.after);
+        break;
+      case "role.updated":
+      case "channel.updated":
+        put(e.subject, field(d.after, "name"));
+        break;
+      case "user.created":
+        put(e.subject, d.display_name || d.username);
+        break;
+      case "user.updated":
+        put(e.subject, field(d.after, "display_name") || field(d.after, "username"));
+        break;
+      case "user.deleted":
+        put(e.subject, d.username);
+        break;
+      case "user.token.created":
+        if (typeof d.token_id === "string") put(`token:${d.token_id}`, d.name);
+        break;
+    }
+  }
+  return into;
+}
+
+/** Every user, role, channel and token an entry refers to, as `kind:id` (a token with its user). */
+function refsOf(e: AuditEvent): [string, string][] {
+  const out: [string, string][] = [];
+  const d = e.data;
+  if (e.actor_id) out.push([`user:${e.actor_id}`, ""]);
+  const [kind = "", id = ""] = e.subject.split(/:(.*)/s);
+  if (kind === "user" || kind === "role" || kind === "channel") out.push([e.subject, ""]);
+  if (kind === "attachment") out.push([`channel:${id.split("/")[0] ?? ""}`, ""]);
+  if (typeof d.role_id === "string") out.push([`role:${d.role_id}`, ""]);
+  if (typeof d.channel_id === "string") out.push([`channel:${d.channel_id}`, ""]);
+  if (typeof d.token_id === "string" && kind === "user") out.push([`token:${d.token_id}`, id]);
+  if ((d.target_type === "role" || d.target_type === "user") && typeof d.target_id === "string") out.push([`${d.target_type}:${d.target_id}`, ""]);
+  for (const x of list(d.users) ?? []) out.push([`user:${x}`, ""]);
+  for (const x of list(d.roles) ?? []) out.push([`role:${x}`, ""]);
+  if (e.type.startsWith("user.role.")) for (const x of [...(list(d.before) ?? []), ...(list(d.after) ?? [])]) out.push([`role:${x}`, ""]);
+  return out;
+}
+
+/**
+ * Names for the entries shown: what the entries themselves say first (the
+ * latest), then the roles known to the console, then what is asked of the
+ * API once per ID: the user, role or channel as it is now, the tokens of a
+ * user (only they and the owner may list them), and, for one that is gone,
+ * its own earlier entries (`?subject=`).
+ */
+function useNames(c: Console, items: AuditEvent[] | null): Names {
+  const learned = useMemo(() => namesIn(items ?? []), [items]);
+  const [fetched, setFetched] = useState<ReadonlyMap<string, string>>(new Map());
+  const [tried, setTried] = useState<ReadonlySet<string>>(new Set());
+  const asked = useRef(new Set<string>());
+  const tokenLists = useRef(new Map<string, Promise<[string, string][]>>());
+  const roleNow = (key: string) => (key.startsWith("role:") ? c.roles.find((r) => `role:${r.id}` === key)?.name : undefined);
+  const name = (key: string) => learned.get(key) ?? roleNow(key) ?? fetched.get(key);
+
+  useEffect(() => {
+    const history = async (subject: string, type?: string): Promise<[string, string][]> => {
+      const r = await ok(c.api.GET("/audit-log", { params: { query: { subject, limit: 200, ...(type ? { type } : {}) } } }));
+      return [...namesIn(r.data.items)];
+    };
+    const current = async (key: string): Promise<[string, string][]> => {
+      const [kind = "", id = ""] = key.split(/:(.*)/s);
+      if (kind === "user") {
+        const u = await ok(c.api.GET("/users/{userID}", { params: { path: { userID: id } } }));
+        return [[key, u.data.display_name || u.data.username]];
+      }
+      if (kind === "role") return [[key, (await ok(c.api.GET("/roles/{roleID}", { params: { path: { roleID: id } } }))).data.name]];
+      return [[key, (await ok(c.api.GET("/channels/{channelID}", { params: { path: { channelID: id } } }))).data.name]];
+    };
+    const tokens = (userID: string): Promise<[string, string][]> => {
+      let p = tokenLists.current.get(userID);
+      if (!p) {
+        p = ok(c.api.GET("/users/{userID}/tokens", { params: { path: { userID } } })).then(
+          (r) => r.data.items.map((t): [string, string] => [`token:${t.id}`, t.name]),
+          () => [],
+        );
+        tokenLists.current.set(userID, p);
+      }
+      return p;
+    };
+    const lookup = async (key: string, user: string): Promise<[string, string][]> => {
+      if (key.startsWith("token:")) {
+        const mine = c.access.owner || user === c.access.me.id ? await tokens(user) : [];
+        if (mine.some(([k]) => k === key)) return mine;
+        return history(`user:${user}`, "user.token.created"); // revoked: its creation names it
+      }
+      try {
+        return await current(key);
+      } catch {
+        return history(key); // gone (or hidden): what its own entries said
+      }
+    };
+    for (const e of items ?? []) {
+      for (const [key, user] of refsOf(e)) {
+        if (asked.current.has(key) || learned.has(key) || roleNow(key) !== undefined) continue;
+        asked.current.add(key);
+        void lookup(key, user)
+          .catch((): [string, string][] => [])
+          .then((pairs) => {
+            if (pairs.length) setFetched((m) => new Map([...m, ...pairs.filter(([k]) => !m.has(k) || k === key)]));
+            setTried((t) => new Set(t).add(key));
+          });
+      }
+    }
+  }, [items]);
+
+  return { name, tried: (key) => tried.has(key) };
 }

@@ -128,15 +128,27 @@ function ChannelDetail(props: { id: string }): JSX.Element {
   // A 412 outlives the reload it causes, so that "changed meanwhile" stays
   // visible above the fresh state.
   const [stale, setStale] = useState<unknown>(null);
+  // No such channel, or one this user may not see (the server answers both alike).
+  const [missing, setMissing] = useState(!idPattern.test(props.id));
   const loader = useAction();
   const load = () =>
     loader.run(async () => {
       const path = { channelID: props.id };
-      const [ch, mine, ows] = await Promise.all([
+      // Sent together, but judged in this order whatever answers first: the
+      // channel's own 404 says what is wrong, where the permissions of a
+      // missing channel answer 400 (query.channelID).
+      const [chR, mineR, owsR] = await Promise.allSettled([
         ok(c.api.GET("/channels/{channelID}", { params: { path } })),
         ok(c.api.GET("/users/{userID}/permissions", { params: { path: { userID: c.access.me.id }, query: { channelID: props.id } } })),
         ok(c.api.GET("/channels/{channelID}/permissions", { params: { path } })),
       ]);
+      if (chR.status === "rejected" && chR.reason instanceof ApiError && chR.reason.status === 404) {
+        setMissing(true);
+        return;
+      }
+      const ch = settled(chR);
+      const mine = settled(mineR);
+      const ows = settled(owsR);
       const users = new Map<string, User>();
       await Promise.all(
         ows.data.items
@@ -156,8 +168,16 @@ function ChannelDetail(props: { id: string }): JSX.Element {
       });
     });
   useEffect(() => {
-    void load();
+    if (!missing) void load();
   }, [props.id]);
+  if (missing) {
+    return (
+      <div class="problem" role="alert" data-status="404" data-code="not_found" data-testid="no-channel">
+        <strong>No channel “{props.id}”</strong>
+        <p>It does not exist, or you are not allowed to see it (VIEW_CHANNEL). Pick a channel from the list.</p>
+      </div>
+    );
+  }
   if (!state) return loader.error ? <ProblemBox error={loader.error} names={c.names} /> : <p class="loading">Loading…</p>;
   return (
     <div>
@@ -166,6 +186,12 @@ function ChannelDetail(props: { id: string }): JSX.Element {
       <Attachments channel={state.channel} mine={state.mine} onCount={setAttachmentCount} />
     </div>
   );
+}
+
+/** The value of a settled promise, or its reason thrown. */
+function settled<T>(r: PromiseSettledResult<T>): T {
+  if (r.status === "rejected") throw r.reason;
+  return r.value;
 }
 
 interface StaleProps {

@@ -2,8 +2,8 @@
 // delete, assign and remove roles, tokens (a new secret is shown once; revoke).
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { grantReason, need, roleReason, tokenReason, userReason } from "../access";
-import { done, ifMatch, ok, type Token, type User } from "../api";
+import { grantReason, need, problemWords, roleReason, tokenReason, userReason, type Names } from "../access";
+import { ApiError, done, ifMatch, ok, type Token, type User } from "../api";
 import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, when, Why } from "../ui";
 
@@ -345,15 +345,35 @@ function UserEditor(props: {
 function UserRoles(props: { user: User; onChanged: () => Promise<unknown> }): JSX.Element {
   const c = useConsole();
   const { user } = props;
-  const act = useAction();
+  // Boxes ticked or unticked whose request has not been answered yet: shown
+  // as wanted at once, marked pending, set back if the server refuses.
+  const [pending, setPending] = useState<ReadonlyMap<string, boolean>>(new Map());
+  const [refused, setRefused] = useState<{ roleID: string; wanted: boolean; error: unknown } | null>(null);
   const base = user.id === c.access.me.id && !c.access.owner ? "you cannot change your own roles" : userReason(c.access, user, c.roles);
-  const toggle = async (roleID: string, has: boolean) => {
-    const path = { params: { path: { userID: user.id, roleID } } };
-    await act.run(async () => {
-      await done(has ? c.api.DELETE("/users/{userID}/roles/{roleID}", path) : c.api.POST("/users/{userID}/roles/{roleID}", path));
+  const settle = (roleID: string) =>
+    setPending((cur) => {
+      const next = new Map(cur);
+      next.delete(roleID);
+      return next;
     });
+  const toggle = async (roleID: string, wanted: boolean) => {
+    setPending((cur) => new Map(cur).set(roleID, wanted));
+    setRefused((cur) => (cur?.roleID === roleID ? null : cur));
+    const path = { params: { path: { userID: user.id, roleID } } };
+    try {
+      await done(wanted ? c.api.POST("/users/{userID}/roles/{roleID}", path) : c.api.DELETE("/users/{userID}/roles/{roleID}", path));
+    } catch (e) {
+      settle(roleID); // back to what the server holds
+      setRefused({ roleID, wanted, error: e });
+      // A refusal means what I may do changed: recompute it (see useAction).
+      if (e instanceof ApiError && e.status === 403) void c.refresh();
+      await props.onChanged();
+      return;
+    }
+    // Pending until the reloaded user shows the change.
     await props.onChanged();
     if (user.id === c.access.me.id) await c.refresh();
+    settle(roleID);
   };
   return (
     <section class="card" aria-labelledby="uroles-h">
@@ -362,21 +382,45 @@ function UserRoles(props: { user: User; onChanged: () => Promise<unknown> }): JS
       <ul class="checks">
         {c.roles.map((r) => {
           const has = user.roles.includes(r.id);
+          const wanted = pending.get(r.id);
           const reason = base ?? roleReason(c.access, r) ?? grantReason(c.access, r.permissions);
+          const note = refused?.roleID === r.id ? `not ${refused.wanted ? "assigned" : "removed"}: ${problemTitle(refused.error, c.names)}` : null;
           return (
             <li key={r.id}>
-              <label class={reason ? "off" : ""} title={reason ? `Disabled: ${reason}` : undefined}>
-                <input type="checkbox" name={`role-${r.id}`} checked={has} disabled={reason !== null || act.busy} onChange={() => void toggle(r.id, has)} />
+              <label
+                class={`${reason ? "off" : ""}${wanted !== undefined ? " pending" : ""}`}
+                title={reason ? `Disabled: ${reason}` : undefined}
+                data-pending={wanted !== undefined ? "true" : undefined}
+              >
+                <input
+                  type="checkbox"
+                  name={`role-${r.id}`}
+                  checked={wanted ?? has}
+                  disabled={reason !== null || wanted !== undefined}
+                  aria-busy={wanted !== undefined ? "true" : undefined}
+                  onChange={(e) => void toggle(r.id, e.currentTarget.checked)}
+                />
                 <span class="swatch" style={{ background: r.color ?? "transparent" }} aria-hidden="true" /> {r.name}
+                {wanted !== undefined && <span class="saving">saving…</span>}
+                {note && (
+                  <span class="why" role="status" data-testid="role-refused">
+                    {note}
+                  </span>
+                )}
                 {reason && !base && <span class="why">{reason}</span>}
               </label>
             </li>
           );
         })}
       </ul>
-      <ProblemBox error={act.error} names={c.names} />
+      {refused && <ProblemBox error={refused.error} names={c.names} onClose={() => setRefused(null)} />}
     </section>
   );
+}
+
+/** A refusal's title in words (for a short note next to the control it concerns). */
+function problemTitle(e: unknown, names: Names): string {
+  return e instanceof ApiError ? problemWords(e.problem, names).title : "the request failed";
 }
 
 function Tokens(props: { user: User }): JSX.Element {
