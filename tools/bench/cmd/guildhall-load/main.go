@@ -6,7 +6,7 @@
 // percentiles per operation and the server's heap, and exits non-zero when a
 // request fails with a 5xx or a target is missed.
 //
-//	go run ./cmd/guildhall-load -duration 10s -clients 32
+//	make load   (or, in tools/bench: go run ./cmd/guildhall-load -duration 10s -clients 32)
 package main
 
 import (
