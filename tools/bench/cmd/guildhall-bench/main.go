@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
 type config struct {
@@ -366,7 +368,7 @@ func (b *bench) startCeiling(ctx context.Context, deep bool) error {
 	if err := t.waitReady(ctx, 30*time.Second); err != nil {
 		return err
 	}
-	t.api = newAPIClient(addr, t.token, b.cfg.seedConns)
+	t.api = client.New(addr, t.token)
 	t.heavyUser, t.lightUser = ids[0], ids[1]
 	t.ids = ids[2 : 2+b.cfg.users]
 	progress("ceiling: pid %d on %s\n", t.proc.pid(), addr)
@@ -409,10 +411,10 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 	if err := t.waitReady(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	t.api = newAPIClient(addr, t.token, b.cfg.seedConns)
+	t.api = client.New(addr, t.token)
 	progress("%s: pid %d on %s; seeding %d users ...\n", store, t.proc.pid(), addr, b.cfg.users)
 	start := time.Now()
-	if t.ids, err = seedUsers(ctx, t.api, "s"+b.tag+"_", 0, b.cfg.users, b.cfg.seedConns); err != nil {
+	if t.ids, err = t.api.SeedUsers(ctx, "s"+b.tag+"_", 0, b.cfg.users, b.cfg.seedConns); err != nil {
 		return fmt.Errorf("%s: seeding: %w", store, err)
 	}
 	progress("%s: seeded %d users in %v\n", store, len(t.ids), time.Since(start).Round(time.Millisecond))
@@ -440,14 +442,14 @@ func (b *bench) prepareDeep(ctx context.Context) error {
 			more := b.cfg.deepUsers - len(t.ids)
 			progress("%s: seeding %d more users for page_deep ...\n", t.name, more)
 			start := time.Now()
-			ids, err := seedUsers(ctx, t.api, "d"+b.tag+"_", 0, more, b.cfg.seedConns)
+			ids, err := t.api.SeedUsers(ctx, "d"+b.tag+"_", 0, more, b.cfg.seedConns)
 			if err != nil {
 				return fmt.Errorf("%s: seeding: %w", t.name, err)
 			}
 			progress("%s: seeded %d users in %v\n", t.name, more, time.Since(start).Round(time.Millisecond))
 			t.ids = append(t.ids, ids...)
 		}
-		cur, err := cursorOfPage(ctx, t.api, 1000)
+		cur, err := t.api.CursorOfPage(ctx, 1000)
 		if err != nil {
 			return fmt.Errorf("%s: walking to page 1,000: %w", t.name, err)
 		}
@@ -458,18 +460,18 @@ func (b *bench) prepareDeep(ctx context.Context) error {
 
 func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	progress("== %s\n", sc.name)
-	srcs := map[*target]*requestSource{}
+	srcs := map[*target]*client.Source{}
 	for _, t := range b.targets {
 		path, body, err := sc.fill(t)
 		if err != nil {
 			progress("  %s: skipped: %v\n", t.name, err)
 			continue
 		}
-		tpl, err := compileTemplate(sc.method, path, body, t.addr, t.token)
+		tpl, err := client.NewTemplate(sc.method, path, body, t.addr, t.token)
 		if err != nil {
 			return err
 		}
-		if srcs[t], err = newRequestSource(tpl, t.ids, b.tag, &b.counter); err != nil {
+		if srcs[t], err = client.NewSource(tpl, t.ids, b.tag, &b.counter, true); err != nil {
 			return fmt.Errorf("%s %s: %w", sc.name, t.name, err)
 		}
 		status, snippet, err := preflight(t.addr, srcs[t])
@@ -526,7 +528,7 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 }
 
 // measure runs one round (or warm-up) of sc against t and accounts for it.
-func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *requestSource, phase string, round int) (runRecord, []int64, error) {
+func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *client.Source, phase string, round int) (runRecord, []int64, error) {
 	spec := loadSpec{addr: t.addr, src: src, conns: b.cfg.conns, seed: mrand.Uint64()}
 	spec.duration = b.cfg.duration
 	if phase == "warmup" {
@@ -587,19 +589,19 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *reques
 
 // preflight sends one request and returns its status (and the body's start
 // when it is not a success).
-func preflight(addr string, src *requestSource) (int, string, error) {
-	c, err := dial(addr)
+func preflight(addr string, src *client.Source) (int, string, error) {
+	c, err := client.Dial(addr)
 	if err != nil {
 		return 0, "", err
 	}
-	defer c.c.Close()
-	c.setDeadline(time.Now().Add(30 * time.Second))
-	var bufs renderBufs
-	resp, start, end, err := c.roundTrip(src.next(mrand.New(mrand.NewPCG(1, 2)), &bufs))
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	var bufs client.RenderBufs
+	resp, err := c.RoundTrip(src.Next(mrand.New(mrand.NewPCG(1, 2)), &bufs))
 	if err != nil {
 		return 0, "", err
 	}
-	return resp.status, trunc(string(c.buf[start+resp.bodyOff:end]), 300), nil
+	return resp.Status, trunc(string(resp.Body), 300), nil
 }
 
 func (b *bench) cleanup() {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
 // A target is one server under load: the ceiling, or Guildhall on one store.
@@ -27,7 +29,7 @@ type target struct {
 	proc    *process
 	pg      *pgCluster // postgres: the cluster whose processes count as the server's too
 	pgDB    string
-	api     *apiClient
+	api     *client.Client
 
 	// Fixtures, filled by setup.
 	ids        []string // seeded user IDs ({id})
