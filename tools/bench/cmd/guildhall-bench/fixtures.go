@@ -1,21 +1,21 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/guildhall/guildhall/internal/permissions"
+)
 
 // The permission setups the scenarios ask about. The real servers get them
 // through the API (setup.go); the ceiling builds the same shapes in memory
 // (ceiling.go), so both answer with bodies of the same size.
 
-// channelPerms are the channel-scoped permissions in catalog order.
-var channelPerms = []string{
-	"MANAGE_ROLES", "MANAGE_CHANNELS", "VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY",
-	"ATTACH_FILES", "MANAGE_MESSAGES", "EMBED_LINKS", "MENTION_EVERYONE", "ADD_REACTIONS",
-}
+// channelPerms are the channel-scoped permissions in catalog order, as the
+// product's catalog has them.
+var channelPerms = permissions.ChannelScoped.Names()
 
 // defaultGlobal are a fresh store's global permissions, in catalog order.
-var defaultGlobal = []string{
-	"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ATTACH_FILES", "EMBED_LINKS", "ADD_REACTIONS",
-}
+var defaultGlobal = permissions.DefaultGlobal.Names()
 
 const (
 	benchChannel = "bench" // get_channel, get_perms_channel: a channel with a couple of overwrites
