@@ -112,13 +112,10 @@ func (c *Client) Do(ctx context.Context, method, path, token string, in any) (in
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	deadline := time.Now().Add(c.Timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	cn.SetDeadline(deadline)
-	// Cancelling ctx ends the call at once: the connection's deadline
-	// passes (net.Conn's deadlines may be set from any goroutine).
+	cn.SetDeadline(time.Now().Add(c.Timeout))
+	// ctx ending (cancelled, or at its deadline) ends the call at once: the
+	// connection's deadline passes (net.Conn's deadlines may be set from
+	// any goroutine), and the call returns ctx's error.
 	stop := context.AfterFunc(ctx, func() { _ = cn.c.SetDeadline(time.Unix(1, 0)) })
 	resp, err := cn.RoundTrip(req)
 	if !stop() || err != nil {
