@@ -276,7 +276,8 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "get_user", want: "get_user"},
 		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
 		{in: "page_deep", want: "page_1,page_1000"},
-		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,create_user,latency_get_user,latency_create_user"},
+		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
+		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},
 	}
@@ -404,4 +405,37 @@ func TestCeiling(t *testing.T) {
 			t.Fatalf("walk %v, want %v", got, want)
 		}
 	})
+}
+
+// TestTables renders the mixed table from made-up rounds: the ratios are
+// taken round by round, and the goal is judged.
+func TestTables(t *testing.T) {
+	rec := func(us, rps float64) runRecord {
+		return runRecord{SrvUs: num(us), RPS: num(rps), Requests: 100, Seconds: 1}
+	}
+	withW := func(us float64) runRecord {
+		r := rec(us, 90)
+		r.Writes, r.WritesOK = 40, 40
+		return r
+	}
+	var mixed scenario
+	for _, s := range scenarios {
+		if s.name == "mixed_get_user" {
+			mixed = s
+		}
+	}
+	alone := map[string]*targetResult{
+		"ceiling": {rounds: []runRecord{rec(10, 100), rec(10, 100)}},
+		"sqlite":  {rounds: []runRecord{rec(40, 100), rec(50, 100)}},
+	}
+	with := map[string]*targetResult{
+		"ceiling": {rounds: []runRecord{withW(10), withW(11)}},
+		"sqlite":  {rounds: []runRecord{withW(60), withW(55)}},
+	}
+	out := mixedTable(mixed, "closed loop", 40, []string{"ceiling", "sqlite"}, alone, with)
+	for _, want := range []string{"| sqlite | 100 | 90.0 | 45.0 (40.0–50.0) | 57.5 (55.0–60.0) | 1.30× (1.10–1.50) |", "| 40.0 |", "sqlite 1.30× (not met)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mixed table lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ type config struct {
 	duration, warmup time.Duration
 	rounds           int
 	rate             float64
+	mixedRate        float64
 	quick            bool
 	bin              string
 	pgURL            string
@@ -61,7 +63,7 @@ type config struct {
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("guildhall-bench", flag.ContinueOnError)
-	fs.StringVar(&c.scenarios, "scenarios", "default", "comma-separated scenarios or groups: "+scenarioNames()+"; groups default ("+defaultScenarios+"), reads, perms, latency, page_deep, all")
+	fs.StringVar(&c.scenarios, "scenarios", "default", "comma-separated scenarios or groups: "+scenarioNames()+"; groups "+groupNames+" (default: "+defaultScenarios+")")
 	fs.BoolVar(&c.pageDeep, "page-deep", false, "also run page_deep (seeds -deep-users users: slow)")
 	fs.StringVar(&c.targets, "targets", "ceiling,sqlite,postgres", "targets to run, in this order")
 	fs.IntVar(&c.users, "users", 10000, "users to seed through the API")
@@ -71,6 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "warm-up per target and scenario (not measured)")
 	fs.IntVar(&c.rounds, "rounds", 3, "measured rounds per target and scenario (order alternates A B C, C B A, ...)")
 	fs.Float64Var(&c.rate, "rate", 200, "requests per second of the open loop (latency scenarios)")
+	fs.Float64Var(&c.mixedRate, "mixed-rate", 40, "creates per second beside the reads of mixed_get_user (open loop, one connection)")
 	fs.BoolVar(&c.quick, "quick", false, "smoke run: -rounds 1 -duration 1s -warmup 500ms unless given")
 	fs.StringVar(&c.bin, "bin", "bin/guildhall", "the guildhall binary to measure")
 	fs.StringVar(&c.pgURL, "pg", "postgres://127.0.0.1:5432/test?sslmode=disable", "PostgreSQL to create the bench's database in (skipped when unreachable)")
@@ -110,8 +113,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-conns must be 1..4096")
 	case c.rounds < 1 || c.duration <= 0 || c.warmup < 0:
 		return c, errors.New("-rounds must be >= 1 and -duration > 0")
-	case c.rate <= 0:
-		return c, errors.New("-rate must be > 0")
+	case c.rate <= 0 || c.mixedRate <= 0:
+		return c, errors.New("-rate and -mixed-rate must be > 0")
 	case c.pin != "auto" && c.pin != "off":
 		return c, errors.New("-pin is auto or off")
 	}
@@ -193,16 +196,17 @@ type bench struct {
 	pinned  bool
 	pinNote string
 
-	dir     string
-	md      *os.File // results.md
-	raw     *os.File // results.jsonl
-	hz      float64
-	tag     string // makes usernames unique to this run
-	counter atomic.Uint64
-	targets []*target
-	pg      *pgCluster
-	results map[string]map[string]*targetResult // scenario -> target -> result
-	skipped string                              // why a target is missing, for the report
+	dir      string
+	md       *os.File // results.md
+	raw      *os.File // results.jsonl
+	hz       float64
+	tag      string // makes usernames unique to this run
+	counter  atomic.Uint64
+	targets  []*target // every server started, of every group
+	pg       *pgCluster
+	pgPinned bool
+	results  map[string]map[string]*targetResult // scenario -> target -> result
+	skipped  string                              // why a target is missing, for the report
 }
 
 func (b *bench) srvCPUs() string {
@@ -250,11 +254,13 @@ func (b *bench) run(ctx context.Context) error {
 
 	needPerms := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" })
 	needDeep := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" })
+	needMixed := slices.ContainsFunc(scs, func(s scenario) bool { return s.writes != nil })
 
-	wanted := strings.Split(b.cfg.targets, ",")
-	for _, name := range wanted {
-		switch strings.TrimSpace(name) {
+	var wanted []string
+	for _, name := range strings.Split(b.cfg.targets, ",") {
+		switch name = strings.TrimSpace(name); name {
 		case "ceiling", "sqlite", "postgres":
+			wanted = append(wanted, name)
 		default:
 			return fmt.Errorf("unknown target %q (ceiling, sqlite, postgres)", name)
 		}
@@ -282,6 +288,9 @@ func (b *bench) run(ctx context.Context) error {
 	b.say("- pinning: %s\n", b.pinNote)
 	b.say("- %d round(s) of %v after a %v warm-up, per target and scenario; closed loop: %d connections; open loop: %g req/s; %s users seeded through the API\n",
 		b.cfg.rounds, b.cfg.duration, b.cfg.warmup, b.cfg.conns, b.cfg.rate, thousands(int64(b.cfg.users)))
+	if needMixed {
+		b.say("- mixed_get_user: %g creates/s beside the reads (open loop, one connection)\n", b.cfg.mixedRate)
+	}
 	if b.skipped != "" {
 		b.say("- %s\n", b.skipped)
 	}
@@ -294,7 +303,7 @@ func (b *bench) run(ctx context.Context) error {
 
 	for _, name := range wanted {
 		var err error
-		switch strings.TrimSpace(name) {
+		switch name {
 		case "ceiling":
 			err = b.startCeiling(ctx, needDeep)
 		case "sqlite":
@@ -381,34 +390,10 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 		return err
 	}
 	t := &target{name: store, addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, store+".log")}
-	env := []string{
-		"GUILDHALL_ADDR=" + addr,
-		"GUILDHALL_RATE_LIMIT=0",
-		"GUILDHALL_BOOTSTRAP_TOKEN=" + t.token,
-		"GUILDHALL_DATA_DIR=" + filepath.Join(b.dir, store+"-data"),
-	}
-	if store == "postgres" {
-		t.pg = b.pg
-		t.pgDB = "guildhall_bench_" + b.tag
-		dbURL, err := b.pg.createDB(ctx, t.pgDB)
-		if err != nil {
-			return err
-		}
-		env = append(env, "GUILDHALL_DATABASE_URL="+dbURL)
-		if b.pinned {
-			if err := b.pg.pin(b.srvCPUs()); err != nil {
-				b.say("- PostgreSQL not pinned: %v\n\n", err)
-			} else if b.pg.postmaster > 0 {
-				progress("postgres: postmaster %d and its processes pinned to CPU %d\n", b.pg.postmaster, b.cfg.srvCPU)
-			}
-		}
-	}
-	t.proc, err = startProcess([]string{b.cfg.bin, "serve"}, env, t.logPath, b.srvCPUs())
-	if err != nil {
+	if err := b.guildhallEnv(ctx, t, store); err != nil {
 		return err
 	}
-	b.targets = append(b.targets, t)
-	if err := t.waitReady(ctx, 60*time.Second); err != nil {
+	if err := b.launch(ctx, t); err != nil {
 		return err
 	}
 	t.api = client.New(addr, t.token)
@@ -429,6 +414,50 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 		progress("%s: %d roles and %d overwrites set up in %v\n", store, heavyRoles, 1+heavyRoles+min(len(t.ids)+1, heavyUserOvers), time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// guildhallEnv sets the environment of Guildhall on store for t: its
+// address, no rate limit, the owner's token, its data directory, and on
+// PostgreSQL a database of its own (guildhall_bench_<tag>). The cluster is
+// pinned with it.
+func (b *bench) guildhallEnv(ctx context.Context, t *target, store string) error {
+	t.env = []string{
+		"GUILDHALL_ADDR=" + t.addr,
+		"GUILDHALL_RATE_LIMIT=0",
+		"GUILDHALL_BOOTSTRAP_TOKEN=" + t.token,
+		"GUILDHALL_DATA_DIR=" + filepath.Join(b.dir, t.name+"-data"),
+	}
+	if store != "postgres" {
+		return nil
+	}
+	t.pg = b.pg
+	t.pgDB = "guildhall_bench_" + b.tag
+	dbURL, err := b.pg.createDB(ctx, t.pgDB)
+	if err != nil {
+		return err
+	}
+	t.env = append(t.env, "GUILDHALL_DATABASE_URL="+dbURL)
+	if b.pinned && !b.pgPinned {
+		b.pgPinned = true
+		if err := b.pg.pin(b.srvCPUs()); err != nil {
+			b.say("- PostgreSQL not pinned: %v\n\n", err)
+		} else if b.pg.postmaster > 0 {
+			progress("postgres: postmaster %d and its processes pinned to CPU %d\n", b.pg.postmaster, b.cfg.srvCPU)
+		}
+	}
+	return nil
+}
+
+// launch starts Guildhall for t and waits until it is ready.
+func (b *bench) launch(ctx context.Context, t *target) error {
+	var err error
+	if t.proc, err = startProcess([]string{b.cfg.bin, "serve"}, t.env, t.logPath, b.srvCPUs()); err != nil {
+		return err
+	}
+	if !slices.Contains(b.targets, t) {
+		b.targets = append(b.targets, t)
+	}
+	return t.waitReady(ctx, 60*time.Second)
 }
 
 // prepareDeep seeds every real target up to -deep-users and walks each
@@ -458,43 +487,86 @@ func (b *bench) prepareDeep(ctx context.Context) error {
 	return nil
 }
 
+// source builds the requests of sc for t and sends one as a preflight; nil
+// when t has not what sc needs.
+func (b *bench) source(sc scenario, t *target) (*client.Source, error) {
+	path, body, err := sc.fill(t)
+	if err != nil {
+		progress("  %s: skipped: %v\n", t.name, err)
+		return nil, nil
+	}
+	tpl, err := client.NewTemplate(sc.method, path, body, t.addr, t.token)
+	if err != nil {
+		return nil, err
+	}
+	src, err := client.NewSource(tpl, t.ids, b.tag, &b.counter, true)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", sc.name, t.name, err)
+	}
+	status, snippet, err := preflight(t.addr, src)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s %s: preflight: %w", sc.name, t.name, err)
+	case status < 200 || status > 299:
+		progress("  %s: preflight answered %d: %s\n", t.name, status, snippet)
+	}
+	return src, nil
+}
+
+// aloneSuffix names the results of a scenario with writes measured without
+// them.
+const aloneSuffix = "/alone"
+
 func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	progress("== %s\n", sc.name)
+	group := b.targets
 	srcs := map[*target]*client.Source{}
-	for _, t := range b.targets {
-		path, body, err := sc.fill(t)
-		if err != nil {
-			progress("  %s: skipped: %v\n", t.name, err)
+	writes := map[*target]*client.Source{}
+	for _, t := range group {
+		src, err := b.source(sc, t)
+		if err != nil || src == nil {
+			if err != nil {
+				return err
+			}
 			continue
 		}
-		tpl, err := client.NewTemplate(sc.method, path, body, t.addr, t.token)
-		if err != nil {
-			return err
-		}
-		if srcs[t], err = client.NewSource(tpl, t.ids, b.tag, &b.counter, true); err != nil {
-			return fmt.Errorf("%s %s: %w", sc.name, t.name, err)
-		}
-		status, snippet, err := preflight(t.addr, srcs[t])
-		switch {
-		case err != nil:
-			return fmt.Errorf("%s %s: preflight: %w", sc.name, t.name, err)
-		case status < 200 || status > 299:
-			progress("  %s: preflight answered %d: %s\n", t.name, status, snippet)
+		srcs[t] = src
+		if sc.writes != nil {
+			if writes[t], err = b.source(*sc.writes, t); err != nil {
+				return err
+			}
 		}
 	}
 	res := map[string]*targetResult{}
 	b.results[sc.name] = res
-	if b.cfg.warmup > 0 {
-		for _, t := range b.targets {
+	alone := map[string]*targetResult{}
+	if sc.writes != nil {
+		b.results[sc.name+aloneSuffix] = alone
+	}
+	add := func(m map[string]*targetResult, t *target, rec runRecord, lat, wlat []int64) {
+		tr := m[t.name]
+		if tr == nil {
+			tr = &targetResult{}
+			m[t.name] = tr
+		}
+		tr.rounds = append(tr.rounds, rec)
+		tr.lat = append(tr.lat, lat...)
+		tr.wlat = append(tr.wlat, wlat...)
+	}
+	// With writes, every round warms each target up again before its reads
+	// alone (the writes of its last round emptied its read cache); without,
+	// one warm-up per target does.
+	if b.cfg.warmup > 0 && sc.writes == nil {
+		for _, t := range group {
 			if srcs[t] != nil {
-				if _, _, err := b.measure(ctx, sc, t, srcs[t], "warmup", 0); err != nil {
+				if _, _, _, err := b.measure(ctx, sc, t, srcs[t], nil, "warmup", 0); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	for r := 0; r < b.cfg.rounds; r++ {
-		order := slices.Clone(b.targets)
+		order := slices.Clone(group)
 		if r%2 == 1 {
 			slices.Reverse(order)
 		}
@@ -502,33 +574,47 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 			if srcs[t] == nil {
 				continue
 			}
-			rec, lat, err := b.measure(ctx, sc, t, srcs[t], "measure", r)
+			if sc.writes != nil {
+				if b.cfg.warmup > 0 {
+					if _, _, _, err := b.measure(ctx, sc, t, srcs[t], nil, "warmup", r); err != nil {
+						return err
+					}
+				}
+				rec, lat, _, err := b.measure(ctx, sc, t, srcs[t], nil, "measure", r)
+				if err != nil {
+					return err
+				}
+				add(alone, t, rec, lat, nil)
+			}
+			rec, lat, wlat, err := b.measure(ctx, sc, t, srcs[t], writes[t], "measure", r)
 			if err != nil {
 				return err
 			}
-			tr := res[t.name]
-			if tr == nil {
-				tr = &targetResult{}
-				res[t.name] = tr
-			}
-			tr.rounds = append(tr.rounds, rec)
-			tr.lat = append(tr.lat, lat...)
+			add(res, t, rec, lat, wlat)
 		}
 	}
 	how := fmt.Sprintf("closed loop, %d connections", b.cfg.conns)
 	if sc.open {
 		how = fmt.Sprintf("open loop at %g req/s, latency from each request's scheduled time", b.cfg.rate)
 	}
-	b.say("%s\n", scenarioTable(sc, how, b.names(), res, "ceiling"))
+	if sc.writes != nil {
+		b.say("%s\n", mixedTable(sc, how, b.cfg.mixedRate, b.names(), alone, res))
+	} else {
+		b.say("%s\n", scenarioTable(sc, how, b.names(), res, "ceiling"))
+	}
 	// The latencies are in the table now; keep the memory down.
-	for _, tr := range res {
-		tr.lat = nil
+	for _, m := range []map[string]*targetResult{res, alone} {
+		for _, tr := range m {
+			tr.lat, tr.wlat = nil, nil
+		}
 	}
 	return nil
 }
 
-// measure runs one round (or warm-up) of sc against t and accounts for it.
-func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *client.Source, phase string, round int) (runRecord, []int64, error) {
+// measure runs one round (or warm-up) of sc against t and accounts for it;
+// with writes, those run beside it, in an open loop at -mixed-rate on one
+// connection, and the server's CPU is charged to sc's requests.
+func (b *bench) measure(ctx context.Context, sc scenario, t *target, src, writes *client.Source, phase string, round int) (runRecord, []int64, []int64, error) {
 	spec := loadSpec{addr: t.addr, src: src, conns: b.cfg.conns, seed: mrand.Uint64()}
 	spec.duration = b.cfg.duration
 	if phase == "warmup" {
@@ -542,16 +628,30 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *client
 	// processes born during the run (new PostgreSQL backends) added.
 	pids := t.pids(ctx)
 	c0, m0, w0 := sampleCPU(pids), machineBusyTicks(), time.Now()
+	var wres loadResult
+	var werr error
+	var wg sync.WaitGroup
+	if writes != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wres, werr = runLoad(ctx, loadSpec{addr: t.addr, src: writes, conns: 1, duration: spec.duration, rate: b.cfg.mixedRate, seed: mrand.Uint64()})
+		}()
+	}
 	res, err := runLoad(ctx, spec)
+	wg.Wait()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
-		return runRecord{}, nil, err
+		return runRecord{}, nil, nil, err
 	}
 	c1, m1, window := sampleCPU(pids), machineBusyTicks(), time.Since(w0).Seconds()
 	for k, v := range sampleCPU(slices.DeleteFunc(t.pids(ctx), func(p int) bool { return slices.Contains(pids, p) })) {
 		c1[k] = v
 	}
 	if t.proc.exited() {
-		return runRecord{}, nil, fmt.Errorf("%s exited during %s (%v); its log %s ends:\n%s", t.name, sc.name, t.proc.err, t.logPath, tail(t.logPath, 2000))
+		return runRecord{}, nil, nil, fmt.Errorf("%s exited during %s (%v); its log %s ends:\n%s", t.name, sc.name, t.proc.err, t.logPath, tail(t.logPath, 2000))
 	}
 	srv := cpuDelta(c0, c1)
 	sec := res.elapsed.Seconds()
@@ -571,6 +671,19 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *client
 		MaxMs:      num(ms(percentile(res.lat, 100))),
 		FirstBad:   res.firstBad,
 	}
+	if sc.writes != nil {
+		rec.Variant = "alone"
+		if writes != nil {
+			slices.Sort(wres.lat)
+			rec.Variant = "with_writes"
+			rec.Writes, rec.WritesOK = wres.requests, wres.ok
+			rec.WritesBad = wres.non2xx + wres.sockErrs
+			rec.WriteP99ms = num(ms(percentile(wres.lat, 99)))
+			if rec.FirstBad == "" {
+				rec.FirstBad = wres.firstBad
+			}
+		}
+	}
 	if line, err := json.Marshal(rec); err == nil {
 		_, _ = b.raw.Write(append(line, '\n'))
 	}
@@ -578,13 +691,17 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *client
 	if phase == "warmup" {
 		p = "w "
 	}
-	progress("  %s %-8s %8s req/s  %7s µs/req  p50 %s ms  p99 %s ms  err %d  srv %.2f gen %.2f other %.2f cores\n",
-		p, t.name, fmtNum(float64(rec.RPS)), fmtNum(float64(rec.SrvUs)), fmtNum(float64(rec.P50ms)), fmtNum(float64(rec.P99ms)),
-		rec.Non2xx+rec.SockErrs, float64(rec.SrvCores), float64(rec.GenCores), math.Max(0, float64(rec.OtherCores)))
-	if phase == "warmup" {
-		return rec, nil, nil
+	extra := ""
+	if writes != nil {
+		extra = fmt.Sprintf("  + %d writes, p99 %s ms", rec.Writes, fmtNum(float64(rec.WriteP99ms)))
 	}
-	return rec, res.lat, nil
+	progress("  %s %-8s %8s req/s  %7s µs/req  p50 %s ms  p99 %s ms  err %d  srv %.2f gen %.2f other %.2f cores%s\n",
+		p, t.name, fmtNum(float64(rec.RPS)), fmtNum(float64(rec.SrvUs)), fmtNum(float64(rec.P50ms)), fmtNum(float64(rec.P99ms)),
+		rec.Non2xx+rec.SockErrs, float64(rec.SrvCores), float64(rec.GenCores), math.Max(0, float64(rec.OtherCores)), extra)
+	if phase == "warmup" {
+		return rec, nil, nil, nil
+	}
+	return rec, res.lat, wres.lat, nil
 }
 
 // preflight sends one request and returns its status (and the body's start

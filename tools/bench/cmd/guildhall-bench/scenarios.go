@@ -16,9 +16,15 @@ type scenario struct {
 	path, body string
 	open       bool   // open loop at -rate, for latency; else closed loop with -conns
 	needs      string // "perms" or "deep": fixtures beyond the seeded users
+	// writes, when set, is a request sent beside the scenario's in an open
+	// loop at -mixed-rate on one connection; the scenario is then measured
+	// alone and with the writes, round by round.
+	writes *scenario
 }
 
 const createBody = `{"username":"u{uniq}","display_name":"Bench {uniq}"}`
+
+var createUser = scenario{name: "create_user", method: "POST", path: "/api/users", body: createBody}
 
 var scenarios = []scenario{
 	{name: "get_user", method: "GET", path: "/api/users/{id}"},
@@ -32,7 +38,8 @@ var scenarios = []scenario{
 	{name: "perms_light_explain", method: "GET", path: "/api/users/{light_user}/permissions?channelID=" + lightChannel + "&explain=true", needs: "perms"},
 	{name: "list_overwrites_heavy", method: "GET", path: "/api/channels/" + heavyChannel + "/permissions", needs: "perms"},
 	{name: "list_overwrites_light", method: "GET", path: "/api/channels/" + lightChannel + "/permissions", needs: "perms"},
-	{name: "create_user", method: "POST", path: "/api/users", body: createBody},
+	{name: "mixed_get_user", method: "GET", path: "/api/users/{id}", writes: &createUser},
+	createUser,
 	{name: "latency_get_user", method: "GET", path: "/api/users/{id}", open: true},
 	{name: "latency_create_user", method: "POST", path: "/api/users", body: createBody, open: true},
 	{name: "page_1", method: "GET", path: "/api/users?limit=50", needs: "deep"},
@@ -46,8 +53,11 @@ var scenarioGroups = map[string][]string{
 	"page_deep": {"page_1", "page_1000"},
 }
 
+// groupNames lists the groups for messages.
+const groupNames = "default, all, reads, perms, latency, page_deep"
+
 // defaultScenarios is everything but page_deep (slow to seed).
-const defaultScenarios = "reads,perms,create_user,latency"
+const defaultScenarios = "reads,perms,mixed_get_user,create_user,latency"
 
 // selectScenarios expands a comma-separated list of scenario and group
 // names ("default" and "all" too) into scenarios, in the bench's order
@@ -78,7 +88,7 @@ func selectScenarios(list string) ([]scenario, error) {
 			}
 		default:
 			if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.name == name }) {
-				return fmt.Errorf("unknown scenario %q (scenarios: %s; groups: default, all, reads, perms, latency, page_deep)", name, scenarioNames())
+				return fmt.Errorf("unknown scenario %q (scenarios: %s; groups: %s)", name, scenarioNames(), groupNames)
 			}
 			want[name] = true
 		}

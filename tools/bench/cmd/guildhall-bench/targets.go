@@ -26,6 +26,7 @@ type target struct {
 	addr    string // 127.0.0.1:port
 	token   string
 	logPath string
+	env     []string // of the server
 	proc    *process
 	pg      *pgCluster // postgres: the cluster whose processes count as the server's too
 	pgDB    string
