@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -277,6 +278,7 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
 		{in: "page_deep", want: "page_1,page_1000"},
 		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
+		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_list_users,million_search_users,million_page_1000"},
 		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},
@@ -407,8 +409,44 @@ func TestCeiling(t *testing.T) {
 	})
 }
 
-// TestTables renders the mixed table from made-up rounds: the ratios are
-// taken round by round, and the goal is judged.
+func TestMillionNames(t *testing.T) {
+	for n, want := range map[int]string{10_000: "10k", 1_000_000: "1m", 20_000: "20k", 500: "500", 1_500_000: "1500k", 1234: "1234"} {
+		if got := compactCount(n); got != want {
+			t.Errorf("compactCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+	tests := []struct {
+		n           int
+		first, last string
+		count       int
+	}{
+		{n: 10_000, first: "m_00000", last: "m_00099", count: 100},
+		{n: 1_000_000, first: "m_00000", last: "m_09999", count: 10_000},
+		{n: 250, first: "m_00000", last: "m_00001", count: 2},
+		{n: 99, first: "m_", last: "m_", count: 1},
+	}
+	for _, tc := range tests {
+		got := searchPrefixes("m_", tc.n)
+		if len(got) != tc.count || got[0] != tc.first || got[len(got)-1] != tc.last {
+			t.Errorf("searchPrefixes(%d): %d prefixes %q..%q, want %d %q..%q", tc.n, len(got), got[0], got[len(got)-1], tc.count, tc.first, tc.last)
+		}
+		// Every prefix is shared by 100 of the n users (all of them, under 100).
+		for _, p := range []string{got[0], got[len(got)-1]} {
+			shared := 0
+			for i := range tc.n {
+				if strings.HasPrefix(fmt.Sprintf("m_%07d", i), p) {
+					shared++
+				}
+			}
+			if shared != min(100, tc.n) {
+				t.Errorf("searchPrefixes(%d): %q is shared by %d users", tc.n, p, shared)
+			}
+		}
+	}
+}
+
+// TestTables renders the mixed table and the million summary from made-up
+// rounds: the ratios are taken round by round, and the goal is judged.
 func TestTables(t *testing.T) {
 	rec := func(us, rps float64) runRecord {
 		return runRecord{SrvUs: num(us), RPS: num(rps), Requests: 100, Seconds: 1}
@@ -436,6 +474,18 @@ func TestTables(t *testing.T) {
 	for _, want := range []string{"| sqlite | 100 | 90.0 | 45.0 (40.0–50.0) | 57.5 (55.0–60.0) | 1.30× (1.10–1.50) |", "| 40.0 |", "sqlite 1.30× (not met)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("mixed table lacks %q:\n%s", want, out)
+		}
+	}
+
+	small := &target{name: "sqlite-10k", group: "million", users: 10_000, deepPage: 200}
+	big := &target{name: "sqlite-1m", group: "million", users: 1_000_000, deepPage: 1000, ref: small}
+	all := map[string]map[string]*targetResult{
+		"million_get_user": {"sqlite-10k": {rounds: []runRecord{rec(20, 1), rec(30, 1)}}, "sqlite-1m": {rounds: []runRecord{rec(30, 1), rec(30, 1)}}},
+	}
+	out = millionSummary([]*target{small, big}, all)
+	for _, want := range []string{"### 1,000,000 users / 10,000 users", "| scenario | sqlite-1m ÷ sqlite-10k |", "| million_get_user | 1.25× (1.00–1.50) |", "page 1000 of the bigger, and page 200 of the smaller"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("million summary lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -67,3 +67,32 @@ func heavyOverwrites(users []string) []overwriteSpec {
 	}
 	return ows
 }
+
+// compactCount names a count of users in a target's name: 10k, 1m, 500.
+func compactCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dm", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	default:
+		return fmt.Sprint(n)
+	}
+}
+
+// searchPrefixes are the values of million_search_users' ?q= on an
+// instance of n users named prefix<i, 7 digits>: prefix and the first five
+// digits, which 100 users share on every instance alike (0000000..0000099
+// share prefix00000), so a search finds as many on the smaller instance
+// as on the bigger, and its page of 20 is full. Fewer than 100 users: the
+// prefix alone.
+func searchPrefixes(prefix string, n int) []string {
+	if n < 100 {
+		return []string{prefix}
+	}
+	out := make([]string, n/100)
+	for k := range out {
+		out[k] = fmt.Sprintf("%s%05d", prefix, k)
+	}
+	return out
+}

@@ -36,6 +36,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/guildhall/guildhall/tools/bench/internal/bulk"
 	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
@@ -49,6 +50,7 @@ type config struct {
 	rounds           int
 	rate             float64
 	mixedRate        float64
+	millionUsers     int
 	quick            bool
 	bin              string
 	pgURL            string
@@ -66,7 +68,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.scenarios, "scenarios", "default", "comma-separated scenarios or groups: "+scenarioNames()+"; groups "+groupNames+" (default: "+defaultScenarios+")")
 	fs.BoolVar(&c.pageDeep, "page-deep", false, "also run page_deep (seeds -deep-users users: slow)")
 	fs.StringVar(&c.targets, "targets", "ceiling,sqlite,postgres", "targets to run, in this order")
-	fs.IntVar(&c.users, "users", 10000, "users to seed through the API")
+	fs.IntVar(&c.users, "users", 10000, "users to seed through the API (and in bulk into the smaller instance of the million scenarios)")
+	fs.IntVar(&c.millionUsers, "million-users", 1_000_000, "users seeded in bulk into the bigger instance of the million scenarios")
 	fs.IntVar(&c.deepUsers, "deep-users", 100000, "users in all for page_deep")
 	fs.IntVar(&c.conns, "conns", 32, "connections of the closed loop")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "length of a measured round")
@@ -115,6 +118,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-rounds must be >= 1 and -duration > 0")
 	case c.rate <= 0 || c.mixedRate <= 0:
 		return c, errors.New("-rate and -mixed-rate must be > 0")
+	case c.millionUsers < 1 || c.millionUsers > 9_999_999:
+		return c, errors.New("-million-users must be 1..9999999")
 	case c.pin != "auto" && c.pin != "off":
 		return c, errors.New("-pin is auto or off")
 	}
@@ -254,6 +259,8 @@ func (b *bench) run(ctx context.Context) error {
 
 	needPerms := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" })
 	needDeep := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" })
+	needMain := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs != "million" })
+	needMillion := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" })
 	needMixed := slices.ContainsFunc(scs, func(s scenario) bool { return s.writes != nil })
 
 	var wanted []string
@@ -265,12 +272,20 @@ func (b *bench) run(ctx context.Context) error {
 			return fmt.Errorf("unknown target %q (ceiling, sqlite, postgres)", name)
 		}
 	}
+	stores := slices.DeleteFunc(slices.Clone(wanted), func(s string) bool { return s == "ceiling" })
+	switch {
+	case needMillion && len(stores) == 0:
+		return errors.New("the million scenarios need sqlite or postgres in -targets")
+	case needMillion && b.cfg.millionUsers <= b.cfg.users:
+		return errors.New("the million scenarios need -million-users above -users")
+	}
 	if slices.Contains(wanted, "postgres") {
 		pg, err := openPG(ctx, b.cfg.pgURL)
 		if err != nil {
 			b.skipped = fmt.Sprintf("PostgreSQL unreachable at %s (%v): the postgres target is skipped", redactURL(b.cfg.pgURL), err)
 			progress("%s\n", b.skipped)
 			wanted = slices.DeleteFunc(wanted, func(s string) bool { return s == "postgres" })
+			stores = slices.DeleteFunc(stores, func(s string) bool { return s == "postgres" })
 		} else {
 			b.pg = pg
 		}
@@ -286,10 +301,17 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	b.say("- command: `%s`\n", shellJoin(append([]string{argv0}, os.Args[1:]...)))
 	b.say("- pinning: %s\n", b.pinNote)
-	b.say("- %d round(s) of %v after a %v warm-up, per target and scenario; closed loop: %d connections; open loop: %g req/s; %s users seeded through the API\n",
-		b.cfg.rounds, b.cfg.duration, b.cfg.warmup, b.cfg.conns, b.cfg.rate, thousands(int64(b.cfg.users)))
+	b.say("- %d round(s) of %v after a %v warm-up, per target and scenario; closed loop: %d connections; open loop: %g req/s\n",
+		b.cfg.rounds, b.cfg.duration, b.cfg.warmup, b.cfg.conns, b.cfg.rate)
+	if needMain {
+		b.say("- ceiling, sqlite, postgres: %s users seeded through the API\n", thousands(int64(b.cfg.users)))
+	}
 	if needMixed {
 		b.say("- mixed_get_user: %g creates/s beside the reads (open loop, one connection)\n", b.cfg.mixedRate)
+	}
+	if needMillion {
+		b.say("- million: per store, an instance with %s users and one with %s, seeded in bulk into the database before the server serves them\n",
+			thousands(int64(b.cfg.users)), thousands(int64(b.cfg.millionUsers)))
 	}
 	if b.skipped != "" {
 		b.say("- %s\n", b.skipped)
@@ -302,6 +324,9 @@ func (b *bench) run(ctx context.Context) error {
 	b.say("- run directory: %s\n\n", b.dir)
 
 	for _, name := range wanted {
+		if !needMain {
+			break
+		}
 		var err error
 		switch name {
 		case "ceiling":
@@ -317,8 +342,13 @@ func (b *bench) run(ctx context.Context) error {
 	}
 
 	for _, sc := range scs {
-		if sc.needs == "deep" {
+		switch sc.needs {
+		case "deep":
 			if err := b.prepareDeep(ctx); err != nil {
+				return err
+			}
+		case "million":
+			if err := b.prepareMillion(ctx, stores); err != nil {
 				return err
 			}
 		}
@@ -326,16 +356,31 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if s := ratioSummary(b.names(), b.results); s != "" {
+	if s := ratioSummary(b.names(""), b.results); s != "" {
+		b.say("%s", s)
+	}
+	if s := millionSummary(b.group("million"), b.results); s != "" {
 		b.say("%s", s)
 	}
 	progress("tables written to %s\n", filepath.Join(b.dir, "results.md"))
 	return nil
 }
 
-func (b *bench) names() []string {
-	var out []string
+// group returns the targets of a group ("" or "million"), in the order they
+// were started.
+func (b *bench) group(name string) []*target {
+	var out []*target
 	for _, t := range b.targets {
+		if t.group == name {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (b *bench) names(group string) []string {
+	var out []string
+	for _, t := range b.group(group) {
 		out = append(out, t.name)
 	}
 	return out
@@ -390,7 +435,7 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 		return err
 	}
 	t := &target{name: store, addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, store+".log")}
-	if err := b.guildhallEnv(ctx, t, store); err != nil {
+	if _, err := b.guildhallEnv(ctx, t, store, ""); err != nil {
 		return err
 	}
 	if err := b.launch(ctx, t); err != nil {
@@ -418,9 +463,9 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 
 // guildhallEnv sets the environment of Guildhall on store for t: its
 // address, no rate limit, the owner's token, its data directory, and on
-// PostgreSQL a database of its own (guildhall_bench_<tag>). The cluster is
-// pinned with it.
-func (b *bench) guildhallEnv(ctx context.Context, t *target, store string) error {
+// PostgreSQL a database of its own (guildhall_bench_<tag><suffix>), whose
+// URL it returns. The cluster is pinned with the first such database.
+func (b *bench) guildhallEnv(ctx context.Context, t *target, store, suffix string) (dbURL string, err error) {
 	t.env = []string{
 		"GUILDHALL_ADDR=" + t.addr,
 		"GUILDHALL_RATE_LIMIT=0",
@@ -428,13 +473,12 @@ func (b *bench) guildhallEnv(ctx context.Context, t *target, store string) error
 		"GUILDHALL_DATA_DIR=" + filepath.Join(b.dir, t.name+"-data"),
 	}
 	if store != "postgres" {
-		return nil
+		return "", nil
 	}
 	t.pg = b.pg
-	t.pgDB = "guildhall_bench_" + b.tag
-	dbURL, err := b.pg.createDB(ctx, t.pgDB)
-	if err != nil {
-		return err
+	t.pgDB = "guildhall_bench_" + b.tag + suffix
+	if dbURL, err = b.pg.createDB(ctx, t.pgDB); err != nil {
+		return "", err
 	}
 	t.env = append(t.env, "GUILDHALL_DATABASE_URL="+dbURL)
 	if b.pinned && !b.pgPinned {
@@ -445,10 +489,11 @@ func (b *bench) guildhallEnv(ctx context.Context, t *target, store string) error
 			progress("postgres: postmaster %d and its processes pinned to CPU %d\n", b.pg.postmaster, b.cfg.srvCPU)
 		}
 	}
-	return nil
+	return dbURL, nil
 }
 
-// launch starts Guildhall for t and waits until it is ready.
+// launch starts (or starts again) Guildhall for t and waits until it is
+// ready.
 func (b *bench) launch(ctx context.Context, t *target) error {
 	var err error
 	if t.proc, err = startProcess([]string{b.cfg.bin, "serve"}, t.env, t.logPath, b.srvCPUs()); err != nil {
@@ -457,13 +502,89 @@ func (b *bench) launch(ctx context.Context, t *target) error {
 	if !slices.Contains(b.targets, t) {
 		b.targets = append(b.targets, t)
 	}
-	return t.waitReady(ctx, 60*time.Second)
+	return t.waitReady(ctx, 120*time.Second)
+}
+
+// prepareMillion starts, once, the instances the million scenarios compare:
+// for each store, one with -users users and one with -million-users, both
+// seeded in bulk.
+func (b *bench) prepareMillion(ctx context.Context, stores []string) error {
+	if len(b.group("million")) > 0 {
+		return nil
+	}
+	for _, store := range stores {
+		small, err := b.startBulk(ctx, store, b.cfg.users, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := b.startBulk(ctx, store, b.cfg.millionUsers, small); err != nil {
+			return err
+		}
+	}
+	if b.pg != nil && slices.Contains(stores, "postgres") {
+		if err := b.pg.checkpoint(ctx); err != nil {
+			progress("postgres: CHECKPOINT after seeding: %v\n", err)
+		}
+	}
+	return nil
+}
+
+// startBulk starts Guildhall on store with n users written straight into
+// its database (internal/bulk): the server starts once on the empty store,
+// which creates the owner and their token, stops, the users are written,
+// and it starts again. User i is m<tag>_<i, 7 digits>, "Member <i>".
+func (b *bench) startBulk(ctx context.Context, store string, n int, ref *target) (*target, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	name := store + "-" + compactCount(n)
+	t := &target{name: name, group: "million", addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, name+".log"), ref: ref, users: n}
+	dbURL, err := b.guildhallEnv(ctx, t, store, "_"+compactCount(n))
+	if err != nil {
+		return nil, err
+	}
+	if err := b.launch(ctx, t); err != nil {
+		return nil, err
+	}
+	t.proc.stop()
+	progress("%s: seeding %s users in bulk ...\n", name, thousands(int64(n)))
+	start := time.Now()
+	prefix := "m" + b.tag + "_"
+	t.ids, err = bulk.Users(ctx, filepath.Join(b.dir, name+"-data"), dbURL, n, func(i int) (string, string) {
+		return fmt.Sprintf("%s%07d", prefix, i), fmt.Sprintf("Member %07d", i)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if t.pg != nil {
+		if err := t.pg.settle(ctx, dbURL); err != nil {
+			return nil, fmt.Errorf("%s: VACUUM ANALYZE: %w", name, err)
+		}
+	}
+	t.seedTime = time.Since(start)
+	progress("%s: seeded %s users in %v\n", name, thousands(int64(n)), t.seedTime.Round(time.Millisecond))
+	if err := b.launch(ctx, t); err != nil {
+		return nil, err
+	}
+	t.api = client.New(addr, t.token)
+	t.prefixes = searchPrefixes(prefix, n)
+	// The deep page: page 1,000, or the last full page of a smaller
+	// instance (the owner is one user more).
+	if t.deepPage = min(1000, (n+1)/50); t.deepPage >= 2 {
+		if t.deepCursor, err = t.api.CursorOfPage(ctx, t.deepPage); err != nil {
+			return nil, fmt.Errorf("%s: walking to page %d: %w", name, t.deepPage, err)
+		}
+		t.deepReady = true
+	}
+	progress("%s: pid %d on %s; page %d found\n", name, t.proc.pid(), addr, t.deepPage)
+	return t, nil
 }
 
 // prepareDeep seeds every real target up to -deep-users and walks each
 // target's list to the cursor of page 1,000.
 func (b *bench) prepareDeep(ctx context.Context) error {
-	for _, t := range b.targets {
+	for _, t := range b.group("") {
 		if t.deepReady {
 			continue
 		}
@@ -490,7 +611,7 @@ func (b *bench) prepareDeep(ctx context.Context) error {
 // source builds the requests of sc for t and sends one as a preflight; nil
 // when t has not what sc needs.
 func (b *bench) source(sc scenario, t *target) (*client.Source, error) {
-	path, body, err := sc.fill(t)
+	path, body, keys, err := sc.fill(t)
 	if err != nil {
 		progress("  %s: skipped: %v\n", t.name, err)
 		return nil, nil
@@ -499,7 +620,9 @@ func (b *bench) source(sc scenario, t *target) (*client.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := client.NewSource(tpl, t.ids, b.tag, &b.counter, true)
+	// A million keys would hold a million requests: those are built as
+	// they are sent, on every target of the group alike.
+	src, err := client.NewSource(tpl, keys, b.tag, &b.counter, sc.needs != "million")
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", sc.name, t.name, err)
 	}
@@ -519,7 +642,10 @@ const aloneSuffix = "/alone"
 
 func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	progress("== %s\n", sc.name)
-	group := b.targets
+	group := b.group("")
+	if sc.needs == "million" {
+		group = b.group("million")
+	}
 	srcs := map[*target]*client.Source{}
 	writes := map[*target]*client.Source{}
 	for _, t := range group {
@@ -597,10 +723,25 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	if sc.open {
 		how = fmt.Sprintf("open loop at %g req/s, latency from each request's scheduled time", b.cfg.rate)
 	}
-	if sc.writes != nil {
-		b.say("%s\n", mixedTable(sc, how, b.cfg.mixedRate, b.names(), alone, res))
-	} else {
-		b.say("%s\n", scenarioTable(sc, how, b.names(), res, "ceiling"))
+	var names []string
+	refOf := map[string]string{}
+	for _, t := range group {
+		names = append(names, t.name)
+		refOf[t.name] = "ceiling"
+		if t.group == "million" {
+			refOf[t.name] = t.name
+			if t.ref != nil {
+				refOf[t.name] = t.ref.name
+			}
+		}
+	}
+	switch {
+	case sc.writes != nil:
+		b.say("%s\n", mixedTable(sc, how, b.cfg.mixedRate, names, alone, res))
+	case sc.needs == "million":
+		b.say("%s\n", scenarioTable(sc, how, names, res, refOf, "the smaller instance"))
+	default:
+		b.say("%s\n", scenarioTable(sc, how, names, res, refOf, "ceiling"))
 	}
 	// The latencies are in the table now; keep the memory down.
 	for _, m := range []map[string]*targetResult{res, alone} {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // runRecord is one load run, as written to results.jsonl.
@@ -116,8 +117,9 @@ func fmtSpread(s spread, unit string) string {
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // scenarioTable renders one scenario's table: a row per target, the ratio
-// column taken round by round against the ceiling.
-func scenarioTable(sc scenario, how string, targets []string, res map[string]*targetResult, ceilingName string) string {
+// column taken round by round against the row's reference (refOf; the
+// ceiling, or the smaller instance of a pair), which the header names.
+func scenarioTable(sc scenario, how string, targets []string, res map[string]*targetResult, refOf map[string]string, refLabel string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s\n\n`%s %s`", sc.name, sc.method, sc.path)
 	if sc.body != "" {
@@ -130,10 +132,9 @@ func scenarioTable(sc scenario, how string, targets []string, res map[string]*ta
 		head += " max ms |"
 		sep += "--:|"
 	}
-	head += " errors | µs/req × ceiling |"
+	head += " errors | µs/req × " + refLabel + " |"
 	sep += "--:|--:|"
 	b.WriteString(head + "\n" + sep + "\n")
-	ref := res[ceilingName]
 	var notes []string
 	for _, name := range targets {
 		r := res[name]
@@ -155,10 +156,10 @@ func scenarioTable(sc scenario, how string, targets []string, res map[string]*ta
 			notes = append(notes, fmt.Sprintf("%s: the load generator used %.2f of its core in a round; this row's req/s may be the generator's limit, not the server's", name, genMax))
 		}
 		ratio := "–"
-		if ref != nil && name != ceilingName {
-			ratio = fmtSpread(summarize(pairRatios(r.series(usOf), ref.series(usOf))), "×")
-		} else if name == ceilingName {
+		if ref := res[refOf[name]]; name == refOf[name] {
 			ratio = "1×"
+		} else if ref != nil {
+			ratio = fmtSpread(summarize(pairRatios(r.series(usOf), ref.series(usOf))), "×")
 		}
 		row := fmt.Sprintf("| %s | %s | %s | %s | %s |", name, fmtSpread(summarize(r.series(rpsOf)), ""),
 			fmtSpread(summarize(r.series(usOf)), ""), fmtNum(ms(percentile(r.lat, 50))), fmtNum(ms(percentile(r.lat, 99))))
@@ -281,6 +282,62 @@ func mixedTable(sc scenario, how string, rate float64, targets []string, alone, 
 	if len(notes) > 0 {
 		b.WriteString("\n")
 	}
+	return b.String()
+}
+
+// millionSummary renders, for each pair of million instances, the server
+// CPU per request of the bigger over the smaller, round by round, per
+// scenario.
+func millionSummary(targets []*target, all map[string]map[string]*targetResult) string {
+	var pairs []*target
+	for _, t := range targets {
+		if t.ref != nil {
+			pairs = append(pairs, t)
+		}
+	}
+	var rows []string
+	for _, sc := range scenarios {
+		if sc.needs == "million" && all[sc.name] != nil {
+			rows = append(rows, sc.name)
+		}
+	}
+	if len(pairs) == 0 || len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s users / %s users\n\n", thousands(int64(pairs[0].users)), thousands(int64(pairs[0].ref.users)))
+	b.WriteString("Server CPU per request of the bigger instance over the smaller one's, round by round, median (min–max).")
+	if small := pairs[0].ref; small.deepPage > 0 && small.deepPage < pairs[0].deepPage {
+		fmt.Fprintf(&b, " million_page_1000 fetches page %d of the bigger, and page %d of the smaller (its last full page).", pairs[0].deepPage, small.deepPage)
+	}
+	b.WriteString("\n\n| scenario |")
+	sep := "|---|"
+	for _, t := range pairs {
+		fmt.Fprintf(&b, " %s ÷ %s |", t.name, t.ref.name)
+		sep += "--:|"
+	}
+	b.WriteString("\n" + sep + "\n")
+	for _, sc := range rows {
+		fmt.Fprintf(&b, "| %s |", sc)
+		for _, t := range pairs {
+			big, small := all[sc][t.name], all[sc][t.ref.name]
+			cell := "–"
+			if big != nil && small != nil {
+				cell = fmtSpread(summarize(pairRatios(big.series(usOf), small.series(usOf))), "×")
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nSeeded in bulk:")
+	for i, t := range targets {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "%s %s %s users in %v", sep, t.name, thousands(int64(t.users)), t.seedTime.Round(10*time.Millisecond))
+	}
+	b.WriteString(".\n\n")
 	return b.String()
 }
 
