@@ -8,10 +8,14 @@ export CGO_ENABLED := 1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/guildhall/guildhall/internal/app.Version=$(VERSION)
 
-.PHONY: run build generate check-generated vet lint test test-race test-short fuzz bench load bench-http lint-spec tsclient tspackage ogen contract-version browser contract console-check ci clean
+.PHONY: run build generate check-generated vet lint test test-tools test-race test-short fuzz bench load bench-http lint-spec tsclient tspackage ogen contract-version browser contract console-check ci clean
 
 # Tools run with `go run` at pinned versions (nothing to install).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# The measuring tools (make bench-http, make load) are a module of their own,
+# which ./... at the root does not reach: make test-tools vets and tests it.
+BENCH_MOD := tools/bench
 
 run: ## run the server on ./data (SQLite), on 127.0.0.1:8080 unless GUILDHALL_ADDR says otherwise
 	GUILDHALL_ADDR="$${GUILDHALL_ADDR:-127.0.0.1:8080}" $(GO) run -ldflags "$(LDFLAGS)" ./cmd/guildhall serve
@@ -32,11 +36,16 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1; }
 
-test: check-generated vet ## every Go test (PostgreSQL tests skip when it is unreachable)
+test: check-generated vet test-tools ## every Go test (PostgreSQL tests skip when it is unreachable)
 	$(GO) test -count=1 -timeout 20m ./...
 
-lint: ## staticcheck (pinned, go run) over every package; its default checks, none silenced
+test-tools: ## go vet and the unit tests of the measuring tools' module (tools/bench)
+	cd $(BENCH_MOD) && $(GO) vet ./...
+	cd $(BENCH_MOD) && $(GO) test -count=1 -timeout 5m ./...
+
+lint: ## staticcheck (pinned, go run) over every package, the tools' module too; its default checks, none silenced
 	$(GO) run $(STATICCHECK) ./...
+	cd $(BENCH_MOD) && $(GO) run $(STATICCHECK) ./...
 
 # The race detector where goroutines share state: the event broker, the
 # write batcher and caches of the store, the authorization snapshot, the
@@ -65,12 +74,12 @@ bench: ## Go benchmarks, then the load run
 	$(MAKE) load
 
 load: ## the load run: 32 clients for LOAD_DURATION against an in-process server (SQLite)
-	$(GO) run ./cmd/guildhall-load -duration $(or $(LOAD_DURATION),10s) -clients 32
+	cd $(BENCH_MOD) && $(GO) run ./cmd/guildhall-load -duration $(or $(LOAD_DURATION),10s) -clients 32
 
 # Side by side, in one run: bin/guildhall on SQLite and PostgreSQL and a bare
 # Echo server with the same routes (the ceiling). See docs/performance.md.
 bench-http: build ## the HTTP load benchmark (~10 min; BENCH_FLAGS=-quick for a smoke run, -h for the flags)
-	$(GO) build -o bin/guildhall-bench ./cmd/guildhall-bench
+	cd $(BENCH_MOD) && $(GO) build -o ../../bin/guildhall-bench ./cmd/guildhall-bench
 	bin/guildhall-bench -bin bin/guildhall $(BENCH_FLAGS)
 
 # The contract seen from outside, with the npm tools pinned in

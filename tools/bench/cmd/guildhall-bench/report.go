@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // runRecord is one load run, as written to results.jsonl.
 type runRecord struct {
 	Scenario   string `json:"scenario"`
+	Variant    string `json:"variant,omitempty"` // a scenario with writes: alone or with_writes
 	Target     string `json:"target"`
 	Phase      string `json:"phase"` // warmup or measure
 	Round      int    `json:"round"`
@@ -33,6 +35,11 @@ type runRecord struct {
 	P99ms      num    `json:"p99_ms"`
 	MaxMs      num    `json:"max_ms"`
 	FirstBad   string `json:"first_bad,omitempty"`
+	// The writes beside the requests (variant with_writes).
+	Writes     int64 `json:"writes,omitempty"`
+	WritesOK   int64 `json:"writes_ok,omitempty"`
+	WritesBad  int64 `json:"writes_bad,omitempty"` // non-2xx and socket errors
+	WriteP99ms num   `json:"write_p99_ms,omitempty"`
 }
 
 // num is a float64 that is null in JSON when it is not a number.
@@ -50,6 +57,7 @@ func (n num) MarshalJSON() ([]byte, error) {
 type targetResult struct {
 	rounds []runRecord // measured rounds, by round index
 	lat    []int64     // the latencies of every measured request, ns
+	wlat   []int64     // and of every write beside them, ns
 }
 
 func (r *targetResult) series(f func(runRecord) float64) []float64 {
@@ -109,8 +117,9 @@ func fmtSpread(s spread, unit string) string {
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // scenarioTable renders one scenario's table: a row per target, the ratio
-// column taken round by round against the ceiling.
-func scenarioTable(sc scenario, how string, targets []string, res map[string]*targetResult, ceilingName string) string {
+// column taken round by round against the row's reference (refOf; the
+// ceiling, or the smaller instance of a pair), which the header names.
+func scenarioTable(sc scenario, how string, targets []string, res map[string]*targetResult, refOf map[string]string, refLabel string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s\n\n`%s %s`", sc.name, sc.method, sc.path)
 	if sc.body != "" {
@@ -123,10 +132,9 @@ func scenarioTable(sc scenario, how string, targets []string, res map[string]*ta
 		head += " max ms |"
 		sep += "--:|"
 	}
-	head += " errors | µs/req × ceiling |"
+	head += " errors | µs/req × " + refLabel + " |"
 	sep += "--:|--:|"
 	b.WriteString(head + "\n" + sep + "\n")
-	ref := res[ceilingName]
 	var notes []string
 	for _, name := range targets {
 		r := res[name]
@@ -148,10 +156,10 @@ func scenarioTable(sc scenario, how string, targets []string, res map[string]*ta
 			notes = append(notes, fmt.Sprintf("%s: the load generator used %.2f of its core in a round; this row's req/s may be the generator's limit, not the server's", name, genMax))
 		}
 		ratio := "–"
-		if ref != nil && name != ceilingName {
-			ratio = fmtSpread(summarize(pairRatios(r.series(usOf), ref.series(usOf))), "×")
-		} else if name == ceilingName {
+		if ref := res[refOf[name]]; name == refOf[name] {
 			ratio = "1×"
+		} else if ref != nil {
+			ratio = fmtSpread(summarize(pairRatios(r.series(usOf), ref.series(usOf))), "×")
 		}
 		row := fmt.Sprintf("| %s | %s | %s | %s | %s |", name, fmtSpread(summarize(r.series(rpsOf)), ""),
 			fmtSpread(summarize(r.series(usOf)), ""), fmtNum(ms(percentile(r.lat, 50))), fmtNum(ms(percentile(r.lat, 99))))
@@ -209,6 +217,127 @@ func ratioSummary(targets []string, all map[string]map[string]*targetResult) str
 		}
 		b.WriteString("\n")
 	}
+	return b.String()
+}
+
+// mixedGoal is the most that writes beside the reads may add to the
+// server's CPU per read (issue 17).
+const mixedGoal = 1.25
+
+// mixedTable renders a scenario with writes: per target, the reads alone
+// and with the writes, and the ratio of server CPU per read, round by
+// round.
+func mixedTable(sc scenario, how string, rate float64, targets []string, alone, with map[string]*targetResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s\n\n`%s %s` (%s), alone and with `%s %s` `%s` beside it at %g req/s (open loop, one connection), "+
+		"each target alone and then with them in every round. Server CPU per read counts all of the server's CPU, the writes' too.\n\n",
+		sc.name, sc.method, sc.path, how, sc.writes.method, sc.writes.path, sc.writes.body, rate)
+	b.WriteString("| target | reads/s alone | reads/s with writes | µs/read alone | µs/read with writes | with ÷ alone | read p99 ms alone, with | writes/s | write p99 ms | errors |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var goal, notes []string
+	for _, name := range targets {
+		a, w := alone[name], with[name]
+		if a == nil || w == nil || len(w.rounds) == 0 {
+			continue
+		}
+		slices.Sort(a.lat)
+		slices.Sort(w.lat)
+		slices.Sort(w.wlat)
+		var reqs, bad, writes, wbad int64
+		var secs float64
+		for _, rec := range append(slices.Clone(a.rounds), w.rounds...) {
+			reqs += rec.Requests + rec.Writes
+			bad += rec.Non2xx + rec.SockErrs + rec.WritesBad
+			if rec.FirstBad != "" && len(notes) < 6 && !slices.Contains(notes, name+": "+rec.FirstBad) {
+				notes = append(notes, name+": "+rec.FirstBad)
+			}
+		}
+		for _, rec := range w.rounds {
+			writes += rec.WritesOK
+			wbad += rec.WritesBad
+			secs += float64(rec.Seconds)
+		}
+		ratio := summarize(pairRatios(w.series(usOf), a.series(usOf)))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s, %s | %s | %s | %s/%s |\n", name,
+			fmtSpread(summarize(a.series(rpsOf)), ""), fmtSpread(summarize(w.series(rpsOf)), ""),
+			fmtSpread(summarize(a.series(usOf)), ""), fmtSpread(summarize(w.series(usOf)), ""),
+			fmtSpread(ratio, "×"), fmtNum(ms(percentile(a.lat, 99))), fmtNum(ms(percentile(w.lat, 99))),
+			fmtNum(float64(writes)/secs), fmtNum(ms(percentile(w.wlat, 99))), thousands(bad), thousands(reqs))
+		if name != "ceiling" && ratio.n > 0 {
+			verdict := "met"
+			// Judged on the figure shown (two decimals), so that 1.25× is met.
+			if math.Round(ratio.med*100)/100 > mixedGoal {
+				verdict = "not met"
+			}
+			goal = append(goal, fmt.Sprintf("%s %s (%s)", name, fmtNum(ratio.med)+"×", verdict))
+		}
+	}
+	if len(goal) > 0 {
+		fmt.Fprintf(&b, "\nGoal: with ÷ alone ≤ %g×, median of the rounds: %s. The ceiling's row shows what the method itself adds (its writes store nothing).\n",
+			mixedGoal, strings.Join(goal, ", "))
+	}
+	for _, n := range notes {
+		b.WriteString("\n- " + n)
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// millionSummary renders, for each pair of million instances, the server
+// CPU per request of the bigger over the smaller, round by round, per
+// scenario.
+func millionSummary(targets []*target, all map[string]map[string]*targetResult) string {
+	var pairs []*target
+	for _, t := range targets {
+		if t.ref != nil {
+			pairs = append(pairs, t)
+		}
+	}
+	var rows []string
+	for _, sc := range scenarios {
+		if sc.needs == "million" && all[sc.name] != nil {
+			rows = append(rows, sc.name)
+		}
+	}
+	if len(pairs) == 0 || len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s users / %s users\n\n", thousands(int64(pairs[0].users)), thousands(int64(pairs[0].ref.users)))
+	b.WriteString("Server CPU per request of the bigger instance over the smaller one's, round by round, median (min–max).")
+	if small := pairs[0].ref; small.deepPage > 0 && small.deepPage < pairs[0].deepPage {
+		fmt.Fprintf(&b, " million_page_1000 fetches page %d of the bigger, and page %d of the smaller (its last full page).", pairs[0].deepPage, small.deepPage)
+	}
+	b.WriteString("\n\n| scenario |")
+	sep := "|---|"
+	for _, t := range pairs {
+		fmt.Fprintf(&b, " %s ÷ %s |", t.name, t.ref.name)
+		sep += "--:|"
+	}
+	b.WriteString("\n" + sep + "\n")
+	for _, sc := range rows {
+		fmt.Fprintf(&b, "| %s |", sc)
+		for _, t := range pairs {
+			big, small := all[sc][t.name], all[sc][t.ref.name]
+			cell := "–"
+			if big != nil && small != nil {
+				cell = fmtSpread(summarize(pairRatios(big.series(usOf), small.series(usOf))), "×")
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nSeeded in bulk:")
+	for i, t := range targets {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "%s %s %s users in %v", sep, t.name, thousands(int64(t.users)), t.seedTime.Round(10*time.Millisecond))
+	}
+	b.WriteString(".\n\n")
 	return b.String()
 }
 

@@ -2,21 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
 // loadSpec is one load run against one address.
 type loadSpec struct {
 	addr     string
-	src      *requestSource
+	src      *client.Source
 	conns    int
 	duration time.Duration
 	// rate > 0: open loop, rate requests per second in all, each timed from
@@ -38,114 +37,26 @@ type loadResult struct {
 	genCPU   time.Duration
 }
 
-// conn is one keep-alive HTTP/1.1 connection of the load generator.
-type conn struct {
-	addr string
-	c    net.Conn
-	buf  []byte // bytes read and not yet consumed are buf[r:w]
-	r, w int
-	// closing: the last response said Connection: close.
-	closing bool
-	dl      time.Time // the deadline of every read and write, kept across redials
-}
-
-func (c *conn) setDeadline(t time.Time) {
-	c.dl = t
-	_ = c.c.SetDeadline(t)
-}
-
-func dial(addr string) (*conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	return &conn{addr: addr, c: c, buf: make([]byte, 64<<10)}, nil
-}
-
-func (c *conn) redial() error {
-	_ = c.c.Close()
-	nc, err := net.DialTimeout("tcp", c.addr, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	c.c, c.r, c.w = nc, 0, 0
-	if !c.dl.IsZero() {
-		_ = nc.SetDeadline(c.dl)
-	}
-	return nil
-}
-
-// roundTrip sends req and reads one response. The response's bytes stay
-// in c.buf until the next call (body: c.buf[start:end]).
-func (c *conn) roundTrip(req []byte) (resp response, start, end int, err error) {
-	if c.closing {
-		c.closing = false
-		if err = c.redial(); err != nil {
-			return resp, 0, 0, err
-		}
-	}
-	if _, err = c.c.Write(req); err != nil {
-		return resp, 0, 0, err
-	}
-	for {
-		if c.w > c.r {
-			var n int
-			resp, n, err = parseResponse(c.buf[c.r:c.w])
-			if err == nil {
-				start, end = c.r, c.r+n
-				c.r += n
-				c.closing = resp.close
-				if c.r == c.w {
-					c.r, c.w = 0, 0
-				}
-				return resp, start, end, nil
-			}
-			if !errors.Is(err, errNeedMore) {
-				return resp, 0, 0, err
-			}
-		}
-		if c.w == len(c.buf) {
-			if c.r > 0 { // move the partial response to the front
-				c.w = copy(c.buf, c.buf[c.r:c.w])
-				c.r = 0
-			} else { // a response larger than the buffer
-				nb := make([]byte, 2*len(c.buf))
-				copy(nb, c.buf[:c.w])
-				c.buf = nb
-			}
-		}
-		n, rerr := c.c.Read(c.buf[c.w:])
-		c.w += n
-		if rerr != nil && n == 0 {
-			if rerr == io.EOF {
-				rerr = io.ErrUnexpectedEOF
-			}
-			return resp, 0, 0, rerr
-		}
-	}
-}
-
 // worker is one connection's share of a run.
 type worker struct {
-	c                              *conn
+	c                              *client.Conn
 	rng                            *rand.Rand
-	bufs                           renderBufs
+	bufs                           client.RenderBufs
 	lat                            []int64
 	requests, ok, non2xx, sockErrs int64
 	firstBad                       string
 }
 
-func (w *worker) record(resp response, start, end int, d time.Duration) {
+func (w *worker) record(resp client.Response, d time.Duration) {
 	w.requests++
 	w.lat = append(w.lat, int64(d))
-	if resp.status >= 200 && resp.status < 300 {
+	if resp.Status >= 200 && resp.Status < 300 {
 		w.ok++
 		return
 	}
 	w.non2xx++
 	if w.firstBad == "" {
-		body := w.c.buf[start+resp.bodyOff : end]
-		w.firstBad = fmt.Sprintf("HTTP %d: %s", resp.status, trunc(string(body), 300))
+		w.firstBad = fmt.Sprintf("HTTP %d: %s", resp.Status, trunc(string(resp.Body), 300))
 	}
 }
 
@@ -158,7 +69,7 @@ func (w *worker) fail(err error, stop *atomic.Bool) bool {
 	if stop.Load() {
 		return false
 	}
-	if err := w.c.redial(); err != nil {
+	if err := w.c.Redial(); err != nil {
 		w.sockErrs++
 		return false
 	}
@@ -173,7 +84,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 	defer func() {
 		for _, w := range workers {
 			if w != nil && w.c != nil {
-				_ = w.c.c.Close()
+				_ = w.c.Close()
 			}
 		}
 	}()
@@ -182,7 +93,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 		expect = int(spec.rate*spec.duration.Seconds())/spec.conns + 16
 	}
 	for i := range workers {
-		c, err := dial(spec.addr)
+		c, err := client.Dial(spec.addr)
 		if err != nil {
 			return res, fmt.Errorf("connect %s: %w", spec.addr, err)
 		}
@@ -197,7 +108,7 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 	deadline := start.Add(spec.duration)
 	for _, w := range workers {
 		// Bounds a request still in flight when the run ends.
-		w.c.setDeadline(deadline.Add(10 * time.Second))
+		w.c.SetDeadline(deadline.Add(10 * time.Second))
 	}
 	var wg sync.WaitGroup
 	for i, w := range workers {
@@ -233,15 +144,14 @@ func runLoad(ctx context.Context, spec loadSpec) (loadResult, error) {
 func (w *worker) closedLoop(spec loadSpec, deadline time.Time, stop *atomic.Bool) {
 	t0 := time.Now()
 	for t0.Before(deadline) && !stop.Load() {
-		req := spec.src.next(w.rng, &w.bufs)
-		resp, s, e, err := w.c.roundTrip(req)
+		resp, err := w.c.RoundTrip(spec.src.Next(w.rng, &w.bufs))
 		t1 := time.Now()
 		if err != nil {
 			if !w.fail(err, stop) {
 				return
 			}
 		} else {
-			w.record(resp, s, e, t1.Sub(t0))
+			w.record(resp, t1.Sub(t0))
 		}
 		t0 = t1
 	}
@@ -262,15 +172,14 @@ func (w *worker) openLoop(spec loadSpec, i int, start, deadline time.Time, stop 
 		if d := time.Until(due); d > 0 {
 			time.Sleep(d)
 		}
-		req := spec.src.next(w.rng, &w.bufs)
-		resp, s, e, err := w.c.roundTrip(req)
+		resp, err := w.c.RoundTrip(spec.src.Next(w.rng, &w.bufs))
 		if err != nil {
 			if !w.fail(err, stop) {
 				return
 			}
 			continue
 		}
-		w.record(resp, s, e, time.Since(due))
+		w.record(resp, time.Since(due))
 	}
 }
 

@@ -1,21 +1,21 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/guildhall/guildhall/internal/permissions"
+)
 
 // The permission setups the scenarios ask about. The real servers get them
 // through the API (setup.go); the ceiling builds the same shapes in memory
 // (ceiling.go), so both answer with bodies of the same size.
 
-// channelPerms are the channel-scoped permissions in catalog order.
-var channelPerms = []string{
-	"MANAGE_ROLES", "MANAGE_CHANNELS", "VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY",
-	"ATTACH_FILES", "MANAGE_MESSAGES", "EMBED_LINKS", "MENTION_EVERYONE", "ADD_REACTIONS",
-}
+// channelPerms are the channel-scoped permissions in catalog order, as the
+// product's catalog has them.
+var channelPerms = permissions.ChannelScoped.Names()
 
 // defaultGlobal are a fresh store's global permissions, in catalog order.
-var defaultGlobal = []string{
-	"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ATTACH_FILES", "EMBED_LINKS", "ADD_REACTIONS",
-}
+var defaultGlobal = permissions.DefaultGlobal.Names()
 
 const (
 	benchChannel = "bench" // get_channel, get_perms_channel: a channel with a couple of overwrites
@@ -66,4 +66,33 @@ func heavyOverwrites(users []string) []overwriteSpec {
 			allow: []string{channelPerms[k%n]}, deny: []string{channelPerms[(k+5)%n]}})
 	}
 	return ows
+}
+
+// compactCount names a count of users in a target's name: 10k, 1m, 500.
+func compactCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dm", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	default:
+		return fmt.Sprint(n)
+	}
+}
+
+// searchPrefixes are the values of million_search_users' ?q= on an
+// instance of n users named prefix<i, 7 digits>: prefix and the first five
+// digits, which 100 users share on every instance alike (0000000..0000099
+// share prefix00000), so a search finds as many on the smaller instance
+// as on the bigger, and its page of 20 is full. Fewer than 100 users: the
+// prefix alone.
+func searchPrefixes(prefix string, n int) []string {
+	if n < 100 {
+		return []string{prefix}
+	}
+	out := make([]string, n/100)
+	for k := range out {
+		out[k] = fmt.Sprintf("%s%05d", prefix, k)
+	}
+	return out
 }

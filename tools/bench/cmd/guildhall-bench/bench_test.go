@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,189 +16,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
-func TestSplitParts(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    []part
-		wantErr bool
-	}{
-		{"plain path", "/api/users?limit=50", []part{{lit: "/api/users?limit=50"}}, false},
-		{"id in a path", "/api/users/{id}/permissions", []part{{lit: "/api/users/"}, {ph: 'i'}, {lit: "/permissions"}}, false},
-		{"uniq inside JSON braces", `{"username":"u{uniq}","n":{"a":1}}`,
-			[]part{{lit: `{"username":"u`}, {ph: 'u'}, {lit: `","n":{"a":1}}`}}, false},
-		{"two placeholders back to back", "{id}{uniq}", []part{{ph: 'i'}, {ph: 'u'}}, false},
-		{"an unclosed brace is text", "a{b", []part{{lit: "a{b"}}, false},
-		{"a typo is an error, not text", "/api/users/{ids}", nil, true},
-		{"empty", "", nil, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := splitParts(tc.in)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
-			}
-			if !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestRequestRendering(t *testing.T) {
-	var counter atomic.Uint64
-	tests := []struct {
-		name, method, path, body string
-		ids                      []string
-		check                    func(t *testing.T, req *http.Request, body string)
-	}{
-		{name: "GET with a random id", method: "GET", path: "/api/users/{id}", ids: []string{"a1", "b2"},
-			check: func(t *testing.T, req *http.Request, body string) {
-				if req.URL.Path != "/api/users/a1" && req.URL.Path != "/api/users/b2" {
-					t.Errorf("path %q is not one of the ids", req.URL.Path)
-				}
-				if body != "" || req.ContentLength > 0 {
-					t.Errorf("GET has a body %q", body)
-				}
-			}},
-		{name: "POST with a unique value and its Content-Length", method: "POST", path: "/api/users", body: createBody,
-			check: func(t *testing.T, req *http.Request, body string) {
-				var u struct{ Username, Display_name string }
-				if err := json.Unmarshal([]byte(body), &u); err != nil {
-					t.Fatalf("body %q: %v", body, err)
-				}
-				if !strings.HasPrefix(u.Username, "utag") || u.Display_name != "Bench "+strings.TrimPrefix(u.Username, "u") {
-					t.Errorf("body %q does not carry the unique value twice", body)
-				}
-				if req.Header.Get("Content-Type") != "application/json" {
-					t.Errorf("Content-Type %q", req.Header.Get("Content-Type"))
-				}
-			}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tpl, err := compileTemplate(tc.method, tc.path, tc.body, "127.0.0.1:1", "secret")
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := newRequestSource(tpl, tc.ids, "tag", &counter)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			var bufs renderBufs
-			seen := map[string]bool{}
-			for range 20 {
-				raw := append([]byte(nil), src.next(rng, &bufs)...)
-				// The request must be what a real server parses, with nothing left over.
-				req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
-				if err != nil {
-					t.Fatalf("%q: %v", raw, err)
-				}
-				body, _ := io.ReadAll(req.Body)
-				if int64(len(body)) != max(req.ContentLength, 0) {
-					t.Fatalf("Content-Length %d, body %d bytes", req.ContentLength, len(body))
-				}
-				if req.Method != tc.method || req.Host != "127.0.0.1:1" || req.Header.Get("Authorization") != "Bearer secret" {
-					t.Fatalf("request line or headers wrong: %q", raw)
-				}
-				tc.check(t, req, string(body))
-				if tc.body != "" {
-					if seen[string(body)] {
-						t.Fatalf("body %q sent twice", body)
-					}
-					seen[string(body)] = true
-				}
-			}
-		})
-	}
-	t.Run("a template with {id} needs ids", func(t *testing.T) {
-		tpl, _ := compileTemplate("GET", "/api/users/{id}", "", "h", "")
-		if _, err := newRequestSource(tpl, nil, "t", &counter); err == nil {
-			t.Fatal("no error without ids")
-		}
-	})
-}
-
-func TestParseResponse(t *testing.T) {
-	full := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-	chunked := "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n4;ext=1\r\nabcd\r\nA\r\n0123456789\r\n0\r\n\r\n"
-	noContent := "HTTP/1.1 204 No Content\r\nX-Request-Id: 1\r\n\r\n"
-	noReason := "HTTP/1.1 201\r\nContent-Length: 0\r\n\r\n"
-	closing := "HTTP/1.1 400 Bad Request\r\nCONNECTION: close\r\ncontent-length: 1\r\n\r\nx"
-	tests := []struct {
-		name       string
-		in         string
-		wantStatus int
-		wantLen    int // bytes of the whole response
-		wantBody   string
-		wantClose  bool
-		wantErr    error // errNeedMore, or nil; other errors: wantBad
-		wantBad    bool
-	}{
-		{name: "content-length", in: full, wantStatus: 200, wantLen: len(full), wantBody: "{}"},
-		{name: "content-length, then the next response", in: full + "HTTP/1.1 404", wantStatus: 200, wantLen: len(full), wantBody: "{}"},
-		{name: "head cut short", in: full[:20], wantErr: errNeedMore},
-		{name: "body cut short", in: full[:len(full)-1], wantErr: errNeedMore},
-		{name: "chunked with an extension", in: chunked, wantStatus: 200, wantLen: len(chunked),
-			wantBody: "4;ext=1\r\nabcd\r\nA\r\n0123456789\r\n0\r\n\r\n"},
-		{name: "chunked, cut in a chunk", in: chunked[:len(chunked)-12], wantErr: errNeedMore},
-		{name: "chunked, last chunk without its blank line", in: chunked[:len(chunked)-2], wantErr: errNeedMore},
-		{name: "chunked with a trailer", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-T: 1\r\n\r\n", wantStatus: 200,
-			wantLen: len("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-T: 1\r\n\r\n"), wantBody: "1\r\nx\r\n0\r\nX-T: 1\r\n\r\n"},
-		{name: "204 has no body", in: noContent, wantStatus: 204, wantLen: len(noContent)},
-		{name: "status line without a reason", in: noReason, wantStatus: 201, wantLen: len(noReason)},
-		{name: "connection close", in: closing, wantStatus: 400, wantLen: len(closing), wantBody: "x", wantClose: true},
-		{name: "not HTTP", in: "SSH-2.0-OpenSSH\r\n\r\n", wantBad: true},
-		{name: "letters for a status", in: "HTTP/1.1 2x0 OK\r\n\r\n", wantBad: true},
-		{name: "bad content-length", in: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", wantBad: true},
-		{name: "bad chunk size", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", wantBad: true},
-		{name: "chunk longer than it says", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxy\r\n0\r\n\r\n", wantBad: true},
-		{name: "no length at all", in: "HTTP/1.1 200 OK\r\n\r\nhello", wantBad: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r, n, err := parseResponse([]byte(tc.in))
-			switch {
-			case tc.wantBad:
-				if err == nil || errors.Is(err, errNeedMore) {
-					t.Fatalf("err = %v, want a parse error", err)
-				}
-				return
-			case tc.wantErr != nil:
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tc.wantErr)
-				}
-				return
-			case err != nil:
-				t.Fatalf("err = %v", err)
-			}
-			if r.status != tc.wantStatus || n != tc.wantLen || r.close != tc.wantClose {
-				t.Fatalf("status %d len %d close %v, want %d %d %v", r.status, n, r.close, tc.wantStatus, tc.wantLen, tc.wantClose)
-			}
-			if body := tc.in[r.bodyOff:n]; body != tc.wantBody {
-				t.Fatalf("body %q, want %q", body, tc.wantBody)
-			}
-		})
-	}
-}
-
-// TestClientAgainstNetHTTP runs the load generator's connection against a
-// real net/http server: small answers (Content-Length), large ones
-// (chunked), bodies that arrive in pieces, errors, and a server that
-// closes the connection.
-func TestClientAgainstNetHTTP(t *testing.T) {
-	big := strings.Repeat("0123456789", 20_000) // > the 64 KiB read buffer, so chunked and read in parts
+// TestRunLoad drives a real net/http server with the load generator's
+// loops (the connection itself is tested in internal/client).
+func TestRunLoad(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/small":
-			_, _ = io.WriteString(w, `{"ok":true}`)
-		case "/big":
-			_, _ = io.WriteString(w, big)
 		case "/echo":
 			b, _ := io.ReadAll(r.Body)
 			mu.Lock()
@@ -209,68 +34,28 @@ func TestClientAgainstNetHTTP(t *testing.T) {
 			mu.Unlock()
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write(b)
-		case "/close":
-			w.Header().Set("Connection", "close")
-			_, _ = io.WriteString(w, "bye")
 		default:
 			http.Error(w, "no such thing", http.StatusNotFound)
 		}
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-
-	c, err := dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.c.Close() }()
-	c.setDeadline(time.Now().Add(30 * time.Second))
 	var counter atomic.Uint64
-	rng := rand.New(rand.NewPCG(3, 4))
-	tests := []struct {
-		name, method, path, body string
-		wantStatus               int
-		wantBody                 string
-	}{
-		{"small", "GET", "/small", "", 200, `{"ok":true}`},
-		{"big, chunked", "GET", "/big", "", 200, big},
-		{"small again on the same connection", "GET", "/small", "", 200, `{"ok":true}`},
-		{"a body", "POST", "/echo", `{"username":"u{uniq}"}`, 201, ""},
-		{"not found", "GET", "/nope", "", 404, "no such thing\n"},
-		{"the server closes", "GET", "/close", "", 200, "bye"},
-		{"and the client reconnects", "GET", "/small", "", 200, `{"ok":true}`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tpl, err := compileTemplate(tc.method, tc.path, tc.body, addr, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := newRequestSource(tpl, nil, "x", &counter)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var bufs renderBufs
-			resp, start, end, err := c.roundTrip(src.next(rng, &bufs))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.status != tc.wantStatus {
-				t.Fatalf("status %d, want %d", resp.status, tc.wantStatus)
-			}
-			body := c.buf[start+resp.bodyOff : end]
-			if resp.chunked {
-				body = dechunk(t, body)
-			}
-			if tc.wantBody != "" && string(body) != tc.wantBody {
-				t.Fatalf("body %d bytes %.40q, want %d bytes", len(body), body, len(tc.wantBody))
-			}
-		})
+	source := func(t *testing.T, method, path, body string) *client.Source {
+		t.Helper()
+		tpl, err := client.NewTemplate(method, path, body, addr, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := client.NewSource(tpl, nil, "run", &counter, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
 	}
 
 	t.Run("closed loop: every request answered, every create unique", func(t *testing.T) {
-		tpl, _ := compileTemplate("POST", "/echo", `{"username":"u{uniq}"}`, addr, "")
-		src, _ := newRequestSource(tpl, nil, "run", &counter)
+		src := source(t, "POST", "/echo", `{"username":"u{uniq}"}`)
 		mu.Lock()
 		bodies = nil
 		mu.Unlock()
@@ -294,8 +79,7 @@ func TestClientAgainstNetHTTP(t *testing.T) {
 	})
 
 	t.Run("open loop: the rate is kept, errors are counted", func(t *testing.T) {
-		tpl, _ := compileTemplate("GET", "/nope", "", addr, "")
-		src, _ := newRequestSource(tpl, nil, "run", &counter)
+		src := source(t, "GET", "/nope", "")
 		res, err := runLoad(t.Context(), loadSpec{addr: addr, src: src, conns: 2, duration: 300 * time.Millisecond, rate: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -306,26 +90,6 @@ func TestClientAgainstNetHTTP(t *testing.T) {
 			t.Fatalf("requests %d non2xx %d first %q", res.requests, res.non2xx, res.firstBad)
 		}
 	})
-}
-
-func dechunk(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out []byte
-	for {
-		line, rest, ok := bytes.Cut(b, crlf)
-		if !ok {
-			t.Fatalf("bad chunked body")
-		}
-		n, err := strconv.ParseInt(string(line), 16, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return out
-		}
-		out = append(out, rest[:n]...)
-		b = rest[n+2:]
-	}
 }
 
 func TestPercentile(t *testing.T) {
@@ -513,7 +277,9 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "get_user", want: "get_user"},
 		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
 		{in: "page_deep", want: "page_1,page_1000"},
-		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,create_user,latency_get_user,latency_create_user"},
+		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
+		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_list_users,million_search_users,million_page_1000"},
+		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},
 	}
@@ -641,4 +407,85 @@ func TestCeiling(t *testing.T) {
 			t.Fatalf("walk %v, want %v", got, want)
 		}
 	})
+}
+
+func TestMillionNames(t *testing.T) {
+	for n, want := range map[int]string{10_000: "10k", 1_000_000: "1m", 20_000: "20k", 500: "500", 1_500_000: "1500k", 1234: "1234"} {
+		if got := compactCount(n); got != want {
+			t.Errorf("compactCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+	tests := []struct {
+		n           int
+		first, last string
+		count       int
+	}{
+		{n: 10_000, first: "m_00000", last: "m_00099", count: 100},
+		{n: 1_000_000, first: "m_00000", last: "m_09999", count: 10_000},
+		{n: 250, first: "m_00000", last: "m_00001", count: 2},
+		{n: 99, first: "m_", last: "m_", count: 1},
+	}
+	for _, tc := range tests {
+		got := searchPrefixes("m_", tc.n)
+		if len(got) != tc.count || got[0] != tc.first || got[len(got)-1] != tc.last {
+			t.Errorf("searchPrefixes(%d): %d prefixes %q..%q, want %d %q..%q", tc.n, len(got), got[0], got[len(got)-1], tc.count, tc.first, tc.last)
+		}
+		// Every prefix is shared by 100 of the n users (all of them, under 100).
+		for _, p := range []string{got[0], got[len(got)-1]} {
+			shared := 0
+			for i := range tc.n {
+				if strings.HasPrefix(fmt.Sprintf("m_%07d", i), p) {
+					shared++
+				}
+			}
+			if shared != min(100, tc.n) {
+				t.Errorf("searchPrefixes(%d): %q is shared by %d users", tc.n, p, shared)
+			}
+		}
+	}
+}
+
+// TestTables renders the mixed table and the million summary from made-up
+// rounds: the ratios are taken round by round, and the goal is judged.
+func TestTables(t *testing.T) {
+	rec := func(us, rps float64) runRecord {
+		return runRecord{SrvUs: num(us), RPS: num(rps), Requests: 100, Seconds: 1}
+	}
+	withW := func(us float64) runRecord {
+		r := rec(us, 90)
+		r.Writes, r.WritesOK = 40, 40
+		return r
+	}
+	var mixed scenario
+	for _, s := range scenarios {
+		if s.name == "mixed_get_user" {
+			mixed = s
+		}
+	}
+	alone := map[string]*targetResult{
+		"ceiling": {rounds: []runRecord{rec(10, 100), rec(10, 100)}},
+		"sqlite":  {rounds: []runRecord{rec(40, 100), rec(50, 100)}},
+	}
+	with := map[string]*targetResult{
+		"ceiling": {rounds: []runRecord{withW(10), withW(11)}},
+		"sqlite":  {rounds: []runRecord{withW(60), withW(55)}},
+	}
+	out := mixedTable(mixed, "closed loop", 40, []string{"ceiling", "sqlite"}, alone, with)
+	for _, want := range []string{"| sqlite | 100 | 90.0 | 45.0 (40.0–50.0) | 57.5 (55.0–60.0) | 1.30× (1.10–1.50) |", "| 40.0 |", "sqlite 1.30× (not met)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mixed table lacks %q:\n%s", want, out)
+		}
+	}
+
+	small := &target{name: "sqlite-10k", group: "million", users: 10_000, deepPage: 200}
+	big := &target{name: "sqlite-1m", group: "million", users: 1_000_000, deepPage: 1000, ref: small}
+	all := map[string]map[string]*targetResult{
+		"million_get_user": {"sqlite-10k": {rounds: []runRecord{rec(20, 1), rec(30, 1)}}, "sqlite-1m": {rounds: []runRecord{rec(30, 1), rec(30, 1)}}},
+	}
+	out = millionSummary([]*target{small, big}, all)
+	for _, want := range []string{"### 1,000,000 users / 10,000 users", "| scenario | sqlite-1m ÷ sqlite-10k |", "| million_get_user | 1.25× (1.00–1.50) |", "page 1000 of the bigger, and page 200 of the smaller"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("million summary lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -7,18 +7,30 @@ import (
 	"strings"
 )
 
-// A scenario is one request shape, driven against every target.
+// A scenario is one request shape, driven against every target of its
+// group: the ceiling and Guildhall on each store, or (needs "million") the
+// pairs of bulk-seeded instances.
 type scenario struct {
 	name   string
 	method string
-	// path and body are templates: {id} and {uniq} change per request;
-	// {heavy_user}, {light_user} and {cursor} are the target's fixtures.
+	// path and body are templates: {id} (or {prefix}) and {uniq} change per
+	// request; {heavy_user}, {light_user} and {cursor} are the target's
+	// fixtures.
 	path, body string
 	open       bool   // open loop at -rate, for latency; else closed loop with -conns
-	needs      string // "perms" or "deep": fixtures beyond the seeded users
+	needs      string // "perms", "deep" or "million": fixtures beyond the seeded users
+	// keys is what {id} is drawn from: "" the seeded users' IDs,
+	// "prefixes" the target's search prefixes.
+	keys string
+	// writes, when set, is a request sent beside the scenario's in an open
+	// loop at -mixed-rate on one connection; the scenario is then measured
+	// alone and with the writes, round by round.
+	writes *scenario
 }
 
 const createBody = `{"username":"u{uniq}","display_name":"Bench {uniq}"}`
+
+var createUser = scenario{name: "create_user", method: "POST", path: "/api/users", body: createBody}
 
 var scenarios = []scenario{
 	{name: "get_user", method: "GET", path: "/api/users/{id}"},
@@ -32,11 +44,17 @@ var scenarios = []scenario{
 	{name: "perms_light_explain", method: "GET", path: "/api/users/{light_user}/permissions?channelID=" + lightChannel + "&explain=true", needs: "perms"},
 	{name: "list_overwrites_heavy", method: "GET", path: "/api/channels/" + heavyChannel + "/permissions", needs: "perms"},
 	{name: "list_overwrites_light", method: "GET", path: "/api/channels/" + lightChannel + "/permissions", needs: "perms"},
-	{name: "create_user", method: "POST", path: "/api/users", body: createBody},
+	{name: "mixed_get_user", method: "GET", path: "/api/users/{id}", writes: &createUser},
+	createUser,
 	{name: "latency_get_user", method: "GET", path: "/api/users/{id}", open: true},
 	{name: "latency_create_user", method: "POST", path: "/api/users", body: createBody, open: true},
 	{name: "page_1", method: "GET", path: "/api/users?limit=50", needs: "deep"},
 	{name: "page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "deep"},
+	{name: "million_get_user", method: "GET", path: "/api/users/{id}", needs: "million"},
+	{name: "million_get_perms", method: "GET", path: "/api/users/{id}/permissions", needs: "million"},
+	{name: "million_list_users", method: "GET", path: "/api/users?limit=50", needs: "million"},
+	{name: "million_search_users", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "prefixes"},
+	{name: "million_page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "million"},
 }
 
 var scenarioGroups = map[string][]string{
@@ -44,14 +62,19 @@ var scenarioGroups = map[string][]string{
 	"perms":     {"perms_heavy", "perms_light", "perms_heavy_explain", "perms_light_explain", "list_overwrites_heavy", "list_overwrites_light"},
 	"latency":   {"latency_get_user", "latency_create_user"},
 	"page_deep": {"page_1", "page_1000"},
+	"million":   {"million_get_user", "million_get_perms", "million_list_users", "million_search_users", "million_page_1000"},
 }
 
-// defaultScenarios is everything but page_deep (slow to seed).
-const defaultScenarios = "reads,perms,create_user,latency"
+// groupNames lists the groups for messages.
+const groupNames = "default, all, reads, perms, latency, page_deep, million"
+
+// defaultScenarios is everything but page_deep and million (slow to seed).
+const defaultScenarios = "reads,perms,mixed_get_user,create_user,latency"
 
 // selectScenarios expands a comma-separated list of scenario and group
 // names ("default" and "all" too) into scenarios, in the bench's order
-// (reads, writes, then the deep pages, which seed more users).
+// (reads, writes, then the deep pages, which seed more users, then the
+// million, on instances of their own).
 func selectScenarios(list string) ([]scenario, error) {
 	want := map[string]bool{}
 	var expand func(name string, depth int) error
@@ -78,7 +101,7 @@ func selectScenarios(list string) ([]scenario, error) {
 			}
 		default:
 			if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.name == name }) {
-				return fmt.Errorf("unknown scenario %q (scenarios: %s; groups: default, all, reads, perms, latency, page_deep)", name, scenarioNames())
+				return fmt.Errorf("unknown scenario %q (scenarios: %s; groups: %s)", name, scenarioNames(), groupNames)
 			}
 			want[name] = true
 		}
@@ -109,14 +132,21 @@ func scenarioNames() string {
 	return strings.Join(names, ", ")
 }
 
-// fill puts the target's fixtures into a scenario's template.
-func (s scenario) fill(t *target) (path, body string, err error) {
+// fill puts the target's fixtures into a scenario's template, and returns
+// the keys {id} is drawn from.
+func (s scenario) fill(t *target) (path, body string, keys []string, err error) {
 	r := strings.NewReplacer("{heavy_user}", t.heavyUser, "{light_user}", t.lightUser, "{cursor}", url.QueryEscape(t.deepCursor))
 	switch {
 	case s.needs == "perms" && (t.heavyUser == "" || t.lightUser == ""):
-		return "", "", fmt.Errorf("%s has no heavy/light fixtures", t.name)
-	case s.needs == "deep" && !t.deepReady:
-		return "", "", fmt.Errorf("%s has no deep cursor", t.name)
+		return "", "", nil, fmt.Errorf("%s has no heavy/light fixtures", t.name)
+	case strings.Contains(s.path, "{cursor}") && !t.deepReady:
+		return "", "", nil, fmt.Errorf("%s has no deep cursor", t.name)
+	case s.keys == "prefixes" && len(t.prefixes) == 0:
+		return "", "", nil, fmt.Errorf("%s has no search prefixes", t.name)
 	}
-	return r.Replace(s.path), r.Replace(s.body), nil
+	keys = t.ids
+	if s.keys == "prefixes" {
+		keys = t.prefixes
+	}
+	return r.Replace(s.path), r.Replace(s.body), keys, nil
 }

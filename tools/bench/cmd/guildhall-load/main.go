@@ -6,20 +6,18 @@
 // percentiles per operation and the server's heap, and exits non-zero when a
 // request fails with a 5xx or a target is missed.
 //
-//	go run ./cmd/guildhall-load -duration 10s -clients 32
+//	make load   (or, in tools/bench: go run ./cmd/guildhall-load -duration 10s -clients 32)
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -29,11 +27,12 @@ import (
 
 	"github.com/guildhall/guildhall/internal/app"
 	"github.com/guildhall/guildhall/internal/config"
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
 func main() {
 	var (
-		url      = flag.String("url", "", "target a running server (with -token) instead of starting one")
+		target   = flag.String("url", "", "target a running server, http://host:port (with -token), instead of starting one")
 		token    = flag.String("token", "", "owner token of the -url server")
 		dbURL    = flag.String("database-url", "", "postgres:// URL for the in-process server (default: SQLite in a temp dir)")
 		duration = flag.Duration("duration", 10*time.Second, "how long to run")
@@ -46,7 +45,7 @@ func main() {
 		minRPS   = flag.Float64("target-rps", 500, "fail if throughput is below this (requests per second)")
 	)
 	flag.Parse()
-	if err := run(*url, *token, *dbURL, *duration, *clients, *writes, *users, *channels, *roles, *p99Read, *minRPS); err != nil {
+	if err := run(*target, *token, *dbURL, *duration, *clients, *writes, *users, *channels, *roles, *p99Read, *minRPS); err != nil {
 		fmt.Fprintln(os.Stderr, "guildhall-load:", err)
 		os.Exit(1)
 	}
@@ -58,11 +57,11 @@ type result struct {
 	status  int
 }
 
-func run(url, token, dbURL string, duration time.Duration, clients int, writeFrac float64, nUsers, nChannels, nRoles int,
+func run(target, token, dbURL string, duration time.Duration, clients int, writeFrac float64, nUsers, nChannels, nRoles int,
 	p99Read time.Duration, minRPS float64) error {
 	ctx := context.Background()
 	var a *app.App
-	if url == "" {
+	if target == "" {
 		dir, err := os.MkdirTemp("", "guildhall-load-")
 		if err != nil {
 			return err
@@ -82,17 +81,22 @@ func run(url, token, dbURL string, duration time.Duration, clients int, writeFra
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() { _ = a.Serve(sctx, ln) }()
-		url, token = "http://"+ln.Addr().String(), cfg.BootstrapToken
+		target, token = "http://"+ln.Addr().String(), cfg.BootstrapToken
 	}
-	c := &client{base: url + "/api", token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}}
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("-url %q: want http://host:port", target)
+	}
+	c := client.New(u.Host, token)
+	defer c.Close()
 
 	fmt.Printf("seeding %d roles, %d channels, %d users ...\n", nRoles, nChannels, nUsers)
-	seed, err := c.seed(nRoles, nChannels, nUsers)
+	seed, err := seedCommunity(ctx, c, nRoles, nChannels, nUsers)
 	if err != nil {
 		return err
 	}
 
-	fmt.Printf("running %d clients for %s (%.0f%% writes) against %s\n", clients, duration, writeFrac*100, url)
+	fmt.Printf("running %d clients for %s (%.0f%% writes) against %s\n", clients, duration, writeFrac*100, target)
 	results := make(chan result, 4096)
 	var all []result
 	done := make(chan struct{})
@@ -111,7 +115,7 @@ func run(url, token, dbURL string, duration time.Duration, clients int, writeFra
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 42))
 			for time.Now().Before(deadline) {
-				results <- c.step(rng, seed, writeFrac, &seq)
+				results <- step(ctx, c, rng, seed, writeFrac, &seq)
 			}
 		}(i)
 	}
@@ -129,94 +133,71 @@ type seeded struct {
 
 type userTok struct{ id, token string }
 
-type client struct {
-	base, token string
-	http        *http.Client
-}
-
-func (c *client) do(method, path, token string, body any) (int, []byte, error) {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
-}
-
-func (c *client) must(want int, method, path string, body any) map[string]any {
-	st, data, err := c.do(method, path, c.token, body)
-	if err != nil || st != want {
-		panic(fmt.Sprintf("seed %s %s: %d %s %v", method, path, st, data, err))
-	}
-	var m map[string]any
-	_ = json.Unmarshal(data, &m)
-	return m
-}
-
-func (c *client) seed(nRoles, nChannels, nUsers int) (s seeded, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
+// seedCommunity creates the roles, the channels (a third with
+// overwrites) and the users, each with three roles and a token of their
+// own, as the owner.
+func seedCommunity(ctx context.Context, c *client.Client, nRoles, nChannels, nUsers int) (seeded, error) {
+	var s seeded
 	perms := []string{"VIEW_CHANNEL", "SEND_MESSAGES", "MANAGE_MESSAGES", "ATTACH_FILES", "EMBED_LINKS", "ADD_REACTIONS"}
 	for i := 0; i < nRoles; i++ {
 		id := fmt.Sprintf("role-%d", i)
-		c.must(201, "POST", "/roles/"+id+"/create", map[string]any{"name": id, "permissions": []string{perms[i%len(perms)]}})
+		if err := c.Call(ctx, "POST", "/roles/"+id+"/create", map[string]any{"name": id, "permissions": []string{perms[i%len(perms)]}}, 201, nil); err != nil {
+			return s, fmt.Errorf("seed: %w", err)
+		}
 		s.roles = append(s.roles, id)
 	}
 	for i := 0; i < nChannels; i++ {
 		id := fmt.Sprintf("chan-%d", i)
-		c.must(201, "POST", "/channels/"+id+"/create", map[string]any{"name": id})
+		if err := c.Call(ctx, "POST", "/channels/"+id+"/create", map[string]any{"name": id}, 201, nil); err != nil {
+			return s, fmt.Errorf("seed: %w", err)
+		}
 		s.channels = append(s.channels, id)
 		if i%3 == 0 {
-			c.must(200, "POST", "/channels/"+id+"/permissions", map[string]any{"target_type": "everyone", "allow": []string{}, "deny": []string{"SEND_MESSAGES"}})
-			c.must(200, "POST", "/channels/"+id+"/permissions", map[string]any{"target_type": "role", "target_id": s.roles[i%nRoles], "allow": []string{"SEND_MESSAGES"}, "deny": []string{}})
+			for _, o := range []map[string]any{
+				{"target_type": "everyone", "allow": []string{}, "deny": []string{"SEND_MESSAGES"}},
+				{"target_type": "role", "target_id": s.roles[i%nRoles], "allow": []string{"SEND_MESSAGES"}, "deny": []string{}},
+			} {
+				if err := c.Call(ctx, "POST", "/channels/"+id+"/permissions", o, 200, nil); err != nil {
+					return s, fmt.Errorf("seed: %w", err)
+				}
+			}
 		}
 	}
 	for i := 0; i < nUsers; i++ {
-		u := c.must(201, "POST", "/users", map[string]any{"username": fmt.Sprintf("user%d", i)})
-		id := u["id"].(string)
+		var u client.Created
+		if err := c.Call(ctx, "POST", "/users", client.UserCreate{Username: fmt.Sprintf("user%d", i)}, 201, &u); err != nil {
+			return s, fmt.Errorf("seed: %w", err)
+		}
 		for j := 0; j < 3; j++ {
-			st, data, err := c.do("POST", "/users/"+id+"/roles/"+s.roles[(i+j)%nRoles], c.token, nil)
-			if err != nil || st != 204 {
-				return s, fmt.Errorf("assign: %d %s %v", st, data, err)
+			if err := c.Call(ctx, "POST", "/users/"+u.ID+"/roles/"+s.roles[(i+j)%nRoles], nil, 204, nil); err != nil {
+				return s, fmt.Errorf("seed: %w", err)
 			}
 		}
-		t := c.must(201, "POST", "/users/"+id+"/tokens", map[string]any{"name": "load"})
-		s.users = append(s.users, userTok{id: id, token: t["token"].(string)})
+		var t struct {
+			Token string `json:"token"`
+		}
+		if err := c.Call(ctx, "POST", "/users/"+u.ID+"/tokens", map[string]any{"name": "load"}, 201, &t); err != nil {
+			return s, fmt.Errorf("seed: %w", err)
+		}
+		s.users = append(s.users, userTok{id: u.ID, token: t.Token})
 	}
 	return s, nil
 }
 
-func (c *client) step(rng *rand.Rand, s seeded, writeFrac float64, seq *atomic.Int64) result {
+func step(ctx context.Context, c *client.Client, rng *rand.Rand, s seeded, writeFrac float64, seq *atomic.Int64) result {
 	u := s.users[rng.IntN(len(s.users))]
 	ch := s.channels[rng.IntN(len(s.channels))]
 	var op, method, path, token string
 	var body any
 	token = u.token
 	if rng.Float64() < writeFrac {
-		token = c.token
+		token = "" // the owner's
 		switch rng.IntN(3) {
 		case 0:
 			op, method, path, body = "write rename channel", "POST", "/channels/"+ch+"/rename", map[string]any{"name": fmt.Sprintf("n%d", seq.Add(1))}
 		case 1:
 			op, method, path, body = "write set overwrite", "POST", "/channels/"+ch+"/permissions",
-				map[string]any{"target_type": "user", "target_id": u.id, "allow": []string{"EMBED_LINKS"}, "deny": []string{fmt.Sprint([]string{"ADD_REACTIONS", "MENTION_EVERYONE"}[rng.IntN(2)])}}
+				map[string]any{"target_type": "user", "target_id": u.id, "allow": []string{"EMBED_LINKS"}, "deny": []string{[]string{"ADD_REACTIONS", "MENTION_EVERYONE"}[rng.IntN(2)]}}
 		default:
 			op, method, path, body = "write create user", "POST", "/users", map[string]any{"username": fmt.Sprintf("load%d-%d", rng.IntN(1e9), seq.Add(1))}
 		}
@@ -233,7 +214,7 @@ func (c *client) step(rng *rand.Rand, s seeded, writeFrac float64, seq *atomic.I
 		}
 	}
 	start := time.Now()
-	st, _, err := c.do(method, path, token, body)
+	st, _, err := c.Do(ctx, method, path, token, body)
 	if err != nil {
 		st = 599
 	}

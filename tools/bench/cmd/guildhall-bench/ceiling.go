@@ -23,6 +23,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+
+	"github.com/guildhall/guildhall/internal/permissions"
 )
 
 // The ceiling is a bare Echo v4 server with the scenarios' routes, answering
@@ -227,98 +229,52 @@ func heldOf(ex []cExplanation) []string {
 	return held
 }
 
-// explainFor explains, the way Guildhall does (docs/design.md §5), the permissions
-// of a user holding heavy roles roles in a channel with overwrites ows
-// (user: the user's ID, for their own overwrite); user nil means base
-// permissions outside any channel. It runs once, at start.
+// explainFor explains the permissions of a user holding the heavy roles
+// roles (1-based) in a channel with the overwrites ows (user: the user's
+// ID, for their own overwrite), or, when user is nil, their base
+// permissions outside any channel. The product's own engine
+// (internal/permissions) decides, so the ceiling's bodies say what
+// Guildhall's say; only their encoding is the ceiling's. It runs once, at
+// start.
 func explainFor(roles []int, ows []overwriteSpec, user *string) []cExplanation {
-	has := func(list []string, p string) bool { return slices.Contains(list, p) }
-	names := channelPerms
-	if user == nil {
-		names = []string{"ADMINISTRATOR", "MANAGE_USERS", "MANAGE_ROLES", "MANAGE_CHANNELS", "VIEW_AUDIT_LOG",
-			"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ATTACH_FILES", "MANAGE_MESSAGES",
-			"EMBED_LINKS", "MENTION_EVERYONE", "ADD_REACTIONS"}
-	}
-	heldRole := map[string]bool{}
+	subject := permissions.Subject{Global: permissions.DefaultGlobal}
 	for _, r := range roles {
-		heldRole[heavyRoleID(r)] = true
+		subject.Roles = append(subject.Roles, permissions.Role{ID: heavyRoleID(r), Permissions: permSet(heavyRolePerms(r))})
 	}
-	out := make([]cExplanation, len(names))
-	for i, p := range names {
-		e := &out[i]
-		e.Permission, e.Steps = p, []cStep{}
-		if has(defaultGlobal, p) {
-			e.Steps = append(e.Steps, cStep{Kind: "global", Effect: "allow", Detail: "granted by the global permissions"})
-		}
-		for _, r := range roles {
-			if has(heavyRolePerms(r), p) {
-				e.Steps = append(e.Steps, cStep{Kind: "role", Effect: "allow", RoleID: heavyRoleID(r), Detail: "granted by role " + heavyRoleID(r)})
-			}
-		}
-		if user == nil {
-			continue
-		}
-		step := func(o overwriteSpec, kind, what string) {
-			if has(o.deny, p) {
-				e.Steps = append(e.Steps, cStep{Kind: kind, Effect: "deny", RoleID: roleOf(o), Detail: "denied by " + what})
-			}
-			if has(o.allow, p) {
-				e.Steps = append(e.Steps, cStep{Kind: kind, Effect: "allow", RoleID: roleOf(o), Detail: "allowed by " + what})
-			}
-		}
-		for _, o := range ows {
-			if o.targetType == "everyone" {
-				step(o, "overwrite_everyone", "the everyone overwrite")
-			}
-		}
-		for _, o := range ows {
-			if o.targetType == "role" && heldRole[o.targetID] && has(o.deny, p) {
-				e.Steps = append(e.Steps, cStep{Kind: "overwrite_role", Effect: "deny", RoleID: o.targetID, Detail: "denied by the overwrite of role " + o.targetID})
-			}
-		}
-		for _, o := range ows {
-			if o.targetType == "role" && heldRole[o.targetID] && has(o.allow, p) {
-				e.Steps = append(e.Steps, cStep{Kind: "overwrite_role", Effect: "allow", RoleID: o.targetID, Detail: "allowed by the overwrite of role " + o.targetID})
-			}
-		}
-		for _, o := range ows {
-			if o.targetType == "user" && o.targetID == *user {
-				step(o, "overwrite_user", "the user's own overwrite")
-			}
-		}
-	}
-	granted := map[string]bool{}
-	for i := range out {
-		g := false
-		for _, s := range out[i].Steps {
-			g = s.Effect == "allow"
-		}
-		out[i].Granted, granted[out[i].Permission] = g, g
-	}
+	var channel *permissions.Channel
 	if user != nil {
-		for i := range out {
-			p := out[i].Permission
-			missing := ""
+		channel = &permissions.Channel{}
+		for _, o := range ows {
+			ow := permissions.Overwrite{Allow: permSet(o.allow), Deny: permSet(o.deny)}
 			switch {
-			case !granted["VIEW_CHANNEL"] && p != "VIEW_CHANNEL":
-				missing = "VIEW_CHANNEL"
-			case !granted["SEND_MESSAGES"] && (p == "ATTACH_FILES" || p == "EMBED_LINKS" || p == "MENTION_EVERYONE"):
-				missing = "SEND_MESSAGES"
-			}
-			if missing != "" && out[i].Granted {
-				out[i].Steps = append(out[i].Steps, cStep{Kind: "implicit", Effect: "deny", Detail: "removed: " + missing + " is missing"})
-				out[i].Granted = false
+			case o.targetType == "everyone":
+				channel.Everyone = ow
+			case o.targetType == "role":
+				channel.Roles = append(channel.Roles, permissions.RoleOverwrite{RoleID: o.targetID, Overwrite: ow})
+			case o.targetType == "user" && o.targetID == *user:
+				channel.User = ow
 			}
 		}
+	}
+	list := permissions.Explain(subject, channel)
+	out := make([]cExplanation, len(list))
+	for i, e := range list {
+		steps := make([]cStep, len(e.Steps))
+		for j, st := range e.Steps {
+			steps[j] = cStep{Kind: string(st.Kind), Effect: string(st.Effect), RoleID: st.RoleID, Detail: st.Detail}
+		}
+		out[i] = cExplanation{Permission: e.Permission.String(), Granted: e.Granted, Steps: steps}
 	}
 	return out
 }
 
-func roleOf(o overwriteSpec) string {
-	if o.targetType == "role" {
-		return o.targetID
+// permSet is the set of the fixtures' names, which are the catalog's.
+func permSet(names []string) permissions.Set {
+	s, err := permissions.Parse(names)
+	if err != nil {
+		panic(fmt.Sprintf("bench fixtures: %v", err))
 	}
-	return ""
+	return s
 }
 
 func (c *ceiling) handler() http.Handler {

@@ -29,11 +29,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/guildhall/guildhall/tools/bench/internal/bulk"
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
 type config struct {
@@ -45,6 +49,8 @@ type config struct {
 	duration, warmup time.Duration
 	rounds           int
 	rate             float64
+	mixedRate        float64
+	millionUsers     int
 	quick            bool
 	bin              string
 	pgURL            string
@@ -59,16 +65,18 @@ type config struct {
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("guildhall-bench", flag.ContinueOnError)
-	fs.StringVar(&c.scenarios, "scenarios", "default", "comma-separated scenarios or groups: "+scenarioNames()+"; groups default ("+defaultScenarios+"), reads, perms, latency, page_deep, all")
+	fs.StringVar(&c.scenarios, "scenarios", "default", "comma-separated scenarios or groups: "+scenarioNames()+"; groups "+groupNames+" (default: "+defaultScenarios+")")
 	fs.BoolVar(&c.pageDeep, "page-deep", false, "also run page_deep (seeds -deep-users users: slow)")
 	fs.StringVar(&c.targets, "targets", "ceiling,sqlite,postgres", "targets to run, in this order")
-	fs.IntVar(&c.users, "users", 10000, "users to seed through the API")
+	fs.IntVar(&c.users, "users", 10000, "users to seed through the API (and in bulk into the smaller instance of the million scenarios)")
+	fs.IntVar(&c.millionUsers, "million-users", 1_000_000, "users seeded in bulk into the bigger instance of the million scenarios")
 	fs.IntVar(&c.deepUsers, "deep-users", 100000, "users in all for page_deep")
 	fs.IntVar(&c.conns, "conns", 32, "connections of the closed loop")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "length of a measured round")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "warm-up per target and scenario (not measured)")
 	fs.IntVar(&c.rounds, "rounds", 3, "measured rounds per target and scenario (order alternates A B C, C B A, ...)")
 	fs.Float64Var(&c.rate, "rate", 200, "requests per second of the open loop (latency scenarios)")
+	fs.Float64Var(&c.mixedRate, "mixed-rate", 40, "creates per second beside the reads of mixed_get_user (open loop, one connection)")
 	fs.BoolVar(&c.quick, "quick", false, "smoke run: -rounds 1 -duration 1s -warmup 500ms unless given")
 	fs.StringVar(&c.bin, "bin", "bin/guildhall", "the guildhall binary to measure")
 	fs.StringVar(&c.pgURL, "pg", "postgres://127.0.0.1:5432/test?sslmode=disable", "PostgreSQL to create the bench's database in (skipped when unreachable)")
@@ -108,8 +116,10 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-conns must be 1..4096")
 	case c.rounds < 1 || c.duration <= 0 || c.warmup < 0:
 		return c, errors.New("-rounds must be >= 1 and -duration > 0")
-	case c.rate <= 0:
-		return c, errors.New("-rate must be > 0")
+	case c.rate <= 0 || c.mixedRate <= 0:
+		return c, errors.New("-rate and -mixed-rate must be > 0")
+	case c.millionUsers < 1 || c.millionUsers > 9_999_999:
+		return c, errors.New("-million-users must be 1..9999999")
 	case c.pin != "auto" && c.pin != "off":
 		return c, errors.New("-pin is auto or off")
 	}
@@ -191,16 +201,17 @@ type bench struct {
 	pinned  bool
 	pinNote string
 
-	dir     string
-	md      *os.File // results.md
-	raw     *os.File // results.jsonl
-	hz      float64
-	tag     string // makes usernames unique to this run
-	counter atomic.Uint64
-	targets []*target
-	pg      *pgCluster
-	results map[string]map[string]*targetResult // scenario -> target -> result
-	skipped string                              // why a target is missing, for the report
+	dir      string
+	md       *os.File // results.md
+	raw      *os.File // results.jsonl
+	hz       float64
+	tag      string // makes usernames unique to this run
+	counter  atomic.Uint64
+	targets  []*target // every server started, of every group
+	pg       *pgCluster
+	pgPinned bool
+	results  map[string]map[string]*targetResult // scenario -> target -> result
+	skipped  string                              // why a target is missing, for the report
 }
 
 func (b *bench) srvCPUs() string {
@@ -248,14 +259,25 @@ func (b *bench) run(ctx context.Context) error {
 
 	needPerms := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" })
 	needDeep := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" })
+	needMain := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs != "million" })
+	needMillion := slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" })
+	needMixed := slices.ContainsFunc(scs, func(s scenario) bool { return s.writes != nil })
 
-	wanted := strings.Split(b.cfg.targets, ",")
-	for _, name := range wanted {
-		switch strings.TrimSpace(name) {
+	var wanted []string
+	for _, name := range strings.Split(b.cfg.targets, ",") {
+		switch name = strings.TrimSpace(name); name {
 		case "ceiling", "sqlite", "postgres":
+			wanted = append(wanted, name)
 		default:
 			return fmt.Errorf("unknown target %q (ceiling, sqlite, postgres)", name)
 		}
+	}
+	stores := slices.DeleteFunc(slices.Clone(wanted), func(s string) bool { return s == "ceiling" })
+	switch {
+	case needMillion && len(stores) == 0:
+		return errors.New("the million scenarios need sqlite or postgres in -targets")
+	case needMillion && b.cfg.millionUsers <= b.cfg.users:
+		return errors.New("the million scenarios need -million-users above -users")
 	}
 	if slices.Contains(wanted, "postgres") {
 		pg, err := openPG(ctx, b.cfg.pgURL)
@@ -263,6 +285,7 @@ func (b *bench) run(ctx context.Context) error {
 			b.skipped = fmt.Sprintf("PostgreSQL unreachable at %s (%v): the postgres target is skipped", redactURL(b.cfg.pgURL), err)
 			progress("%s\n", b.skipped)
 			wanted = slices.DeleteFunc(wanted, func(s string) bool { return s == "postgres" })
+			stores = slices.DeleteFunc(stores, func(s string) bool { return s == "postgres" })
 		} else {
 			b.pg = pg
 		}
@@ -278,8 +301,18 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	b.say("- command: `%s`\n", shellJoin(append([]string{argv0}, os.Args[1:]...)))
 	b.say("- pinning: %s\n", b.pinNote)
-	b.say("- %d round(s) of %v after a %v warm-up, per target and scenario; closed loop: %d connections; open loop: %g req/s; %s users seeded through the API\n",
-		b.cfg.rounds, b.cfg.duration, b.cfg.warmup, b.cfg.conns, b.cfg.rate, thousands(int64(b.cfg.users)))
+	b.say("- %d round(s) of %v after a %v warm-up, per target and scenario; closed loop: %d connections; open loop: %g req/s\n",
+		b.cfg.rounds, b.cfg.duration, b.cfg.warmup, b.cfg.conns, b.cfg.rate)
+	if needMain {
+		b.say("- ceiling, sqlite, postgres: %s users seeded through the API\n", thousands(int64(b.cfg.users)))
+	}
+	if needMixed {
+		b.say("- mixed_get_user: %g creates/s beside the reads (open loop, one connection)\n", b.cfg.mixedRate)
+	}
+	if needMillion {
+		b.say("- million: per store, an instance with %s users and one with %s, seeded in bulk into the database before the server serves them\n",
+			thousands(int64(b.cfg.users)), thousands(int64(b.cfg.millionUsers)))
+	}
 	if b.skipped != "" {
 		b.say("- %s\n", b.skipped)
 	}
@@ -291,8 +324,11 @@ func (b *bench) run(ctx context.Context) error {
 	b.say("- run directory: %s\n\n", b.dir)
 
 	for _, name := range wanted {
+		if !needMain {
+			break
+		}
 		var err error
-		switch strings.TrimSpace(name) {
+		switch name {
 		case "ceiling":
 			err = b.startCeiling(ctx, needDeep)
 		case "sqlite":
@@ -306,8 +342,13 @@ func (b *bench) run(ctx context.Context) error {
 	}
 
 	for _, sc := range scs {
-		if sc.needs == "deep" {
+		switch sc.needs {
+		case "deep":
 			if err := b.prepareDeep(ctx); err != nil {
+				return err
+			}
+		case "million":
+			if err := b.prepareMillion(ctx, stores); err != nil {
 				return err
 			}
 		}
@@ -315,16 +356,31 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if s := ratioSummary(b.names(), b.results); s != "" {
+	if s := ratioSummary(b.names(""), b.results); s != "" {
+		b.say("%s", s)
+	}
+	if s := millionSummary(b.group("million"), b.results); s != "" {
 		b.say("%s", s)
 	}
 	progress("tables written to %s\n", filepath.Join(b.dir, "results.md"))
 	return nil
 }
 
-func (b *bench) names() []string {
-	var out []string
+// group returns the targets of a group ("" or "million"), in the order they
+// were started.
+func (b *bench) group(name string) []*target {
+	var out []*target
 	for _, t := range b.targets {
+		if t.group == name {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (b *bench) names(group string) []string {
+	var out []string
+	for _, t := range b.group(group) {
 		out = append(out, t.name)
 	}
 	return out
@@ -366,7 +422,7 @@ func (b *bench) startCeiling(ctx context.Context, deep bool) error {
 	if err := t.waitReady(ctx, 30*time.Second); err != nil {
 		return err
 	}
-	t.api = newAPIClient(addr, t.token, b.cfg.seedConns)
+	t.api = client.New(addr, t.token)
 	t.heavyUser, t.lightUser = ids[0], ids[1]
 	t.ids = ids[2 : 2+b.cfg.users]
 	progress("ceiling: pid %d on %s\n", t.proc.pid(), addr)
@@ -379,40 +435,16 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 		return err
 	}
 	t := &target{name: store, addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, store+".log")}
-	env := []string{
-		"GUILDHALL_ADDR=" + addr,
-		"GUILDHALL_RATE_LIMIT=0",
-		"GUILDHALL_BOOTSTRAP_TOKEN=" + t.token,
-		"GUILDHALL_DATA_DIR=" + filepath.Join(b.dir, store+"-data"),
-	}
-	if store == "postgres" {
-		t.pg = b.pg
-		t.pgDB = "guildhall_bench_" + b.tag
-		dbURL, err := b.pg.createDB(ctx, t.pgDB)
-		if err != nil {
-			return err
-		}
-		env = append(env, "GUILDHALL_DATABASE_URL="+dbURL)
-		if b.pinned {
-			if err := b.pg.pin(b.srvCPUs()); err != nil {
-				b.say("- PostgreSQL not pinned: %v\n\n", err)
-			} else if b.pg.postmaster > 0 {
-				progress("postgres: postmaster %d and its processes pinned to CPU %d\n", b.pg.postmaster, b.cfg.srvCPU)
-			}
-		}
-	}
-	t.proc, err = startProcess([]string{b.cfg.bin, "serve"}, env, t.logPath, b.srvCPUs())
-	if err != nil {
+	if _, err := b.guildhallEnv(ctx, t, store, ""); err != nil {
 		return err
 	}
-	b.targets = append(b.targets, t)
-	if err := t.waitReady(ctx, 60*time.Second); err != nil {
+	if err := b.launch(ctx, t); err != nil {
 		return err
 	}
-	t.api = newAPIClient(addr, t.token, b.cfg.seedConns)
+	t.api = client.New(addr, t.token)
 	progress("%s: pid %d on %s; seeding %d users ...\n", store, t.proc.pid(), addr, b.cfg.users)
 	start := time.Now()
-	if t.ids, err = seedUsers(ctx, t.api, "s"+b.tag+"_", 0, b.cfg.users, b.cfg.seedConns); err != nil {
+	if t.ids, err = t.api.SeedUsers(ctx, "s"+b.tag+"_", 0, b.cfg.users, b.cfg.seedConns); err != nil {
 		return fmt.Errorf("%s: seeding: %w", store, err)
 	}
 	progress("%s: seeded %d users in %v\n", store, len(t.ids), time.Since(start).Round(time.Millisecond))
@@ -429,10 +461,130 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 	return nil
 }
 
+// guildhallEnv sets the environment of Guildhall on store for t: its
+// address, no rate limit, the owner's token, its data directory, and on
+// PostgreSQL a database of its own (guildhall_bench_<tag><suffix>), whose
+// URL it returns. The cluster is pinned with the first such database.
+func (b *bench) guildhallEnv(ctx context.Context, t *target, store, suffix string) (dbURL string, err error) {
+	t.env = []string{
+		"GUILDHALL_ADDR=" + t.addr,
+		"GUILDHALL_RATE_LIMIT=0",
+		"GUILDHALL_BOOTSTRAP_TOKEN=" + t.token,
+		"GUILDHALL_DATA_DIR=" + filepath.Join(b.dir, t.name+"-data"),
+	}
+	if store != "postgres" {
+		return "", nil
+	}
+	t.pg = b.pg
+	t.pgDB = "guildhall_bench_" + b.tag + suffix
+	if dbURL, err = b.pg.createDB(ctx, t.pgDB); err != nil {
+		return "", err
+	}
+	t.env = append(t.env, "GUILDHALL_DATABASE_URL="+dbURL)
+	if b.pinned && !b.pgPinned {
+		b.pgPinned = true
+		if err := b.pg.pin(b.srvCPUs()); err != nil {
+			b.say("- PostgreSQL not pinned: %v\n\n", err)
+		} else if b.pg.postmaster > 0 {
+			progress("postgres: postmaster %d and its processes pinned to CPU %d\n", b.pg.postmaster, b.cfg.srvCPU)
+		}
+	}
+	return dbURL, nil
+}
+
+// launch starts (or starts again) Guildhall for t and waits until it is
+// ready.
+func (b *bench) launch(ctx context.Context, t *target) error {
+	var err error
+	if t.proc, err = startProcess([]string{b.cfg.bin, "serve"}, t.env, t.logPath, b.srvCPUs()); err != nil {
+		return err
+	}
+	if !slices.Contains(b.targets, t) {
+		b.targets = append(b.targets, t)
+	}
+	return t.waitReady(ctx, 120*time.Second)
+}
+
+// prepareMillion starts, once, the instances the million scenarios compare:
+// for each store, one with -users users and one with -million-users, both
+// seeded in bulk.
+func (b *bench) prepareMillion(ctx context.Context, stores []string) error {
+	if len(b.group("million")) > 0 {
+		return nil
+	}
+	for _, store := range stores {
+		small, err := b.startBulk(ctx, store, b.cfg.users, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := b.startBulk(ctx, store, b.cfg.millionUsers, small); err != nil {
+			return err
+		}
+	}
+	if b.pg != nil && slices.Contains(stores, "postgres") {
+		if err := b.pg.checkpoint(ctx); err != nil {
+			progress("postgres: CHECKPOINT after seeding: %v\n", err)
+		}
+	}
+	return nil
+}
+
+// startBulk starts Guildhall on store with n users written straight into
+// its database (internal/bulk): the server starts once on the empty store,
+// which creates the owner and their token, stops, the users are written,
+// and it starts again. User i is m<tag>_<i, 7 digits>, "Member <i>".
+func (b *bench) startBulk(ctx context.Context, store string, n int, ref *target) (*target, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	name := store + "-" + compactCount(n)
+	t := &target{name: name, group: "million", addr: addr, token: randomToken(), logPath: filepath.Join(b.dir, name+".log"), ref: ref, users: n}
+	dbURL, err := b.guildhallEnv(ctx, t, store, "_"+compactCount(n))
+	if err != nil {
+		return nil, err
+	}
+	if err := b.launch(ctx, t); err != nil {
+		return nil, err
+	}
+	t.proc.stop()
+	progress("%s: seeding %s users in bulk ...\n", name, thousands(int64(n)))
+	start := time.Now()
+	prefix := "m" + b.tag + "_"
+	t.ids, err = bulk.Users(ctx, filepath.Join(b.dir, name+"-data"), dbURL, n, func(i int) (string, string) {
+		return fmt.Sprintf("%s%07d", prefix, i), fmt.Sprintf("Member %07d", i)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if t.pg != nil {
+		if err := t.pg.settle(ctx, dbURL); err != nil {
+			return nil, fmt.Errorf("%s: VACUUM ANALYZE: %w", name, err)
+		}
+	}
+	t.seedTime = time.Since(start)
+	progress("%s: seeded %s users in %v\n", name, thousands(int64(n)), t.seedTime.Round(time.Millisecond))
+	if err := b.launch(ctx, t); err != nil {
+		return nil, err
+	}
+	t.api = client.New(addr, t.token)
+	t.prefixes = searchPrefixes(prefix, n)
+	// The deep page: page 1,000, or the last full page of a smaller
+	// instance (the owner is one user more).
+	if t.deepPage = min(1000, (n+1)/50); t.deepPage >= 2 {
+		if t.deepCursor, err = t.api.CursorOfPage(ctx, t.deepPage); err != nil {
+			return nil, fmt.Errorf("%s: walking to page %d: %w", name, t.deepPage, err)
+		}
+		t.deepReady = true
+	}
+	progress("%s: pid %d on %s; page %d found\n", name, t.proc.pid(), addr, t.deepPage)
+	return t, nil
+}
+
 // prepareDeep seeds every real target up to -deep-users and walks each
 // target's list to the cursor of page 1,000.
 func (b *bench) prepareDeep(ctx context.Context) error {
-	for _, t := range b.targets {
+	for _, t := range b.group("") {
 		if t.deepReady {
 			continue
 		}
@@ -440,14 +592,14 @@ func (b *bench) prepareDeep(ctx context.Context) error {
 			more := b.cfg.deepUsers - len(t.ids)
 			progress("%s: seeding %d more users for page_deep ...\n", t.name, more)
 			start := time.Now()
-			ids, err := seedUsers(ctx, t.api, "d"+b.tag+"_", 0, more, b.cfg.seedConns)
+			ids, err := t.api.SeedUsers(ctx, "d"+b.tag+"_", 0, more, b.cfg.seedConns)
 			if err != nil {
 				return fmt.Errorf("%s: seeding: %w", t.name, err)
 			}
 			progress("%s: seeded %d users in %v\n", t.name, more, time.Since(start).Round(time.Millisecond))
 			t.ids = append(t.ids, ids...)
 		}
-		cur, err := cursorOfPage(ctx, t.api, 1000)
+		cur, err := t.api.CursorOfPage(ctx, 1000)
 		if err != nil {
 			return fmt.Errorf("%s: walking to page 1,000: %w", t.name, err)
 		}
@@ -456,43 +608,91 @@ func (b *bench) prepareDeep(ctx context.Context) error {
 	return nil
 }
 
+// source builds the requests of sc for t and sends one as a preflight; nil
+// when t has not what sc needs.
+func (b *bench) source(sc scenario, t *target) (*client.Source, error) {
+	path, body, keys, err := sc.fill(t)
+	if err != nil {
+		progress("  %s: skipped: %v\n", t.name, err)
+		return nil, nil
+	}
+	tpl, err := client.NewTemplate(sc.method, path, body, t.addr, t.token)
+	if err != nil {
+		return nil, err
+	}
+	// A million keys would hold a million requests: those are built as
+	// they are sent, on every target of the group alike.
+	src, err := client.NewSource(tpl, keys, b.tag, &b.counter, sc.needs != "million")
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", sc.name, t.name, err)
+	}
+	status, snippet, err := preflight(t.addr, src)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s %s: preflight: %w", sc.name, t.name, err)
+	case status < 200 || status > 299:
+		progress("  %s: preflight answered %d: %s\n", t.name, status, snippet)
+	}
+	return src, nil
+}
+
+// aloneSuffix names the results of a scenario with writes measured without
+// them.
+const aloneSuffix = "/alone"
+
 func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	progress("== %s\n", sc.name)
-	srcs := map[*target]*requestSource{}
-	for _, t := range b.targets {
-		path, body, err := sc.fill(t)
-		if err != nil {
-			progress("  %s: skipped: %v\n", t.name, err)
+	group := b.group("")
+	if sc.needs == "million" {
+		group = b.group("million")
+	}
+	srcs := map[*target]*client.Source{}
+	writes := map[*target]*client.Source{}
+	for _, t := range group {
+		src, err := b.source(sc, t)
+		if err != nil || src == nil {
+			if err != nil {
+				return err
+			}
 			continue
 		}
-		tpl, err := compileTemplate(sc.method, path, body, t.addr, t.token)
-		if err != nil {
-			return err
-		}
-		if srcs[t], err = newRequestSource(tpl, t.ids, b.tag, &b.counter); err != nil {
-			return fmt.Errorf("%s %s: %w", sc.name, t.name, err)
-		}
-		status, snippet, err := preflight(t.addr, srcs[t])
-		switch {
-		case err != nil:
-			return fmt.Errorf("%s %s: preflight: %w", sc.name, t.name, err)
-		case status < 200 || status > 299:
-			progress("  %s: preflight answered %d: %s\n", t.name, status, snippet)
+		srcs[t] = src
+		if sc.writes != nil {
+			if writes[t], err = b.source(*sc.writes, t); err != nil {
+				return err
+			}
 		}
 	}
 	res := map[string]*targetResult{}
 	b.results[sc.name] = res
-	if b.cfg.warmup > 0 {
-		for _, t := range b.targets {
+	alone := map[string]*targetResult{}
+	if sc.writes != nil {
+		b.results[sc.name+aloneSuffix] = alone
+	}
+	add := func(m map[string]*targetResult, t *target, rec runRecord, lat, wlat []int64) {
+		tr := m[t.name]
+		if tr == nil {
+			tr = &targetResult{}
+			m[t.name] = tr
+		}
+		tr.rounds = append(tr.rounds, rec)
+		tr.lat = append(tr.lat, lat...)
+		tr.wlat = append(tr.wlat, wlat...)
+	}
+	// With writes, every round warms each target up again before its reads
+	// alone (the writes of its last round emptied its read cache); without,
+	// one warm-up per target does.
+	if b.cfg.warmup > 0 && sc.writes == nil {
+		for _, t := range group {
 			if srcs[t] != nil {
-				if _, _, err := b.measure(ctx, sc, t, srcs[t], "warmup", 0); err != nil {
+				if _, _, _, err := b.measure(ctx, sc, t, srcs[t], nil, "warmup", 0); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	for r := 0; r < b.cfg.rounds; r++ {
-		order := slices.Clone(b.targets)
+		order := slices.Clone(group)
 		if r%2 == 1 {
 			slices.Reverse(order)
 		}
@@ -500,33 +700,62 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 			if srcs[t] == nil {
 				continue
 			}
-			rec, lat, err := b.measure(ctx, sc, t, srcs[t], "measure", r)
+			if sc.writes != nil {
+				if b.cfg.warmup > 0 {
+					if _, _, _, err := b.measure(ctx, sc, t, srcs[t], nil, "warmup", r); err != nil {
+						return err
+					}
+				}
+				rec, lat, _, err := b.measure(ctx, sc, t, srcs[t], nil, "measure", r)
+				if err != nil {
+					return err
+				}
+				add(alone, t, rec, lat, nil)
+			}
+			rec, lat, wlat, err := b.measure(ctx, sc, t, srcs[t], writes[t], "measure", r)
 			if err != nil {
 				return err
 			}
-			tr := res[t.name]
-			if tr == nil {
-				tr = &targetResult{}
-				res[t.name] = tr
-			}
-			tr.rounds = append(tr.rounds, rec)
-			tr.lat = append(tr.lat, lat...)
+			add(res, t, rec, lat, wlat)
 		}
 	}
 	how := fmt.Sprintf("closed loop, %d connections", b.cfg.conns)
 	if sc.open {
 		how = fmt.Sprintf("open loop at %g req/s, latency from each request's scheduled time", b.cfg.rate)
 	}
-	b.say("%s\n", scenarioTable(sc, how, b.names(), res, "ceiling"))
+	var names []string
+	refOf := map[string]string{}
+	for _, t := range group {
+		names = append(names, t.name)
+		refOf[t.name] = "ceiling"
+		if t.group == "million" {
+			refOf[t.name] = t.name
+			if t.ref != nil {
+				refOf[t.name] = t.ref.name
+			}
+		}
+	}
+	switch {
+	case sc.writes != nil:
+		b.say("%s\n", mixedTable(sc, how, b.cfg.mixedRate, names, alone, res))
+	case sc.needs == "million":
+		b.say("%s\n", scenarioTable(sc, how, names, res, refOf, "the smaller instance"))
+	default:
+		b.say("%s\n", scenarioTable(sc, how, names, res, refOf, "ceiling"))
+	}
 	// The latencies are in the table now; keep the memory down.
-	for _, tr := range res {
-		tr.lat = nil
+	for _, m := range []map[string]*targetResult{res, alone} {
+		for _, tr := range m {
+			tr.lat, tr.wlat = nil, nil
+		}
 	}
 	return nil
 }
 
-// measure runs one round (or warm-up) of sc against t and accounts for it.
-func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *requestSource, phase string, round int) (runRecord, []int64, error) {
+// measure runs one round (or warm-up) of sc against t and accounts for it;
+// with writes, those run beside it, in an open loop at -mixed-rate on one
+// connection, and the server's CPU is charged to sc's requests.
+func (b *bench) measure(ctx context.Context, sc scenario, t *target, src, writes *client.Source, phase string, round int) (runRecord, []int64, []int64, error) {
 	spec := loadSpec{addr: t.addr, src: src, conns: b.cfg.conns, seed: mrand.Uint64()}
 	spec.duration = b.cfg.duration
 	if phase == "warmup" {
@@ -540,16 +769,30 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *reques
 	// processes born during the run (new PostgreSQL backends) added.
 	pids := t.pids(ctx)
 	c0, m0, w0 := sampleCPU(pids), machineBusyTicks(), time.Now()
+	var wres loadResult
+	var werr error
+	var wg sync.WaitGroup
+	if writes != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wres, werr = runLoad(ctx, loadSpec{addr: t.addr, src: writes, conns: 1, duration: spec.duration, rate: b.cfg.mixedRate, seed: mrand.Uint64()})
+		}()
+	}
 	res, err := runLoad(ctx, spec)
+	wg.Wait()
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
-		return runRecord{}, nil, err
+		return runRecord{}, nil, nil, err
 	}
 	c1, m1, window := sampleCPU(pids), machineBusyTicks(), time.Since(w0).Seconds()
 	for k, v := range sampleCPU(slices.DeleteFunc(t.pids(ctx), func(p int) bool { return slices.Contains(pids, p) })) {
 		c1[k] = v
 	}
 	if t.proc.exited() {
-		return runRecord{}, nil, fmt.Errorf("%s exited during %s (%v); its log %s ends:\n%s", t.name, sc.name, t.proc.err, t.logPath, tail(t.logPath, 2000))
+		return runRecord{}, nil, nil, fmt.Errorf("%s exited during %s (%v); its log %s ends:\n%s", t.name, sc.name, t.proc.err, t.logPath, tail(t.logPath, 2000))
 	}
 	srv := cpuDelta(c0, c1)
 	sec := res.elapsed.Seconds()
@@ -569,6 +812,19 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *reques
 		MaxMs:      num(ms(percentile(res.lat, 100))),
 		FirstBad:   res.firstBad,
 	}
+	if sc.writes != nil {
+		rec.Variant = "alone"
+		if writes != nil {
+			slices.Sort(wres.lat)
+			rec.Variant = "with_writes"
+			rec.Writes, rec.WritesOK = wres.requests, wres.ok
+			rec.WritesBad = wres.non2xx + wres.sockErrs
+			rec.WriteP99ms = num(ms(percentile(wres.lat, 99)))
+			if rec.FirstBad == "" {
+				rec.FirstBad = wres.firstBad
+			}
+		}
+	}
 	if line, err := json.Marshal(rec); err == nil {
 		_, _ = b.raw.Write(append(line, '\n'))
 	}
@@ -576,30 +832,34 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src *reques
 	if phase == "warmup" {
 		p = "w "
 	}
-	progress("  %s %-8s %8s req/s  %7s µs/req  p50 %s ms  p99 %s ms  err %d  srv %.2f gen %.2f other %.2f cores\n",
-		p, t.name, fmtNum(float64(rec.RPS)), fmtNum(float64(rec.SrvUs)), fmtNum(float64(rec.P50ms)), fmtNum(float64(rec.P99ms)),
-		rec.Non2xx+rec.SockErrs, float64(rec.SrvCores), float64(rec.GenCores), math.Max(0, float64(rec.OtherCores)))
-	if phase == "warmup" {
-		return rec, nil, nil
+	extra := ""
+	if writes != nil {
+		extra = fmt.Sprintf("  + %d writes, p99 %s ms", rec.Writes, fmtNum(float64(rec.WriteP99ms)))
 	}
-	return rec, res.lat, nil
+	progress("  %s %-8s %8s req/s  %7s µs/req  p50 %s ms  p99 %s ms  err %d  srv %.2f gen %.2f other %.2f cores%s\n",
+		p, t.name, fmtNum(float64(rec.RPS)), fmtNum(float64(rec.SrvUs)), fmtNum(float64(rec.P50ms)), fmtNum(float64(rec.P99ms)),
+		rec.Non2xx+rec.SockErrs, float64(rec.SrvCores), float64(rec.GenCores), math.Max(0, float64(rec.OtherCores)), extra)
+	if phase == "warmup" {
+		return rec, nil, nil, nil
+	}
+	return rec, res.lat, wres.lat, nil
 }
 
 // preflight sends one request and returns its status (and the body's start
 // when it is not a success).
-func preflight(addr string, src *requestSource) (int, string, error) {
-	c, err := dial(addr)
+func preflight(addr string, src *client.Source) (int, string, error) {
+	c, err := client.Dial(addr)
 	if err != nil {
 		return 0, "", err
 	}
-	defer c.c.Close()
-	c.setDeadline(time.Now().Add(30 * time.Second))
-	var bufs renderBufs
-	resp, start, end, err := c.roundTrip(src.next(mrand.New(mrand.NewPCG(1, 2)), &bufs))
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	var bufs client.RenderBufs
+	resp, err := c.RoundTrip(src.Next(mrand.New(mrand.NewPCG(1, 2)), &bufs))
 	if err != nil {
 		return 0, "", err
 	}
-	return resp.status, trunc(string(c.buf[start+resp.bodyOff:end]), 300), nil
+	return resp.Status, trunc(string(resp.Body), 300), nil
 }
 
 func (b *bench) cleanup() {

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"bytes"
@@ -6,9 +6,9 @@ import (
 	"fmt"
 )
 
-// response is what the load generator learns from an HTTP/1.1 response:
-// the status, where the body is, and whether the server closes the
-// connection after it.
+// response is what parseResponse learns from an HTTP/1.1 response: the
+// status, where the body is, and whether the server closes the connection
+// after it.
 type response struct {
 	status  int
 	bodyOff int // where the body starts in the buffer
@@ -199,4 +199,36 @@ func containsFold(b []byte, lower string) bool {
 		}
 	}
 	return false
+}
+
+// dechunk returns the data of a chunked body (as chunkedLength measured
+// it: chunks, the last chunk and trailers), in a new slice.
+func dechunk(b []byte) ([]byte, error) {
+	var out []byte
+	for {
+		line, rest, ok := bytes.Cut(b, crlf)
+		if !ok {
+			return nil, errors.New("chunked body cut short")
+		}
+		sizeField, _, _ := bytes.Cut(line, []byte(";"))
+		n, err := parseHex(bytes.TrimSpace(sizeField))
+		if err != nil {
+			return nil, fmt.Errorf("bad chunk size %q", trunc(string(line), 40))
+		}
+		if n == 0 {
+			return out, nil
+		}
+		if len(rest) < n+2 {
+			return nil, errors.New("chunked body cut short")
+		}
+		out = append(out, rest[:n]...)
+		b = rest[n+2:]
+	}
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -16,25 +16,38 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/guildhall/guildhall/tools/bench/internal/client"
 )
 
-// A target is one server under load: the ceiling, or Guildhall on one store.
+// A target is one server under load: the ceiling, or Guildhall on one
+// store; or, for the million scenarios, Guildhall on one store with users
+// seeded in bulk (sqlite-10k, sqlite-1m, ...).
 type target struct {
-	name    string // ceiling, sqlite, postgres
+	name    string // ceiling, sqlite, postgres; or <store>-<users> for the million scenarios
+	group   string // "" (ceiling, sqlite, postgres) or "million"
 	addr    string // 127.0.0.1:port
 	token   string
 	logPath string
+	env     []string // of the server, to start it again
 	proc    *process
 	pg      *pgCluster // postgres: the cluster whose processes count as the server's too
 	pgDB    string
-	api     *apiClient
+	api     *client.Client
 
 	// Fixtures, filled by setup.
 	ids        []string // seeded user IDs ({id})
 	heavyUser  string
 	lightUser  string
-	deepCursor string // the cursor of page 1,000 of ?limit=50
+	deepCursor string // the cursor of page deepPage of ?limit=50
+	deepPage   int
 	deepReady  bool
+
+	// The million scenarios' instances.
+	ref      *target       // the smaller instance this one is compared with; nil: it is the smaller one
+	users    int           // users seeded in bulk (the owner not counted)
+	seedTime time.Duration // how long the bulk seeding took
+	prefixes []string      // search prefixes, each shared by 100 users
 }
 
 // process is a server started by the bench.
@@ -54,7 +67,7 @@ func startProcess(argv, env []string, logPath, cpus string) (*process, error) {
 	if cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
-	f, err := os.Create(logPath)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a server started again appends
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +253,26 @@ func (pg *pgCluster) createDB(ctx context.Context, name string) (string, error) 
 	u, _ := url.Parse(pg.adminURL)
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// settle readies a database just seeded in bulk for measuring: VACUUM
+// ANALYZE, so that its plans are made on statistics and autovacuum has no
+// reason to wake during the runs.
+func (pg *pgCluster) settle(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "VACUUM (ANALYZE)")
+	return err
+}
+
+// checkpoint writes out what bulk seeding left in the WAL, so that the
+// checkpointer (whose CPU is counted) does not do it during the runs.
+func (pg *pgCluster) checkpoint(ctx context.Context) error {
+	_, err := pg.conn.Exec(ctx, "CHECKPOINT")
+	return err
 }
 
 func (pg *pgCluster) dropDB(ctx context.Context, name string) error {
