@@ -44,13 +44,13 @@ func TestUsers(t *testing.T) {
 		// made by the store, one made as a copy, and a prefix 100 users
 		// share.
 		for _, i := range []int{0, n - 1} {
-			u, err := s.GetUser(ctx, ids[i])
+			u, err := s.User(ctx, ids[i])
 			if err != nil || u.Username != fmt.Sprintf("m_%07d", i) || u.DisplayName != fmt.Sprintf("Member %07d", i) ||
 				u.Status != "active" || u.IsOwner || u.Version != 1 || u.CreatedAt.IsZero() {
 				t.Fatalf("user %d: %+v, %v", i, u, err)
 			}
 		}
-		users, more, _, _, err := s.ListUsers(ctx, store.UserFilter{Prefix: "M_00012"}, "", 20)
+		users, more, err := s.ListUsers(ctx, store.UserFilter{Prefix: "M_00012"}, "", 20)
 		if err != nil || len(users) != 20 || !more || users[0].ID != ids[1200] {
 			t.Fatalf("search: %d users, more %v, %v", len(users), more, err)
 		}
