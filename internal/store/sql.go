@@ -18,8 +18,8 @@ import (
 // statement is prepared once per pool (database/sql then prepares it once
 // per connection) and, inside a write transaction, reused through
 // sql.Tx.StmtContext, which finds the statement already prepared on the
-// writer connection. Only constant SQL goes through here, so the cache is
-// bounded by the program text.
+// writer connection. GORM's statements inside a write transaction go
+// through it too (stmtPool), up to maxStatements statements in all.
 
 // micros is a timestamp as the store keeps it: microseconds since the Unix
 // epoch, UTC, in a BIGINT column on both databases. Reading one is an
@@ -66,6 +66,14 @@ func (c *stmtCache) text(query string) string {
 		return rebind(query)
 	}
 	return query
+}
+
+// room reports whether query is kept, or may be.
+func (c *stmtCache) room(query string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, kept := c.m[query]
+	return kept || c.pending[query] || len(c.m)+len(c.pending) < maxStatements
 }
 
 func (c *stmtCache) lookup(query string) *sql.Stmt {
@@ -213,11 +221,72 @@ func (q queries) count() {
 // inTransaction returns q for the GORM transaction db (its statements reuse
 // q's prepared statements through the transaction); txCtx, when set, is the
 // context every statement runs under (see queries.ctx).
+//
+// GORM's statements in the transaction reuse prepared statements too
+// (stmtPool): GORM alone prepares each statement anew, and a SQLite
+// statement on a table with triggers costs more to prepare than to run.
 func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, error) {
 	sqlTx, ok := db.Statement.ConnPool.(*sql.Tx)
 	if !ok {
 		return queries{}, fmt.Errorf("transaction: unexpected connection %T", db.Statement.ConnPool)
 	}
+	ctx := db.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// A session with a context clones the statement: the transaction keeps
+	// its own connection, which it commits.
+	db = db.Session(&gorm.Session{Context: ctx})
+	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
 	return q, nil
+}
+
+// stmtPool is GORM's connection inside a write transaction: its
+// statements go through the pool's prepared statements (stmtCache), up to
+// maxStatements of them; past that (GORM writes IN lists of every length),
+// a statement is run unprepared.
+type stmtPool struct {
+	tx    *sql.Tx
+	stmts *stmtCache
+}
+
+// maxStatements bounds the statements a stmtCache keeps.
+const maxStatements = 512
+
+func (p stmtPool) stmt(ctx context.Context, query string) (*sql.Stmt, bool, error) {
+	if !p.stmts.room(query) {
+		return nil, false, nil
+	}
+	st, err := p.stmts.prepareIn(ctx, p.tx, query)
+	return st, err == nil, err
+}
+
+func (p stmtPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return p.tx.PrepareContext(ctx, query)
+}
+
+func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st, ok, err := p.stmt(ctx, query); err != nil {
+		return nil, err
+	} else if ok {
+		return st.ExecContext(ctx, args...)
+	}
+	return p.tx.ExecContext(ctx, query, args...)
+}
+
+func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st, ok, err := p.stmt(ctx, query); err != nil {
+		return nil, err
+	} else if ok {
+		return st.QueryContext(ctx, args...)
+	}
+	return p.tx.QueryContext(ctx, query, args...)
+}
+
+func (p stmtPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st, ok, err := p.stmt(ctx, query); err == nil && ok {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return p.tx.QueryRowContext(ctx, query, args...)
 }
