@@ -69,8 +69,12 @@ export interface paths {
         };
         /**
          * List channels
-         * @description Channels ordered by ID, paged with a cursor. Only channels in which the
-         *     caller has `VIEW_CHANNEL` are listed, so a page may be short before the end.
+         * @description Channels in tree order, paged with a cursor: the channels outside any
+         *     category and the categories, by `position` (ties by `id`), each category
+         *     followed by its children by `position` (ties by `id`). With `parent_id`,
+         *     only that category's children. Only channels in which the caller has
+         *     `VIEW_CHANNEL` are listed: a child may be listed without its category,
+         *     and a category without its children (visibility is per channel).
          *
          *     **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
          */
@@ -89,12 +93,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/channels/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move many channels at once
+         * @description Sets the `position` (and, when given, the category: `parent_id`, `null`
+         *     for none) of up to 500 channels at once: every move or none. The rules
+         *     of a single move (`updateChannel`) apply to each entry, checked on the
+         *     state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
+         *     at `body.positions[i]`, and nothing moves. Naming a channel twice is a
+         *     `400`. Answers the channels that moved, in the order given; each writes
+         *     `channel.moved`.
+         *
+         *     **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
+         *     channel moved and each destination category.
+         */
+        post: operations["reorderChannels"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/channels/{channelID}": {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -119,11 +155,23 @@ export interface paths {
         head: operations["headChannel"];
         /**
          * Edit a channel
-         * @description Changes `name` and/or `topic` with a JSON merge patch (RFC 7396): a
-         *     member that is absent stays as it is; `"topic": null` clears the topic.
-         *     An empty patch changes nothing and writes no event.
+         * @description Changes `name`, `topic`, the category (`parent_id`) and `position` with a
+         *     JSON merge patch (RFC 7396): a member that is absent stays as it is;
+         *     `"topic": null` clears the topic, `"parent_id": null` takes the channel
+         *     out of its category. A channel moved into a category without a
+         *     `position` goes last among its children. `lock_permissions: true`
+         *     replaces the channel's overwrites with those of its (new) category, so
+         *     that it is synced; it needs a category. An empty patch changes nothing
+         *     and writes no event; a move writes `channel.moved`.
          *
-         *     **Permission:** `MANAGE_CHANNELS` in the channel.
+         *     A category cannot go into a category, nor a channel into a channel that
+         *     is not a category (`400` at `body.parent_id`); a category holds at most
+         *     50 channels (`409 limit_exceeded`, `channels_per_category`).
+         *
+         *     **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
+         *     `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
+         *     the base permissions for a channel outside any category); with
+         *     `lock_permissions`, `MANAGE_ROLES` in that category as well.
          */
         patch: operations["updateChannel"];
         trace?: never;
@@ -133,7 +181,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -142,9 +193,17 @@ export interface paths {
         put?: never;
         /**
          * Create a channel
-         * @description Creates the channel at the ID given in the path. An ID that is taken is a `409`.
+         * @description Creates the channel at the ID given in the path, a text channel or
+         *     (`kind: category`) a category, outside any category or inside one
+         *     (`parent_id`), last among its siblings. A channel created inside a
+         *     category starts with a copy of the category's overwrites (synced). An
+         *     ID that is taken is a `409`; past 500 channels in all, or 50 in a
+         *     category, a `409 limit_exceeded` (`channels`, `channels_per_category`).
+         *     A `parent_id` that is not a category, or a category inside a category,
+         *     is a `400` at `body.parent_id`.
          *
-         *     **Permission:** `MANAGE_CHANNELS` (global).
+         *     **Permission:** `MANAGE_CHANNELS` (global), and in the category when
+         *     `parent_id` names one.
          */
         post: operations["createChannel"];
         delete?: never;
@@ -158,7 +217,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -183,7 +245,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -208,7 +273,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -252,7 +320,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -286,7 +357,10 @@ export interface paths {
             };
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -418,6 +492,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/permissions/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a member with these roles would have
+         * @description Computes what a member holding `@everyone` (the global permissions) and
+         *     exactly the `roles` given would have: their base permissions, and, in each
+         *     channel of `channel_ids` (every channel when absent), their effective
+         *     permissions, with `explain` when asked, as `getUserPermissions` would
+         *     answer for such a member with no overwrite of their own. Channels the
+         *     caller cannot view are left out; an unknown or hidden channel in
+         *     `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
+         *     written.
+         *
+         *     **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
+         *     top role (the owner may preview any).
+         */
+        post: operations["previewPermissions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users/{userID}/permissions": {
         parameters: {
             query?: never;
@@ -450,6 +554,83 @@ export interface paths {
          *     **Permission:** the user themself, or `MANAGE_ROLES`.
          */
         head: operations["headUserPermissions"];
+        patch?: never;
+        trace?: never;
+    };
+    "/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the community's template
+         * @description The structure of the community as a template: the global permissions,
+         *     the roles (with position, color and permissions) and the channels (with
+         *     kind, category, position, topic, and their `everyone` and role
+         *     overwrites). No users, tokens, attachments or user overwrites. The
+         *     document is the same byte for byte for the same structure, and its
+         *     `ETag` is its digest: exporting after importing it elsewhere gives the
+         *     same `ETag`.
+         *
+         *     **Permission:** the owner alone.
+         */
+        get: operations["exportTemplate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Export the community's template (headers only)
+         * @description The answer `exportTemplate` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** the owner alone.
+         */
+        head: operations["headExportTemplate"];
+        patch?: never;
+        trace?: never;
+    };
+    "/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a template
+         * @description Makes the community's structure what the template says, matching roles
+         *     and channels by ID: creates what is missing, updates what differs, and,
+         *     with `prune=true` only, deletes the roles and channels (and the
+         *     `everyone` and role overwrites) the template leaves out. Roles take the
+         *     template's order, above the roles it leaves out. With `dry_run=true`
+         *     nothing is written and the answer lists the changes it would make;
+         *     otherwise they are made in one transaction, each writing its usual
+         *     event, and listed. Importing the template just exported changes nothing.
+         *
+         *     A bad template changes nothing and is answered at the offending member:
+         *     an unknown `format` (`body.format`), a duplicate ID, positions that are
+         *     not 1..N for the roles, a `parent_id` that is not a category of the
+         *     template, a category inside a category, an overwrite of a role the
+         *     template does not have (`400`); a template over 1 MiB (`413`); more roles
+         *     or channels than the limits (`409 limit_exceeded`); a channel whose
+         *     `kind` differs from the community's channel of that ID (`409 conflict`:
+         *     a kind does not change).
+         *
+         *     The changes are listed global permissions first, then roles, channels
+         *     and overwrites. A channel's `before` and `after` leave out its
+         *     overwrites, which are changes of their own; deleting a role or a
+         *     channel takes its overwrites without listing them again.
+         *
+         *     **Permission:** the owner alone.
+         */
+        post: operations["importTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -597,6 +778,56 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/roles/{roleID}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a role's members
+         * @description The users holding the role, in ID order, paged with a cursor.
+         *
+         *     **Permission:** any authenticated user. `email` is shown only to the user
+         *     themself and to holders of `MANAGE_USERS`.
+         */
+        get: operations["listRoleMembers"];
+        put?: never;
+        /**
+         * Add and remove a role's members in bulk
+         * @description Gives the role to every user of `add` and takes it from every user of
+         *     `remove` (at most 1,000 in all; no user in both): every change or none.
+         *     It is idempotent: a user of `add` who has the role, or of `remove` who
+         *     does not, is no change. Answers how many changes were made; each writes
+         *     the event a single assignment writes (`user.role.assigned`,
+         *     `user.role.removed`). An unknown user is a `400` at its index
+         *     (`body.add[3]`), a user the caller may not change a `403` naming them, and
+         *     nothing changes.
+         *
+         *     **Permission:** what a single assignment needs, for each user listed:
+         *     `MANAGE_ROLES`, the role strictly below the caller's top role, every
+         *     permission of the role held by the caller, and, unless the user is the
+         *     caller, the user's top role strictly below the caller's. Only the owner
+         *     may change the owner's roles.
+         */
+        post: operations["changeRoleMembers"];
+        delete?: never;
+        options?: never;
+        /**
+         * List a role's members (headers only)
+         * @description The answer `listRoleMembers` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user. `email` is shown only to the user
+         *     themself and to holders of `MANAGE_USERS`.
+         */
+        head: operations["headRoleMembers"];
         patch?: never;
         trace?: never;
     };
@@ -919,7 +1150,29 @@ export interface paths {
          *     themself and to holders of `MANAGE_USERS`.
          */
         head: operations["headUser"];
-        patch?: never;
+        /**
+         * Edit a user
+         * @description Changes some of `username`, `display_name`, `email`, `status` and
+         *     `timeout_until` with a JSON merge patch (RFC 7396): a member that is
+         *     absent stays as it is. The rules of `updateUser` apply to the first
+         *     four.
+         *
+         *     `timeout_until` times the member out until then: while it is in the
+         *     future, their base permissions and their permissions in every channel
+         *     hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`. It ends by
+         *     itself at that time. It may be at most 28 days ahead (a `400` beyond);
+         *     `null`, or a time already past, ends it. The owner, a user with
+         *     `ADMINISTRATOR` in their base permissions, and the caller themself
+         *     cannot be timed out (`403`). A change of timeout writes `user.timeout`
+         *     with the time before and after.
+         *
+         *     **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
+         *     role strictly below the caller's; for the other members, what
+         *     `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
+         *     the caller's, though a user changing their own `username`, `email` or
+         *     `display_name` needs no permission, and never their own `status`.
+         */
+        patch: operations["patchUser"];
         trace?: never;
     };
     "/users/{userID}/roles": {
@@ -1270,7 +1523,7 @@ export interface components {
          * @example VIEW_CHANNEL
          * @enum {string}
          */
-        PermissionName: "ADMINISTRATOR" | "MANAGE_USERS" | "MANAGE_ROLES" | "MANAGE_CHANNELS" | "VIEW_AUDIT_LOG" | "VIEW_CHANNEL" | "SEND_MESSAGES" | "READ_MESSAGE_HISTORY" | "ATTACH_FILES" | "MANAGE_MESSAGES" | "EMBED_LINKS" | "MENTION_EVERYONE" | "ADD_REACTIONS";
+        PermissionName: "ADMINISTRATOR" | "MANAGE_USERS" | "MANAGE_ROLES" | "MANAGE_CHANNELS" | "VIEW_AUDIT_LOG" | "VIEW_CHANNEL" | "SEND_MESSAGES" | "READ_MESSAGE_HISTORY" | "ATTACH_FILES" | "MANAGE_MESSAGES" | "EMBED_LINKS" | "MENTION_EVERYONE" | "ADD_REACTIONS" | "MODERATE_MEMBERS";
         /**
          * @description Permission names without duplicates; answers list them in catalog order.
          * @example [
@@ -1386,11 +1639,19 @@ export interface components {
          *     }
          */
         ExplanationStep: {
-            /** @enum {string} */
-            kind: "owner" | "administrator" | "global" | "role" | "overwrite_everyone" | "overwrite_role" | "overwrite_user" | "implicit";
+            /**
+             * @description Which rule: `timeout` cuts everything but `VIEW_CHANNEL` and
+             *     `READ_MESSAGE_HISTORY` while the member is timed out (`until` says
+             *     till when).
+             * @enum {string}
+             */
+            kind: "owner" | "administrator" | "global" | "role" | "overwrite_everyone" | "overwrite_role" | "overwrite_user" | "implicit" | "timeout";
             /** @enum {string} */
             effect: "allow" | "deny";
             role_id?: components["schemas"]["RoleID"];
+            /** @description On an overwrite step of a synced channel, the category the overwrite was copied from. */
+            from_category?: string;
+            until?: components["schemas"]["Timestamp"];
             detail: string;
         };
         /**
@@ -1398,6 +1659,10 @@ export interface components {
          *       "id": "ops",
          *       "name": "Operations",
          *       "topic": "Where the moderators meet.",
+         *       "kind": "text",
+         *       "parent_id": "staff",
+         *       "position": 0,
+         *       "synced": true,
          *       "created_at": "2026-11-22T08:15:30.123456Z",
          *       "updated_at": "2026-11-22T08:15:30.123456Z"
          *     }
@@ -1410,30 +1675,66 @@ export interface components {
              * @example Where the moderators meet.
              */
             topic: string | null;
+            kind: components["schemas"]["ChannelKind"];
+            /**
+             * @description The category the channel is in (always a category), or `null`. A category has none.
+             * @example staff
+             */
+            parent_id: string | null;
+            position: components["schemas"]["ChannelPosition"];
+            /**
+             * @description `true` when the channel is in a category and its overwrites are the
+             *     category's (as sets). An overwrite set or removed on the category
+             *     reaches its synced channels; one changed on the channel itself
+             *     makes it unsynced.
+             */
+            readonly synced: boolean;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
         /**
+         * @description `text`, a channel; `category`, a category that holds channels.
+         * @example text
+         * @enum {string}
+         */
+        ChannelKind: "text" | "category";
+        /**
+         * @description The order among the channel's siblings (ties by `id`).
+         * @example 0
+         */
+        ChannelPosition: number;
+        /**
          * @example {
          *       "name": "Operations",
-         *       "topic": "Where the moderators meet."
+         *       "topic": "Where the moderators meet.",
+         *       "parent_id": "staff"
          *     }
          */
         ChannelCreate: {
             name: components["schemas"]["Name"];
             /** @description Up to 1024 characters; tabs and line breaks allowed, no other control characters. */
             topic?: string | null;
+            kind?: components["schemas"]["ChannelKind"];
+            /** @description The category to create the channel in; absent or `null` for none. */
+            parent_id?: string | null;
         };
         /**
          * @description A JSON merge patch; absent members are left as they are.
          * @example {
-         *       "topic": null
+         *       "parent_id": "staff",
+         *       "position": 2,
+         *       "lock_permissions": true
          *     }
          */
         ChannelPatch: {
             name?: components["schemas"]["Name"];
             /** @description Up to 1024 characters; tabs and line breaks allowed, no other control characters. */
             topic?: string | null;
+            /** @description The category to move the channel into; `null` takes it out of its category. */
+            parent_id?: string | null;
+            position?: components["schemas"]["ChannelPosition"];
+            /** @description `true`: replace the channel's overwrites with its (new) category's. */
+            lock_permissions?: boolean;
         };
         /**
          * @example {
@@ -1442,6 +1743,10 @@ export interface components {
          *           "id": "ops",
          *           "name": "Operations",
          *           "topic": null,
+         *           "kind": "text",
+         *           "parent_id": null,
+         *           "position": 0,
+         *           "synced": false,
          *           "created_at": "2026-11-22T08:15:30.123456Z",
          *           "updated_at": "2026-11-22T08:15:30.123456Z"
          *         }
@@ -1452,6 +1757,37 @@ export interface components {
         ChannelList: {
             items: components["schemas"]["Channel"][];
             next_cursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "positions": [
+         *         {
+         *           "id": "ops",
+         *           "position": 0,
+         *           "parent_id": "staff"
+         *         },
+         *         {
+         *           "id": "general",
+         *           "position": 1
+         *         }
+         *       ]
+         *     }
+         */
+        ChannelReorder: {
+            positions: components["schemas"]["ChannelMove"][];
+        };
+        /**
+         * @example {
+         *       "id": "ops",
+         *       "position": 0,
+         *       "parent_id": "staff"
+         *     }
+         */
+        ChannelMove: {
+            id: components["schemas"]["ChannelID"];
+            position: components["schemas"]["ChannelPosition"];
+            /** @description The channel's category after the move; absent leaves it, `null` takes it out. */
+            parent_id?: string | null;
         };
         /**
          * @example {
@@ -1638,6 +1974,15 @@ export interface components {
             roles: components["schemas"]["RoleID"][];
             /** @description The owner has every permission and cannot be suspended or deleted. */
             is_owner: boolean;
+            /**
+             * Format: date-time
+             * @description While this is in the future the member is timed out: their
+             *     permissions hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`.
+             *     Absent when no timeout is set (none ever was, or the last one was
+             *     ended with `null`); a past time means the timeout is over. Set
+             *     with `patchUser`.
+             */
+            readonly timeout_until?: string;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
@@ -1667,6 +2012,283 @@ export interface components {
             email?: components["schemas"]["Email"];
             /** @enum {string} */
             status: "active" | "suspended";
+        };
+        /**
+         * @description A JSON merge patch; absent members are left as they are.
+         * @example {
+         *       "timeout_until": "2026-11-23T08:15:30Z"
+         *     }
+         */
+        UserPatch: {
+            username?: components["schemas"]["Username"];
+            display_name?: components["schemas"]["DisplayName"];
+            email?: components["schemas"]["Email"];
+            /** @enum {string} */
+            status?: "active" | "suspended";
+            /**
+             * Format: date-time
+             * @description Time the member out until then (at most 28 days ahead); `null` or a past time ends a timeout.
+             */
+            timeout_until?: string | null;
+        };
+        /**
+         * @description At most 1,000 users in all, and none in both lists.
+         * @example {
+         *       "add": [
+         *         "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"
+         *       ],
+         *       "remove": []
+         *     }
+         */
+        RoleMembersChange: {
+            add?: components["schemas"]["UserID"][];
+            remove?: components["schemas"]["UserID"][];
+        };
+        /**
+         * @example {
+         *       "added": 1,
+         *       "removed": 0
+         *     }
+         */
+        RoleMembersResult: {
+            /** @description Users who did not have the role and now do. */
+            added: number;
+            /** @description Users who had the role and no longer do. */
+            removed: number;
+        };
+        /**
+         * @example {
+         *       "roles": [
+         *         "mods"
+         *       ],
+         *       "channel_ids": [
+         *         "ops"
+         *       ],
+         *       "explain": false
+         *     }
+         */
+        PermissionPreviewRequest: {
+            roles: components["schemas"]["RoleID"][];
+            /** @description The channels to compute; absent for every channel the caller can view. */
+            channel_ids?: components["schemas"]["ChannelID"][];
+            /** @description Add the provenance of each permission, as `getUserPermissions` does. */
+            explain?: boolean;
+        };
+        /**
+         * @example {
+         *       "base": [
+         *         "VIEW_CHANNEL",
+         *         "SEND_MESSAGES"
+         *       ],
+         *       "channels": [
+         *         {
+         *           "channel_id": "ops",
+         *           "permissions": [
+         *             "VIEW_CHANNEL"
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
+        PermissionPreview: {
+            base: components["schemas"]["PermissionNames"];
+            /** @description With `explain`, one entry per permission of the catalog. */
+            base_explain?: components["schemas"]["PermissionExplanation"][];
+            /** @description In tree order (see `listChannels`). */
+            channels: components["schemas"]["ChannelPreview"][];
+        };
+        /**
+         * @example {
+         *       "channel_id": "ops",
+         *       "permissions": [
+         *         "VIEW_CHANNEL",
+         *         "SEND_MESSAGES"
+         *       ]
+         *     }
+         */
+        ChannelPreview: {
+            channel_id: components["schemas"]["ChannelID"];
+            permissions: components["schemas"]["PermissionNames"];
+            /** @description With `explain`, one entry per channel-scoped permission. */
+            explain?: components["schemas"]["PermissionExplanation"][];
+        };
+        /**
+         * @description A community's structure; what `exportTemplate` answers and `importTemplate` takes.
+         * @example {
+         *       "format": "guildhall-template/1",
+         *       "global_permissions": [
+         *         "VIEW_CHANNEL",
+         *         "SEND_MESSAGES"
+         *       ],
+         *       "roles": [
+         *         {
+         *           "id": "mods",
+         *           "name": "Moderators",
+         *           "position": 1,
+         *           "color": "#3498db",
+         *           "permissions": [
+         *             "MANAGE_MESSAGES"
+         *           ]
+         *         }
+         *       ],
+         *       "channels": [
+         *         {
+         *           "id": "staff",
+         *           "name": "Staff",
+         *           "kind": "category",
+         *           "parent_id": null,
+         *           "position": 0,
+         *           "topic": null,
+         *           "overwrites": [
+         *             {
+         *               "target_type": "everyone",
+         *               "allow": [],
+         *               "deny": [
+         *                 "VIEW_CHANNEL"
+         *               ]
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "id": "ops",
+         *           "name": "Operations",
+         *           "kind": "text",
+         *           "parent_id": "staff",
+         *           "position": 0,
+         *           "topic": null,
+         *           "overwrites": [
+         *             {
+         *               "target_type": "everyone",
+         *               "allow": [],
+         *               "deny": [
+         *                 "VIEW_CHANNEL"
+         *               ]
+         *             }
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
+        Template: {
+            /** @enum {string} */
+            format: "guildhall-template/1";
+            global_permissions: components["schemas"]["PermissionNames"];
+            /** @description By position descending. */
+            roles: components["schemas"]["TemplateRole"][];
+            /** @description In tree order. */
+            channels: components["schemas"]["TemplateChannel"][];
+        };
+        /**
+         * @example {
+         *       "id": "mods",
+         *       "name": "Moderators",
+         *       "position": 1,
+         *       "color": "#3498db",
+         *       "permissions": [
+         *         "MANAGE_MESSAGES"
+         *       ]
+         *     }
+         */
+        TemplateRole: {
+            id: components["schemas"]["RoleID"];
+            name: components["schemas"]["Name"];
+            /** @description 1..N over the template's roles, higher is more power. */
+            position: number;
+            color: string | null;
+            permissions: components["schemas"]["PermissionNames"];
+        };
+        /**
+         * @example {
+         *       "id": "ops",
+         *       "name": "Operations",
+         *       "kind": "text",
+         *       "parent_id": null,
+         *       "position": 0,
+         *       "topic": null,
+         *       "overwrites": []
+         *     }
+         */
+        TemplateChannel: {
+            id: components["schemas"]["ChannelID"];
+            name: components["schemas"]["Name"];
+            kind: components["schemas"]["ChannelKind"];
+            parent_id: string | null;
+            position: components["schemas"]["ChannelPosition"];
+            topic: string | null;
+            /** @description The `everyone` overwrite first, then role overwrites by position descending. */
+            overwrites: components["schemas"]["TemplateOverwrite"][];
+        };
+        /**
+         * @example {
+         *       "target_type": "role",
+         *       "target_id": "mods",
+         *       "allow": [
+         *         "SEND_MESSAGES"
+         *       ],
+         *       "deny": []
+         *     }
+         */
+        TemplateOverwrite: {
+            /** @enum {string} */
+            target_type: "everyone" | "role";
+            target_id?: components["schemas"]["RoleID"];
+            allow: components["schemas"]["PermissionNames"];
+            deny: components["schemas"]["PermissionNames"];
+        };
+        /**
+         * @example {
+         *       "changes": [
+         *         {
+         *           "op": "create",
+         *           "kind": "role",
+         *           "id": "mods",
+         *           "after": {
+         *             "id": "mods",
+         *             "name": "Moderators",
+         *             "position": 1,
+         *             "color": null,
+         *             "permissions": []
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        ImportResult: {
+            changes: components["schemas"]["TemplateChange"][];
+        };
+        /**
+         * @example {
+         *       "op": "update",
+         *       "kind": "global",
+         *       "id": "permissions",
+         *       "before": {
+         *         "permissions": [
+         *           "VIEW_CHANNEL"
+         *         ]
+         *       },
+         *       "after": {
+         *         "permissions": [
+         *           "VIEW_CHANNEL",
+         *           "SEND_MESSAGES"
+         *         ]
+         *       }
+         *     }
+         */
+        TemplateChange: {
+            /** @enum {string} */
+            op: "create" | "update" | "delete";
+            /** @enum {string} */
+            kind: "role" | "channel" | "overwrite" | "global";
+            /** @description The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>`; `permissions` for the global permissions. */
+            id: string;
+            /** @description The element as it was (absent when created), in the template's shape. */
+            before?: {
+                [key: string]: unknown;
+            };
+            /** @description The element as it is after the change (absent when deleted). */
+            after?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * @example {
@@ -1925,7 +2547,7 @@ export interface components {
          * @example role.created
          * @enum {string}
          */
-        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "profile.links.set" | "profile.links.deleted";
+        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "profile.links.set" | "profile.links.deleted" | "channel.moved" | "user.timeout";
         /**
          * @example {
          *       "items": [
@@ -2007,11 +2629,12 @@ export interface components {
              *     role; the owner is above every role), `cannot_grant_unheld` (the change
              *     grants or revokes permissions the caller lacks, listed in
              *     `missing_permissions`), `self_or_owner_only` (a user's tokens are theirs
-             *     and the owner's alone).
+             *     and the owner's alone), `owner_only` (templates are the owner's alone).
+             *     Clients should treat a reason they do not know as a refusal.
              * @example missing_permissions
              * @enum {string}
              */
-            reason?: "missing_permissions" | "role_hierarchy" | "cannot_grant_unheld" | "self_or_owner_only";
+            reason?: "missing_permissions" | "role_hierarchy" | "cannot_grant_unheld" | "self_or_owner_only" | "owner_only";
             /** @description For `forbidden`, the permissions the caller lacks (`[]` for hierarchy and ownership refusals). */
             missing_permissions?: components["schemas"]["PermissionName"][];
             /**
@@ -2760,7 +3383,10 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The channel's ID, chosen by the client. */
+        /**
+         * @description The channel's ID, chosen by the client. `reorder` is taken by
+         *     `reorderChannels`: creating a channel with that ID is a `400`.
+         */
         ChannelID: components["schemas"]["ChannelID"];
         /** @description The role's ID, chosen by the client. */
         RoleID: components["schemas"]["RoleID"];
@@ -2770,6 +3396,8 @@ export interface components {
         TokenID: components["schemas"]["TokenID"];
         /** @description The attachment's ID, chosen by the client; unique within the channel. */
         AttachmentID: components["schemas"]["AttachmentID"];
+        /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
+        ParentID: components["schemas"]["ChannelID"];
         /** @description Page size. */
         Limit: number;
         /** @description The `next_cursor` of the previous page, made with the same filters. */
@@ -3057,6 +3685,8 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page, made with the same filters. */
                 cursor?: components["parameters"]["Cursor"];
+                /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
+                parent_id?: components["parameters"]["ParentID"];
             };
             header?: never;
             path?: never;
@@ -3092,6 +3722,8 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page, made with the same filters. */
                 cursor?: components["parameters"]["Cursor"];
+                /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
+                parent_id?: components["parameters"]["ParentID"];
             };
             header?: never;
             path?: never;
@@ -3118,12 +3750,62 @@ export interface operations {
             503: components["responses"]["HeadUnavailable"];
         };
     };
+    reorderChannels: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChannelReorder"];
+            };
+        };
+        responses: {
+            /** @description The channels that moved. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getChannel: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3159,7 +3841,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3204,7 +3889,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3235,6 +3923,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3255,7 +3944,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3311,7 +4003,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3367,7 +4062,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3402,7 +4100,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3449,7 +4150,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3495,7 +4199,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3534,7 +4241,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3574,7 +4284,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3641,7 +4354,10 @@ export interface operations {
                 "If-Unmodified-Since"?: components["parameters"]["IfUnmodifiedSince"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3732,7 +4448,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3807,7 +4526,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3866,7 +4588,10 @@ export interface operations {
                 "If-Unmodified-Since"?: components["parameters"]["IfUnmodifiedSince"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4081,6 +4806,44 @@ export interface operations {
             503: components["responses"]["HeadUnavailable"];
         };
     };
+    previewPermissions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PermissionPreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description The permissions such a member would have. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermissionPreview"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getUserPermissions: {
         parameters: {
             query?: {
@@ -4157,6 +4920,117 @@ export interface operations {
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    exportTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    headExportTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    importTemplate: {
+        parameters: {
+            query?: {
+                /** @description List the changes without making them. */
+                dry_run?: boolean;
+                /** @description Delete what the template leaves out. */
+                prune?: boolean;
+            };
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Template"];
+            };
+        };
+        responses: {
+            /** @description The changes made (or, with `dry_run`, that would be made). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     listRoles: {
@@ -4500,6 +5374,131 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listRoleMembers: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the role's members. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    changeRoleMembers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RoleMembersChange"];
+            };
+        };
+        responses: {
+            /** @description How many changes were made. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoleMembersResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headRoleMembers: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the role's members. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     deleteRole: {
@@ -5273,6 +6272,63 @@ export interface operations {
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    patchUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Apply the change only if the resource's current `ETag` is one of these (or `*`).
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["UserPatch"];
+            };
+        };
+        responses: {
+            /** @description The user after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     listUserRoles: {

@@ -22,6 +22,7 @@ import (
 // request, on every instance.
 type Actor struct {
 	model.Principal
+	now       time.Time // when the request was judged (a timeout is compared with it)
 	auth      *store.AuthState
 	expires   *time.Time // when the token expires (nil: never, or no token)
 	tokenHash string     // "" for a caller without a token (an event-stream ticket)
@@ -64,7 +65,7 @@ func (s *Service) actorFrom(cred store.Credentials, auth *store.AuthState) (*Act
 	if err := s.usable(cred); err != nil {
 		return nil, err
 	}
-	return &Actor{Principal: cred.Principal, auth: auth, expires: cred.ExpiresAt, tokenHash: cred.TokenHash}, nil
+	return &Actor{Principal: cred.Principal, now: s.now(), auth: auth, expires: cred.ExpiresAt, tokenHash: cred.TokenHash}, nil
 }
 
 // usable refuses the credentials of a suspended user or an expired token.
@@ -139,10 +140,14 @@ func constantTimeEqual(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
-// subjectOf is the permission engine's view of a user with the given roles.
-func subjectOf(auth *store.AuthState, isOwner bool, roleIDs []string) permissions.Subject {
+// subjectOf is the permission engine's view of a user with the given roles,
+// timed out at now when until is after it.
+func subjectOf(auth *store.AuthState, isOwner bool, roleIDs []string, until *time.Time, now time.Time) permissions.Subject {
 	global, _ := auth.Global()
 	sub := permissions.Subject{IsOwner: isOwner, Global: global, Roles: make([]permissions.Role, 0, len(roleIDs))}
+	if until != nil && until.After(now) {
+		sub.TimedOut, sub.TimeoutUntil = true, *until
+	}
 	for _, id := range roleIDs {
 		if r, ok := auth.Role(id); ok {
 			sub.Roles = append(sub.Roles, permissions.Role{ID: r.ID, Permissions: r.Permissions})
@@ -165,7 +170,9 @@ func topOf(auth *store.AuthState, isOwner bool, roleIDs []string) int {
 	return top
 }
 
-func (a *Actor) subject() permissions.Subject { return subjectOf(a.auth, a.IsOwner, a.Roles) }
+func (a *Actor) subject() permissions.Subject {
+	return subjectOf(a.auth, a.IsOwner, a.Roles, a.TimeoutUntil, a.now)
+}
 
 // Base is the caller's base permissions.
 func (a *Actor) Base() permissions.Set { return permissions.Base(a.subject()) }

@@ -144,6 +144,9 @@ func New(o Options) (*Server, error) {
 	if err == nil {
 		err = router.check(e.Routes(), ops)
 	}
+	if err == nil {
+		shadowStaticPaths(e, ops)
+	}
 	if err != nil {
 		stop()
 		return nil, err

@@ -64,6 +64,7 @@ type Store struct {
 	sqliteLogDSN string       // and where it opens it
 	statements   atomic.Int64 // see QueryCount
 	verifyMarks  bool         // Options.VerifyChangeMarks
+	cursorKey    []byte       // seals list cursors (CursorKey)
 
 	writer *writer
 	// migrateUpTo, when positive, applies only the first migrations (tests
@@ -185,10 +186,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
-	// After the migrations: the change log is a table of theirs.
+	// After the migrations: the change log and the keys are tables of theirs.
 	if err := s.followChangeLog(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
+	}
+	if s.write.Migrator().HasTable("deployment_keys") {
+		if s.cursorKey, err = s.queries.deploymentKey(ctx, "cursor"); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	s.writer = startWriter(s)
 	return s, nil
@@ -298,6 +305,10 @@ func keepCause(translated, err error) error {
 func IsPostgresURL(u string) bool {
 	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
+
+// CursorKey is the deployment's key for sealing list cursors: the same on
+// every instance, secret, drawn once (nil on a store migrated short of it).
+func (s *Store) CursorKey() []byte { return s.cursorKey }
 
 // Postgres reports whether the store is PostgreSQL.
 func (s *Store) Postgres() bool { return s.dialect.name() == "postgres" }

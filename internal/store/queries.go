@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -213,6 +214,15 @@ func (q queries) settings(ctx context.Context) (permissions.Set, int64, error) {
 		return 0, 0, fmt.Errorf("read settings: %w", err)
 	}
 	return permissions.Set(st.GlobalPermissions) & permissions.All, st.GlobalVersion, nil
+}
+
+// deploymentKey reads one of the deployment's secret keys.
+func (q queries) deploymentKey(ctx context.Context, name string) ([]byte, error) {
+	var row struct{ KeyHex string }
+	if err := q.with(ctx).Table("deployment_keys").Select("key_hex").Where("name = ?", name).Take(&row).Error; err != nil {
+		return nil, fmt.Errorf("read the %s key: %w", name, err)
+	}
+	return hex.DecodeString(row.KeyHex)
 }
 
 // notFound turns gorm's record-not-found into a 404 with the detail given.
