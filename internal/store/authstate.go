@@ -130,6 +130,23 @@ type authParts struct {
 
 func (p authParts) empty() bool { return !p.roles && !p.all && len(p.channels) == 0 }
 
+// String says what p reads: "roles, every channel", "2 channels".
+func (p authParts) String() string {
+	var out []string
+	if p.roles {
+		out = append(out, "roles")
+	}
+	switch {
+	case p.all:
+		out = append(out, "every channel")
+	case len(p.channels) == 1:
+		out = append(out, "1 channel")
+	case len(p.channels) > 1:
+		out = append(out, fmt.Sprintf("%d channels", len(p.channels)))
+	}
+	return strings.Join(out, ", ")
+}
+
 // authView is the cache's AuthState and the parts changes reached since it
 // was built, each with the gen of the change (cache.gen), so that a build
 // clears only what it read.
@@ -204,6 +221,9 @@ func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
 		st := c.auth.state
 		c.mu.Unlock()
 		c.hits.Add(1)
+		if c.tracer != nil {
+			c.tracer.decided(ctx, "auth_state", true)
+		}
 		return st, nil
 	}
 	c.mu.Unlock()
@@ -213,11 +233,17 @@ func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
 	if c.auth.clean() { // built while this read waited
 		st := c.auth.state
 		c.mu.Unlock()
+		if c.tracer != nil {
+			c.tracer.decided(ctx, "auth_state", true)
+		}
 		return st, nil
 	}
 	base, parts, gen := c.auth.state, c.auth.parts(), c.gen
 	c.mu.Unlock()
 	c.misses.Add(1)
+	if c.tracer != nil {
+		c.tracer.decided(ctx, "auth_state", false, attrAuthParts.String(parts.String()))
+	}
 	// The build reads after gen: what it reads is at least as new as every
 	// change followed so far, and a change followed meanwhile leaves its
 	// part marked for the next build.

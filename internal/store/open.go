@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -44,6 +45,9 @@ type Options struct {
 	// CacheBytes bounds the read cache's estimated size (cache.go);
 	// DefaultCacheBytes when 0.
 	CacheBytes int
+	// Tracer, when set, traces what the store does for a caller whose
+	// context carries a recording span (trace.go); nil: no tracing.
+	Tracer trace.TracerProvider
 	// VerifyChangeMarks makes every write on SQLite check, before it
 	// commits, that it marked each change the change log's triggers
 	// logged for it (Tx.mark); a write that did not fails. For tests.
@@ -63,6 +67,7 @@ type Store struct {
 	sqliteLog    *sqliteLog   // SQLite: the change log's own connection
 	sqliteLogDSN string       // and where it opens it
 	statements   atomic.Int64 // see QueryCount
+	tracer       *tracer      // nil: tracing off (trace.go)
 	verifyMarks  bool         // Options.VerifyChangeMarks
 	cursorKey    []byte       // seals list cursors (CursorKey)
 
@@ -163,8 +168,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
+	s.tracer = newTracer(opts.Tracer, s.dialect)
+	s.cache.tracer = s.tracer
 	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
-		counter: &s.statements}
+		counter: &s.statements, tracer: s.tracer}
 	s.wstmts = s.queries.stmts
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -175,6 +182,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		if err := s.boundStatements(db, s.statementTimeout); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		if err := s.traceStatements(db); err != nil {
 			_ = s.Close()
 			return nil, err
 		}
@@ -215,7 +226,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		return nil
 	}
 	if !s.Postgres() {
-		l, err := openSQLiteLog(s.sqliteLogDSN, &s.statements)
+		l, err := openSQLiteLog(s.sqliteLogDSN, &s.statements, s.tracer)
 		if err != nil {
 			return err
 		}
@@ -226,13 +237,13 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		}
 		c.pos = p
 		var mu sync.Mutex // one question at a time: the connection serves one statement at a time
-		c.follow = func(context.Context) error {
+		c.follow = func(ctx context.Context) error {
 			mu.Lock()
 			defer mu.Unlock()
 			c.mu.Lock()
 			from := c.pos
 			c.mu.Unlock()
-			d, err := l.next(from)
+			d, err := l.next(ctx, from)
 			if err != nil {
 				return err
 			}
@@ -257,6 +268,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		c.apply(d)
 		return nil
 	}}
+	r.traced = s.tracer != nil
 	c.follow = r.follow
 	c.rounds = r
 	return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -44,6 +45,11 @@ type queries struct {
 	sqlTx   *sql.Tx         // set inside a write transaction
 	txCtx   context.Context // set inside a write transaction: see Tx
 	counter *atomic.Int64   // QueryCount
+	tracer  *tracer         // nil: tracing off
+	// span, inside a write transaction, is the span of the write whose
+	// part of the batch q runs (nil: not traced): its statements run under
+	// the batch's context, and belong to that span.
+	span trace.Span
 }
 
 // ctx is the context statements run under. Inside a write transaction it is
@@ -59,6 +65,9 @@ type queries struct {
 // hangs must not hold the request.
 func (q queries) ctx(ctx context.Context) context.Context {
 	if q.txCtx != nil {
+		if q.span != nil {
+			return trace.ContextWithSpan(q.txCtx, q.span)
+		}
 		return q.txCtx
 	}
 	if q.dialect.name() == "sqlite" {

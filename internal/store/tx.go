@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -66,6 +67,9 @@ func (b *batchState) authParts() authParts {
 // log once per transaction, after the write lock is held, so what it holds
 // is what the transaction started from.
 func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
+	if tx.span != nil { // traced: the cache's work is the write's
+		ctx = trace.ContextWithSpan(ctx, tx.span)
+	}
 	return context.WithValue(ctx, scopeKey{}, tx.batch.scope)
 }
 
@@ -91,12 +95,17 @@ func (tx *Tx) Credentials(ctx context.Context, tokenHash string) (Credentials, e
 		if err := tx.store.cache.fresh(tx.cacheCtx(ctx)); err != nil {
 			return Credentials{}, err
 		}
-		if v, hit, _ := tx.store.cache.lookup(cacheKey{kind: cacheCredentials, a: tokenHash}); hit {
+		v, hit, _ := tx.store.cache.lookup(cacheKey{kind: cacheCredentials, a: tokenHash})
+		if hit && tx.batch.dirty("users", v.(Credentials).Principal.UserID) {
+			hit = false
+		}
+		if tx.tracer != nil {
+			tx.tracer.decided(tx.cacheCtx(ctx), "credentials", hit)
+		}
+		if hit {
 			c := v.(Credentials)
-			if !tx.batch.dirty("users", c.Principal.UserID) {
-				c.Principal.Roles = slices.Clone(c.Principal.Roles)
-				return c, nil
-			}
+			c.Principal.Roles = slices.Clone(c.Principal.Roles)
+			return c, nil
 		}
 	}
 	return tx.tokenCredentials(ctx, false, tokenHash)
