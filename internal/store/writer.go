@@ -251,7 +251,8 @@ func (j *writeJob) wait(ctx context.Context) writeResult {
 	case <-ctx.Done():
 	}
 	if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-		return writeResult{err: ctx.Err()}
+		// Said in the log: where the time went.
+		return writeResult{err: fmt.Errorf("the write had not started (the transaction before it has not ended, or the write lock is held): %w", ctx.Err())}
 	}
 	t := time.NewTimer(writeGrace)
 	defer t.Stop()
