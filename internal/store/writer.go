@@ -375,6 +375,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		}
 		batch := newBatchState()
 		single := len(live) == 1
+		first := true // no savepoint opened yet
 		for i, j := range live {
 			if !j.take() {
 				results[i].err = errAbandoned
@@ -382,9 +383,10 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			}
 			tx := &Tx{queries: q, store: s, batch: batch}
 			if savepoints {
-				if err := tx.beginJob(ctx, i == 0); err != nil {
+				if err := tx.beginJob(ctx, first); err != nil {
 					return err
 				}
+				first = false
 			}
 			err := s.runJob(j, tx)
 			switch {
