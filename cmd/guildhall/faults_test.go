@@ -210,29 +210,63 @@ func startOn(t *testing.T, name string, pg *cluster, env ...string) (*instance, 
 }
 
 // TestFaultDatabaseFrozen freezes PostgreSQL (SIGSTOP of every process of
-// a private cluster): requests answer 503 unavailable with Retry-After within
-// a few seconds instead of hanging, /readyz answers 503 within a second and
-// a half, and once the database is thawed the instance serves again by
-// itself. (Issue 10, point 2: every request and the probe waited the whole
-// 10 s.)
+// a private cluster): requests, reads and writes at once, answer 503
+// unavailable with Retry-After within the database timeout plus one second
+// (docs/design.md §13) instead of hanging, /readyz answers 503 within a
+// second and a half, and once the database is thawed the instance serves
+// again by itself. (Issue 10, point 2: every request and the probe waited
+// the whole 10 s; issue 20: a request took up to three database timeouts.)
+// The time bounds are the requirement of a fault's answer, with a second of
+// slack for a busy machine (less than the timeout, so a doubled wait still
+// fails); not a speed target.
 func TestFaultDatabaseFrozen(t *testing.T) {
 	pg := privateCluster(t)
 	c := newClient(t)
-	in, s := startOn(t, "frozen", pg, "GUILDHALL_DB_TIMEOUT=1s")
+	const timeout = 3 * time.Second
+	in, s := startOn(t, "frozen", pg, "GUILDHALL_DB_TIMEOUT=3s")
 	in.ready(t, c)
 	must(t, c, in.URL, http.StatusOK, "GET", "/roles", s.token, nil)
 
 	pg.signal(syscall.SIGSTOP)
-	status, code, retry, took := get(c, in.URL+"/api/roles", s.token)
-	if status != http.StatusServiceUnavailable || code != "unavailable" || retry == "" || took > 4*time.Second {
-		t.Errorf("a read with the database frozen: %d %q Retry-After %q after %v; want 503 unavailable with Retry-After within 4 s", status, code, retry, took)
+	type answer struct {
+		what, code, retry string
+		status            int
+		took              time.Duration
 	}
-	req := map[string]any{"name": "while frozen"}
-	st, _, _ := call(c, in.URL, "POST", "/channels/frozen/create", s.token, req)
-	if st != http.StatusServiceUnavailable {
-		t.Errorf("a write with the database frozen: %d, want 503", st)
+	answers := make(chan answer, 3)
+	for _, path := range []string{"/roles", "/users"} {
+		go func() {
+			status, code, retry, took := get(c, in.URL+"/api"+path, s.token)
+			answers <- answer{"GET " + path, code, retry, status, took}
+		}()
 	}
-	status, _, _, took = get(c, in.URL+"/readyz", "")
+	go func() {
+		const path = "/api/channels/frozen/create"
+		req, _ := http.NewRequest("POST", in.URL+path, strings.NewReader(`{"name":"while frozen"}`))
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		a := answer{what: "POST " + path}
+		if res, err := c.Do(req); err == nil {
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			a.status, a.retry = res.StatusCode, res.Header.Get("Retry-After")
+			if bytes.Contains(body, []byte(`"code":"unavailable"`)) {
+				a.code = "unavailable"
+			}
+		}
+		a.took = time.Since(start)
+		answers <- a
+	}()
+	for range 3 {
+		a := <-answers
+		if a.status != http.StatusServiceUnavailable || a.code != "unavailable" || a.retry == "" || a.took > timeout+2*time.Second {
+			t.Errorf("%s with the database frozen: %d %q Retry-After %q after %v; want 503 unavailable with Retry-After within %v and a second",
+				a.what, a.status, a.code, a.retry, a.took, timeout)
+		}
+		t.Logf("%s with the database frozen: %d after %v", a.what, a.status, a.took)
+	}
+	status, _, _, took := get(c, in.URL+"/readyz", "")
 	if status != http.StatusServiceUnavailable || took > 1500*time.Millisecond {
 		t.Errorf("/readyz with the database frozen: %d after %v; want 503 within 1.5 s", status, took)
 	}

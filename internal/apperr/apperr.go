@@ -167,6 +167,12 @@ func Unavailable(cause error) error {
 	return &Error{Kind: ErrUnavailable, Detail: "The database does not answer; the request was not carried out. Retry shortly.", Cause: cause}
 }
 
+// UnavailableOutcomeUnknown builds the 503 of a write whose transaction did
+// not answer in time once it ran: it may or may not have been carried out.
+func UnavailableOutcomeUnknown(cause error) error {
+	return &Error{Kind: ErrUnavailable, Detail: "The database stopped answering while the change was being committed: it may or may not have been made. Read it back before repeating it.", Cause: cause}
+}
+
 // InsufficientStorage builds a 507: the disk (or the database's) is full;
 // cause is logged, never shown.
 func InsufficientStorage(cause error) error {

@@ -149,7 +149,9 @@ func (s *Service) PutAttachment(ctx context.Context, a *Actor, channelID, id str
 			"channel_id": channelID, "attachment_id": id, "content_type": contentType, "size": info.Size, "sha256": info.SHA256})
 	})
 	if err != nil {
-		s.deleteBlobs(ctx, []string{info.Key})
+		if !errors.Is(err, store.ErrOutcomeUnknown) {
+			s.deleteBlobs(ctx, []string{info.Key})
+		} // else the commit may have pointed the attachment at it: the orphan sweep removes it if not
 		return model.Attachment{}, false, err
 	}
 	if oldKey != "" {

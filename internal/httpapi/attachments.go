@@ -77,7 +77,11 @@ func (h *Handler) GetAttachment(c echo.Context) error {
 // readAttachment decides the answer of GetAttachment.
 func (h *Handler) readAttachment(ctx context.Context, channelID string, p api.GetAttachmentParams, head bool, requestID string) (rawAnswer, error) {
 	a := actorOf(ctx)
-	att, body, err := h.svc.OpenAttachment(ctx, a, channelID, p.AttachmentID)
+	// Opening is bounded by a database budget (faults.go); the bytes then
+	// come at the client's pace, each read with its own deadline.
+	octx, cancel := h.budget(ctx)
+	defer cancel()
+	att, body, err := h.svc.OpenAttachment(octx, a, channelID, p.AttachmentID)
 	if err != nil {
 		return nil, err
 	}

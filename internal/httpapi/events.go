@@ -80,14 +80,18 @@ func (h *Handler) openStream(ctx context.Context, p api.StreamEventsParams, head
 	if head {
 		return &eventStream{h: h, head: true}, nil // the headers of a stream, and no stream
 	}
+	// Opening is bounded by a database budget (faults.go); the stream then
+	// runs under ctx, each of its reads with its own deadline.
+	octx, cancel := h.budget(ctx)
+	defer cancel()
 	if after < 0 {
 		// A fresh stream starts with the next event.
 		var err error
-		if after, err = h.svc.LastEventSeq(ctx); err != nil {
+		if after, err = h.svc.LastEventSeq(octx); err != nil {
 			return nil, err
 		}
 	}
-	if err := h.svc.ConsumeTicket(ctx, a); err != nil { // only a stream that opens uses its ticket
+	if err := h.svc.ConsumeTicket(octx, a); err != nil { // only a stream that opens uses its ticket
 		return nil, err
 	}
 	return &eventStream{h: h, ctx: ctx, actor: a, after: after}, nil

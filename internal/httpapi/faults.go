@@ -27,6 +27,11 @@ type Faults struct {
 	// transfers of attachment bytes and event streams are bounded otherwise
 	// (body idle timeout and minimum rate; heartbeats). 0: none.
 	RequestTimeout time.Duration
+	// DBTimeout is a request's database budget (budget): the time its
+	// database work may take in all, however many statements, waits and
+	// retries it makes. 0: none (each statement is still bounded by the
+	// store).
+	DBTimeout time.Duration
 	// BodyIdleTimeout: an upload body that sends nothing for this long is a
 	// 408. 0: none.
 	BodyIdleTimeout time.Duration
@@ -96,6 +101,65 @@ func (op *operation) streams() bool {
 		}
 	}
 	return false
+}
+
+// A request's database budget. The budget is the request's, applied at
+// the edge, not a statement's: every wait of the request's database work
+// honours it (a connection from the pool, the change-log question it shares
+// with other requests, a build of the authorization state by another
+// request, its place in the writer's queue, its transaction), so with a
+// database that does not answer the request is a 503 within DBTimeout,
+// where deadlines per statement or per wait would add up. A request has one
+// budget, from the gate (authentication) to its answer. Only the client's
+// own time is not counted: a request with a JSON body gets what the
+// authentication left of it once the body has arrived (budgetAfterBody).
+// A stream (attachment bytes, events) gets it for its opening, and then
+// each statement has its own deadline.
+
+// budgetLeftKey keys what is left of a request's database budget while the
+// request goes on without it (pauseBudget).
+type budgetLeftKey struct{}
+
+// budget bounds ctx by its request's database budget: what pauseBudget left
+// of it, or all of it.
+func (h *Handler) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.faults.DBTimeout <= 0 {
+		return ctx, func() {}
+	}
+	d := h.faults.DBTimeout
+	if left, ok := ctx.Value(budgetLeftKey{}).(time.Duration); ok {
+		d = left // spent (<= 0): the request's database work fails at once
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// pauseBudget returns base, which has no budget, carrying what is left of
+// the budget that started at start.
+func (h *Handler) pauseBudget(base context.Context, start time.Time) context.Context {
+	if h.faults.DBTimeout <= 0 {
+		return base
+	}
+	return context.WithValue(base, budgetLeftKey{}, h.faults.DBTimeout-time.Since(start))
+}
+
+// budgetAfterBody bounds a request with a JSON body by what is left of its
+// database budget once the validator has read the body: the time the
+// client took to send it is not the database's.
+func (h *Handler) budgetAfterBody(op *operation) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if !op.jsonBody || op.streams() || h.faults.DBTimeout <= 0 {
+			return next
+		}
+		return func(c echo.Context) error {
+			orig := c.Request()
+			ctx, cancel := h.budget(orig.Context()) // the gate paused it
+			defer cancel()
+			c.SetRequest(orig.WithContext(ctx))
+			err := next(c)
+			c.SetRequest(orig) // see deadline
+			return err
+		}
+	}
 }
 
 // deadline bounds a request that answers JSON by RequestTimeout: a database

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,25 +44,32 @@ type operation struct {
 // gate applies the rate limit (429) and then authenticates the caller (401):
 // per token for tokens that authenticated before, per client address
 // otherwise, so guessing tokens is as slow as anything else and costs no
-// store query past the limit.
+// store query past the limit. It starts the request's database budget
+// (faults.go), which the authentication spends first.
 func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
+	// The client's time comes after the authentication (a body), or the
+	// operation bounds its own opening (a stream): the budget is paused.
+	pause := op.jsonBody || op.streams()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			// The request's reads are answered as of one moment after it
-			// arrived (guild.Service.Request).
-			req := c.Request().WithContext(h.svc.Request(c.Request().Context()))
-			c.SetRequest(req)
 			// The limit comes before the credential lookup (ratelimit.go).
 			if h.limiter != nil && !h.limiter.admit(c) {
 				return &echo.HTTPError{Code: http.StatusTooManyRequests}
 			}
+			orig := c.Request()
+			// The request's reads are answered as of one moment after it
+			// arrived (guild.Service.Request).
+			base := h.svc.Request(orig.Context())
+			start := time.Now()
+			ctx, cancel := h.budget(base)
+			defer cancel()
 			var actor *guild.Actor
 			if !op.public {
 				var err error
 				if h.tracer != nil {
-					actor, err = h.authenticateTraced(c, op)
+					actor, err = h.authenticateTraced(ctx, c, op)
 				} else {
-					actor, err = h.authenticate(c, op)
+					actor, err = h.authenticate(ctx, c, op)
 				}
 				if err != nil {
 					return err
@@ -70,27 +78,34 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 					h.limiter.authenticated(c)
 				}
 			}
-			if actor != nil {
-				c.SetRequest(req.WithContext(withActor(req.Context(), actor)))
+			if pause {
+				ctx = h.pauseBudget(base, start)
 			}
-			return next(c)
+			if actor != nil {
+				ctx = withActor(ctx, actor)
+			}
+			c.SetRequest(orig.WithContext(ctx))
+			err := next(c)
+			c.SetRequest(orig) // see deadline
+			return err
 		}
 	}
 }
 
-func (h *Handler) authenticate(c echo.Context, op *operation) (*guild.Actor, error) {
+// authenticate resolves the caller's credentials under ctx.
+func (h *Handler) authenticate(ctx context.Context, c echo.Context, op *operation) (*guild.Actor, error) {
 	req := c.Request()
 	authz := req.Header.Get(echo.HeaderAuthorization)
 	if authz == "" && op.ticket {
 		if t := req.URL.Query().Get("ticket"); t != "" {
-			return h.svc.AuthenticateTicket(req.Context(), t)
+			return h.svc.AuthenticateTicket(ctx, t)
 		}
 	}
 	scheme, token, found := strings.Cut(authz, " ")
 	if authz == "" || !found || !strings.EqualFold(scheme, "Bearer") {
 		return nil, apperr.Unauthenticated("A bearer token is required: send Authorization: Bearer <token>.")
 	}
-	return h.svc.Authenticate(req.Context(), strings.TrimSpace(token))
+	return h.svc.Authenticate(ctx, strings.TrimSpace(token))
 }
 
 // validate checks the request against the contract with kin-openapi. JSON

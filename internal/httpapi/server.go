@@ -134,7 +134,7 @@ func New(o Options) (*Server, error) {
 		if op.legacy != "" {
 			chain = append(chain, h.legacy(op))
 		}
-		chain = append(chain, h.deadline(op), h.gate(op), h.validate(op))
+		chain = append(chain, h.deadline(op), h.gate(op), h.validate(op), h.budgetAfterBody(op))
 		if strings.Contains(op.legacy, "{userID}") {
 			chain = append(chain, h.legacyUserLink(op))
 		}

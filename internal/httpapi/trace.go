@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -97,17 +98,14 @@ func (h *Handler) traceRequests() echo.MiddlewareFunc {
 // authenticateTraced is authenticate in a span of its own, "authorize",
 // when the request is traced; the actor it returns records its checks on
 // the request's span.
-func (h *Handler) authenticateTraced(c echo.Context, op *operation) (*guild.Actor, error) {
-	req := c.Request()
-	parent := trace.SpanFromContext(req.Context())
+func (h *Handler) authenticateTraced(ctx context.Context, c echo.Context, op *operation) (*guild.Actor, error) {
+	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
-		return h.authenticate(c, op)
+		return h.authenticate(ctx, c, op)
 	}
-	ctx, span := h.tracer.Start(req.Context(), "authorize")
+	ctx, span := h.tracer.Start(ctx, "authorize")
 	defer span.End()
-	c.SetRequest(req.WithContext(ctx))
-	actor, err := h.authenticate(c, op)
-	c.SetRequest(req)
+	actor, err := h.authenticate(ctx, c, op)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "not authenticated")

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"gorm.io/gorm"
 
@@ -155,7 +154,10 @@ type authView struct {
 	roles    uint64 // 0: clean
 	all      uint64
 	channels map[string]uint64
-	building sync.Mutex // one build at a time; the others wait for it
+	// building is held by the one build in progress; the others wait for
+	// it under their own context (a lock that ignored it would add the
+	// build's time to every waiter's own).
+	building chan struct{}
 }
 
 // mark notes a change followed at gen.
@@ -227,8 +229,12 @@ func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
 		return st, nil
 	}
 	c.mu.Unlock()
-	c.auth.building.Lock()
-	defer c.auth.building.Unlock()
+	select {
+	case c.auth.building <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.auth.building }()
 	c.mu.Lock()
 	if c.auth.clean() { // built while this read waited
 		st := c.auth.state
@@ -246,8 +252,17 @@ func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
 	}
 	// The build reads after gen: what it reads is at least as new as every
 	// change followed so far, and a change followed meanwhile leaves its
-	// part marked for the next build.
-	next, err := buildAuthState(context.WithoutCancel(ctx), s.queries, base, parts)
+	// part marked for the next build. It is not cut short when the client
+	// that asked goes away (others may be waiting for it), but it keeps
+	// the request's deadline: its database work is bounded like the
+	// request's own (its statements each have theirs too).
+	bctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithDeadline(bctx, dl)
+		defer cancel()
+	}
+	next, err := buildAuthState(bctx, s.queries, base, parts)
 	if err != nil {
 		return nil, err
 	}

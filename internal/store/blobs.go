@@ -126,7 +126,9 @@ func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader
 	if n == 0 {
 		return nil, blob.ErrNotFound
 	}
-	return &chunkReader{ctx: ctx, db: b.s.read, key: key, size: size}, nil
+	// The reader outlives the request's database budget (the bytes go at
+	// the client's pace): each chunk's read has its own statement deadline.
+	return &chunkReader{ctx: context.WithoutCancel(ctx), db: b.s.read, key: key, size: size}, nil
 }
 
 // blobChunkRow is a chunk of a blob kept in the database.

@@ -122,7 +122,8 @@ func newCache(max int) *cache {
 	if max <= 0 {
 		max = DefaultCacheBytes
 	}
-	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]map[cacheKey]struct{}{}}
+	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]map[cacheKey]struct{}{},
+		auth: authView{building: make(chan struct{}, 1)}}
 }
 
 // apply follows a delta: it drops what depends on the changes and moves

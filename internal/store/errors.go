@@ -19,9 +19,9 @@ import (
 )
 
 // Classify turns the errors that say "the database does not answer" into
-// apperr.ErrUnavailable (503) and those that say "the disk is full" into
-// apperr.ErrInsufficientStorage (507); every other error comes back as it
-// was. It also remembers the last full disk, for Writable.
+// apperr.ErrUnavailable (503; a write whose outcome is unknown says so) and
+// those that say "the disk is full" into apperr.ErrInsufficientStorage
+// (507); every other error comes back as it was. It also remembers the last full disk, for Writable.
 func (s *Store) Classify(err error) error {
 	if err == nil {
 		return nil
@@ -33,6 +33,8 @@ func (s *Store) Classify(err error) error {
 	case diskFull(err):
 		s.faults.lastFull.Store(time.Now().UnixNano())
 		return apperr.InsufficientStorage(err)
+	case errors.Is(err, ErrOutcomeUnknown):
+		return apperr.UnavailableOutcomeUnknown(err)
 	case unavailable(err), s.Postgres() && errors.Is(err, io.ErrUnexpectedEOF):
 		// pgx reports a connection that ended in the middle of an answer
 		// (the database crashed or restarted, the network was cut) as a

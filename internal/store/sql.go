@@ -82,18 +82,24 @@ func (c *stmtCache) lookup(query string) *sql.Stmt {
 	return c.m[query]
 }
 
+// get returns the statement of query, preparing it on the pool the first
+// time. It prepares outside the lock: a prepare waits for the database
+// (under ctx's deadline), and another request's statement must not wait
+// behind it, which would add one deadline per request in line. Two
+// requests that prepare the same statement at once keep the first.
 func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	if st := c.lookup(query); st != nil {
-		return st, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.m[query]; st != nil {
 		return st, nil
 	}
 	st, err := c.db.PrepareContext(ctx, c.text(query))
 	if err != nil {
 		return nil, fmt.Errorf("prepare %q: %w", firstLine(query), err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kept := c.m[query]; kept != nil {
+		_ = st.Close()
+		return kept, nil
 	}
 	c.m[query] = st
 	delete(c.pending, query)

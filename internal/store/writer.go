@@ -27,6 +27,14 @@ import (
 // PostgreSQL), so event seqs follow commit order and every request is
 // authorized against the state it commits on: the state the requests
 // before it in the batch left.
+//
+// A write is bounded by its context's deadline (the request's database
+// budget; four statements' time for a write with none): a request stops
+// waiting at its deadline, whether its write is still queued (it is then
+// never run: the 503 it answers is true) or in a transaction (which has a
+// deadline no later than its earliest write's, so its answer is near). A
+// request never waits for the transactions before its own, however many
+// are in line behind a database that does not answer.
 
 // maxBatch bounds the requests one transaction carries.
 const maxBatch = 64
@@ -39,7 +47,40 @@ type writeJob struct {
 	fn   func(tx *Tx) error
 	done chan writeResult
 	span trace.Span // the write's (trace.go); nil when not traced
+	// deadline is when its request stops waiting (see Write).
+	deadline time.Time
+	// state says whether a transaction runs the job or its request gave up
+	// on it first (jobQueued, jobTaken, jobAbandoned).
+	state atomic.Int32
 }
+
+const (
+	jobQueued    int32 = iota
+	jobTaken           // a transaction holding the write lock runs it
+	jobAbandoned       // its request stopped waiting before: it never runs
+)
+
+// take claims the job for the transaction that holds the write lock (again,
+// when the batch runs a second time); false when its request gave up on it
+// first.
+func (j *writeJob) take() bool {
+	return j.state.CompareAndSwap(jobQueued, jobTaken) || j.state.Load() == jobTaken
+}
+
+// ErrOutcomeUnknown is the error of a write whose transaction did not
+// answer by its deadline once it ran (its commit may yet succeed, or may
+// have succeeded without the acknowledgement arriving): the write may or
+// may not have been carried out. Classify makes it a 503 that says so.
+var ErrOutcomeUnknown = errors.New("store: the database did not confirm the write in time; it may or may not have been carried out")
+
+// errAbandoned is the result of a job whose request stopped waiting before
+// a transaction took it (nobody reads it).
+var errAbandoned = errors.New("store: the request stopped waiting before its write ran")
+
+// writeGrace is how long a request whose deadline has passed waits for the
+// transaction that runs its write: the transaction's deadline is no later
+// than the request's, so its answer (a rollback, mostly) is near.
+const writeGrace = 500 * time.Millisecond
 
 type writeResult struct {
 	events    []model.Event
@@ -171,6 +212,10 @@ func (w *writer) gather(batch *[]*writeJob, busy bool) {
 // requests share, and when another write of that transaction fails it runs
 // a second time, the first run undone (a query through the store would also
 // wait for the writer that runs it).
+//
+// ctx bounds the write: its deadline (four statements' time when it has
+// none) is when Write returns, with ctx's error when the write never ran,
+// or with ErrOutcomeUnknown when its transaction did not answer in time.
 func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Event, err error) {
 	var sp trace.Span
 	if s.tracer != nil {
@@ -180,6 +225,10 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 		}
 	}
 	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp}
+	var ok bool
+	if j.deadline, ok = ctx.Deadline(); !ok {
+		j.deadline = time.Now().Add(s.statementTimeout * txPerStatement)
+	}
 	select {
 	case <-s.writer.quit:
 		return nil, ErrClosed
@@ -192,14 +241,36 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 	case <-s.writer.quit:
 		return nil, ErrClosed
 	}
-	// Once queued, the job is answered whatever happens to ctx: it may be
-	// part of a transaction that commits.
-	r := <-j.done
+	r := j.wait(ctx)
 	if sc := scopeOf(ctx); sc != nil {
 		// What the request reads next must include its own write.
 		sc.followed.Store(false)
 	}
 	return r.events, r.err
+}
+
+// wait returns the job's result, or stops waiting when ctx is done: at
+// once when no transaction has taken the job (it then never runs), else
+// after writeGrace at most (the transaction that runs it ends by the job's
+// deadline; a client gone early gets no answer anyway).
+func (j *writeJob) wait(ctx context.Context) writeResult {
+	select {
+	case r := <-j.done:
+		return r
+	case <-ctx.Done():
+	}
+	if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+		// Said in the log: where the time went.
+		return writeResult{err: fmt.Errorf("the write had not started (the transaction before it has not ended, or the write lock is held): %w", ctx.Err())}
+	}
+	t := time.NewTimer(writeGrace)
+	defer t.Stop()
+	select {
+	case r := <-j.done:
+		return r
+	case <-t.C:
+		return writeResult{err: fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())}
+	}
 }
 
 // jobError carries the error of a batch's only job out of the transaction.
@@ -210,6 +281,9 @@ func (e jobError) Error() string { return e.err.Error() }
 func (w *writer) commit(batch []*writeJob) {
 	live := batch[:0:0]
 	for _, j := range batch {
+		if j.state.Load() == jobAbandoned {
+			continue // its request has answered already
+		}
 		if err := j.ctx.Err(); err != nil {
 			j.done <- writeResult{err: err} // gone before it started: nothing to do
 			continue
@@ -228,10 +302,16 @@ func (w *writer) commit(batch []*writeJob) {
 	// savepoint, so that the failure undoes only its own changes. A write
 	// may therefore run twice, the first run undone: fn must touch nothing
 	// but tx (see Write).
-	results, err := w.attempt(live, false)
+	deadline := live[0].deadline
+	for _, j := range live[1:] {
+		if j.deadline.Before(deadline) {
+			deadline = j.deadline
+		}
+	}
+	results, err := w.attempt(live, false, deadline)
 	if errors.Is(err, errRerun) {
 		w.reruns.Add(1)
-		results, err = w.attempt(live, true)
+		results, err = w.attempt(live, true, deadline)
 	}
 	if err != nil {
 		var je jobError
@@ -244,6 +324,11 @@ func (w *writer) commit(batch []*writeJob) {
 	}
 	for i, j := range live {
 		j.done <- results[i]
+	}
+	if err != nil {
+		// The database may not answer: the next transaction must not wait
+		// behind a prepare meant to save time.
+		return
 	}
 	// Statements first met in this transaction are prepared on the pool now,
 	// while no transaction holds its connection, for the next ones to reuse.
@@ -268,21 +353,24 @@ var errRerun = errors.New("store: a write of the batch failed; run it again with
 
 // attempt runs the batch in one transaction, each write in its own savepoint
 // when savepoints is set, and commits it.
-func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, error) {
+func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) ([]writeResult, error) {
 	s := w.s
 	results := make([]writeResult, len(live))
-	// A PostgreSQL batch is bounded like a transaction of a few statements
-	// (each statement has its own deadline too): BEGIN and COMMIT, which no
-	// statement deadline covers, then fail on a frozen database instead of
-	// holding every writer. A SQLite batch has no network to hang on, and a
-	// cancellable context would cost a goroutine per statement in the
-	// driver; its waits for the file lock are bounded by busy_timeout.
+	// A PostgreSQL batch ends by the deadline of its earliest write (each
+	// statement has its own deadline too): the lock, BEGIN and COMMIT, which
+	// no statement deadline covers, then fail on a frozen database instead
+	// of holding every writer, and each request gets its answer by its
+	// deadline. A SQLite batch has no network to hang on, and a cancellable
+	// context would cost a goroutine per statement in the driver; its waits
+	// for the file lock are bounded by busy_timeout, and requests whose
+	// deadline passes meanwhile stop waiting before it runs them (take).
 	ctx := context.Background()
 	if s.Postgres() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.statementTimeout*txPerStatement)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	committing := false
 	err := s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		if lock := s.dialect.lockWrites(); lock != "" {
 			if err := db.Exec(lock).Error; err != nil {
@@ -296,16 +384,22 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 		}
 		batch := newBatchState()
 		single := len(live) == 1
+		first := true // no savepoint opened yet
 		for i, j := range live {
+			if !j.take() {
+				results[i].err = errAbandoned
+				continue
+			}
 			tx := &Tx{queries: q, store: s, batch: batch}
 			if j.span != nil {
 				tx.queries.span = j.span
 				running(j.span, len(live), savepoints)
 			}
 			if savepoints {
-				if err := tx.beginJob(ctx, i == 0); err != nil {
+				if err := tx.beginJob(ctx, first); err != nil {
 					return err
 				}
+				first = false
 			}
 			err := s.runJob(j, tx)
 			switch {
@@ -338,8 +432,13 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 				return fmt.Errorf("notify: %w", err)
 			}
 		}
+		committing = true
 		return nil
 	}, s.dialect.writeTx())
+	if err != nil && committing && (ctx.Err() != nil || unavailable(err)) {
+		// The commit was sent and not answered: it may have taken effect.
+		err = fmt.Errorf("%w: commit: %w", ErrOutcomeUnknown, err)
+	}
 	return results, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,6 +332,73 @@ func TestGroupCommitCanceledBeforeStart(t *testing.T) {
 		}
 		if _, err := s.GetChannel(ctx, "kept"); err != nil {
 			t.Fatalf("the write beside a canceled one: %v", err)
+		}
+	})
+}
+
+// TestWriteBoundedByItsDeadline: a write waits no longer than its
+// context's deadline (a request's database budget), however long the
+// transactions before it take: queued behind one that does not end (a
+// database that does not answer), it returns at its deadline and never
+// runs; in a transaction that runs past its deadline, it returns within a
+// moment, saying that it may or may not have been done (a 503 that says
+// so). (Issue 20: a write waited for every transaction before its own.)
+// The bounds are those of a fault's answer, a correctness requirement,
+// with slack for a busy machine; not a speed target.
+func TestWriteBoundedByItsDeadline(t *testing.T) {
+	const budget, bound = 300 * time.Millisecond, 300*time.Millisecond + 2*time.Second
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		bg := context.Background()
+		s := openStore(t, kind)
+		write := func(ctx context.Context, fn func(*store.Tx) error) (took time.Duration, err error) {
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Write(ctx, fn)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				return time.Since(start), err
+			case <-time.After(10 * time.Second):
+				t.Fatal("a write with a deadline did not return")
+				return 0, nil
+			}
+		}
+
+		release := holdWriter(t, s)
+		ctx, cancel := context.WithTimeout(bg, budget)
+		defer cancel()
+		var ran atomic.Bool
+		took, err := write(ctx, func(*store.Tx) error { ran.Store(true); return nil })
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrOutcomeUnknown) || took > bound {
+			t.Fatalf("a write queued behind a transaction that does not end: %v after %v; want its deadline's error within %v", err, took, bound)
+		}
+		if e, ok := apperr.As(s.Classify(err)); !ok || e.Kind != apperr.ErrUnavailable || strings.Contains(e.Detail, "may or may not") {
+			t.Fatalf("classified as %v, want unavailable, not carried out", s.Classify(err))
+		}
+		release()
+		if _, err := s.Write(bg, func(*store.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if ran.Load() {
+			t.Fatal("a write whose request stopped waiting ran")
+		}
+
+		hold := make(chan struct{})
+		ctx, cancel = context.WithTimeout(bg, budget)
+		defer cancel()
+		took, err = write(ctx, func(*store.Tx) error { <-hold; return nil })
+		close(hold)
+		if !errors.Is(err, store.ErrOutcomeUnknown) || took > bound {
+			t.Fatalf("a write whose transaction runs past its deadline: %v after %v; want ErrOutcomeUnknown within %v", err, took, bound)
+		}
+		if e, ok := apperr.As(s.Classify(err)); !ok || e.Kind != apperr.ErrUnavailable || !strings.Contains(e.Detail, "may or may not") {
+			t.Fatalf("classified as %v, want unavailable, outcome unknown", s.Classify(err))
+		}
+		if _, err := s.Write(bg, func(*store.Tx) error { return nil }); err != nil {
+			t.Fatalf("the writer after a write ran past its deadline: %v", err)
 		}
 	})
 }
