@@ -204,7 +204,10 @@ type ClientInterface interface {
 	// `position` goes last among its children. `lock_permissions: true`
 	// replaces the channel's overwrites with those of its (new) category, so
 	// that it is synced; it needs a category. An empty patch changes nothing
-	// and writes no event; a move writes `channel.moved`.
+	// and writes no event; a move writes `channel.moved`;
+	// `lock_permissions` writes `channel.overwrite.set` or
+	// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+	// changes, and nothing when the channel is already synced.
 	//
 	// A category cannot go into a category, nor a channel into a channel that
 	// is not a category (`400` at `body.parent_id`); a category holds at most
@@ -229,7 +232,10 @@ type ClientInterface interface {
 	// `position` goes last among its children. `lock_permissions: true`
 	// replaces the channel's overwrites with those of its (new) category, so
 	// that it is synced; it needs a category. An empty patch changes nothing
-	// and writes no event; a move writes `channel.moved`.
+	// and writes no event; a move writes `channel.moved`;
+	// `lock_permissions` writes `channel.overwrite.set` or
+	// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+	// changes, and nothing when the channel is already synced.
 	//
 	// A category cannot go into a category, nor a channel into a channel that
 	// is not a category (`400` at `body.parent_id`); a category holds at most
@@ -1713,7 +1719,10 @@ func (c *Client) HeadChannel(ctx context.Context, channelID ChannelID, reqEditor
 // `position` goes last among its children. `lock_permissions: true`
 // replaces the channel's overwrites with those of its (new) category, so
 // that it is synced; it needs a category. An empty patch changes nothing
-// and writes no event; a move writes `channel.moved`.
+// and writes no event; a move writes `channel.moved`;
+// `lock_permissions` writes `channel.overwrite.set` or
+// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+// changes, and nothing when the channel is already synced.
 //
 // A category cannot go into a category, nor a channel into a channel that
 // is not a category (`400` at `body.parent_id`); a category holds at most
@@ -1748,7 +1757,10 @@ func (c *Client) UpdateChannelWithBody(ctx context.Context, channelID ChannelID,
 // `position` goes last among its children. `lock_permissions: true`
 // replaces the channel's overwrites with those of its (new) category, so
 // that it is synced; it needs a category. An empty patch changes nothing
-// and writes no event; a move writes `channel.moved`.
+// and writes no event; a move writes `channel.moved`;
+// `lock_permissions` writes `channel.overwrite.set` or
+// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+// changes, and nothing when the channel is already synced.
 //
 // A category cannot go into a category, nor a channel into a channel that
 // is not a category (`400` at `body.parent_id`); a category holds at most
@@ -8816,7 +8828,10 @@ type ClientWithResponsesInterface interface {
 	// `position` goes last among its children. `lock_permissions: true`
 	// replaces the channel's overwrites with those of its (new) category, so
 	// that it is synced; it needs a category. An empty patch changes nothing
-	// and writes no event; a move writes `channel.moved`.
+	// and writes no event; a move writes `channel.moved`;
+	// `lock_permissions` writes `channel.overwrite.set` or
+	// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+	// changes, and nothing when the channel is already synced.
 	//
 	// A category cannot go into a category, nor a channel into a channel that
 	// is not a category (`400` at `body.parent_id`); a category holds at most
@@ -8841,7 +8856,10 @@ type ClientWithResponsesInterface interface {
 	// `position` goes last among its children. `lock_permissions: true`
 	// replaces the channel's overwrites with those of its (new) category, so
 	// that it is synced; it needs a category. An empty patch changes nothing
-	// and writes no event; a move writes `channel.moved`.
+	// and writes no event; a move writes `channel.moved`;
+	// `lock_permissions` writes `channel.overwrite.set` or
+	// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+	// changes, and nothing when the channel is already synced.
 	//
 	// A category cannot go into a category, nor a channel into a channel that
 	// is not a category (`400` at `body.parent_id`); a category holds at most
@@ -25887,7 +25905,10 @@ func (c *ClientWithResponses) HeadChannelWithResponse(ctx context.Context, chann
 // `position` goes last among its children. `lock_permissions: true`
 // replaces the channel's overwrites with those of its (new) category, so
 // that it is synced; it needs a category. An empty patch changes nothing
-// and writes no event; a move writes `channel.moved`.
+// and writes no event; a move writes `channel.moved`;
+// `lock_permissions` writes `channel.overwrite.set` or
+// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+// changes, and nothing when the channel is already synced.
 //
 // A category cannot go into a category, nor a channel into a channel that
 // is not a category (`400` at `body.parent_id`); a category holds at most
@@ -25918,7 +25939,10 @@ func (c *ClientWithResponses) UpdateChannelWithBodyWithResponse(ctx context.Cont
 // `position` goes last among its children. `lock_permissions: true`
 // replaces the channel's overwrites with those of its (new) category, so
 // that it is synced; it needs a category. An empty patch changes nothing
-// and writes no event; a move writes `channel.moved`.
+// and writes no event; a move writes `channel.moved`;
+// `lock_permissions` writes `channel.overwrite.set` or
+// `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+// changes, and nothing when the channel is already synced.
 //
 // A category cannot go into a category, nor a channel into a channel that
 // is not a category (`400` at `body.parent_id`); a category holds at most

@@ -162,7 +162,10 @@ export interface paths {
          *     `position` goes last among its children. `lock_permissions: true`
          *     replaces the channel's overwrites with those of its (new) category, so
          *     that it is synced; it needs a category. An empty patch changes nothing
-         *     and writes no event; a move writes `channel.moved`.
+         *     and writes no event; a move writes `channel.moved`;
+         *     `lock_permissions` writes `channel.overwrite.set` or
+         *     `channel.overwrite.removed` (with `synced_from`) for each overwrite it
+         *     changes, and nothing when the channel is already synced.
          *
          *     A category cannot go into a category, nor a channel into a channel that
          *     is not a category (`400` at `body.parent_id`); a category holds at most
@@ -3063,9 +3066,13 @@ export interface components {
             };
         };
         /**
-         * @description The database does not answer (it is down, unreachable or too slow): the
-         *     request was not carried out, or a write was rolled back. Retry after
-         *     `Retry-After` seconds.
+         * @description The database does not answer (it is down, unreachable or too slow; a
+         *     request's database work has a budget, answered within it plus a
+         *     second): the request was not carried out, or a write was rolled back,
+         *     except when the database stopped answering while a change was being
+         *     committed: then `detail` says it may or may not have been made, and a
+         *     client reads it back before repeating it. Retry after `Retry-After`
+         *     seconds.
          */
         Unavailable: {
             headers: {
@@ -3366,9 +3373,13 @@ export interface components {
             content?: never;
         };
         /**
-         * @description The database does not answer (it is down, unreachable or too slow): the
-         *     request was not carried out, or a write was rolled back. Retry after
-         *     `Retry-After` seconds.
+         * @description The database does not answer (it is down, unreachable or too slow; a
+         *     request's database work has a budget, answered within it plus a
+         *     second): the request was not carried out, or a write was rolled back,
+         *     except when the database stopped answering while a change was being
+         *     committed: then `detail` says it may or may not have been made, and a
+         *     client reads it back before repeating it. Retry after `Retry-After`
+         *     seconds.
          */
         HeadUnavailable: {
             headers: {

@@ -205,6 +205,53 @@ func (s *Service) checkChannelLimits(ctx context.Context, tx *store.Tx, parentID
 	return nil
 }
 
+// lockOverwrites makes a channel's overwrites its category's, with one
+// event for each overwrite that changes (synced_from: the category).
+func lockOverwrites(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, category, id string) error {
+	current, err := tx.ChannelOverwrites(ctx, id)
+	if err != nil {
+		return err
+	}
+	want, err := tx.ChannelOverwrites(ctx, category)
+	if err != nil {
+		return err
+	}
+	key := func(ow model.Overwrite) string { return ow.TargetType + ":" + ow.TargetID }
+	had := map[string]model.Overwrite{}
+	for _, ow := range current {
+		had[key(ow)] = ow
+	}
+	var events []overwriteEvent
+	for _, ow := range want {
+		before, ok := had[key(ow)]
+		delete(had, key(ow))
+		switch {
+		case !ok:
+			events = append(events, newOverwriteEvent(id, nil, &ow))
+		case before.Allow != ow.Allow || before.Deny != ow.Deny:
+			events = append(events, newOverwriteEvent(id, &before, &ow))
+		}
+	}
+	for _, ow := range current { // in the list's order: those the category lacks
+		if gone, ok := had[key(ow)]; ok {
+			events = append(events, newOverwriteEvent(id, &gone, nil))
+		}
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	if err := tx.ReplaceOverwrites(ctx, id, want); err != nil {
+		return err
+	}
+	for _, e := range events {
+		e.data["synced_from"] = category
+		if err := emit(ctx, tx, a, o, e.typ, "channel:"+e.channelID, e.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // copyOverwrites makes a channel's overwrites a copy of its category's.
 func copyOverwrites(ctx context.Context, tx *store.Tx, from, to string) error {
 	list, err := tx.ChannelOverwrites(ctx, from)
@@ -276,10 +323,6 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 		next.ParentID, next.Position = mv.to.ParentID, mv.to.Position
 		renamed := next.Name != c.Name || !eqPtr(next.Topic, c.Topic)
 		moved := !eqPtr(next.ParentID, c.ParentID) || next.Position != c.Position
-		if !renamed && !moved && !p.Lock {
-			out, err = presented(ctx, tx, id) // no-op: no version change, no event
-			return err
-		}
 		if renamed || moved {
 			next.UpdatedAt = s.now()
 			if _, err = tx.UpdateChannel(ctx, next); err != nil {
@@ -287,7 +330,10 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 			}
 		}
 		if p.Lock {
-			if err := copyOverwrites(ctx, tx, *next.ParentID, id); err != nil {
+			// Each overwrite the lock changes writes the event of a change
+			// that came from the category (a lock that changes nothing
+			// writes none).
+			if err := lockOverwrites(ctx, tx, a, o, *next.ParentID, id); err != nil {
 				return err
 			}
 		}
@@ -297,7 +343,7 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 				return err
 			}
 		}
-		if moved || p.Lock {
+		if moved {
 			if err := emit(ctx, tx, a, o, "channel.moved", "channel:"+id, movedData(c, next, p.Lock)); err != nil {
 				return err
 			}
