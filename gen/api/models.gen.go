@@ -11,6 +11,24 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for ChannelKind.
+const (
+	Category ChannelKind = "category"
+	Text     ChannelKind = "text"
+)
+
+// Valid indicates whether the value is a known member of the ChannelKind enum.
+func (e ChannelKind) Valid() bool {
+	switch e {
+	case Category:
+		return true
+	case Text:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventType.
 const (
 	ChannelAttachmentCreated EventType = "channel.attachment.created"
@@ -126,6 +144,7 @@ const (
 	ExplanationStepKindOverwriteUser     ExplanationStepKind = "overwrite_user"
 	ExplanationStepKindOwner             ExplanationStepKind = "owner"
 	ExplanationStepKindRole              ExplanationStepKind = "role"
+	ExplanationStepKindTimeout           ExplanationStepKind = "timeout"
 )
 
 // Valid indicates whether the value is a known member of the ExplanationStepKind enum.
@@ -146,6 +165,8 @@ func (e ExplanationStepKind) Valid() bool {
 	case ExplanationStepKindOwner:
 		return true
 	case ExplanationStepKindRole:
+		return true
+	case ExplanationStepKindTimeout:
 		return true
 	default:
 		return false
@@ -202,6 +223,7 @@ const (
 	MANAGEROLES        PermissionName = "MANAGE_ROLES"
 	MANAGEUSERS        PermissionName = "MANAGE_USERS"
 	MENTIONEVERYONE    PermissionName = "MENTION_EVERYONE"
+	MODERATEMEMBERS    PermissionName = "MODERATE_MEMBERS"
 	READMESSAGEHISTORY PermissionName = "READ_MESSAGE_HISTORY"
 	SENDMESSAGES       PermissionName = "SEND_MESSAGES"
 	VIEWAUDITLOG       PermissionName = "VIEW_AUDIT_LOG"
@@ -228,6 +250,8 @@ func (e PermissionName) Valid() bool {
 	case MANAGEUSERS:
 		return true
 	case MENTIONEVERYONE:
+		return true
+	case MODERATEMEMBERS:
 		return true
 	case READMESSAGEHISTORY:
 		return true
@@ -332,6 +356,84 @@ func (e ProblemReason) Valid() bool {
 	}
 }
 
+// Defines values for TemplateFormat.
+const (
+	GuildhallTemplate1 TemplateFormat = "guildhall-template/1"
+)
+
+// Valid indicates whether the value is a known member of the TemplateFormat enum.
+func (e TemplateFormat) Valid() bool {
+	switch e {
+	case GuildhallTemplate1:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TemplateChangeKind.
+const (
+	TemplateChangeKindChannel   TemplateChangeKind = "channel"
+	TemplateChangeKindGlobal    TemplateChangeKind = "global"
+	TemplateChangeKindOverwrite TemplateChangeKind = "overwrite"
+	TemplateChangeKindRole      TemplateChangeKind = "role"
+)
+
+// Valid indicates whether the value is a known member of the TemplateChangeKind enum.
+func (e TemplateChangeKind) Valid() bool {
+	switch e {
+	case TemplateChangeKindChannel:
+		return true
+	case TemplateChangeKindGlobal:
+		return true
+	case TemplateChangeKindOverwrite:
+		return true
+	case TemplateChangeKindRole:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TemplateChangeOp.
+const (
+	Create TemplateChangeOp = "create"
+	Delete TemplateChangeOp = "delete"
+	Update TemplateChangeOp = "update"
+)
+
+// Valid indicates whether the value is a known member of the TemplateChangeOp enum.
+func (e TemplateChangeOp) Valid() bool {
+	switch e {
+	case Create:
+		return true
+	case Delete:
+		return true
+	case Update:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TemplateOverwriteTargetType.
+const (
+	TemplateOverwriteTargetTypeEveryone TemplateOverwriteTargetType = "everyone"
+	TemplateOverwriteTargetTypeRole     TemplateOverwriteTargetType = "role"
+)
+
+// Valid indicates whether the value is a known member of the TemplateOverwriteTargetType enum.
+func (e TemplateOverwriteTargetType) Valid() bool {
+	switch e {
+	case TemplateOverwriteTargetTypeEveryone:
+		return true
+	case TemplateOverwriteTargetTypeRole:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UserStatus.
 const (
 	UserStatusActive    UserStatus = "active"
@@ -344,6 +446,24 @@ func (e UserStatus) Valid() bool {
 	case UserStatusActive:
 		return true
 	case UserStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UserPatchStatus.
+const (
+	UserPatchStatusActive    UserPatchStatus = "active"
+	UserPatchStatusSuspended UserPatchStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the UserPatchStatus enum.
+func (e UserPatchStatus) Valid() bool {
+	switch e {
+	case UserPatchStatusActive:
+		return true
+	case UserPatchStatusSuspended:
 		return true
 	default:
 		return false
@@ -461,7 +581,7 @@ type AttachmentList struct {
 	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
 }
 
-// Channel Example: {"created_at":"2026-11-22T08:15:30.123456Z","id":"ops","name":"Operations","topic":"Where the moderators meet.","updated_at":"2026-11-22T08:15:30.123456Z"}
+// Channel Example: {"created_at":"2026-11-22T08:15:30.123456Z","id":"ops","kind":"text","name":"Operations","parent_id":"staff","position":0,"synced":true,"topic":"Where the moderators meet.","updated_at":"2026-11-22T08:15:30.123456Z"}
 type Channel struct {
 	// CreatedAt RFC 3339, UTC, microsecond precision.
 	//
@@ -473,6 +593,11 @@ type Channel struct {
 	// Example: ops
 	Id ChannelID `json:"id"`
 
+	// Kind `text`, a channel; `category`, a category that holds channels.
+	//
+	// Example: text
+	Kind ChannelKind `json:"kind"`
+
 	// Name 1 to 100 characters; no control characters, and none of the invisible
 	// characters that make one name look like another: bidirectional controls
 	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
@@ -482,6 +607,22 @@ type Channel struct {
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
+
+	// ParentId The category the channel is in (always a category), or `null`. A category has none.
+	//
+	// Example: staff
+	ParentId nullable.Nullable[string] `json:"parent_id"`
+
+	// Position The order among the channel's siblings (ties by `id`).
+	//
+	// Example: 0
+	Position ChannelPosition `json:"position"`
+
+	// Synced `true` when the channel is in a category and its overwrites are the
+	// category's (as sets). An overwrite set or removed on the category
+	// reaches its synced channels; one changed on the channel itself
+	// makes it unsynced.
+	Synced *bool `json:"synced,omitempty"`
 
 	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
 	//
@@ -494,8 +635,13 @@ type Channel struct {
 	UpdatedAt Timestamp `json:"updated_at"`
 }
 
-// ChannelCreate Example: {"name":"Operations","topic":"Where the moderators meet."}
+// ChannelCreate Example: {"name":"Operations","parent_id":"staff","topic":"Where the moderators meet."}
 type ChannelCreate struct {
+	// Kind `text`, a channel; `category`, a category that holds channels.
+	//
+	// Example: text
+	Kind *ChannelKind `json:"kind,omitempty"`
+
 	// Name 1 to 100 characters; no control characters, and none of the invisible
 	// characters that make one name look like another: bidirectional controls
 	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
@@ -506,6 +652,9 @@ type ChannelCreate struct {
 	// Example: Moderators
 	Name Name `json:"name"`
 
+	// ParentId The category to create the channel in; absent or `null` for none.
+	ParentId nullable.Nullable[string] `json:"parent_id,omitempty"`
+
 	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
 	Topic nullable.Nullable[string] `json:"topic,omitempty"`
 }
@@ -515,7 +664,12 @@ type ChannelCreate struct {
 // Example: ops
 type ChannelID = string
 
-// ChannelList Example: {"items":[{"created_at":"2026-11-22T08:15:30.123456Z","id":"ops","name":"Operations","topic":null,"updated_at":"2026-11-22T08:15:30.123456Z"}],"next_cursor":null}
+// ChannelKind `text`, a channel; `category`, a category that holds channels.
+//
+// Example: text
+type ChannelKind string
+
+// ChannelList Example: {"items":[{"created_at":"2026-11-22T08:15:30.123456Z","id":"ops","kind":"text","name":"Operations","parent_id":null,"position":0,"synced":false,"topic":null,"updated_at":"2026-11-22T08:15:30.123456Z"}],"next_cursor":null}
 type ChannelList struct {
 	Items []Channel `json:"items"`
 
@@ -525,10 +679,29 @@ type ChannelList struct {
 	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
 }
 
+// ChannelMove Example: {"id":"ops","parent_id":"staff","position":0}
+type ChannelMove struct {
+	// Id Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
+	//
+	// Example: ops
+	Id ChannelID `json:"id"`
+
+	// ParentId The channel's category after the move; absent leaves it, `null` takes it out.
+	ParentId nullable.Nullable[string] `json:"parent_id,omitempty"`
+
+	// Position The order among the channel's siblings (ties by `id`).
+	//
+	// Example: 0
+	Position ChannelPosition `json:"position"`
+}
+
 // ChannelPatch A JSON merge patch; absent members are left as they are.
 //
-// Example: {"topic":null}
+// Example: {"lock_permissions":true,"parent_id":"staff","position":2}
 type ChannelPatch struct {
+	// LockPermissions `true`: replace the channel's overwrites with its (new) category's.
+	LockPermissions *bool `json:"lock_permissions,omitempty"`
+
 	// Name 1 to 100 characters; no control characters, and none of the invisible
 	// characters that make one name look like another: bidirectional controls
 	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
@@ -539,8 +712,42 @@ type ChannelPatch struct {
 	// Example: Moderators
 	Name *Name `json:"name,omitempty"`
 
+	// ParentId The category to move the channel into; `null` takes it out of its category.
+	ParentId nullable.Nullable[string] `json:"parent_id,omitempty"`
+
+	// Position The order among the channel's siblings (ties by `id`).
+	//
+	// Example: 0
+	Position *ChannelPosition `json:"position,omitempty"`
+
 	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
 	Topic nullable.Nullable[string] `json:"topic,omitempty"`
+}
+
+// ChannelPosition The order among the channel's siblings (ties by `id`).
+//
+// Example: 0
+type ChannelPosition = int
+
+// ChannelPreview Example: {"channel_id":"ops","permissions":["VIEW_CHANNEL","SEND_MESSAGES"]}
+type ChannelPreview struct {
+	// ChannelId Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
+	//
+	// Example: ops
+	ChannelId ChannelID `json:"channel_id"`
+
+	// Explain With `explain`, one entry per channel-scoped permission.
+	Explain *[]PermissionExplanation `json:"explain,omitempty"`
+
+	// Permissions Permission names without duplicates; answers list them in catalog order.
+	//
+	// Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
+	Permissions PermissionNames `json:"permissions"`
+}
+
+// ChannelReorder Example: {"positions":[{"id":"ops","parent_id":"staff","position":0},{"id":"general","position":1}]}
+type ChannelReorder struct {
+	Positions []ChannelMove `json:"positions"`
 }
 
 // DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
@@ -609,18 +816,32 @@ type EventType string
 type ExplanationStep struct {
 	Detail string                `json:"detail"`
 	Effect ExplanationStepEffect `json:"effect"`
-	Kind   ExplanationStepKind   `json:"kind"`
+
+	// FromCategory On an overwrite step of a synced channel, the category the overwrite was copied from.
+	FromCategory *string `json:"from_category,omitempty"`
+
+	// Kind Which rule: `timeout` cuts everything but `VIEW_CHANNEL` and
+	// `READ_MESSAGE_HISTORY` while the member is timed out (`until` says
+	// till when).
+	Kind ExplanationStepKind `json:"kind"`
 
 	// RoleId Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
 	//
 	// Example: mods
 	RoleId *RoleID `json:"role_id,omitempty"`
+
+	// Until RFC 3339, UTC, microsecond precision.
+	//
+	// Example: 2026-11-22T08:15:30.123456Z
+	Until *Timestamp `json:"until,omitempty"`
 }
 
 // ExplanationStepEffect defines model for ExplanationStep.Effect.
 type ExplanationStepEffect string
 
-// ExplanationStepKind defines model for ExplanationStep.Kind.
+// ExplanationStepKind Which rule: `timeout` cuts everything but `VIEW_CHANNEL` and
+// `READ_MESSAGE_HISTORY` while the member is timed out (`until` says
+// till when).
 type ExplanationStepKind string
 
 // FieldError Example: {"location":"body.permissions[1]","message":"unknown permission \"FLY\""}
@@ -632,6 +853,11 @@ type FieldError struct {
 
 	// Message Example: unknown permission "FLY"
 	Message string `json:"message"`
+}
+
+// ImportResult Example: {"changes":[{"after":{"color":null,"id":"mods","name":"Moderators","permissions":[],"position":1},"id":"mods","kind":"role","op":"create"}]}
+type ImportResult struct {
+	Changes []TemplateChange `json:"changes"`
 }
 
 // MoveRequest Example: {"position":2}
@@ -739,6 +965,30 @@ type PermissionName string
 //
 // Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
 type PermissionNames = []PermissionName
+
+// PermissionPreview Example: {"base":["VIEW_CHANNEL","SEND_MESSAGES"],"channels":[{"channel_id":"ops","permissions":["VIEW_CHANNEL"]}]}
+type PermissionPreview struct {
+	// Base Permission names without duplicates; answers list them in catalog order.
+	//
+	// Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
+	Base PermissionNames `json:"base"`
+
+	// BaseExplain With `explain`, one entry per permission of the catalog.
+	BaseExplain *[]PermissionExplanation `json:"base_explain,omitempty"`
+
+	// Channels In tree order (see `listChannels`).
+	Channels []ChannelPreview `json:"channels"`
+}
+
+// PermissionPreviewRequest Example: {"channel_ids":["ops"],"explain":false,"roles":["mods"]}
+type PermissionPreviewRequest struct {
+	// ChannelIds The channels to compute; absent for every channel the caller can view.
+	ChannelIds *[]ChannelID `json:"channel_ids,omitempty"`
+
+	// Explain Add the provenance of each permission, as `getUserPermissions` does.
+	Explain *bool    `json:"explain,omitempty"`
+	Roles   []RoleID `json:"roles"`
+}
 
 // Problem An RFC 9457 problem.
 //
@@ -927,6 +1177,23 @@ type RoleList struct {
 	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
 }
 
+// RoleMembersChange At most 1,000 users in all, and none in both lists.
+//
+// Example: {"add":["01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"],"remove":[]}
+type RoleMembersChange struct {
+	Add    *[]UserID `json:"add,omitempty"`
+	Remove *[]UserID `json:"remove,omitempty"`
+}
+
+// RoleMembersResult Example: {"added":1,"removed":0}
+type RoleMembersResult struct {
+	// Added Users who did not have the role and now do.
+	Added int `json:"added"`
+
+	// Removed Users who had the role and no longer do.
+	Removed int `json:"removed"`
+}
+
 // RolePatch A JSON merge patch; absent members are left as they are.
 //
 // Example: {"color":null}
@@ -955,6 +1222,129 @@ type StreamTicket struct {
 
 	// Ticket Example: tkt_Zq3v8N2mXb1cY7wR5tL0pK9e
 	Ticket string `json:"ticket"`
+}
+
+// Template A community's structure; what `exportTemplate` answers and `importTemplate` takes.
+//
+// Example: {"channels":[{"id":"staff","kind":"category","name":"Staff","overwrites":[{"allow":[],"deny":["VIEW_CHANNEL"],"target_type":"everyone"}],"parent_id":null,"position":0,"topic":null},{"id":"ops","kind":"text","name":"Operations","overwrites":[{"allow":[],"deny":["VIEW_CHANNEL"],"target_type":"everyone"}],"parent_id":"staff","position":0,"topic":null}],"format":"guildhall-template/1","global_permissions":["VIEW_CHANNEL","SEND_MESSAGES"],"roles":[{"color":"#3498db","id":"mods","name":"Moderators","permissions":["MANAGE_MESSAGES"],"position":1}]}
+type Template struct {
+	// Channels In tree order.
+	Channels []TemplateChannel `json:"channels"`
+	Format   TemplateFormat    `json:"format"`
+
+	// GlobalPermissions Permission names without duplicates; answers list them in catalog order.
+	//
+	// Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
+	GlobalPermissions PermissionNames `json:"global_permissions"`
+
+	// Roles By position descending.
+	Roles []TemplateRole `json:"roles"`
+}
+
+// TemplateFormat defines model for Template.Format.
+type TemplateFormat string
+
+// TemplateChange Example: {"after":{"permissions":["VIEW_CHANNEL","SEND_MESSAGES"]},"before":{"permissions":["VIEW_CHANNEL"]},"id":"permissions","kind":"global","op":"update"}
+type TemplateChange struct {
+	// After The element as it is after the change (absent when deleted).
+	After *map[string]interface{} `json:"after,omitempty"`
+
+	// Before The element as it was (absent when created), in the template's shape.
+	Before *map[string]interface{} `json:"before,omitempty"`
+
+	// Id The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>`; `permissions` for the global permissions.
+	Id   string             `json:"id"`
+	Kind TemplateChangeKind `json:"kind"`
+	Op   TemplateChangeOp   `json:"op"`
+}
+
+// TemplateChangeKind defines model for TemplateChange.Kind.
+type TemplateChangeKind string
+
+// TemplateChangeOp defines model for TemplateChange.Op.
+type TemplateChangeOp string
+
+// TemplateChannel Example: {"id":"ops","kind":"text","name":"Operations","overwrites":[],"parent_id":null,"position":0,"topic":null}
+type TemplateChannel struct {
+	// Id Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
+	//
+	// Example: ops
+	Id ChannelID `json:"id"`
+
+	// Kind `text`, a channel; `category`, a category that holds channels.
+	//
+	// Example: text
+	Kind ChannelKind `json:"kind"`
+
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
+	//
+	// Example: Moderators
+	Name Name `json:"name"`
+
+	// Overwrites The `everyone` overwrite first, then role overwrites by position descending.
+	Overwrites []TemplateOverwrite       `json:"overwrites"`
+	ParentId   nullable.Nullable[string] `json:"parent_id"`
+
+	// Position The order among the channel's siblings (ties by `id`).
+	//
+	// Example: 0
+	Position ChannelPosition           `json:"position"`
+	Topic    nullable.Nullable[string] `json:"topic"`
+}
+
+// TemplateOverwrite Example: {"allow":["SEND_MESSAGES"],"deny":[],"target_id":"mods","target_type":"role"}
+type TemplateOverwrite struct {
+	// Allow Permission names without duplicates; answers list them in catalog order.
+	//
+	// Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
+	Allow PermissionNames `json:"allow"`
+
+	// Deny Permission names without duplicates; answers list them in catalog order.
+	//
+	// Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
+	Deny PermissionNames `json:"deny"`
+
+	// TargetId Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
+	//
+	// Example: mods
+	TargetId   *RoleID                     `json:"target_id,omitempty"`
+	TargetType TemplateOverwriteTargetType `json:"target_type"`
+}
+
+// TemplateOverwriteTargetType defines model for TemplateOverwrite.TargetType.
+type TemplateOverwriteTargetType string
+
+// TemplateRole Example: {"color":"#3498db","id":"mods","name":"Moderators","permissions":["MANAGE_MESSAGES"],"position":1}
+type TemplateRole struct {
+	Color nullable.Nullable[string] `json:"color"`
+
+	// Id Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
+	//
+	// Example: mods
+	Id RoleID `json:"id"`
+
+	// Name 1 to 100 characters; no control characters, and none of the invisible
+	// characters that make one name look like another: bidirectional controls
+	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
+	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
+	// Names need not be unique.
+	//
+	//
+	// Example: Moderators
+	Name Name `json:"name"`
+
+	// Permissions Permission names without duplicates; answers list them in catalog order.
+	//
+	// Example: ["VIEW_CHANNEL","SEND_MESSAGES"]
+	Permissions PermissionNames `json:"permissions"`
+
+	// Position 1..N over the template's roles, higher is more power.
+	Position int `json:"position"`
 }
 
 // Timestamp RFC 3339, UTC, microsecond precision.
@@ -1058,7 +1448,7 @@ type TokenList struct {
 	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
 }
 
-// User Example: {"created_at":"2026-11-22T08:15:30.123456Z","display_name":"Alice Liddell","email":"alice@example.com","id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","is_owner":false,"roles":["mods"],"status":"active","updated_at":"2026-11-22T08:15:30.123456Z","username":"alice"}
+// User Example: {"created_at":"2026-11-22T08:15:30.123456Z","display_name":"Alice Liddell","email":"alice@example.com","id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","is_owner":false,"roles":["mods"],"status":"active","timeout_until":null,"updated_at":"2026-11-22T08:15:30.123456Z","username":"alice"}
 type User struct {
 	// CreatedAt RFC 3339, UTC, microsecond precision.
 	//
@@ -1088,6 +1478,12 @@ type User struct {
 	// Roles IDs of the user's roles, by position descending.
 	Roles  []RoleID   `json:"roles"`
 	Status UserStatus `json:"status"`
+
+	// TimeoutUntil While this is in the future the member is timed out: their
+	// permissions hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`.
+	// `null` when they never were; a past time means the timeout is over.
+	// Set with `patchUser`.
+	TimeoutUntil nullable.Nullable[time.Time] `json:"timeout_until,omitempty"`
 
 	// UpdatedAt RFC 3339, UTC, microsecond precision.
 	//
@@ -1137,6 +1533,35 @@ type UserList struct {
 	// Example: eyJrIjoib3BzIn0
 	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
 }
+
+// UserPatch A JSON merge patch; absent members are left as they are.
+//
+// Example: {"timeout_until":"2026-11-23T08:15:30Z"}
+type UserPatch struct {
+	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
+	// (the same rule as `Name`).
+	//
+	//
+	// Example: Alice Liddell
+	DisplayName *DisplayName `json:"display_name,omitempty"`
+
+	// Email Unique ignoring case.
+	//
+	// Example: alice@example.com
+	Email  nullable.Nullable[Email] `json:"email,omitempty"`
+	Status *UserPatchStatus         `json:"status,omitempty"`
+
+	// TimeoutUntil Time the member out until then (at most 28 days ahead); `null` or a past time ends a timeout.
+	TimeoutUntil nullable.Nullable[time.Time] `json:"timeout_until,omitempty"`
+
+	// Username 2 to 32 letters, digits, `_`, `.` or `-`; unique ignoring case.
+	//
+	// Example: alice
+	Username *Username `json:"username,omitempty"`
+}
+
+// UserPatchStatus defines model for UserPatch.Status.
+type UserPatchStatus string
 
 // UserPermissions Example: {"channel_id":"ops","permissions":["VIEW_CHANNEL"],"user_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"}
 type UserPermissions struct {
@@ -1222,6 +1647,11 @@ type IfUnmodifiedSince = string
 
 // Limit defines model for Limit.
 type Limit = int
+
+// ParentID Lower-case letters, digits, `_` and `-`, starting with a letter or digit.
+//
+// Example: ops
+type ParentID = ChannelID
 
 // Range defines model for Range.
 type Range = string
@@ -1421,6 +1851,9 @@ type ListChannelsParams struct {
 
 	// Cursor The `next_cursor` of the previous page, made with the same filters.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// ParentId Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`.
+	ParentId *ParentID `form:"parent_id,omitempty" json:"parent_id,omitempty"`
 }
 
 // HeadChannelsParams defines parameters for HeadChannels.
@@ -1430,6 +1863,15 @@ type HeadChannelsParams struct {
 
 	// Cursor The `next_cursor` of the previous page, made with the same filters.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// ParentId Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`.
+	ParentId *ParentID `form:"parent_id,omitempty" json:"parent_id,omitempty"`
+}
+
+// ReorderChannelsParams defines parameters for ReorderChannels.
+type ReorderChannelsParams struct {
+	// XAuditReason Why the change is made; stored with its audit event.
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // UpdateChannelParams defines parameters for UpdateChannel.
@@ -1582,6 +2024,18 @@ type HeadEventsParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
+// ImportTemplateParams defines parameters for ImportTemplate.
+type ImportTemplateParams struct {
+	// DryRun List the changes without making them.
+	DryRun *bool `form:"dry_run,omitempty" json:"dry_run,omitempty"`
+
+	// Prune Delete what the template leaves out.
+	Prune *bool `form:"prune,omitempty" json:"prune,omitempty"`
+
+	// XAuditReason Why the change is made; stored with its audit event.
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
 // ReplaceGlobalPermissionsParams defines parameters for ReplaceGlobalPermissions.
 type ReplaceGlobalPermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
@@ -1653,6 +2107,30 @@ type DeleteRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
+	// XAuditReason Why the change is made; stored with its audit event.
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// ListRoleMembersParams defines parameters for ListRoleMembers.
+type ListRoleMembersParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// HeadRoleMembersParams defines parameters for HeadRoleMembers.
+type HeadRoleMembersParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ChangeRoleMembersParams defines parameters for ChangeRoleMembers.
+type ChangeRoleMembersParams struct {
 	// XAuditReason Why the change is made; stored with its audit event.
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
@@ -1756,6 +2234,15 @@ type DeleteUserParams struct {
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
+// PatchUserParams defines parameters for PatchUser.
+type PatchUserParams struct {
+	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+
+	// XAuditReason Why the change is made; stored with its audit event.
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
 // UpdateUserParams defines parameters for UpdateUser.
 type UpdateUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
@@ -1807,6 +2294,9 @@ type DeleteTokenParams struct {
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
+// ReorderChannelsJSONRequestBody defines body for ReorderChannels for application/json ContentType.
+type ReorderChannelsJSONRequestBody = ChannelReorder
+
 // UpdateChannelApplicationMergePatchPlusJSONRequestBody defines body for UpdateChannel for application/merge-patch+json ContentType.
 type UpdateChannelApplicationMergePatchPlusJSONRequestBody = ChannelPatch
 
@@ -1819,8 +2309,14 @@ type SetChannelOverwriteJSONRequestBody = Overwrite
 // RenameChannelJSONRequestBody defines body for RenameChannel for application/json ContentType.
 type RenameChannelJSONRequestBody = RenameRequest
 
+// ImportTemplateJSONRequestBody defines body for ImportTemplate for application/json ContentType.
+type ImportTemplateJSONRequestBody = Template
+
 // ReplaceGlobalPermissionsJSONRequestBody defines body for ReplaceGlobalPermissions for application/json ContentType.
 type ReplaceGlobalPermissionsJSONRequestBody = PermissionList
+
+// PreviewPermissionsJSONRequestBody defines body for PreviewPermissions for application/json ContentType.
+type PreviewPermissionsJSONRequestBody = PermissionPreviewRequest
 
 // UpdateProfileLinksApplicationMergePatchPlusJSONRequestBody defines body for UpdateProfileLinks for application/merge-patch+json ContentType.
 type UpdateProfileLinksApplicationMergePatchPlusJSONRequestBody = ProfileLinksPatch
@@ -1844,6 +2340,9 @@ type LegacyAddRoleUserJSONRequestBody = UserRef
 // CreateRoleJSONRequestBody defines body for CreateRole for application/json ContentType.
 type CreateRoleJSONRequestBody = RoleCreate
 
+// ChangeRoleMembersJSONRequestBody defines body for ChangeRoleMembers for application/json ContentType.
+type ChangeRoleMembersJSONRequestBody = RoleMembersChange
+
 // MoveRoleJSONRequestBody defines body for MoveRole for application/json ContentType.
 type MoveRoleJSONRequestBody = MoveRequest
 
@@ -1865,6 +2364,9 @@ type RenameRoleJSONRequestBody = RenameRequest
 
 // CreateUserJSONRequestBody defines body for CreateUser for application/json ContentType.
 type CreateUserJSONRequestBody = UserCreate
+
+// PatchUserApplicationMergePatchPlusJSONRequestBody defines body for PatchUser for application/merge-patch+json ContentType.
+type PatchUserApplicationMergePatchPlusJSONRequestBody = UserPatch
 
 // UpdateUserJSONRequestBody defines body for UpdateUser for application/json ContentType.
 type UpdateUserJSONRequestBody = UserUpdate

@@ -69,8 +69,12 @@ export interface paths {
         };
         /**
          * List channels
-         * @description Channels ordered by ID, paged with a cursor. Only channels in which the
-         *     caller has `VIEW_CHANNEL` are listed, so a page may be short before the end.
+         * @description Channels in tree order, paged with a cursor: the channels outside any
+         *     category and the categories, by `position` (ties by `id`), each category
+         *     followed by its children by `position` (ties by `id`). With `parent_id`,
+         *     only that category's children. Only channels in which the caller has
+         *     `VIEW_CHANNEL` are listed: a child may be listed without its category,
+         *     and a category without its children (visibility is per channel).
          *
          *     **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
          */
@@ -86,6 +90,35 @@ export interface paths {
          *     **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
          */
         head: operations["headChannels"];
+        patch?: never;
+        trace?: never;
+    };
+    "/channels/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move many channels at once
+         * @description Sets the `position` (and, when given, the category: `parent_id`, `null`
+         *     for none) of up to 500 channels at once: every move or none. The rules
+         *     of a single move (`updateChannel`) apply to each entry, checked on the
+         *     state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
+         *     at `body.positions[i]`, and nothing moves. Naming a channel twice is a
+         *     `400`. Answers the channels that moved, in the order given; each writes
+         *     `channel.moved`.
+         *
+         *     **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
+         *     channel moved and each destination category.
+         */
+        post: operations["reorderChannels"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -119,11 +152,23 @@ export interface paths {
         head: operations["headChannel"];
         /**
          * Edit a channel
-         * @description Changes `name` and/or `topic` with a JSON merge patch (RFC 7396): a
-         *     member that is absent stays as it is; `"topic": null` clears the topic.
-         *     An empty patch changes nothing and writes no event.
+         * @description Changes `name`, `topic`, the category (`parent_id`) and `position` with a
+         *     JSON merge patch (RFC 7396): a member that is absent stays as it is;
+         *     `"topic": null` clears the topic, `"parent_id": null` takes the channel
+         *     out of its category. A channel moved into a category without a
+         *     `position` goes last among its children. `lock_permissions: true`
+         *     replaces the channel's overwrites with those of its (new) category, so
+         *     that it is synced; it needs a category. An empty patch changes nothing
+         *     and writes no event; a move writes `channel.moved`.
          *
-         *     **Permission:** `MANAGE_CHANNELS` in the channel.
+         *     A category cannot go into a category, nor a channel into a channel that
+         *     is not a category (`400` at `body.parent_id`); a category holds at most
+         *     50 channels (`409 limit_exceeded`, `channels_per_category`).
+         *
+         *     **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
+         *     `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
+         *     the base permissions for a channel outside any category); with
+         *     `lock_permissions`, `MANAGE_ROLES` in that category as well.
          */
         patch: operations["updateChannel"];
         trace?: never;
@@ -142,9 +187,17 @@ export interface paths {
         put?: never;
         /**
          * Create a channel
-         * @description Creates the channel at the ID given in the path. An ID that is taken is a `409`.
+         * @description Creates the channel at the ID given in the path, a text channel or
+         *     (`kind: category`) a category, outside any category or inside one
+         *     (`parent_id`), last among its siblings. A channel created inside a
+         *     category starts with a copy of the category's overwrites (synced). An
+         *     ID that is taken is a `409`; past 500 channels in all, or 50 in a
+         *     category, a `409 limit_exceeded` (`channels`, `channels_per_category`).
+         *     A `parent_id` that is not a category, or a category inside a category,
+         *     is a `400` at `body.parent_id`.
          *
-         *     **Permission:** `MANAGE_CHANNELS` (global).
+         *     **Permission:** `MANAGE_CHANNELS` (global), and in the category when
+         *     `parent_id` names one.
          */
         post: operations["createChannel"];
         delete?: never;
@@ -418,6 +471,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/permissions/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a member with these roles would have
+         * @description Computes what a member holding `@everyone` (the global permissions) and
+         *     exactly the `roles` given would have: their base permissions, and, in each
+         *     channel of `channel_ids` (every channel when absent), their effective
+         *     permissions, with `explain` when asked, as `getUserPermissions` would
+         *     answer for such a member with no overwrite of their own. Channels the
+         *     caller cannot view are left out; an unknown or hidden channel in
+         *     `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
+         *     written.
+         *
+         *     **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
+         *     top role (the owner may preview any).
+         */
+        post: operations["previewPermissions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users/{userID}/permissions": {
         parameters: {
             query?: never;
@@ -450,6 +533,76 @@ export interface paths {
          *     **Permission:** the user themself, or `MANAGE_ROLES`.
          */
         head: operations["headUserPermissions"];
+        patch?: never;
+        trace?: never;
+    };
+    "/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the community's template
+         * @description The structure of the community as a template: the global permissions,
+         *     the roles (with position, color and permissions) and the channels (with
+         *     kind, category, position, topic, and their `everyone` and role
+         *     overwrites). No users, tokens, attachments or user overwrites. The
+         *     document is the same byte for byte for the same structure, and its
+         *     `ETag` is its digest: exporting after importing it elsewhere gives the
+         *     same `ETag`.
+         *
+         *     **Permission:** the owner alone.
+         */
+        get: operations["exportTemplate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Export the community's template (headers only)
+         * @description The answer `exportTemplate` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** the owner alone.
+         */
+        head: operations["headExportTemplate"];
+        patch?: never;
+        trace?: never;
+    };
+    "/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a template
+         * @description Makes the community's structure what the template says, matching roles
+         *     and channels by ID: creates what is missing, updates what differs, and,
+         *     with `prune=true` only, deletes the roles and channels (and the
+         *     `everyone` and role overwrites) the template leaves out. Roles take the
+         *     template's order, above the roles it leaves out. With `dry_run=true`
+         *     nothing is written and the answer lists the changes it would make;
+         *     otherwise they are made in one transaction, each writing its usual
+         *     event, and listed. Importing the template just exported changes nothing.
+         *
+         *     A bad template changes nothing and is answered at the offending member:
+         *     an unknown `format` (`body.format`), a duplicate ID, positions that are
+         *     not 1..N for the roles, a `parent_id` that is not a category of the
+         *     template, a category inside a category, an overwrite of a role the
+         *     template does not have (`400`); a template over 1 MiB (`413`); more roles
+         *     or channels than the limits (`409 limit_exceeded`).
+         *
+         *     **Permission:** the owner alone.
+         */
+        post: operations["importTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -597,6 +750,56 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/roles/{roleID}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a role's members
+         * @description The users holding the role, in ID order, paged with a cursor.
+         *
+         *     **Permission:** any authenticated user. `email` is shown only to the user
+         *     themself and to holders of `MANAGE_USERS`.
+         */
+        get: operations["listRoleMembers"];
+        put?: never;
+        /**
+         * Add and remove a role's members in bulk
+         * @description Gives the role to every user of `add` and takes it from every user of
+         *     `remove` (at most 1,000 in all; no user in both): every change or none.
+         *     It is idempotent: a user of `add` who has the role, or of `remove` who
+         *     does not, is no change. Answers how many changes were made; each writes
+         *     the event a single assignment writes (`user.role.assigned`,
+         *     `user.role.removed`). An unknown user is a `400` at its index
+         *     (`body.add[3]`), a user the caller may not change a `403` naming them, and
+         *     nothing changes.
+         *
+         *     **Permission:** what a single assignment needs, for each user changed:
+         *     `MANAGE_ROLES`, the role strictly below the caller's top role, every
+         *     permission of the role held by the caller, and, unless the user is the
+         *     caller, the user's top role strictly below the caller's. Only the owner
+         *     may change the owner's roles.
+         */
+        post: operations["changeRoleMembers"];
+        delete?: never;
+        options?: never;
+        /**
+         * List a role's members (headers only)
+         * @description The answer `listRoleMembers` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** any authenticated user. `email` is shown only to the user
+         *     themself and to holders of `MANAGE_USERS`.
+         */
+        head: operations["headRoleMembers"];
         patch?: never;
         trace?: never;
     };
@@ -919,7 +1122,29 @@ export interface paths {
          *     themself and to holders of `MANAGE_USERS`.
          */
         head: operations["headUser"];
-        patch?: never;
+        /**
+         * Edit a user
+         * @description Changes some of `username`, `display_name`, `email`, `status` and
+         *     `timeout_until` with a JSON merge patch (RFC 7396): a member that is
+         *     absent stays as it is. The rules of `updateUser` apply to the first
+         *     four.
+         *
+         *     `timeout_until` times the member out until then: while it is in the
+         *     future, their base permissions and their permissions in every channel
+         *     hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`. It ends by
+         *     itself at that time. It may be at most 28 days ahead (a `400` beyond);
+         *     `null`, or a time already past, ends it. The owner, a user with
+         *     `ADMINISTRATOR` in their base permissions, and the caller themself
+         *     cannot be timed out (`403`). A change of timeout writes `user.timeout`
+         *     with the time before and after.
+         *
+         *     **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
+         *     role strictly below the caller's; for the other members, what
+         *     `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
+         *     the caller's, though a user changing their own `username`, `email` or
+         *     `display_name` needs no permission, and never their own `status`.
+         */
+        patch: operations["patchUser"];
         trace?: never;
     };
     "/users/{userID}/roles": {
@@ -1270,7 +1495,7 @@ export interface components {
          * @example VIEW_CHANNEL
          * @enum {string}
          */
-        PermissionName: "ADMINISTRATOR" | "MANAGE_USERS" | "MANAGE_ROLES" | "MANAGE_CHANNELS" | "VIEW_AUDIT_LOG" | "VIEW_CHANNEL" | "SEND_MESSAGES" | "READ_MESSAGE_HISTORY" | "ATTACH_FILES" | "MANAGE_MESSAGES" | "EMBED_LINKS" | "MENTION_EVERYONE" | "ADD_REACTIONS";
+        PermissionName: "ADMINISTRATOR" | "MANAGE_USERS" | "MANAGE_ROLES" | "MANAGE_CHANNELS" | "VIEW_AUDIT_LOG" | "VIEW_CHANNEL" | "SEND_MESSAGES" | "READ_MESSAGE_HISTORY" | "ATTACH_FILES" | "MANAGE_MESSAGES" | "EMBED_LINKS" | "MENTION_EVERYONE" | "ADD_REACTIONS" | "MODERATE_MEMBERS";
         /**
          * @description Permission names without duplicates; answers list them in catalog order.
          * @example [
@@ -1386,11 +1611,19 @@ export interface components {
          *     }
          */
         ExplanationStep: {
-            /** @enum {string} */
-            kind: "owner" | "administrator" | "global" | "role" | "overwrite_everyone" | "overwrite_role" | "overwrite_user" | "implicit";
+            /**
+             * @description Which rule: `timeout` cuts everything but `VIEW_CHANNEL` and
+             *     `READ_MESSAGE_HISTORY` while the member is timed out (`until` says
+             *     till when).
+             * @enum {string}
+             */
+            kind: "owner" | "administrator" | "global" | "role" | "overwrite_everyone" | "overwrite_role" | "overwrite_user" | "implicit" | "timeout";
             /** @enum {string} */
             effect: "allow" | "deny";
             role_id?: components["schemas"]["RoleID"];
+            /** @description On an overwrite step of a synced channel, the category the overwrite was copied from. */
+            from_category?: string;
+            until?: components["schemas"]["Timestamp"];
             detail: string;
         };
         /**
@@ -1398,6 +1631,10 @@ export interface components {
          *       "id": "ops",
          *       "name": "Operations",
          *       "topic": "Where the moderators meet.",
+         *       "kind": "text",
+         *       "parent_id": "staff",
+         *       "position": 0,
+         *       "synced": true,
          *       "created_at": "2026-11-22T08:15:30.123456Z",
          *       "updated_at": "2026-11-22T08:15:30.123456Z"
          *     }
@@ -1410,30 +1647,66 @@ export interface components {
              * @example Where the moderators meet.
              */
             topic: string | null;
+            kind: components["schemas"]["ChannelKind"];
+            /**
+             * @description The category the channel is in (always a category), or `null`. A category has none.
+             * @example staff
+             */
+            parent_id: string | null;
+            position: components["schemas"]["ChannelPosition"];
+            /**
+             * @description `true` when the channel is in a category and its overwrites are the
+             *     category's (as sets). An overwrite set or removed on the category
+             *     reaches its synced channels; one changed on the channel itself
+             *     makes it unsynced.
+             */
+            readonly synced: boolean;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
         /**
+         * @description `text`, a channel; `category`, a category that holds channels.
+         * @example text
+         * @enum {string}
+         */
+        ChannelKind: "text" | "category";
+        /**
+         * @description The order among the channel's siblings (ties by `id`).
+         * @example 0
+         */
+        ChannelPosition: number;
+        /**
          * @example {
          *       "name": "Operations",
-         *       "topic": "Where the moderators meet."
+         *       "topic": "Where the moderators meet.",
+         *       "parent_id": "staff"
          *     }
          */
         ChannelCreate: {
             name: components["schemas"]["Name"];
             /** @description Up to 1024 characters; tabs and line breaks allowed, no other control characters. */
             topic?: string | null;
+            kind?: components["schemas"]["ChannelKind"];
+            /** @description The category to create the channel in; absent or `null` for none. */
+            parent_id?: string | null;
         };
         /**
          * @description A JSON merge patch; absent members are left as they are.
          * @example {
-         *       "topic": null
+         *       "parent_id": "staff",
+         *       "position": 2,
+         *       "lock_permissions": true
          *     }
          */
         ChannelPatch: {
             name?: components["schemas"]["Name"];
             /** @description Up to 1024 characters; tabs and line breaks allowed, no other control characters. */
             topic?: string | null;
+            /** @description The category to move the channel into; `null` takes it out of its category. */
+            parent_id?: string | null;
+            position?: components["schemas"]["ChannelPosition"];
+            /** @description `true`: replace the channel's overwrites with its (new) category's. */
+            lock_permissions?: boolean;
         };
         /**
          * @example {
@@ -1442,6 +1715,10 @@ export interface components {
          *           "id": "ops",
          *           "name": "Operations",
          *           "topic": null,
+         *           "kind": "text",
+         *           "parent_id": null,
+         *           "position": 0,
+         *           "synced": false,
          *           "created_at": "2026-11-22T08:15:30.123456Z",
          *           "updated_at": "2026-11-22T08:15:30.123456Z"
          *         }
@@ -1452,6 +1729,37 @@ export interface components {
         ChannelList: {
             items: components["schemas"]["Channel"][];
             next_cursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @example {
+         *       "positions": [
+         *         {
+         *           "id": "ops",
+         *           "position": 0,
+         *           "parent_id": "staff"
+         *         },
+         *         {
+         *           "id": "general",
+         *           "position": 1
+         *         }
+         *       ]
+         *     }
+         */
+        ChannelReorder: {
+            positions: components["schemas"]["ChannelMove"][];
+        };
+        /**
+         * @example {
+         *       "id": "ops",
+         *       "position": 0,
+         *       "parent_id": "staff"
+         *     }
+         */
+        ChannelMove: {
+            id: components["schemas"]["ChannelID"];
+            position: components["schemas"]["ChannelPosition"];
+            /** @description The channel's category after the move; absent leaves it, `null` takes it out. */
+            parent_id?: string | null;
         };
         /**
          * @example {
@@ -1618,6 +1926,7 @@ export interface components {
          *         "mods"
          *       ],
          *       "is_owner": false,
+         *       "timeout_until": null,
          *       "created_at": "2026-11-22T08:15:30.123456Z",
          *       "updated_at": "2026-11-22T08:15:30.123456Z"
          *     }
@@ -1638,6 +1947,14 @@ export interface components {
             roles: components["schemas"]["RoleID"][];
             /** @description The owner has every permission and cannot be suspended or deleted. */
             is_owner: boolean;
+            /**
+             * Format: date-time
+             * @description While this is in the future the member is timed out: their
+             *     permissions hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`.
+             *     `null` when they never were; a past time means the timeout is over.
+             *     Set with `patchUser`.
+             */
+            readonly timeout_until?: string | null;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
@@ -1667,6 +1984,283 @@ export interface components {
             email?: components["schemas"]["Email"];
             /** @enum {string} */
             status: "active" | "suspended";
+        };
+        /**
+         * @description A JSON merge patch; absent members are left as they are.
+         * @example {
+         *       "timeout_until": "2026-11-23T08:15:30Z"
+         *     }
+         */
+        UserPatch: {
+            username?: components["schemas"]["Username"];
+            display_name?: components["schemas"]["DisplayName"];
+            email?: components["schemas"]["Email"];
+            /** @enum {string} */
+            status?: "active" | "suspended";
+            /**
+             * Format: date-time
+             * @description Time the member out until then (at most 28 days ahead); `null` or a past time ends a timeout.
+             */
+            timeout_until?: string | null;
+        };
+        /**
+         * @description At most 1,000 users in all, and none in both lists.
+         * @example {
+         *       "add": [
+         *         "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"
+         *       ],
+         *       "remove": []
+         *     }
+         */
+        RoleMembersChange: {
+            add?: components["schemas"]["UserID"][];
+            remove?: components["schemas"]["UserID"][];
+        };
+        /**
+         * @example {
+         *       "added": 1,
+         *       "removed": 0
+         *     }
+         */
+        RoleMembersResult: {
+            /** @description Users who did not have the role and now do. */
+            added: number;
+            /** @description Users who had the role and no longer do. */
+            removed: number;
+        };
+        /**
+         * @example {
+         *       "roles": [
+         *         "mods"
+         *       ],
+         *       "channel_ids": [
+         *         "ops"
+         *       ],
+         *       "explain": false
+         *     }
+         */
+        PermissionPreviewRequest: {
+            roles: components["schemas"]["RoleID"][];
+            /** @description The channels to compute; absent for every channel the caller can view. */
+            channel_ids?: components["schemas"]["ChannelID"][];
+            /** @description Add the provenance of each permission, as `getUserPermissions` does. */
+            explain?: boolean;
+        };
+        /**
+         * @example {
+         *       "base": [
+         *         "VIEW_CHANNEL",
+         *         "SEND_MESSAGES"
+         *       ],
+         *       "channels": [
+         *         {
+         *           "channel_id": "ops",
+         *           "permissions": [
+         *             "VIEW_CHANNEL"
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
+        PermissionPreview: {
+            base: components["schemas"]["PermissionNames"];
+            /** @description With `explain`, one entry per permission of the catalog. */
+            base_explain?: components["schemas"]["PermissionExplanation"][];
+            /** @description In tree order (see `listChannels`). */
+            channels: components["schemas"]["ChannelPreview"][];
+        };
+        /**
+         * @example {
+         *       "channel_id": "ops",
+         *       "permissions": [
+         *         "VIEW_CHANNEL",
+         *         "SEND_MESSAGES"
+         *       ]
+         *     }
+         */
+        ChannelPreview: {
+            channel_id: components["schemas"]["ChannelID"];
+            permissions: components["schemas"]["PermissionNames"];
+            /** @description With `explain`, one entry per channel-scoped permission. */
+            explain?: components["schemas"]["PermissionExplanation"][];
+        };
+        /**
+         * @description A community's structure; what `exportTemplate` answers and `importTemplate` takes.
+         * @example {
+         *       "format": "guildhall-template/1",
+         *       "global_permissions": [
+         *         "VIEW_CHANNEL",
+         *         "SEND_MESSAGES"
+         *       ],
+         *       "roles": [
+         *         {
+         *           "id": "mods",
+         *           "name": "Moderators",
+         *           "position": 1,
+         *           "color": "#3498db",
+         *           "permissions": [
+         *             "MANAGE_MESSAGES"
+         *           ]
+         *         }
+         *       ],
+         *       "channels": [
+         *         {
+         *           "id": "staff",
+         *           "name": "Staff",
+         *           "kind": "category",
+         *           "parent_id": null,
+         *           "position": 0,
+         *           "topic": null,
+         *           "overwrites": [
+         *             {
+         *               "target_type": "everyone",
+         *               "allow": [],
+         *               "deny": [
+         *                 "VIEW_CHANNEL"
+         *               ]
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "id": "ops",
+         *           "name": "Operations",
+         *           "kind": "text",
+         *           "parent_id": "staff",
+         *           "position": 0,
+         *           "topic": null,
+         *           "overwrites": [
+         *             {
+         *               "target_type": "everyone",
+         *               "allow": [],
+         *               "deny": [
+         *                 "VIEW_CHANNEL"
+         *               ]
+         *             }
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
+        Template: {
+            /** @enum {string} */
+            format: "guildhall-template/1";
+            global_permissions: components["schemas"]["PermissionNames"];
+            /** @description By position descending. */
+            roles: components["schemas"]["TemplateRole"][];
+            /** @description In tree order. */
+            channels: components["schemas"]["TemplateChannel"][];
+        };
+        /**
+         * @example {
+         *       "id": "mods",
+         *       "name": "Moderators",
+         *       "position": 1,
+         *       "color": "#3498db",
+         *       "permissions": [
+         *         "MANAGE_MESSAGES"
+         *       ]
+         *     }
+         */
+        TemplateRole: {
+            id: components["schemas"]["RoleID"];
+            name: components["schemas"]["Name"];
+            /** @description 1..N over the template's roles, higher is more power. */
+            position: number;
+            color: string | null;
+            permissions: components["schemas"]["PermissionNames"];
+        };
+        /**
+         * @example {
+         *       "id": "ops",
+         *       "name": "Operations",
+         *       "kind": "text",
+         *       "parent_id": null,
+         *       "position": 0,
+         *       "topic": null,
+         *       "overwrites": []
+         *     }
+         */
+        TemplateChannel: {
+            id: components["schemas"]["ChannelID"];
+            name: components["schemas"]["Name"];
+            kind: components["schemas"]["ChannelKind"];
+            parent_id: string | null;
+            position: components["schemas"]["ChannelPosition"];
+            topic: string | null;
+            /** @description The `everyone` overwrite first, then role overwrites by position descending. */
+            overwrites: components["schemas"]["TemplateOverwrite"][];
+        };
+        /**
+         * @example {
+         *       "target_type": "role",
+         *       "target_id": "mods",
+         *       "allow": [
+         *         "SEND_MESSAGES"
+         *       ],
+         *       "deny": []
+         *     }
+         */
+        TemplateOverwrite: {
+            /** @enum {string} */
+            target_type: "everyone" | "role";
+            target_id?: components["schemas"]["RoleID"];
+            allow: components["schemas"]["PermissionNames"];
+            deny: components["schemas"]["PermissionNames"];
+        };
+        /**
+         * @example {
+         *       "changes": [
+         *         {
+         *           "op": "create",
+         *           "kind": "role",
+         *           "id": "mods",
+         *           "after": {
+         *             "id": "mods",
+         *             "name": "Moderators",
+         *             "position": 1,
+         *             "color": null,
+         *             "permissions": []
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        ImportResult: {
+            changes: components["schemas"]["TemplateChange"][];
+        };
+        /**
+         * @example {
+         *       "op": "update",
+         *       "kind": "global",
+         *       "id": "permissions",
+         *       "before": {
+         *         "permissions": [
+         *           "VIEW_CHANNEL"
+         *         ]
+         *       },
+         *       "after": {
+         *         "permissions": [
+         *           "VIEW_CHANNEL",
+         *           "SEND_MESSAGES"
+         *         ]
+         *       }
+         *     }
+         */
+        TemplateChange: {
+            /** @enum {string} */
+            op: "create" | "update" | "delete";
+            /** @enum {string} */
+            kind: "role" | "channel" | "overwrite" | "global";
+            /** @description The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>`; `permissions` for the global permissions. */
+            id: string;
+            /** @description The element as it was (absent when created), in the template's shape. */
+            before?: {
+                [key: string]: unknown;
+            };
+            /** @description The element as it is after the change (absent when deleted). */
+            after?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * @example {
@@ -2770,6 +3364,8 @@ export interface components {
         TokenID: components["schemas"]["TokenID"];
         /** @description The attachment's ID, chosen by the client; unique within the channel. */
         AttachmentID: components["schemas"]["AttachmentID"];
+        /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
+        ParentID: components["schemas"]["ChannelID"];
         /** @description Page size. */
         Limit: number;
         /** @description The `next_cursor` of the previous page, made with the same filters. */
@@ -3057,6 +3653,8 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page, made with the same filters. */
                 cursor?: components["parameters"]["Cursor"];
+                /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
+                parent_id?: components["parameters"]["ParentID"];
             };
             header?: never;
             path?: never;
@@ -3092,6 +3690,8 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page, made with the same filters. */
                 cursor?: components["parameters"]["Cursor"];
+                /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
+                parent_id?: components["parameters"]["ParentID"];
             };
             header?: never;
             path?: never;
@@ -3116,6 +3716,53 @@ export interface operations {
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    reorderChannels: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChannelReorder"];
+            };
+        };
+        responses: {
+            /** @description The channels that moved. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getChannel: {
@@ -4081,6 +4728,44 @@ export interface operations {
             503: components["responses"]["HeadUnavailable"];
         };
     };
+    previewPermissions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PermissionPreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description The permissions such a member would have. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PermissionPreview"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getUserPermissions: {
         parameters: {
             query?: {
@@ -4157,6 +4842,117 @@ export interface operations {
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    exportTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    headExportTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    importTemplate: {
+        parameters: {
+            query?: {
+                /** @description List the changes without making them. */
+                dry_run?: boolean;
+                /** @description Delete what the template leaves out. */
+                prune?: boolean;
+            };
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Template"];
+            };
+        };
+        responses: {
+            /** @description The changes made (or, with `dry_run`, that would be made). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     listRoles: {
@@ -4500,6 +5296,131 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listRoleMembers: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the role's members. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    changeRoleMembers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RoleMembersChange"];
+            };
+        };
+        responses: {
+            /** @description How many changes were made. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoleMembersResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headRoleMembers: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The role's ID, chosen by the client. */
+                roleID: components["parameters"]["RoleID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the role's members. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
         };
     };
     deleteRole: {
@@ -5273,6 +6194,63 @@ export interface operations {
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    patchUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Apply the change only if the resource's current `ETag` is one of these (or `*`).
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /**
+                 * @description Why the change is made; stored with its audit event.
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The user's ID, assigned by the server. */
+                userID: components["parameters"]["UserID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["UserPatch"];
+            };
+        };
+        responses: {
+            /** @description The user after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     listUserRoles: {

@@ -42,6 +42,7 @@ var authzRules = map[string]authzRule{
 	"user_hierarchy":                        {phrases: []string{"top role strictly below the caller's"}},
 	"user_hierarchy_or_self_except_status":  {phrases: []string{"top role strictly below the caller's", "their own `username`, `email` or", "never their own `status`"}},
 	"self_or_owner":                         {phrases: []string{"the user themself, or the owner"}},
+	"owner_only":                            {phrases: []string{"the owner alone"}},
 	"email_visible_to_self_or_manage_users": {phrases: []string{"`email` is shown only"}, extra: []string{"MANAGE_USERS"}},
 }
 

@@ -115,6 +115,8 @@ export function stepWords(c: Console, s: Schemas["ExplanationStep"], channel: Ch
       return `${verb} by the user's own overwrite${inCh}`;
     case "implicit":
       return s.detail;
+    case "timeout":
+      return `denied: timed out${s.until ? ` until ${new Date(s.until).toLocaleString()}` : ""}`;
   }
 }
 
