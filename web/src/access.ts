@@ -91,6 +91,35 @@ export function userReason(a: Access, u: User, roles: readonly Role[]): string |
   return null;
 }
 
+/** Why the caller may not time a user out (or end their timeout), or null. */
+export function timeoutReason(a: Access, u: User, roles: readonly Role[]): string | null {
+  if (u.id === a.me.id) return "you cannot time yourself out";
+  if (u.is_owner) return "the owner cannot be timed out";
+  const n = need(a, "MODERATE_MEMBERS");
+  if (n) return n;
+  const who = u.display_name || u.username;
+  if (!a.owner && topOf(u.roles, roles) >= a.top) return `${who}'s highest role is not below yours`;
+  if (roles.some((r) => u.roles.includes(r.id) && r.permissions.includes("ADMINISTRATOR"))) return `${who} has ADMINISTRATOR, which cannot be timed out`;
+  return null;
+}
+
+/** Why the caller may not give a role to (or take it from) each of these users, or null. */
+export function bulkRoleReason(a: Access, role: Role, users: readonly User[], roles: readonly Role[]): string | null {
+  const r = roleReason(a, role) ?? grantReason(a, role.permissions);
+  if (r) return r;
+  const refused = users.filter((u) => userReason(a, u, roles) !== null);
+  if (refused.length === 0) return null;
+  const first = refused[0];
+  const names = refused.slice(0, 3).map((u) => u.display_name || u.username);
+  const more = refused.length > 3 ? ` and ${refused.length - 3} more` : "";
+  return `you may not change the roles of ${names.join(", ")}${more}${first && refused.length === 1 ? ` (${userReason(a, first, roles)})` : ""}; unselect ${refused.length === 1 ? "them" : "those"}`;
+}
+
+/** Why the caller may not export or import templates, or null. */
+export function templateReason(a: Access): string | null {
+  return a.owner ? null : "only the owner may export or import templates";
+}
+
 /** Why the caller may not see or mint a user's tokens, or null. */
 export function tokenReason(a: Access, u: User): string | null {
   return a.owner || u.id === a.me.id ? null : "a user's tokens are theirs and the owner's alone";
