@@ -8,7 +8,6 @@ import type { JSX } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { grantReason, need, needIn, type ChannelAccess } from "../access";
 import {
-  allPages,
   ApiError,
   done,
   ifMatch,
@@ -19,21 +18,11 @@ import {
   type Permission,
   type User,
 } from "../api";
-import { channelScoped, useConsole, type Console } from "../state";
+import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, TriCell, useAction, Why, type Tri } from "../ui";
 import { Attachments } from "./attachments";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-
-/** Every channel the caller can see, in tree order (the server's order). */
-export function listChannels(c: Console): Promise<Channel[]> {
-  return allPages((cursor) => c.api.GET("/channels", { params: { query: { limit: 200, ...(cursor ? { cursor } : {}) } } }));
-}
-
-/** A channel's name as the console shows it: "#ops" for a channel, "Staff" for a category. */
-export function channelLabel(ch: Pick<Channel, "name" | "kind">): string {
-  return ch.kind === "category" ? ch.name : `#${ch.name}`;
-}
 
 /** A channel's siblings (the same category, or none), in the server's order. */
 function siblingsOf(channels: readonly Channel[], parent: string | null): Channel[] {
@@ -464,6 +453,7 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined } & Arou
           await load();
           await props.onChanged();
         }}
+        onDeleted={props.onChanged}
         channels={props.channels}
         stale={stale}
         onStale={setStale}
@@ -521,7 +511,9 @@ function SyncBadge(props: { channel: Channel; channels: readonly Channel[] }): J
   );
 }
 
-function ChannelSettings(props: { state: Loaded; attachments: number; onChanged: () => Promise<unknown>; channels: Channel[] } & StaleProps): JSX.Element {
+function ChannelSettings(
+  props: { state: Loaded; attachments: number; onChanged: () => Promise<unknown>; onDeleted: () => Promise<unknown>; channels: Channel[] } & StaleProps,
+): JSX.Element {
   const c = useConsole();
   const { channel, etag, mine } = props.state;
   const [name, setName] = useState(channel.name);
@@ -577,8 +569,8 @@ function ChannelSettings(props: { state: Loaded; attachments: number; onChanged:
       await done(c.api.POST("/channels/{channelID}/delete", { params: { path: { channelID: channel.id }, header: ifMatch(etag) } }));
     });
     if (err === null) {
-      await props.onChanged();
       location.hash = "#/channels";
+      await props.onDeleted();
     } else if (isStale(err)) {
       props.onStale(err);
       await props.onChanged();
@@ -777,7 +769,7 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
     <section class="card" aria-labelledby="matrix-h">
       <h2 id="matrix-h">Permissions in {channelLabel(channel)}</h2>
       <p class="hint">
-        Overwrites change what each target may do in this channel: <span class="tri allow">✓</span> allow, <span class="tri inherit">/</span> inherit,{" "}
+        Overwrites change what each target may do in this {category ? "category" : "channel"}: <span class="tri allow">✓</span> allow, <span class="tri inherit">/</span> inherit,{" "}
         <span class="tri deny">✗</span> deny. Click a cell (or focus it and press Space) to cycle.
       </p>
       {category && (

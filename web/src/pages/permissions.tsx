@@ -5,9 +5,8 @@ import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { need } from "../access";
 import { ifMatch, ok, type Channel, type Explanation, type Permission, type Schemas, type User } from "../api";
-import { useConsole, type Console } from "../state";
+import { channelLabel, listChannels, useConsole, type Console } from "../state";
 import { Btn, isStale, ProblemBox, ReadOnly, useAction } from "../ui";
-import { channelLabel, listChannels } from "./channels";
 
 export function PermissionsPage(): JSX.Element {
   return (

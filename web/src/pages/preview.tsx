@@ -5,9 +5,8 @@ import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { need, roleReason } from "../access";
 import { ok, type Channel, type Explanation, type Permission, type Schemas } from "../api";
-import { channelScoped, useConsole } from "../state";
+import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
 import { Btn, ProblemBox, ReadOnly, useAction, Why } from "../ui";
-import { channelLabel, listChannels } from "./channels";
 import { stepWords } from "./permissions";
 
 type Preview = Schemas["PermissionPreview"];

@@ -176,7 +176,7 @@ function Import(): JSX.Element {
         </p>
       )}
       {review && (
-        <div data-testid="import-review">
+        <div class="review-of" data-testid="import-review">
           <h3>
             {review.changes.length === 0
               ? "Nothing to change: the community already is what the template says."
