@@ -12,7 +12,8 @@
 //              and drop and Alt+ArrowUp (one reorder request), moves a channel
 //              into the category by drag and drop (PATCH) and out with its
 //              settings; edits the category's matrix, which warns how many
-//              synced channels the edit changes; Why? names the category an
+//              synced channels the edit changes; unsyncs a channel by an edit
+//              of its own (warned) and syncs it again with its button; Why? names the category an
 //              overwrite was copied from, and a timeout; times a member out
 //              with a preset, watches the countdown, ends it early; selects
 //              every user on a page and gives them a role in one request,
@@ -640,8 +641,23 @@ try {
       `#${id} after the category's edit: synced ${ch?.synced}, overwrites ${JSON.stringify(ows)}`);
   }
   expectLive('channel.overwrite.set', 'channel:staff');
+  // A synced channel says so; an edit of its own unsyncs it (it warns first), and "Sync with Staff" syncs it again.
+  stage = 'categories: unsync and sync';
   await page.goto(`${base}/console/#/channels/rules`);
   await page.getByTestId('synced-note').filter({ hasText: 'Staff' }).waitFor();
+  await page.locator('#settings-h [data-testid="synced"][data-synced="true"]').waitFor();
+  await page.locator('[data-testid="matrix"] tr[data-row="everyone"] button[aria-label^="ADD_REACTIONS for"]').click();
+  await page.getByTestId('sync-warning').filter({ hasText: 'Saving unsyncs #Rules from Staff' }).waitFor();
+  await page.getByTestId('matrix-save').click();
+  await page.locator('#settings-h [data-testid="synced"][data-synced="false"]').waitFor();
+  expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'rules is still synced after an edit of its own');
+  await page.getByTestId('sync').click();
+  await page.locator('#settings-h [data-testid="synced"][data-synced="true"]').waitFor();
+  const rulesOws = (await api('GET', '/channels/rules/permissions', token)).json?.items ?? [];
+  const staffOws = (await api('GET', '/channels/staff/permissions', token)).json?.items ?? [];
+  expect((await api('GET', '/channels/rules', token)).json?.synced === true && JSON.stringify(rulesOws) === JSON.stringify(staffOws),
+    `rules after "Sync with Staff": ${JSON.stringify(rulesOws)} (staff: ${JSON.stringify(staffOws)})`);
+  log('an edit of its own unsynced #rules (warned first); "Sync with Staff" synced it again');
   summary.push(`a category's matrix warns "${warns.trim()}"`);
   log(`the category's matrix warned "${warns.trim()}"; the edit reached both synced channels`);
 
