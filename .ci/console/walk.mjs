@@ -713,7 +713,7 @@ try {
   await page.getByTestId('timeout-end').click();
   await page.locator('[data-testid="timeout-state"][data-active="false"]').waitFor();
   const aliceAfter = (await api('GET', `/users/${alice.id}`, token)).json;
-  expect(aliceAfter?.timeout_until === null || Date.parse(aliceAfter?.timeout_until) <= Date.now(), `alice's timeout did not end: ${aliceAfter?.timeout_until}`);
+  expect(aliceAfter?.timeout_until == null || Date.parse(aliceAfter.timeout_until) <= Date.now(), `alice's timeout did not end: ${aliceAfter?.timeout_until}`);
   summary.push(`timeout counted down live (${leftFirst} -> ${leftNext}), named by Why?, ended early`);
   log(`timed alice out for 10 minutes (${leftFirst} -> ${leftNext} left); Why? says "${cut.match(/denied: timed out until [^✓✗]*/)?.[0]?.trim()}"; ended it early`);
 
@@ -991,7 +991,7 @@ try {
   await page.getByTestId('timeout-end').click();
   await page.locator('[data-testid="timeout-state"][data-active="false"]').waitFor();
   const carolAfter = (await api('GET', `/users/${carol.id}`, token)).json;
-  expect(carolAfter?.timeout_until === null || Date.parse(carolAfter?.timeout_until) <= Date.now(), `carol's timeout did not end: ${carolAfter?.timeout_until}`);
+  expect(carolAfter?.timeout_until == null || Date.parse(carolAfter.timeout_until) <= Date.now(), `carol's timeout did not end: ${carolAfter?.timeout_until}`);
   // Bulk role changes, view as roles and templates: disabled, with the reason.
   stage = 'moderator: bulk, view as roles, templates';
   await page.locator('input[name="pick-carol"]').check();
