@@ -48,24 +48,35 @@ type cluster struct {
 	URL  string
 }
 
-func privateCluster(t *testing.T) *cluster {
-	t.Helper()
+// privateClusterSetup finds what a private cluster needs: root (to run it
+// as the postgres user), initdb and that user. The error says what is
+// missing.
+func privateClusterSetup() (bin string, cred *syscall.Credential, err error) {
 	if os.Geteuid() != 0 {
-		needFault(t, "a private PostgreSQL cluster needs root (to run it as the postgres user)", fmt.Errorf("euid %d", os.Geteuid()))
+		return "", nil, fmt.Errorf("a private PostgreSQL cluster needs root (to run it as the postgres user): euid %d", os.Geteuid())
 	}
 	initdbs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(initdbs) == 0 {
-		needFault(t, "a private PostgreSQL cluster needs initdb", fmt.Errorf("no /usr/lib/postgresql/*/bin/initdb"))
+		return "", nil, fmt.Errorf("a private PostgreSQL cluster needs initdb: no /usr/lib/postgresql/*/bin/initdb")
 	}
 	u, err := user.Lookup("postgres")
-	needFault(t, "a private PostgreSQL cluster needs the postgres user", err)
+	if err != nil {
+		return "", nil, fmt.Errorf("a private PostgreSQL cluster needs the postgres user: %w", err)
+	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	return filepath.Dir(initdbs[len(initdbs)-1]), &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func privateCluster(t *testing.T) *cluster {
+	t.Helper()
+	bin, cred, err := privateClusterSetup()
+	needFault(t, "no private PostgreSQL cluster", err)
 	dir, err := os.MkdirTemp("", "guildhall-pg-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(dir, uid, gid); err != nil {
+	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -74,9 +85,8 @@ func privateCluster(t *testing.T) *cluster {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	c := &cluster{t: t, bin: filepath.Dir(initdbs[len(initdbs)-1]), dir: filepath.Join(dir, "data"), port: port,
-		cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
-		URL:  fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
+	c := &cluster{t: t, bin: bin, dir: filepath.Join(dir, "data"), port: port, cred: cred,
+		URL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
 	t.Cleanup(func() {
 		c.signal(syscall.SIGCONT)
 		_ = c.run("pg_ctl", "-D", c.dir, "-m", "immediate", "stop")
@@ -112,6 +122,15 @@ func (c *cluster) stop() {
 	c.t.Helper()
 	if err := c.run("pg_ctl", "-D", c.dir, "-m", "fast", "-w", "stop"); err != nil {
 		c.t.Fatalf("stop the private cluster: %v", err)
+	}
+}
+
+// crash stops the cluster the way a crash would (pg_ctl -m immediate): no
+// shutdown checkpoint, and the next start recovers from the WAL.
+func (c *cluster) crash() {
+	c.t.Helper()
+	if err := c.run("pg_ctl", "-D", c.dir, "-m", "immediate", "-w", "stop"); err != nil {
+		c.t.Fatalf("crash the private cluster: %v", err)
 	}
 }
 

@@ -36,11 +36,16 @@ import (
 )
 
 var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
+	binMu    sync.Mutex
+	binDir   string                // where the binaries are built; TestMain removes it
+	binBuilt = map[string]*build{} // by name
 )
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -53,21 +58,40 @@ func TestMain(m *testing.M) {
 // binary builds cmd/guildhall once per test run (only when a test needs it).
 func binary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "guildhall-bin-"); binErr != nil {
-			return
+	return binaryLinked(t, "guildhall", "")
+}
+
+// binaryLinked builds cmd/guildhall once per test run under name, linked
+// with ldflags (a variable set with -X, for a test that needs a build of
+// its own).
+func binaryLinked(t *testing.T, name, ldflags string) string {
+	t.Helper()
+	binMu.Lock()
+	if binDir == "" {
+		dir, err := os.MkdirTemp("", "guildhall-bin-")
+		if err != nil {
+			binMu.Unlock()
+			t.Fatal(err)
 		}
-		binPath = filepath.Join(binDir, "guildhall")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		binDir = dir
+	}
+	b := binBuilt[name]
+	if b == nil {
+		b = &build{path: filepath.Join(binDir, name)}
+		binBuilt[name] = b
+	}
+	binMu.Unlock()
+	b.once.Do(func() {
+		cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", b.path, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1") // the SQLite driver needs cgo
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %v\n%s", name, err, out)
 		}
 	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
 
 // storeDir is where a set of instances keeps its state.
@@ -121,8 +145,14 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // It is killed when the test ends, and its output is logged if the test failed.
 func start(t *testing.T, name string, s storeDir, extraEnv ...string) *instance {
 	t.Helper()
+	return startBinary(t, binary(t), name, s, extraEnv...)
+}
+
+// startBinary is start with a binary of the test's own (binaryLinked).
+func startBinary(t *testing.T, bin, name string, s storeDir, extraEnv ...string) *instance {
+	t.Helper()
 	in := &instance{name: name, exited: make(chan struct{})}
-	in.cmd = exec.Command(binary(t), "serve")
+	in.cmd = exec.Command(bin, "serve")
 	env := make([]string, 0, len(os.Environ())+8)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GUILDHALL_") {

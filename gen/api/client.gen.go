@@ -528,7 +528,14 @@ type ClientInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`).
+	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// `kind` differs from the community's channel of that ID (`409 conflict`:
+	// a kind does not change).
+	//
+	// The changes are listed global permissions first, then roles, channels
+	// and overwrites. A channel's `before` and `after` leave out its
+	// overwrites, which are changes of their own; deleting a role or a
+	// channel takes its overwrites without listing them again.
 	//
 	// **Permission:** the owner alone.
 	//
@@ -553,7 +560,14 @@ type ClientInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`).
+	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// `kind` differs from the community's channel of that ID (`409 conflict`:
+	// a kind does not change).
+	//
+	// The changes are listed global permissions first, then roles, channels
+	// and overwrites. A channel's `before` and `after` leave out its
+	// overwrites, which are changes of their own; deleting a role or a
+	// channel takes its overwrites without listing them again.
 	//
 	// **Permission:** the owner alone.
 	//
@@ -996,7 +1010,7 @@ type ClientInterface interface {
 	// (`body.add[3]`), a user the caller may not change a `403` naming them, and
 	// nothing changes.
 	//
-	// **Permission:** what a single assignment needs, for each user changed:
+	// **Permission:** what a single assignment needs, for each user listed:
 	// `MANAGE_ROLES`, the role strictly below the caller's top role, every
 	// permission of the role held by the caller, and, unless the user is the
 	// caller, the user's top role strictly below the caller's. Only the owner
@@ -1018,7 +1032,7 @@ type ClientInterface interface {
 	// (`body.add[3]`), a user the caller may not change a `403` naming them, and
 	// nothing changes.
 	//
-	// **Permission:** what a single assignment needs, for each user changed:
+	// **Permission:** what a single assignment needs, for each user listed:
 	// `MANAGE_ROLES`, the role strictly below the caller's top role, every
 	// permission of the role held by the caller, and, unless the user is the
 	// caller, the user's top role strictly below the caller's. Only the owner
@@ -2243,7 +2257,14 @@ func (c *Client) HeadExportTemplate(ctx context.Context, reqEditors ...RequestEd
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`).
+// or channels than the limits (`409 limit_exceeded`); a channel whose
+// `kind` differs from the community's channel of that ID (`409 conflict`:
+// a kind does not change).
+//
+// The changes are listed global permissions first, then roles, channels
+// and overwrites. A channel's `before` and `after` leave out its
+// overwrites, which are changes of their own; deleting a role or a
+// channel takes its overwrites without listing them again.
 //
 // **Permission:** the owner alone.
 //
@@ -2278,7 +2299,14 @@ func (c *Client) ImportTemplateWithBody(ctx context.Context, params *ImportTempl
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`).
+// or channels than the limits (`409 limit_exceeded`); a channel whose
+// `kind` differs from the community's channel of that ID (`409 conflict`:
+// a kind does not change).
+//
+// The changes are listed global permissions first, then roles, channels
+// and overwrites. A channel's `before` and `after` leave out its
+// overwrites, which are changes of their own; deleting a role or a
+// channel takes its overwrites without listing them again.
 //
 // **Permission:** the owner alone.
 //
@@ -3087,7 +3115,7 @@ func (c *Client) HeadRoleMembers(ctx context.Context, roleID RoleID, params *Hea
 // (`body.add[3]`), a user the caller may not change a `403` naming them, and
 // nothing changes.
 //
-// **Permission:** what a single assignment needs, for each user changed:
+// **Permission:** what a single assignment needs, for each user listed:
 // `MANAGE_ROLES`, the role strictly below the caller's top role, every
 // permission of the role held by the caller, and, unless the user is the
 // caller, the user's top role strictly below the caller's. Only the owner
@@ -3119,7 +3147,7 @@ func (c *Client) ChangeRoleMembersWithBody(ctx context.Context, roleID RoleID, p
 // (`body.add[3]`), a user the caller may not change a `403` naming them, and
 // nothing changes.
 //
-// **Permission:** what a single assignment needs, for each user changed:
+// **Permission:** what a single assignment needs, for each user listed:
 // `MANAGE_ROLES`, the role strictly below the caller's top role, every
 // permission of the role held by the caller, and, unless the user is the
 // caller, the user's top role strictly below the caller's. Only the owner
@@ -9138,7 +9166,14 @@ type ClientWithResponsesInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`).
+	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// `kind` differs from the community's channel of that ID (`409 conflict`:
+	// a kind does not change).
+	//
+	// The changes are listed global permissions first, then roles, channels
+	// and overwrites. A channel's `before` and `after` leave out its
+	// overwrites, which are changes of their own; deleting a role or a
+	// channel takes its overwrites without listing them again.
 	//
 	// **Permission:** the owner alone.
 	//
@@ -9163,7 +9198,14 @@ type ClientWithResponsesInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`).
+	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// `kind` differs from the community's channel of that ID (`409 conflict`:
+	// a kind does not change).
+	//
+	// The changes are listed global permissions first, then roles, channels
+	// and overwrites. A channel's `before` and `after` leave out its
+	// overwrites, which are changes of their own; deleting a role or a
+	// channel takes its overwrites without listing them again.
 	//
 	// **Permission:** the owner alone.
 	//
@@ -9646,7 +9688,7 @@ type ClientWithResponsesInterface interface {
 	// (`body.add[3]`), a user the caller may not change a `403` naming them, and
 	// nothing changes.
 	//
-	// **Permission:** what a single assignment needs, for each user changed:
+	// **Permission:** what a single assignment needs, for each user listed:
 	// `MANAGE_ROLES`, the role strictly below the caller's top role, every
 	// permission of the role held by the caller, and, unless the user is the
 	// caller, the user's top role strictly below the caller's. Only the owner
@@ -9668,7 +9710,7 @@ type ClientWithResponsesInterface interface {
 	// (`body.add[3]`), a user the caller may not change a `403` naming them, and
 	// nothing changes.
 	//
-	// **Permission:** what a single assignment needs, for each user changed:
+	// **Permission:** what a single assignment needs, for each user listed:
 	// `MANAGE_ROLES`, the role strictly below the caller's top role, every
 	// permission of the role held by the caller, and, unless the user is the
 	// caller, the user's top role strictly below the caller's. Only the owner
@@ -11406,6 +11448,14 @@ type UpdateChannelResponse408Headers struct {
 	XRequestId         *string
 }
 
+// UpdateChannelResponse409Headers the declared response headers of an HTTP 409 response for UpdateChannel
+type UpdateChannelResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // UpdateChannelResponse412Headers the declared response headers of an HTTP 412 response for UpdateChannel
 type UpdateChannelResponse412Headers struct {
 	RateLimitLimit     *int
@@ -11481,6 +11531,8 @@ type UpdateChannelResponse struct {
 	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
 	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -11509,6 +11561,8 @@ type UpdateChannelResponse struct {
 	Headers405 *UpdateChannelResponse405Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *UpdateChannelResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *UpdateChannelResponse409Headers
 	// Headers412 the parsed response headers for an HTTP 412 response
 	Headers412 *UpdateChannelResponse412Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
@@ -11558,6 +11612,11 @@ func (r UpdateChannelResponse) GetApplicationproblemJSON405() *MethodNotAllowed 
 // GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
 func (r UpdateChannelResponse) GetApplicationproblemJSON408() *RequestTimeout {
 	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateChannelResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
@@ -26310,7 +26369,14 @@ func (c *ClientWithResponses) HeadExportTemplateWithResponse(ctx context.Context
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`).
+// or channels than the limits (`409 limit_exceeded`); a channel whose
+// `kind` differs from the community's channel of that ID (`409 conflict`:
+// a kind does not change).
+//
+// The changes are listed global permissions first, then roles, channels
+// and overwrites. A channel's `before` and `after` leave out its
+// overwrites, which are changes of their own; deleting a role or a
+// channel takes its overwrites without listing them again.
 //
 // **Permission:** the owner alone.
 //
@@ -26341,7 +26407,14 @@ func (c *ClientWithResponses) ImportTemplateWithBodyWithResponse(ctx context.Con
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`).
+// or channels than the limits (`409 limit_exceeded`); a channel whose
+// `kind` differs from the community's channel of that ID (`409 conflict`:
+// a kind does not change).
+//
+// The changes are listed global permissions first, then roles, channels
+// and overwrites. A channel's `before` and `after` leave out its
+// overwrites, which are changes of their own; deleting a role or a
+// channel takes its overwrites without listing them again.
 //
 // **Permission:** the owner alone.
 //
@@ -27044,7 +27117,7 @@ func (c *ClientWithResponses) HeadRoleMembersWithResponse(ctx context.Context, r
 // (`body.add[3]`), a user the caller may not change a `403` naming them, and
 // nothing changes.
 //
-// **Permission:** what a single assignment needs, for each user changed:
+// **Permission:** what a single assignment needs, for each user listed:
 // `MANAGE_ROLES`, the role strictly below the caller's top role, every
 // permission of the role held by the caller, and, unless the user is the
 // caller, the user's top role strictly below the caller's. Only the owner
@@ -27072,7 +27145,7 @@ func (c *ClientWithResponses) ChangeRoleMembersWithBodyWithResponse(ctx context.
 // (`body.add[3]`), a user the caller may not change a `403` naming them, and
 // nothing changes.
 //
-// **Permission:** what a single assignment needs, for each user changed:
+// **Permission:** what a single assignment needs, for each user listed:
 // `MANAGE_ROLES`, the role strictly below the caller's top role, every
 // permission of the role held by the caller, and, unless the user is the
 // caller, the user's top role strictly below the caller's. Only the owner
@@ -30422,6 +30495,13 @@ func ParseUpdateChannelResponse(rsp *http.Response) (*UpdateChannelResponse, err
 		}
 		response.ApplicationproblemJSON408 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
 		var dest PreconditionFailed
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -30712,6 +30792,37 @@ func ParseUpdateChannelResponse(rsp *http.Response) (*UpdateChannelResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers UpdateChannelResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 412:
 		var headers UpdateChannelResponse412Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {

@@ -36,6 +36,7 @@ const (
 	ChannelAttachmentUpdated EventType = "channel.attachment.updated"
 	ChannelCreated           EventType = "channel.created"
 	ChannelDeleted           EventType = "channel.deleted"
+	ChannelMoved             EventType = "channel.moved"
 	ChannelOverwriteRemoved  EventType = "channel.overwrite.removed"
 	ChannelOverwriteSet      EventType = "channel.overwrite.set"
 	ChannelRenamed           EventType = "channel.renamed"
@@ -53,6 +54,7 @@ const (
 	UserDeleted              EventType = "user.deleted"
 	UserRoleAssigned         EventType = "user.role.assigned"
 	UserRoleRemoved          EventType = "user.role.removed"
+	UserTimeout              EventType = "user.timeout"
 	UserTokenCreated         EventType = "user.token.created"
 	UserTokenDeleted         EventType = "user.token.deleted"
 	UserUpdated              EventType = "user.updated"
@@ -70,6 +72,8 @@ func (e EventType) Valid() bool {
 	case ChannelCreated:
 		return true
 	case ChannelDeleted:
+		return true
+	case ChannelMoved:
 		return true
 	case ChannelOverwriteRemoved:
 		return true
@@ -104,6 +108,8 @@ func (e EventType) Valid() bool {
 	case UserRoleAssigned:
 		return true
 	case UserRoleRemoved:
+		return true
+	case UserTimeout:
 		return true
 	case UserTokenCreated:
 		return true
@@ -336,6 +342,7 @@ func (e ProblemCode) Valid() bool {
 const (
 	CannotGrantUnheld  ProblemReason = "cannot_grant_unheld"
 	MissingPermissions ProblemReason = "missing_permissions"
+	OwnerOnly          ProblemReason = "owner_only"
 	RoleHierarchy      ProblemReason = "role_hierarchy"
 	SelfOrOwnerOnly    ProblemReason = "self_or_owner_only"
 )
@@ -346,6 +353,8 @@ func (e ProblemReason) Valid() bool {
 	case CannotGrantUnheld:
 		return true
 	case MissingPermissions:
+		return true
+	case OwnerOnly:
 		return true
 	case RoleHierarchy:
 		return true
@@ -1028,7 +1037,8 @@ type Problem struct {
 	// role; the owner is above every role), `cannot_grant_unheld` (the change
 	// grants or revokes permissions the caller lacks, listed in
 	// `missing_permissions`), `self_or_owner_only` (a user's tokens are theirs
-	// and the owner's alone).
+	// and the owner's alone), `owner_only` (templates are the owner's alone).
+	// Clients should treat a reason they do not know as a refusal.
 	//
 	//
 	// Example: missing_permissions
@@ -1069,7 +1079,8 @@ type ProblemCode string
 // role; the owner is above every role), `cannot_grant_unheld` (the change
 // grants or revokes permissions the caller lacks, listed in
 // `missing_permissions`), `self_or_owner_only` (a user's tokens are theirs
-// and the owner's alone).
+// and the owner's alone), `owner_only` (templates are the owner's alone).
+// Clients should treat a reason they do not know as a refusal.
 //
 // Example: missing_permissions
 type ProblemReason string
@@ -1448,7 +1459,7 @@ type TokenList struct {
 	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
 }
 
-// User Example: {"created_at":"2026-11-22T08:15:30.123456Z","display_name":"Alice Liddell","email":"alice@example.com","id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","is_owner":false,"roles":["mods"],"status":"active","timeout_until":null,"updated_at":"2026-11-22T08:15:30.123456Z","username":"alice"}
+// User Example: {"created_at":"2026-11-22T08:15:30.123456Z","display_name":"Alice Liddell","email":"alice@example.com","id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","is_owner":false,"roles":["mods"],"status":"active","updated_at":"2026-11-22T08:15:30.123456Z","username":"alice"}
 type User struct {
 	// CreatedAt RFC 3339, UTC, microsecond precision.
 	//
@@ -1481,9 +1492,10 @@ type User struct {
 
 	// TimeoutUntil While this is in the future the member is timed out: their
 	// permissions hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`.
-	// `null` when they never were; a past time means the timeout is over.
-	// Set with `patchUser`.
-	TimeoutUntil nullable.Nullable[time.Time] `json:"timeout_until,omitempty"`
+	// Absent when no timeout is set (none ever was, or the last one was
+	// ended with `null`); a past time means the timeout is over. Set
+	// with `patchUser`.
+	TimeoutUntil *time.Time `json:"timeout_until,omitempty"`
 
 	// UpdatedAt RFC 3339, UTC, microsecond precision.
 	//

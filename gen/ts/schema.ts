@@ -127,7 +127,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -178,7 +181,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -211,7 +217,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -236,7 +245,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -261,7 +273,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -305,7 +320,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -339,7 +357,10 @@ export interface paths {
             };
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -595,7 +616,14 @@ export interface paths {
          *     not 1..N for the roles, a `parent_id` that is not a category of the
          *     template, a category inside a category, an overwrite of a role the
          *     template does not have (`400`); a template over 1 MiB (`413`); more roles
-         *     or channels than the limits (`409 limit_exceeded`).
+         *     or channels than the limits (`409 limit_exceeded`); a channel whose
+         *     `kind` differs from the community's channel of that ID (`409 conflict`:
+         *     a kind does not change).
+         *
+         *     The changes are listed global permissions first, then roles, channels
+         *     and overwrites. A channel's `before` and `after` leave out its
+         *     overwrites, which are changes of their own; deleting a role or a
+         *     channel takes its overwrites without listing them again.
          *
          *     **Permission:** the owner alone.
          */
@@ -783,7 +811,7 @@ export interface paths {
          *     (`body.add[3]`), a user the caller may not change a `403` naming them, and
          *     nothing changes.
          *
-         *     **Permission:** what a single assignment needs, for each user changed:
+         *     **Permission:** what a single assignment needs, for each user listed:
          *     `MANAGE_ROLES`, the role strictly below the caller's top role, every
          *     permission of the role held by the caller, and, unless the user is the
          *     caller, the user's top role strictly below the caller's. Only the owner
@@ -1926,7 +1954,6 @@ export interface components {
          *         "mods"
          *       ],
          *       "is_owner": false,
-         *       "timeout_until": null,
          *       "created_at": "2026-11-22T08:15:30.123456Z",
          *       "updated_at": "2026-11-22T08:15:30.123456Z"
          *     }
@@ -1951,10 +1978,11 @@ export interface components {
              * Format: date-time
              * @description While this is in the future the member is timed out: their
              *     permissions hold at most `VIEW_CHANNEL` and `READ_MESSAGE_HISTORY`.
-             *     `null` when they never were; a past time means the timeout is over.
-             *     Set with `patchUser`.
+             *     Absent when no timeout is set (none ever was, or the last one was
+             *     ended with `null`); a past time means the timeout is over. Set
+             *     with `patchUser`.
              */
-            readonly timeout_until?: string | null;
+            readonly timeout_until?: string;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
@@ -2519,7 +2547,7 @@ export interface components {
          * @example role.created
          * @enum {string}
          */
-        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "profile.links.set" | "profile.links.deleted";
+        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "profile.links.set" | "profile.links.deleted" | "channel.moved" | "user.timeout";
         /**
          * @example {
          *       "items": [
@@ -2601,11 +2629,12 @@ export interface components {
              *     role; the owner is above every role), `cannot_grant_unheld` (the change
              *     grants or revokes permissions the caller lacks, listed in
              *     `missing_permissions`), `self_or_owner_only` (a user's tokens are theirs
-             *     and the owner's alone).
+             *     and the owner's alone), `owner_only` (templates are the owner's alone).
+             *     Clients should treat a reason they do not know as a refusal.
              * @example missing_permissions
              * @enum {string}
              */
-            reason?: "missing_permissions" | "role_hierarchy" | "cannot_grant_unheld" | "self_or_owner_only";
+            reason?: "missing_permissions" | "role_hierarchy" | "cannot_grant_unheld" | "self_or_owner_only" | "owner_only";
             /** @description For `forbidden`, the permissions the caller lacks (`[]` for hierarchy and ownership refusals). */
             missing_permissions?: components["schemas"]["PermissionName"][];
             /**
@@ -3354,7 +3383,10 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The channel's ID, chosen by the client. */
+        /**
+         * @description The channel's ID, chosen by the client. `reorder` is taken by
+         *     `reorderChannels`: creating a channel with that ID is a `400`.
+         */
         ChannelID: components["schemas"]["ChannelID"];
         /** @description The role's ID, chosen by the client. */
         RoleID: components["schemas"]["RoleID"];
@@ -3770,7 +3802,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3806,7 +3841,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3851,7 +3889,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3882,6 +3923,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3902,7 +3944,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -3958,7 +4003,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4014,7 +4062,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4049,7 +4100,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4096,7 +4150,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4142,7 +4199,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4181,7 +4241,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4221,7 +4284,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4288,7 +4354,10 @@ export interface operations {
                 "If-Unmodified-Since"?: components["parameters"]["IfUnmodifiedSince"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4379,7 +4448,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4454,7 +4526,10 @@ export interface operations {
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;
@@ -4513,7 +4588,10 @@ export interface operations {
                 "If-Unmodified-Since"?: components["parameters"]["IfUnmodifiedSince"];
             };
             path: {
-                /** @description The channel's ID, chosen by the client. */
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
                 channelID: components["parameters"]["ChannelID"];
             };
             cookie?: never;

@@ -24,6 +24,7 @@ import (
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/httpapi"
 	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/tracing"
 )
 
 // Version is set at build time.
@@ -47,16 +48,28 @@ type App struct {
 	OwnerToken string
 	// draining is set once the instance has been told to stop.
 	draining atomic.Bool
+	// tracing is the tracer provider; nil when tracing is off.
+	tracing *tracing.Provider
 }
 
 // New opens the store (applying migrations), bootstraps an empty one and
 // builds the HTTP stack.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	tp, err := tracing.New(ctx, tracing.Options{Exporter: cfg.Tracing, SampleRatio: cfg.TracingSampleRatio,
+		Version: Version, Processor: cfg.SpanProcessor, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tp.Shutdown(context.Background())
+		}
+	}()
 	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, StatementTimeout: cfg.DBTimeout,
-		CacheBytes: cfg.CacheBytes, VerifyChangeMarks: cfg.VerifyChangeMarks})
+		CacheBytes: cfg.CacheBytes, VerifyChangeMarks: cfg.VerifyChangeMarks, Tracer: tp.TracerProvider()})
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +124,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 			Help: "Event streams (Server-Sent Events) open on this instance."},
 			func() float64 { return float64(broker.Subscribers()) }))
 	proxies, _ := cfg.Proxies() // checked by Validate
-	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token}
+	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
+		tracing: tp}
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
 		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
 		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout,
 			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, TrustedProxies: proxies,
-			RateLimitClients: cfg.RateLimitClients}})
+			RateLimitClients: cfg.RateLimitClients},
+		Tracer: tp.TracerProvider()})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
@@ -215,8 +230,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close releases the store.
-func (a *App) Close() error { return a.Store.Close() }
+// traceFlushTimeout bounds sending the spans still buffered at Close.
+const traceFlushTimeout = 5 * time.Second
+
+// Close releases the store, then sends the spans still buffered (within
+// traceFlushTimeout) and stops the tracer provider.
+func (a *App) Close() error {
+	err := a.Store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	return errors.Join(err, a.tracing.Shutdown(ctx))
+}
 
 // every runs a clean-up at once and then every interval until ctx ends,
 // logging what it removed (n) or why it failed.

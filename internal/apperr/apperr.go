@@ -35,6 +35,7 @@ const (
 	ReasonRoleHierarchy      = "role_hierarchy"
 	ReasonCannotGrantUnheld  = "cannot_grant_unheld"
 	ReasonSelfOrOwnerOnly    = "self_or_owner_only"
+	ReasonOwnerOnly          = "owner_only"
 )
 
 // FieldError names one invalid part of a request. The domain names the
@@ -208,6 +209,12 @@ func UserHierarchy(userID, detail string) error {
 func SelfOrOwnerOnly(userID string) error {
 	return &Error{Kind: ErrForbidden, Detail: "A user's tokens are managed by that user and the owner only.",
 		Forbidden: &Forbidden{Reason: ReasonSelfOrOwnerOnly, Missing: []string{}, User: userID}}
+}
+
+// OwnerOnly builds a 403 for what the owner alone may do.
+func OwnerOnly(what string) error {
+	return &Error{Kind: ErrForbidden, Detail: "Only the owner can " + what + ".",
+		Forbidden: &Forbidden{Reason: ReasonOwnerOnly, Missing: []string{}}}
 }
 
 func join(names []string) string {

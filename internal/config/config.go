@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Store says where the state lives. The commands that only need the store
@@ -50,6 +51,12 @@ type Config struct {
 	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
 	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"33554432" help:"Bound of the read cache's estimated size in bytes (32 MiB by default)."`
+	Tracing            string        `name:"tracing" env:"GUILDHALL_TRACING" default:"off" enum:"off,otlp" help:"off, or otlp: send OpenTelemetry traces over OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)."`
+	TracingSampleRatio float64       `name:"tracing-sample-ratio" env:"GUILDHALL_TRACING_SAMPLE_RATIO" default:"1" help:"Share of the traces this instance starts that are recorded, 0 to 1; a request with a traceparent header follows its caller's decision."`
+
+	// SpanProcessor, with Tracing "otlp", receives the spans instead of
+	// the OTLP exporter. Tests set it; it has no flag.
+	SpanProcessor sdktrace.SpanProcessor `kong:"-"`
 
 	// VerifyChangeMarks makes every SQLite write check that it marked what
 	// it changed (store.Options.VerifyChangeMarks). Tests set it; it has no
@@ -94,6 +101,9 @@ func (c Config) Validate() error {
 		if nonNegative[name] < 0 {
 			errs = append(errs, fmt.Errorf("the %s must not be negative", name))
 		}
+	}
+	if c.TracingSampleRatio < 0 || c.TracingSampleRatio > 1 {
+		errs = append(errs, errors.New("the tracing sample ratio must be between 0 and 1"))
 	}
 	if c.RateLimitClients < 1 {
 		errs = append(errs, errors.New("the rate limiter must remember at least one client"))

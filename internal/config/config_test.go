@@ -34,6 +34,14 @@ func TestParse(t *testing.T) {
 		{"a bad proxy", []string{"--trusted-proxies=not-an-address"}, nil, "trusted proxy"},
 		{"a negative timeout", []string{"--db-timeout=-1s"}, nil, "must not be negative"},
 		{"an unknown log level", []string{"--log-level=loud"}, nil, "log-level"},
+		{"tracing off by default", nil, func(c config.Config) bool {
+			return c.Tracing == "off" && c.TracingSampleRatio == 1
+		}, ""},
+		{"tracing on", []string{"--tracing=otlp", "--tracing-sample-ratio=0.25"}, func(c config.Config) bool {
+			return c.Tracing == "otlp" && c.TracingSampleRatio == 0.25
+		}, ""},
+		{"an unknown exporter", []string{"--tracing=zipkin"}, nil, "tracing"},
+		{"a sample ratio over 1", []string{"--tracing-sample-ratio=2"}, nil, "sample ratio"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,7 +67,7 @@ func newAuthzEnv(tb testing.TB, kind string) *authzEnv {
 	must("assign role", svc.AssignRole(ctx, owner, alice.ID, "mods", o))
 	_, secret, err := svc.CreateToken(ctx, owner, alice.ID, "bench", nil, o)
 	must("create token", err)
-	_, err = svc.CreateChannel(ctx, owner, "ops", "Operations", nil, o)
+	_, err = svc.CreateChannel(ctx, owner, "ops", guild.ChannelInput{Name: "Operations"}, o)
 	must("create channel", err)
 	_, _, err = svc.SetOverwrite(ctx, owner, model.Overwrite{ChannelID: "ops", TargetType: model.TargetRole, TargetID: "mods",
 		Deny: permissions.Of(permissions.ManageMessages)}, o)

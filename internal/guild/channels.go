@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -20,27 +21,52 @@ var (
 	manageRoles    = permissions.Of(permissions.ManageRoles)
 )
 
-// ListChannels pages through the channels the caller can see, by ID. The
-// cursor is the ID of the last channel of the page, one the caller sees, so
-// it tells nothing of the channels they do not.
-func (s *Service) ListChannels(ctx context.Context, a *Actor, rawCursor string, limit int) (Page[model.Channel], error) {
-	after, err := decodeCursor(rawCursor, "channels")
+// ListChannels pages through the channels the caller can see, in tree
+// order (store.AuthState.Channels), or through the children of one
+// category. The cursor holds the tree-order key of the last channel of the
+// page, sealed (a cursor reveals nothing).
+func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, rawCursor string, limit int) (Page[model.Channel], error) {
+	filters := []string{"channels"}
+	if parentID != nil {
+		filters = append(filters, "parent:"+*parentID)
+	}
+	after, err := s.cursors.decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.Channel]{}, err
 	}
+	chans := a.auth.Channels()
+	if parentID != nil {
+		if _, err := a.category(*parentID, "parent_id"); err != nil {
+			return Page[model.Channel]{}, err
+		}
+		chans = a.auth.Children(*parentID)
+	}
 	limit = pageLimit(limit)
 	page := Page[model.Channel]{Items: []model.Channel{}}
-	for _, c := range a.auth.Channels() {
-		if c.ID <= after || !a.In(c.ID).Has(permissions.ViewChannel) {
+	for _, c := range chans {
+		if after != "" && treeKey(a, c) <= after || !a.In(c.ID).Has(permissions.ViewChannel) {
 			continue
 		}
 		if len(page.Items) == limit {
-			page.NextCursor = encodeCursor(page.Items[limit-1].ID, "channels")
+			page.NextCursor = s.cursors.encode(treeKey(a, page.Items[limit-1]), filters...)
 			break
 		}
 		page.Items = append(page.Items, c)
 	}
 	return page, nil
+}
+
+// treeKey orders channels as the tree does, as strings: a category's key is
+// a prefix of its channels' keys, and the separators sort below every
+// character of an ID.
+func treeKey(a *Actor, c model.Channel) string {
+	key := fmt.Sprintf("%010d\x01%s", c.Position, c.ID)
+	if c.ParentID != nil {
+		if p, ok := a.auth.Channel(*c.ParentID); ok {
+			return fmt.Sprintf("%010d\x01%s\x02%s", p.Position, p.ID, key)
+		}
+	}
+	return key
 }
 
 // GetChannel returns a channel the caller can see.
@@ -71,63 +97,216 @@ func (a *Actor) channel(id string) (model.Channel, error) {
 	return c, nil
 }
 
-// CreateChannel creates a channel at a client-chosen ID.
-func (s *Service) CreateChannel(ctx context.Context, a *Actor, id, name string, topic *string, o WriteOpts) (model.Channel, error) {
+// reservedChannelIDs are the IDs a channel cannot have: /channels/{id}
+// would be another operation's path.
+var reservedChannelIDs = map[string]bool{"reorder": true}
+
+// ChannelInput is what creating a channel takes.
+type ChannelInput struct {
+	Name     string
+	Topic    *string
+	Kind     string  // "" is a text channel
+	ParentID *string // the category to create it in
+}
+
+// CreateChannel creates a channel at a client-chosen ID, last among its
+// siblings; a channel created in a category starts with a copy of the
+// category's overwrites (synced).
+func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in ChannelInput, o WriteOpts) (model.Channel, error) {
+	if reservedChannelIDs[id] {
+		return model.Channel{}, apperr.InvalidAt("path.channelID", "%q is a path of its own (POST /channels/%s); choose another ID", id, id)
+	}
+	if in.Kind == "" {
+		in.Kind = model.KindText
+	}
+	if in.Kind == model.KindCategory && in.ParentID != nil {
+		return model.Channel{}, apperr.Invalid("parent_id", "a category cannot be in a category")
+	}
 	var out model.Channel
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if in.ParentID != nil {
+			if _, err := a.category(*in.ParentID, "parent_id"); err != nil {
+				return err
+			}
+		}
 		if err := a.require(manageChannels); err != nil {
 			return err
 		}
-		now := s.now()
-		c, err := tx.InsertChannel(ctx, model.Channel{ID: id, Name: name, Topic: topic, CreatedAt: now, UpdatedAt: now})
+		if in.ParentID != nil {
+			if err := a.requireIn(*in.ParentID, manageChannels); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.GetChannel(ctx, id); err == nil {
+			return apperr.Conflict("Channel %q already exists.", id)
+		}
+		if err := s.checkChannelLimits(ctx, tx, in.ParentID, 1); err != nil {
+			return err
+		}
+		position, err := tx.NextPosition(ctx, in.ParentID)
 		if err != nil {
 			return err
 		}
-		out = c
-		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{"name": name, "topic": topic})
+		now := s.now()
+		if _, err = tx.InsertChannel(ctx, model.Channel{ID: id, Name: in.Name, Topic: in.Topic, Kind: in.Kind,
+			ParentID: in.ParentID, Position: position, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return err
+		}
+		if in.ParentID != nil {
+			if err := copyOverwrites(ctx, tx, *in.ParentID, id); err != nil {
+				return err
+			}
+		}
+		if out, err = presented(ctx, tx, id); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{
+			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position})
 	})
 	return out, err
 }
 
-// ChannelPatch is a merge patch of a channel: nil fields stay.
-type ChannelPatch struct {
-	Name     *string
-	SetTopic bool    // the patch has a topic member
-	Topic    *string // its value (nil clears)
+// category returns a category the caller may know of; anything else is a
+// 400 at field (a hidden category is unknown, docs/design.md §12).
+func (a *Actor) category(id, field string) (model.Channel, error) {
+	c, ok := a.auth.Channel(id)
+	if !ok || a.hideChannel(id) != nil {
+		return model.Channel{}, apperr.Invalid(field, "no category with ID %q", id)
+	}
+	if c.Kind != model.KindCategory {
+		return model.Channel{}, apperr.Invalid(field, "channel %q is not a category", id)
+	}
+	return c, nil
 }
 
-// UpdateChannel applies a merge patch.
+// checkChannelLimits refuses adding n channels to a category (nil: outside
+// any) beyond the limits: channels in all, channels in a category.
+func (s *Service) checkChannelLimits(ctx context.Context, tx *store.Tx, parentID *string, n int) error {
+	all, err := tx.CountChannels(ctx, "")
+	if err != nil {
+		return err
+	}
+	if all+n > s.limits.MaxChannels {
+		return apperr.LimitExceeded("channels", s.limits.MaxChannels, "channels")
+	}
+	if parentID == nil {
+		return nil
+	}
+	in, err := tx.CountChannels(ctx, *parentID)
+	if err != nil {
+		return err
+	}
+	if in+n > s.limits.MaxChannelsPerCategory {
+		return apperr.LimitExceeded("channels_per_category", s.limits.MaxChannelsPerCategory, "channels in a category")
+	}
+	return nil
+}
+
+// copyOverwrites makes a channel's overwrites a copy of its category's.
+func copyOverwrites(ctx context.Context, tx *store.Tx, from, to string) error {
+	list, err := tx.ChannelOverwrites(ctx, from)
+	if err != nil {
+		return err
+	}
+	return tx.ReplaceOverwrites(ctx, to, list)
+}
+
+// presented is a channel as the transaction sees it, synced included.
+func presented(ctx context.Context, tx *store.Tx, id string) (model.Channel, error) {
+	auth, err := tx.AuthState(ctx)
+	if err != nil {
+		return model.Channel{}, err
+	}
+	c, ok := auth.Channel(id)
+	if !ok {
+		return model.Channel{}, channelNotFound(id)
+	}
+	return c, nil
+}
+
+// ChannelPatch is a merge patch of a channel: nil fields stay.
+type ChannelPatch struct {
+	Name      *string
+	SetTopic  bool    // the patch has a topic member
+	Topic     *string // its value (nil clears)
+	SetParent bool    // the patch has a parent_id member
+	ParentID  *string // its value (nil: out of any category)
+	Position  *int
+	Lock      bool // lock_permissions: true
+}
+
+// UpdateChannel applies a merge patch: a rename or a new topic, a move, a
+// lock of the permissions to the category's.
 func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p ChannelPatch, o WriteOpts) (model.Channel, error) {
-	return s.changeChannel(ctx, a, id, o, func(c *model.Channel) {
+	var out model.Channel
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		c, err := tx.GetChannel(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := a.hideChannel(id); err != nil {
+			return err
+		}
+		next := c
 		if p.Name != nil {
-			c.Name = *p.Name
+			next.Name = *p.Name
 		}
 		if p.SetTopic {
-			c.Topic = p.Topic
+			next.Topic = p.Topic
 		}
-	}, channelUpdated)
+		mv := move{id: id, position: p.Position, setParent: p.SetParent, parentID: p.ParentID, lock: p.Lock}
+		if err := s.checkMove(ctx, tx, a, c, &mv, ""); err != nil {
+			return err
+		}
+		if err := a.requireIn(id, manageChannels); err != nil {
+			return err
+		}
+		if err := mv.authorize(a); err != nil {
+			return err
+		}
+		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
+			return err
+		}
+		if err := s.checkMoveLimit(ctx, tx, &mv); err != nil {
+			return err
+		}
+		next.ParentID, next.Position = mv.to.ParentID, mv.to.Position
+		renamed := next.Name != c.Name || !eqPtr(next.Topic, c.Topic)
+		moved := !eqPtr(next.ParentID, c.ParentID) || next.Position != c.Position
+		if !renamed && !moved && !p.Lock {
+			out, err = presented(ctx, tx, id) // no-op: no version change, no event
+			return err
+		}
+		if renamed || moved {
+			next.UpdatedAt = s.now()
+			if _, err = tx.UpdateChannel(ctx, next); err != nil {
+				return err
+			}
+		}
+		if p.Lock {
+			if err := copyOverwrites(ctx, tx, *next.ParentID, id); err != nil {
+				return err
+			}
+		}
+		if renamed {
+			typ, data := channelUpdated(c, next)
+			if err := emit(ctx, tx, a, o, typ, "channel:"+id, data); err != nil {
+				return err
+			}
+		}
+		if moved || p.Lock {
+			if err := emit(ctx, tx, a, o, "channel.moved", "channel:"+id, movedData(c, next, p.Lock)); err != nil {
+				return err
+			}
+		}
+		out, err = presented(ctx, tx, id)
+		return err
+	})
+	return out, err
 }
 
 // RenameChannel sets a channel's name.
 func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Channel, error) {
-	return s.changeChannel(ctx, a, id, o, func(c *model.Channel) { c.Name = name }, channelRenamed)
-}
-
-// The audit events of a channel's change: the type and its data.
-func channelUpdated(before, after model.Channel) (string, map[string]any) {
-	return "channel.updated", map[string]any{"before": map[string]any{"name": before.Name, "topic": before.Topic},
-		"after": map[string]any{"name": after.Name, "topic": after.Topic}}
-}
-
-func channelRenamed(before, after model.Channel) (string, map[string]any) {
-	return "channel.renamed", map[string]any{"before": before.Name, "after": after.Name}
-}
-
-// changeChannel applies change to a channel the caller may manage, and
-// records the change as audit says; a change that changes nothing is a
-// no-op (no version, no event).
-func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o WriteOpts, change func(*model.Channel),
-	audit func(before, after model.Channel) (string, map[string]any)) (model.Channel, error) {
 	var out model.Channel
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		c, err := tx.GetChannel(ctx, id)
@@ -140,20 +319,35 @@ func (s *Service) changeChannel(ctx context.Context, a *Actor, id string, o Writ
 		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
 			return err
 		}
-		next := c
-		change(&next)
-		if next.Name == c.Name && eqPtr(next.Topic, c.Topic) {
-			out = c // no-op: no version change, no event
-			return nil
+		if c.Name != name {
+			next := c
+			next.Name, next.UpdatedAt = name, s.now()
+			if _, err := tx.UpdateChannel(ctx, next); err != nil {
+				return err
+			}
+			if err := emit(ctx, tx, a, o, "channel.renamed", "channel:"+id, map[string]any{"before": c.Name, "after": name}); err != nil {
+				return err
+			}
 		}
-		next.UpdatedAt = s.now()
-		if out, err = tx.UpdateChannel(ctx, next); err != nil {
-			return err
-		}
-		typ, data := audit(c, next)
-		return emit(ctx, tx, a, o, typ, "channel:"+id, data)
+		out, err = presented(ctx, tx, id)
+		return err
 	})
 	return out, err
+}
+
+// The audit event of a channel's new name or topic.
+func channelUpdated(before, after model.Channel) (string, map[string]any) {
+	return "channel.updated", map[string]any{"before": map[string]any{"name": before.Name, "topic": before.Topic},
+		"after": map[string]any{"name": after.Name, "topic": after.Topic}}
+}
+
+// movedData is the data of a channel.moved event.
+func movedData(before, after model.Channel, locked bool) map[string]any {
+	return map[string]any{
+		"before":           map[string]any{"parent_id": before.ParentID, "position": before.Position},
+		"after":            map[string]any{"parent_id": after.ParentID, "position": after.Position},
+		"lock_permissions": locked,
+	}
 }
 
 // DeleteChannel deletes a channel with its overwrites and attachments.
@@ -174,11 +368,20 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 		if err != nil {
 			return err
 		}
+		children := 0
+		if c.Kind == model.KindCategory {
+			if children, err = tx.CountChannels(ctx, id); err != nil {
+				return err
+			}
+		}
 		if blobs, err = tx.DeleteChannel(ctx, id); err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "channel.deleted", "channel:"+id,
-			map[string]any{"name": c.Name, "overwrites": n, "attachments": len(blobs)})
+		data := map[string]any{"name": c.Name, "overwrites": n, "attachments": len(blobs)}
+		if c.Kind == model.KindCategory {
+			data["channels"] = children // left outside any category
+		}
+		return emit(ctx, tx, a, o, "channel.deleted", "channel:"+id, data)
 	})
 	if err == nil {
 		s.deleteBlobs(ctx, blobs)
@@ -247,6 +450,10 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 			list = sortedOverwrites(a.rolePosition, current)
 			return nil
 		}
+		// The channels synced with a category (before this change) take it
+		// too, in the same transaction; a change of a channel's own makes it
+		// unsynced, as its overwrites then differ from its category's.
+		synced := a.syncedChildren(ow.ChannelID)
 		if err := tx.PutOverwrite(ctx, ow); err != nil {
 			return err
 		}
@@ -266,8 +473,23 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 		if before != nil {
 			beforeData = map[string]any{"allow": before.Allow.Names(), "deny": before.Deny.Names()}
 		}
-		return emit(ctx, tx, a, o, typ, "channel:"+ow.ChannelID, map[string]any{
-			"target_type": ow.TargetType, "target_id": nilIfEmpty(ow.TargetID), "before": beforeData, "after": after})
+		data := map[string]any{"target_type": ow.TargetType, "target_id": nilIfEmpty(ow.TargetID), "before": beforeData, "after": after}
+		if err := emit(ctx, tx, a, o, typ, "channel:"+ow.ChannelID, data); err != nil {
+			return err
+		}
+		for _, child := range synced {
+			cow := ow
+			cow.ChannelID = child
+			if err := tx.PutOverwrite(ctx, cow); err != nil {
+				return err
+			}
+			data := map[string]any{"target_type": ow.TargetType, "target_id": nilIfEmpty(ow.TargetID), "before": beforeData,
+				"after": after, "synced_from": ow.ChannelID}
+			if err := emit(ctx, tx, a, o, typ, "channel:"+child, data); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, 0, err

@@ -37,7 +37,7 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 		until = f.Until.UTC().Format(time.RFC3339Nano)
 	}
 	filters := []string{"events", f.ActorID, f.Type, f.Subject, since, until}
-	key, err := decodeCursor(rawCursor, filters...)
+	key, err := s.cursors.decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.Event]{}, err
 	}
@@ -64,7 +64,7 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 	if more {
 		// The seq of the last entry read, shown or not: it tells nothing of
 		// what it was about.
-		page.NextCursor = encodeCursor(fmt.Sprint(events[len(events)-1].Seq), filters...)
+		page.NextCursor = s.cursors.encode(fmt.Sprint(events[len(events)-1].Seq), filters...)
 	}
 	if page.Items, err = s.visibleEvents(ctx, a, events); err != nil {
 		return Page[model.Event]{}, err

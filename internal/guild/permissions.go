@@ -78,7 +78,7 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 			return UserPermissions{}, err
 		}
 	}
-	sub := subjectOf(a.auth, u.IsOwner, u.Roles)
+	sub := subjectOf(a.auth, u.IsOwner, u.Roles, u.TimeoutUntil, a.now)
 	out := UserPermissions{UserID: userID, ChannelID: channelID}
 	if channelID == nil {
 		out.Permissions = permissions.Base(sub)

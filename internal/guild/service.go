@@ -21,15 +21,20 @@ import (
 
 // Limits are the configurable bounds of docs/design.md §9.
 type Limits struct {
-	MaxRoles           int
-	MaxOverwrites      int
-	MaxProfileLinks    int
-	MaxAttachmentBytes int64
+	MaxRoles      int
+	MaxOverwrites int
+	// MaxChannels bounds the channels in all, categories included;
+	// MaxChannelsPerCategory the channels in one category.
+	MaxChannels            int
+	MaxChannelsPerCategory int
+	MaxProfileLinks        int
+	MaxAttachmentBytes     int64
 }
 
 // DefaultLimits are docs/design.md's defaults.
 func DefaultLimits() Limits {
-	return Limits{MaxRoles: 250, MaxOverwrites: 500, MaxProfileLinks: 10, MaxAttachmentBytes: 25 << 20}
+	return Limits{MaxRoles: 250, MaxOverwrites: 500, MaxProfileLinks: 10, MaxAttachmentBytes: 25 << 20,
+		MaxChannels: 500, MaxChannelsPerCategory: 50}
 }
 
 // Notifier learns of committed events (the live event stream).
@@ -42,6 +47,7 @@ type Service struct {
 	store    *store.Store
 	blobs    blob.Store
 	limits   Limits
+	cursors  cursors
 	notifier Notifier
 	log      *slog.Logger
 	now      func() time.Time
@@ -61,7 +67,8 @@ func New(o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger, now: model.Now}
+	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger, now: model.Now,
+		cursors: newCursors(o.Store.CursorKey())}
 }
 
 // WriteOpts are what every write request may carry.

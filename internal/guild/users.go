@@ -39,7 +39,7 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	if f != (UserFilter{}) {
 		filters = append(filters, f.Query, f.RoleID, f.Status)
 	}
-	after, err := decodeCursor(rawCursor, filters...)
+	after, err := s.cursors.decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -54,7 +54,7 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 		s.hideEmail(a, &page.Items[i])
 	}
 	if more {
-		page.NextCursor = encodeCursor(users[len(users)-1].ID, filters...)
+		page.NextCursor = s.cursors.encode(users[len(users)-1].ID, filters...)
 	}
 	return page, nil
 }
@@ -168,6 +168,143 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 			"before": userAudit(u), "after": userAudit(out), "email_changed": !eqPtr(u.Email, out.Email)})
 	})
 	return out, err
+}
+
+// MaxTimeout is how far ahead a timeout may end.
+const MaxTimeout = 28 * 24 * time.Hour
+
+// UserPatch is a merge patch of a user: nil fields stay.
+type UserPatch struct {
+	Username     *string
+	DisplayName  *string
+	SetEmail     bool
+	Email        *string
+	Status       *string
+	SetTimeout   bool
+	TimeoutUntil *time.Time // nil, or a time past: no timeout
+}
+
+// PatchUser applies a merge patch: the fields ReplaceUser replaces, by its
+// rules, and the timeout (docs/design.md §13).
+func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatch, o WriteOpts) (model.User, error) {
+	now := s.now()
+	until := p.TimeoutUntil
+	if until != nil && !until.After(now) {
+		until = nil // a time past ends a timeout
+	}
+	if until != nil && until.After(now.Add(MaxTimeout)) {
+		return model.User{}, apperr.Invalid("timeout_until", "a timeout may end at most 28 days ahead (before %s)",
+			now.Add(MaxTimeout).Format(time.RFC3339))
+	}
+	var out model.User
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		u, err := tx.GetUser(ctx, id)
+		if err != nil {
+			return err
+		}
+		next := u
+		if p.Username != nil {
+			next.Username = *p.Username
+		}
+		if p.DisplayName != nil {
+			next.DisplayName = *p.DisplayName
+		}
+		if p.SetEmail {
+			next.Email = p.Email
+		}
+		if p.Status != nil {
+			next.Status = *p.Status
+		}
+		profile := p.Username != nil || p.DisplayName != nil || p.SetEmail || p.Status != nil
+		if profile && !(u.ID == a.UserID && next.Status == u.Status) {
+			if err := a.require(manageUsers); err != nil {
+				return err
+			}
+			if err := a.canManageUser(u); err != nil {
+				return err
+			}
+		}
+		before := activeTimeout(u.TimeoutUntil, a.now)
+		if p.SetTimeout {
+			if err := a.canTimeOut(u); err != nil {
+				return err
+			}
+			next.TimeoutUntil = until
+		}
+		if err := o.IfMatch.check(Tag(u.Version)); err != nil {
+			return err
+		}
+		if u.IsOwner && next.Status != model.StatusActive {
+			return apperr.Conflict("The owner cannot be suspended.")
+		}
+		profileChanged := next.Username != u.Username || next.DisplayName != u.DisplayName || !eqPtr(next.Email, u.Email) ||
+			next.Status != u.Status
+		timeoutChanged := p.SetTimeout && !eqTime(until, before)
+		if !profileChanged && !timeoutChanged {
+			out = u
+			return nil
+		}
+		if !timeoutChanged {
+			next.TimeoutUntil = u.TimeoutUntil
+		}
+		next.UpdatedAt = s.now()
+		if out, err = tx.UpdateUser(ctx, next); err != nil {
+			return err
+		}
+		if profileChanged {
+			if err := emit(ctx, tx, a, o, "user.updated", "user:"+id, map[string]any{
+				"before": userAudit(u), "after": userAudit(out), "email_changed": !eqPtr(u.Email, out.Email)}); err != nil {
+				return err
+			}
+		}
+		if timeoutChanged {
+			return emit(ctx, tx, a, o, "user.timeout", "user:"+id, map[string]any{
+				"before": timeValue(before), "after": timeValue(until)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// canTimeOut checks that the caller may time a user out (or end their
+// timeout): MODERATE_MEMBERS and the user below the caller's top; never
+// oneself, the owner, or a user with ADMINISTRATOR in their base.
+func (a *Actor) canTimeOut(u model.User) error {
+	if err := a.require(permissions.Of(permissions.ModerateMembers)); err != nil {
+		return err
+	}
+	switch {
+	case u.ID == a.UserID:
+		return apperr.UserHierarchy(u.ID, "You cannot time yourself out.")
+	case u.IsOwner:
+		return apperr.UserHierarchy(u.ID, "The owner cannot be timed out.")
+	case permissions.Base(subjectOf(a.auth, false, u.Roles, nil, a.now)).Has(permissions.Administrator):
+		return apperr.UserHierarchy(u.ID, "User "+quote(u.Username)+" holds ADMINISTRATOR and cannot be timed out.")
+	}
+	return a.canManageUser(u)
+}
+
+// activeTimeout is a timeout's end while it lasts, nil once over.
+func activeTimeout(until *time.Time, now time.Time) *time.Time {
+	if until == nil || !until.After(now) {
+		return nil
+	}
+	return until
+}
+
+func eqTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// timeValue is a time as an event's data holds it (null for none).
+func timeValue(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // userAudit is what the audit log keeps of a user: not the email, which only

@@ -315,6 +315,9 @@ func get(path string) func(*testing.T, *authzFixture, testenv.User) (testenv.Req
 
 var notSelfOrOwner = map[authzCaller]int{callerNone: 403, callerExact: 403, callerDenied: 403, callerAdmin: 403}
 
+// ownerOnly: every caller with a token but the owner is refused.
+var ownerOnly = notSelfOrOwner
+
 func authzRows() []authzRow {
 	mergePatch := "application/merge-patch+json"
 	return []authzRow{
@@ -326,6 +329,14 @@ func authzRows() []authzRow {
 		{name: "createChannel", op: "createChannel", success: 201, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			id := f.next("new")
 			return testenv.Req{Method: "POST", Path: "/channels/" + id + "/create", Body: map[string]any{"name": "New"}}, []string{"/channels/" + id}
+		}},
+		{name: "reorderChannels", op: "reorderChannels", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			id := f.next("moved")
+			f.e.NewChannel(id)
+			// Viewable by everyone: MANAGE_CHANNELS in a channel needs VIEW_CHANNEL there.
+			f.e.SetOverwrite(id, "everyone", "", []string{"VIEW_CHANNEL"}, nil)
+			return testenv.Req{Method: "POST", Path: "/channels/reorder", Body: map[string]any{"positions": []any{map[string]any{"id": id, "position": 9}}}},
+				[]string{"/channels/" + id}
 		}},
 		{name: "updateChannel", op: "updateChannel", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			id := f.freshChannel(t, "updateChannel")
@@ -500,6 +511,37 @@ func authzRows() []authzRow {
 			path := "/users/" + me.ID + "/tokens/" + authzTokenID(t, f.e, me.ID)
 			return testenv.Req{Method: "DELETE", Path: path}, []string{path}
 		}},
+
+		{name: "patchUser (another user)", op: "patchUser", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			u := f.freshUser()
+			return testenv.Req{Method: "PATCH", Path: "/users/" + u.ID, Type: mergePatch, Body: `{"display_name":"Edited"}`}, []string{"/users/" + u.ID}
+		}},
+		{name: "patchUser (own display_name)", op: "patchUser", success: 200, want: map[authzCaller]int{callerNone: 200},
+			prepare: func(t *testing.T, f *authzFixture, me testenv.User) (testenv.Req, []string) {
+				return testenv.Req{Method: "PATCH", Path: "/users/" + me.ID, Type: mergePatch, Body: `{"display_name":"` + f.next("Me") + `"}`},
+					[]string{"/users/" + me.ID}
+			}},
+		{name: "listRoleMembers", op: "listRoleMembers", success: 200, prepare: get("/roles/floor/members")},
+		{name: "changeRoleMembers", op: "changeRoleMembers", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			id, u := f.freshRole(), f.freshUser()
+			return testenv.Req{Method: "POST", Path: "/roles/" + id + "/members", Body: map[string]any{"add": []string{u.ID}}},
+				[]string{"/users/" + u.ID + "/roles"}
+		}},
+		{name: "previewPermissions", op: "previewPermissions", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "POST", Path: "/permissions/preview", Body: map[string]any{"roles": []string{f.freshRole("SEND_MESSAGES")}}}, nil
+		}},
+		{name: "exportTemplate", op: "exportTemplate", success: 200, want: ownerOnly, reason: "owner_only", prepare: get("/export")},
+		{name: "importTemplate (dry run)", op: "importTemplate", success: 200, want: ownerOnly, reason: "owner_only",
+			prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+				return testenv.Req{Method: "POST", Path: "/import?dry_run=true&prune=true", Body: map[string]any{
+					"format": "guildhall-template/1", "global_permissions": []string{}, "roles": []any{}, "channels": []any{}}}, []string{"/roles", "/channels"}
+			}},
+		{name: "importTemplate", op: "importTemplate", success: 200, want: ownerOnly, reason: "owner_only",
+			prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+				var doc map[string]any
+				f.e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/export", Token: f.e.Owner}).JSON(t, &doc)
+				return testenv.Req{Method: "POST", Path: "/import", Body: doc}, []string{"/roles", "/channels"}
+			}},
 
 		{name: "getProfileLinks", op: "getProfileLinks", success: 200, prepare: get("/profile/link")},
 		{name: "replaceProfileLinks", op: "replaceProfileLinks", success: 200, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {

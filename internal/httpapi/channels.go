@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 
+	"github.com/oapi-codegen/nullable"
+
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/model"
@@ -19,7 +21,7 @@ func deref[T any](p *T) T {
 // ListChannels implements GET /channels.
 func (h *Handler) ListChannels(ctx context.Context, req api.ListChannelsRequestObject) (api.ListChannelsResponseObject, error) {
 	a := actorOf(ctx)
-	page, err := h.svc.ListChannels(ctx, a, deref(req.Params.Cursor), deref(req.Params.Limit))
+	page, err := h.svc.ListChannels(ctx, a, req.Params.ParentId, deref(req.Params.Cursor), deref(req.Params.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,9 @@ func (h *Handler) GetChannel(ctx context.Context, req api.GetChannelRequestObjec
 func (h *Handler) UpdateChannel(ctx context.Context, req api.UpdateChannelRequestObject) (api.UpdateChannelResponseObject, error) {
 	a := actorOf(ctx)
 	topic, setTopic := optional(req.Body.Topic)
-	c, err := h.svc.UpdateChannel(ctx, a, req.ChannelID, guild.ChannelPatch{Name: req.Body.Name, SetTopic: setTopic, Topic: topic},
+	parent, setParent := optional(req.Body.ParentId)
+	c, err := h.svc.UpdateChannel(ctx, a, req.ChannelID, guild.ChannelPatch{Name: req.Body.Name, SetTopic: setTopic, Topic: topic,
+		SetParent: setParent, ParentID: parent, Position: req.Body.Position, Lock: deref(req.Body.LockPermissions)},
 		opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -56,12 +60,33 @@ func (h *Handler) UpdateChannel(ctx context.Context, req api.UpdateChannelReques
 func (h *Handler) CreateChannel(ctx context.Context, req api.CreateChannelRequestObject) (api.CreateChannelResponseObject, error) {
 	a := actorOf(ctx)
 	topic, _ := optional(req.Body.Topic)
-	c, err := h.svc.CreateChannel(ctx, a, req.ChannelID, req.Body.Name, topic, opts(nil, req.Params.XAuditReason))
+	parent, _ := optional(req.Body.ParentId)
+	in := guild.ChannelInput{Name: req.Body.Name, Topic: topic, Kind: string(deref(req.Body.Kind)), ParentID: parent}
+	c, err := h.svc.CreateChannel(ctx, a, req.ChannelID, in, opts(nil, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
 	}
 	return api.CreateChannel201JSONResponse{Body: toChannel(c), Headers: api.CreateChannel201ResponseHeaders{
 		ETag: ptr(etag(c.Version)), Location: ptr("/api/channels/" + c.ID)}}, nil
+}
+
+// ReorderChannels implements POST /channels/reorder.
+func (h *Handler) ReorderChannels(ctx context.Context, req api.ReorderChannelsRequestObject) (api.ReorderChannelsResponseObject, error) {
+	a := actorOf(ctx)
+	moves := make([]guild.ChannelMove, len(req.Body.Positions))
+	for i, m := range req.Body.Positions {
+		parent, setParent := optional(m.ParentId)
+		moves[i] = guild.ChannelMove{ID: m.Id, Position: m.Position, SetParent: setParent, ParentID: parent}
+	}
+	list, err := h.svc.ReorderChannels(ctx, a, moves, opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	out := api.ChannelList{Items: make([]api.Channel, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	for i, c := range list {
+		out.Items[i] = toChannel(c)
+	}
+	return api.ReorderChannels200JSONResponse{Body: out}, nil
 }
 
 // RenameChannel implements POST /channels/{channelID}/rename.

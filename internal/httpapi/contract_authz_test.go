@@ -32,16 +32,19 @@ type authzRule struct {
 // authzRules is the vocabulary of x-required-permissions.rule; the contract's
 // info.description documents each.
 var authzRules = map[string]authzRule{
-	"filtered_by_view_channel":              {phrases: []string{"filtered by `VIEW_CHANNEL`"}, extra: []string{"VIEW_CHANNEL"}},
-	"grant_held":                            {phrases: []string{"held in the channel", "cannot_grant_unheld"}},
-	"replace_others_needs_manage_messages":  {phrases: []string{"someone else's attachment also needs `MANAGE_MESSAGES`"}, extra: []string{"MANAGE_MESSAGES"}},
-	"or_uploader":                           {phrases: []string{"the uploader, or"}, extra: []string{"VIEW_CHANNEL"}},
-	"or_self":                               {phrases: []string{"the user themself, or"}},
-	"hierarchy":                             {phrases: []string{"strictly below the caller's top role"}},
-	"hierarchy_and_grant_held":              {phrases: []string{"below", "held by the caller"}},
-	"user_hierarchy":                        {phrases: []string{"top role strictly below the caller's"}},
-	"user_hierarchy_or_self_except_status":  {phrases: []string{"top role strictly below the caller's", "their own `username`, `email` or", "never their own `status`"}},
-	"self_or_owner":                         {phrases: []string{"the user themself, or the owner"}},
+	"filtered_by_view_channel":             {phrases: []string{"filtered by `VIEW_CHANNEL`"}, extra: []string{"VIEW_CHANNEL"}},
+	"grant_held":                           {phrases: []string{"held in the channel", "cannot_grant_unheld"}},
+	"replace_others_needs_manage_messages": {phrases: []string{"someone else's attachment also needs `MANAGE_MESSAGES`"}, extra: []string{"MANAGE_MESSAGES"}},
+	"or_uploader":                          {phrases: []string{"the uploader, or"}, extra: []string{"VIEW_CHANNEL"}},
+	"or_self":                              {phrases: []string{"the user themself, or"}},
+	"hierarchy":                            {phrases: []string{"strictly below the caller's top role"}},
+	"hierarchy_and_grant_held":             {phrases: []string{"below", "held by the caller"}},
+	"user_hierarchy":                       {phrases: []string{"top role strictly below the caller's"}},
+	"user_hierarchy_or_self_except_status": {phrases: []string{"top role strictly below the caller's", "their own `username`, `email` or", "never their own `status`"}},
+	"self_or_owner":                        {phrases: []string{"the user themself, or the owner"}},
+	"user_patch": {phrases: []string{"for `timeout_until`, `MODERATE_MEMBERS`", "their own `username`, `email` or", "never their own `status`"},
+		extra: []string{"MODERATE_MEMBERS"}},
+	"moves_need_destination":                {phrases: []string{"in the destination category", "`lock_permissions`"}, extra: []string{"MANAGE_ROLES"}},
 	"owner_only":                            {phrases: []string{"the owner alone"}},
 	"email_visible_to_self_or_manage_users": {phrases: []string{"`email` is shown only"}, extra: []string{"MANAGE_USERS"}},
 }
@@ -192,7 +195,7 @@ func TestContractRequiredPermissionsAgreeWithDescriptions(t *testing.T) {
 				t.Errorf("permissions %v are not in catalog order without duplicates (want %v)", req.Permissions, got)
 			}
 			if len(req.Permissions) == 0 && req.Scope != "public" && !strings.HasPrefix(para, "any authenticated user") &&
-				!strings.HasPrefix(para, "the user themself") {
+				!strings.HasPrefix(para, "the user themself") && !strings.HasPrefix(para, "the owner alone") {
 				t.Errorf("requires no permission, so the paragraph should start with who may call: %q", para)
 			}
 

@@ -64,7 +64,8 @@ func optional[T any](n nullable.Nullable[T]) (v *T, set bool) {
 }
 
 func toChannel(c model.Channel) api.Channel {
-	return api.Channel{Id: c.ID, Name: c.Name, Topic: nullableString(c.Topic), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	return api.Channel{Id: c.ID, Name: c.Name, Topic: nullableString(c.Topic), Kind: api.ChannelKind(c.Kind),
+		ParentId: nullableString(c.ParentID), Position: c.Position, Synced: ptr(c.Synced), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 }
 
 func toRole(r model.Role) api.Role {
@@ -82,7 +83,7 @@ func toRoles(list []model.Role) api.RoleList {
 
 func toUser(u model.User) api.User {
 	out := api.User{Id: u.ID, Username: u.Username, DisplayName: u.DisplayName, Status: api.UserStatus(u.Status),
-		Roles: u.Roles, IsOwner: u.IsOwner, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+		Roles: u.Roles, IsOwner: u.IsOwner, TimeoutUntil: u.TimeoutUntil, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 	if out.Roles == nil {
 		out.Roles = []string{}
 	}
@@ -154,6 +155,14 @@ func toExplanations(list []permissions.Explanation) *[]api.PermissionExplanation
 			if s.RoleID != "" {
 				id := s.RoleID
 				steps[j].RoleId = &id
+			}
+			if s.FromCategory != "" {
+				id := s.FromCategory
+				steps[j].FromCategory = &id
+			}
+			if !s.Until.IsZero() {
+				t := s.Until
+				steps[j].Until = &t
 			}
 		}
 		out[i] = api.PermissionExplanation{Permission: api.PermissionName(e.Permission.String()), Granted: e.Granted, Steps: steps}

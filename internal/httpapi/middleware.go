@@ -58,7 +58,12 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 			var actor *guild.Actor
 			if !op.public {
 				var err error
-				if actor, err = h.authenticate(c, op); err != nil {
+				if h.tracer != nil {
+					actor, err = h.authenticateTraced(c, op)
+				} else {
+					actor, err = h.authenticate(c, op)
+				}
+				if err != nil {
 					return err
 				}
 				if h.limiter != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Request IDs are a random prefix chosen at start and a counter: unique
@@ -69,7 +70,17 @@ func (h *Handler) accessLog() echo.MiddlewareFunc {
 			if v.Status >= 500 {
 				level = slog.LevelError
 			}
-			h.log.LogAttrs(c.Request().Context(), level, "request",
+			ctx := c.Request().Context()
+			if h.tracer != nil {
+				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+					h.log.LogAttrs(ctx, level, "request",
+						slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
+						slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP),
+						slog.String("trace_id", sc.TraceID().String()))
+					return nil
+				}
+			}
+			h.log.LogAttrs(ctx, level, "request",
 				slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
 				slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP))
 			return nil

@@ -88,6 +88,12 @@ func e2eWalk(t testing.TB, e *testenv.Env, token, list string, limit int, betwee
 // nothing appears twice.
 func e2eOnce(t testing.TB, seen, want []string) {
 	t.Helper()
+	e2eOnceInOrder(t, seen, want, func(ids []string) bool { return slices.IsSorted(ids) })
+}
+
+// e2eOnceInOrder is e2eOnce with the list's own order check (nil: none).
+func e2eOnceInOrder(t testing.TB, seen, want []string, ordered func([]string) bool) {
+	t.Helper()
 	count := map[string]int{}
 	for _, id := range seen {
 		count[id]++
@@ -100,8 +106,8 @@ func e2eOnce(t testing.TB, seen, want []string) {
 			t.Errorf("%s seen %d times, want once", id, count[id])
 		}
 	}
-	if !slices.IsSorted(seen) {
-		t.Errorf("not in ID order: %v", seen)
+	if ordered != nil && !ordered(seen) {
+		t.Errorf("not in the list's order: %v", seen)
 	}
 }
 
@@ -226,23 +232,31 @@ func TestPaginationChannels(t *testing.T) {
 				t.Errorf("the walk saw %v, want %v", seen, visible)
 			}
 		})
+		// Channels list in tree order: a channel created outside any
+		// category goes last, after every cursor, so a walk sees each one
+		// created before its last page, in the order of the list.
 		t.Run("inserts and deletes during the walk", func(t *testing.T) {
 			before := e2eWalk(t, e, alice.Token, "/channels", 200, nil)
-			var deleted []string
+			var deleted, created, createdLast []string
 			n := 0
 			seen := e2eWalk(t, e, alice.Token, "/channels", 3, func(page int, p e2ePage) {
-				// New channels before the cursor, after it and right next to it.
-				e.NewChannel(fmt.Sprintf("a%03d", n))
+				var now []string
+				now = append(now, fmt.Sprintf("a%03d", n))
 				if page%2 == 0 {
-					e.NewChannel(fmt.Sprintf("z%03d", n))
+					now = append(now, fmt.Sprintf("z%03d", n))
 				}
 				if len(p.IDs) > 0 {
-					e.NewChannel(p.IDs[len(p.IDs)-1] + fmt.Sprintf("-%d", n))
-					if page%2 == 0 && p.Next != "" {
-						last := p.IDs[len(p.IDs)-1]
-						e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/channels/" + last + "/delete", Token: e.Owner})
-						deleted = append(deleted, last)
-					}
+					now = append(now, p.IDs[len(p.IDs)-1]+fmt.Sprintf("-%d", n))
+				}
+				for _, id := range now {
+					e.NewChannel(id)
+				}
+				created = append(created, createdLast...)
+				createdLast = now
+				if len(p.IDs) > 0 && page%2 == 0 && p.Next != "" {
+					last := p.IDs[len(p.IDs)-1]
+					e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/channels/" + last + "/delete", Token: e.Owner})
+					deleted = append(deleted, last)
 				}
 				n++
 			})
@@ -255,14 +269,30 @@ func TestPaginationChannels(t *testing.T) {
 			if len(deleted) == 0 {
 				t.Fatal("nothing deleted during the walk")
 			}
-			e2eOnce(t, seen, survivors)
+			e2eOnceInOrder(t, seen, append(survivors, created...), nil)
+			final := e2eWalk(t, e, e.Owner, "/channels", 200, nil)
+			var kept []string
 			for _, id := range seen {
-				if strings.HasPrefix(id, "a") {
-					t.Errorf("%s was created before the cursor yet seen", id)
+				if !slices.Contains(deleted, id) {
+					kept = append(kept, id)
 				}
+			}
+			if !isSubsequence(kept, final) {
+				t.Errorf("the walk's order %v is not the list's %v", kept, final)
 			}
 		})
 	})
+}
+
+// isSubsequence reports whether sub appears in list in the same order.
+func isSubsequence(sub, list []string) bool {
+	i := 0
+	for _, x := range list {
+		if i < len(sub) && sub[i] == x {
+			i++
+		}
+	}
+	return i == len(sub)
 }
 
 // Cursors are bound to their list and filters; garbage is a 400.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -135,4 +136,62 @@ func wholeSegments(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// shadowStaticPaths makes a path without parameters answer 405 for the
+// methods it does not take, as the contract's path matching says (a
+// concrete path comes before a templated one: GET /channels/reorder is
+// not GET /channels/{channelID}). Echo would otherwise hand such a request
+// to the templated route.
+func shadowStaticPaths(e *echo.Echo, ops []*operation) {
+	methods := map[string][]string{} // by contract path
+	for _, op := range ops {
+		methods[op.path] = append(methods[op.path], op.method)
+	}
+	for static, own := range methods {
+		if strings.Contains(static, "{") {
+			continue
+		}
+		allow := append(slices.Clone(own), http.MethodOptions)
+		slices.Sort(allow)
+		refuse := func(c echo.Context) error {
+			c.Response().Header().Set("Allow", strings.Join(allow, ", "))
+			return echo.ErrMethodNotAllowed
+		}
+		shadowed := false
+		for templated := range methods {
+			if strings.Contains(templated, "{") && samePlace(static, templated) {
+				shadowed = true
+			}
+		}
+		if !shadowed {
+			continue
+		}
+		// Every method the path does not take, so that Echo's own answers
+		// (405 and OPTIONS) name only the path's methods too.
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+			if !slices.Contains(own, m) {
+				e.Add(m, echoPath(static), refuse)
+			}
+		}
+		e.Add(http.MethodOptions, echoPath(static), func(c echo.Context) error {
+			c.Response().Header().Set("Allow", strings.Join(allow, ", "))
+			return c.NoContent(http.StatusNoContent)
+		})
+	}
+}
+
+// samePlace reports whether a concrete path matches a templated one,
+// segment by segment.
+func samePlace(static, templated string) bool {
+	a, b := strings.Split(static, "/"), strings.Split(templated, "/")
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.HasPrefix(b[i], "{") && a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

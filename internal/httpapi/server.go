@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/swaggest/swgui"
 	"github.com/swaggest/swgui/v5emb"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/events"
@@ -45,6 +46,8 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Faults bound requests and classify infrastructure failures (faults.go).
 	Faults Faults
+	// Tracer, when set, traces requests (trace.go); nil: tracing off.
+	Tracer trace.TracerProvider
 }
 
 // Handler implements the generated strict server interface.
@@ -59,6 +62,7 @@ type Handler struct {
 	streams   context.Context
 	faults    faults
 	ops       operationIndex // the contract's operations by route
+	tracer    trace.Tracer   // nil: tracing off
 }
 
 var _ api.StrictServerInterface = (*Handler)(nil)
@@ -98,6 +102,10 @@ func New(o Options) (*Server, error) {
 	e.HTTPErrorHandler = h.errorHandler
 	e.IPExtractor = ipExtractor(o.Faults.TrustedProxies)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}))
+	if o.Tracer != nil {
+		h.tracer = o.Tracer.Tracer(tracerName)
+		e.Use(h.traceRequests())
+	}
 	e.Use(h.accessLog())
 	e.Use(metrics(o.Registry))
 	e.Use(h.recoverer())
@@ -143,6 +151,9 @@ func New(o Options) (*Server, error) {
 	})
 	if err == nil {
 		err = router.check(e.Routes(), ops)
+	}
+	if err == nil {
+		shadowStaticPaths(e, ops)
 	}
 	if err != nil {
 		stop()

@@ -70,6 +70,28 @@ func (h *Handler) UpdateUser(ctx context.Context, req api.UpdateUserRequestObjec
 	return api.UpdateUser200JSONResponse{Body: toUser(u), Headers: api.UpdateUser200ResponseHeaders{ETag: ptr(etag(u.Version))}}, nil
 }
 
+// PatchUser implements PATCH /users/{userID}.
+func (h *Handler) PatchUser(ctx context.Context, req api.PatchUserRequestObject) (api.PatchUserResponseObject, error) {
+	a := actorOf(ctx)
+	b := req.Body
+	email, setEmail := optional(b.Email)
+	until, setTimeout := optional(b.TimeoutUntil)
+	p := guild.UserPatch{Username: b.Username, DisplayName: b.DisplayName, SetEmail: setEmail, SetTimeout: setTimeout, TimeoutUntil: until}
+	if email != nil {
+		e := string(*email)
+		p.Email = &e
+	}
+	if b.Status != nil {
+		st := string(*b.Status)
+		p.Status = &st
+	}
+	u, err := h.svc.PatchUser(ctx, a, req.UserID, p, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.PatchUser200JSONResponse{Body: toUser(u), Headers: api.PatchUser200ResponseHeaders{ETag: ptr(etag(u.Version))}}, nil
+}
+
 // DeleteUser implements DELETE /users/{userID}.
 func (h *Handler) DeleteUser(ctx context.Context, req api.DeleteUserRequestObject) (api.DeleteUserResponseObject, error) {
 	a := actorOf(ctx)

@@ -22,11 +22,21 @@ const (
 	TargetUser     = "user"
 )
 
-// Channel is a chat channel.
+// Channel kinds.
+const (
+	KindText     = "text"
+	KindCategory = "category"
+)
+
+// Channel is a chat channel, or a category that holds channels.
 type Channel struct {
 	ID        string
 	Name      string
 	Topic     *string
+	Kind      string
+	ParentID  *string // the category it is in; never set on a category
+	Position  int     // among its siblings (ties by ID)
+	Synced    bool    // in a category, with the category's overwrites (as sets)
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -54,10 +64,15 @@ type User struct {
 	Status      string
 	IsOwner     bool
 	Roles       []string // role IDs, by position descending
-	Version     int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// TimeoutUntil: while it is in the future, the user is timed out.
+	TimeoutUntil *time.Time
+	Version      int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
+
+// TimedOut reports whether the user is timed out at now.
+func (u User) TimedOut(now time.Time) bool { return u.TimeoutUntil != nil && u.TimeoutUntil.After(now) }
 
 // Overwrite adjusts the permissions of a target in one channel.
 type Overwrite struct {
@@ -111,10 +126,11 @@ type Event struct {
 
 // Principal is the authenticated caller of a request.
 type Principal struct {
-	UserID  string
-	TokenID string
-	IsOwner bool
-	Roles   []string // role IDs
+	UserID       string
+	TokenID      string
+	IsOwner      bool
+	Roles        []string   // role IDs
+	TimeoutUntil *time.Time // see User.TimeoutUntil
 }
 
 // Now is the wall clock as the API shows it: UTC, truncated to microseconds

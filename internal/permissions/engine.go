@@ -1,5 +1,7 @@
 package permissions
 
+import "time"
+
 // Overwrite allows and denies permissions in one channel. Only
 // channel-scoped permissions take effect.
 type Overwrite struct {
@@ -29,26 +31,35 @@ type Role struct {
 }
 
 // Subject is who is asking: the owner flag, the global permissions and the
-// subject's own roles with their permissions.
+// subject's own roles with their permissions, and whether they are timed
+// out now (the engine has no clock: the caller compares the end of the
+// timeout with the time of the request). TimeoutUntil is that end, for
+// Explain to name.
 type Subject struct {
-	IsOwner bool
-	Global  Set
-	Roles   []Role
+	IsOwner      bool
+	Global       Set
+	Roles        []Role
+	TimedOut     bool
+	TimeoutUntil time.Time
 }
 
 // Channel holds the overwrites of one channel. Roles may hold overwrites of
 // roles the subject does not hold; only those whose RoleID is among the
 // subject's roles apply. User is the subject's own overwrite and Everyone
-// the everyone overwrite; the zero value means none.
+// the everyone overwrite; the zero value means none. SyncedFrom names the
+// category whose overwrites the channel's are a copy of (synced), for
+// Explain; "" when it is not synced.
 type Channel struct {
-	Everyone Overwrite
-	Roles    []RoleOverwrite
-	User     Overwrite
+	Everyone   Overwrite
+	Roles      []RoleOverwrite
+	User       Overwrite
+	SyncedFrom string
 }
 
 // Base returns the base permissions of s (docs/design.md §5): global ∪ the
 // permissions of each role; All for the owner and for anyone whose union
-// holds ADMINISTRATOR.
+// holds ADMINISTRATOR. A subject timed out keeps at most TimeoutKeeps
+// (docs/design.md §13); the owner and ADMINISTRATOR are not timed out.
 func Base(s Subject) Set {
 	if s.IsOwner {
 		return All
@@ -60,6 +71,9 @@ func Base(s Subject) Set {
 	p &= All
 	if p.Has(Administrator) {
 		return All
+	}
+	if s.TimedOut {
+		p &= TimeoutKeeps
 	}
 	return p
 }
@@ -91,7 +105,10 @@ func InChannel(s Subject, c Channel) Set {
 	p = (p &^ deny) | allow
 
 	p = c.User.apply(p) // 5
-	return implicit(p)  // 6
+	if s.TimedOut {     // the timeout cuts what overwrites allow too
+		p &= TimeoutKeeps
+	}
+	return implicit(p) // 6
 }
 
 // implicit is docs/design.md §5 step 6.

@@ -1,5 +1,7 @@
 package permissions
 
+import "time"
+
 // StepKind names the rule of a Step (docs/design.md §11 "Explain").
 type StepKind string
 
@@ -13,6 +15,7 @@ const (
 	StepOverwriteRole     StepKind = "overwrite_role"
 	StepOverwriteUser     StepKind = "overwrite_user"
 	StepImplicit          StepKind = "implicit"
+	StepTimeout           StepKind = "timeout"
 )
 
 // Effect says whether a Step grants or removes the permission.
@@ -26,10 +29,12 @@ const (
 
 // Step is one rule that touched a permission.
 type Step struct {
-	Kind   StepKind
-	Effect Effect
-	RoleID string // for StepRole and StepOverwriteRole
-	Detail string // a short human sentence, e.g. "granted by role mods"
+	Kind         StepKind
+	Effect       Effect
+	RoleID       string    // for StepRole and StepOverwriteRole
+	FromCategory string    // for an overwrite step of a synced channel: the category it was copied from
+	Until        time.Time // for StepTimeout: when the timeout ends
+	Detail       string    // a short human sentence, e.g. "granted by role mods"
 }
 
 // Explanation says why a permission is granted or not.
@@ -52,10 +57,13 @@ type Explanation struct {
 //     permission (in the order of s.Roles), and in a channel the overwrite
 //     steps: everyone (deny, then allow); the subject's role overwrites
 //     (every deny, then every allow, in the order of c.Roles, as step 4
-//     merges them); the user's own (deny, then allow); and an implicit
-//     step when step 6 removes the permission.
+//     merges them); the user's own (deny, then allow); then, for a subject
+//     timed out, a timeout step for each permission the timeout cuts that
+//     was held; and an implicit step when step 6 removes the permission.
 //
-// An overwrite that neither allows nor denies a permission is no step of it.
+// An overwrite that neither allows nor denies a permission is no step of
+// it. The overwrite steps of a synced channel name the category they were
+// copied from.
 func Explain(s Subject, c *Channel) []Explanation {
 	scope := All
 	if c != nil {
@@ -87,7 +95,11 @@ func Explain(s Subject, c *Channel) []Explanation {
 		for i := range out {
 			out[i].addBase(s)
 		}
-		if c != nil {
+		if c == nil {
+			for i := range out {
+				out[i].addTimeout(s)
+			}
+		} else {
 			explainChannel(out, s, c)
 		}
 	}
@@ -113,20 +125,25 @@ func explainChannel(out []Explanation, s Subject, c *Channel) {
 	for i := range out {
 		e := &out[i]
 		p := e.Permission
-		e.addOverwrite(c.Everyone, Step{Kind: StepOverwriteEveryone}, "the everyone overwrite")
+		from := ""
+		if c.SyncedFrom != "" {
+			from = " (copied from category " + c.SyncedFrom + ")"
+		}
+		e.addOverwrite(c.Everyone, Step{Kind: StepOverwriteEveryone, FromCategory: c.SyncedFrom}, "the everyone overwrite"+from)
 		for _, o := range applicable {
 			if o.Deny.Has(p) {
-				e.add(Step{Kind: StepOverwriteRole, Effect: Deny, RoleID: o.RoleID,
-					Detail: "denied by the overwrite of role " + o.RoleID})
+				e.add(Step{Kind: StepOverwriteRole, Effect: Deny, RoleID: o.RoleID, FromCategory: c.SyncedFrom,
+					Detail: "denied by the overwrite of role " + o.RoleID + from})
 			}
 		}
 		for _, o := range applicable {
 			if o.Allow.Has(p) {
-				e.add(Step{Kind: StepOverwriteRole, Effect: Allow, RoleID: o.RoleID,
-					Detail: "allowed by the overwrite of role " + o.RoleID})
+				e.add(Step{Kind: StepOverwriteRole, Effect: Allow, RoleID: o.RoleID, FromCategory: c.SyncedFrom,
+					Detail: "allowed by the overwrite of role " + o.RoleID + from})
 			}
 		}
 		e.addOverwrite(c.User, Step{Kind: StepOverwriteUser}, "the user's own overwrite")
+		e.addTimeout(s)
 		if replay(e.Steps) {
 			reached |= Of(p)
 		}
@@ -141,6 +158,16 @@ func explainChannel(out []Explanation, s Subject, c *Channel) {
 }
 
 func (e *Explanation) add(st Step) { e.Steps = append(e.Steps, st) }
+
+// addTimeout adds the timeout step of a subject timed out, when the
+// timeout cuts a permission the steps so far hold.
+func (e *Explanation) addTimeout(s Subject) {
+	if !s.TimedOut || TimeoutKeeps.Has(e.Permission) || !replay(e.Steps) {
+		return
+	}
+	e.add(Step{Kind: StepTimeout, Effect: Deny, Until: s.TimeoutUntil,
+		Detail: "removed: timed out until " + s.TimeoutUntil.UTC().Format(time.RFC3339)})
+}
 
 // addBase adds the global and role steps of e's permission.
 func (e *Explanation) addBase(s Subject) {

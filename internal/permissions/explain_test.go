@@ -3,6 +3,7 @@ package permissions_test
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/guildhall/guildhall/internal/permissions"
 )
@@ -34,6 +35,14 @@ func stepRoleOWDeny(id string) permissions.Step {
 }
 
 func steps(ss ...permissions.Step) []permissions.Step { return ss }
+
+// until is the end of the timeouts below, and stepTimeout the step that
+// names it.
+var (
+	until       = time.Date(2026, time.December, 1, 12, 0, 0, 0, time.UTC)
+	stepTimeout = permissions.Step{Kind: permissions.StepTimeout, Effect: permissions.Deny, Until: until,
+		Detail: "removed: timed out until 2026-12-01T12:00:00Z"}
+)
 
 func TestExplain(t *testing.T) {
 	alice := permissions.Subject{Global: permissions.DefaultGlobal, Roles: []permissions.Role{role("members")}}
@@ -203,6 +212,51 @@ func TestExplain(t *testing.T) {
 			subject: permissions.Subject{},
 			channel: &permissions.Channel{},
 			want:    map[permissions.Permission][]permissions.Step{},
+		},
+		{
+			name:    "a member timed out keeps viewing and reading history; the timeout names its end",
+			subject: permissions.Subject{Global: of(view, send, history), Roles: []permissions.Role{role("mods", manageMsgs)}, TimedOut: true, TimeoutUntil: until},
+			want: map[permissions.Permission][]permissions.Step{
+				view:       steps(stepGlobal),
+				send:       steps(stepGlobal, stepTimeout),
+				history:    steps(stepGlobal),
+				manageMsgs: steps(stepRole("mods"), stepTimeout),
+			},
+		},
+		{
+			name:    "in a channel the timeout cuts what an overwrite allows too",
+			subject: permissions.Subject{Global: of(view, send), TimedOut: true, TimeoutUntil: until},
+			channel: &permissions.Channel{Everyone: ow(of(mention, history), 0)},
+			want: map[permissions.Permission][]permissions.Step{
+				view:    steps(stepGlobal),
+				send:    steps(stepGlobal, stepTimeout),
+				history: steps(stepEveryoneAllow),
+				mention: steps(stepEveryoneAllow, stepTimeout),
+			},
+		},
+		{
+			name:    "an administrator is not timed out",
+			subject: permissions.Subject{Roles: []permissions.Role{role("boss", admin)}, TimedOut: true, TimeoutUntil: until},
+			channel: &permissions.Channel{},
+			want: func() map[permissions.Permission][]permissions.Step {
+				m := map[permissions.Permission][]permissions.Step{}
+				for _, p := range permissions.ChannelScoped.Permissions() {
+					m[p] = steps(stepAdminChannel)
+				}
+				return m
+			}(),
+		},
+		{
+			name:    "the overwrite steps of a synced channel name the category they were copied from",
+			subject: permissions.Subject{Global: of(view), Roles: []permissions.Role{role("mods")}},
+			channel: &permissions.Channel{Everyone: ow(0, of(view)), Roles: []permissions.RoleOverwrite{roleOW("mods", of(view), 0)}, SyncedFrom: "staff"},
+			want: map[permissions.Permission][]permissions.Step{
+				view: steps(stepGlobal,
+					permissions.Step{Kind: permissions.StepOverwriteEveryone, Effect: permissions.Deny, FromCategory: "staff",
+						Detail: "denied by the everyone overwrite (copied from category staff)"},
+					permissions.Step{Kind: permissions.StepOverwriteRole, Effect: permissions.Allow, RoleID: "mods", FromCategory: "staff",
+						Detail: "allowed by the overwrite of role mods (copied from category staff)"}),
+			},
 		},
 	}
 	for _, tc := range tests {

@@ -15,10 +15,11 @@ import (
 // bytes each (ID out of 16, so some name roles the subject lacks, and 16
 // bits each of allow and deny). The 16 bits reach past the catalog on
 // purpose.
-func decodeCase(owner bool, global, everyone, user uint64, roles, overwrites []byte) rawCase {
+func decodeCase(owner, timedOut bool, global, everyone, user uint64, roles, overwrites []byte) rawCase {
 	const admin = 1
 	rc := rawCase{
 		owner:    owner,
+		timedOut: timedOut,
 		global:   global,
 		everyone: rawOverwrite{allow: everyone & 0xffff, deny: everyone >> 16 & 0xffff},
 		user:     rawOverwrite{allow: user & 0xffff, deny: user >> 16 & 0xffff},
@@ -47,14 +48,18 @@ func FuzzInChannel(f *testing.F) {
 	// A plain member; a member denied VIEW_CHANNEL by everyone but allowed
 	// by a role; an owner; an administrator by role; conflicting role
 	// overwrites; a user overwrite over role overwrites.
-	f.Add(false, uint64(0x1ce0), uint64(0), uint64(0), []byte{1, 0, 0}, []byte{})
-	f.Add(false, uint64(0x1ce0), uint64(0x20<<16), uint64(0), []byte{1, 0, 0, 2, 0, 0}, []byte{1, 0x20, 0, 0, 0, 3, 0, 0, 0x20, 0})
-	f.Add(true, uint64(0), uint64(0xffff<<16), uint64(0xffff<<16), []byte{}, []byte{})
-	f.Add(false, uint64(0), uint64(0xffff<<16), uint64(0), []byte{0xf5, 1, 0}, []byte{5, 0, 0, 0xff, 0xff})
-	f.Add(false, uint64(0x20), uint64(0), uint64(0), []byte{1, 0, 0, 2, 0, 0}, []byte{1, 0x40, 0, 0, 0, 2, 0, 0, 0x40, 0})
-	f.Add(false, uint64(0x60), uint64(0), uint64(0x40<<16|0x100), []byte{1, 0x40, 0}, []byte{1, 0, 0x01, 0, 0})
-	f.Fuzz(func(t *testing.T, owner bool, global, everyone, user uint64, roles, overwrites []byte) {
-		checkAgainstReference(t, decodeCase(owner, global, everyone, user, roles, overwrites))
+	f.Add(false, false, uint64(0x1ce0), uint64(0), uint64(0), []byte{1, 0, 0}, []byte{})
+	f.Add(false, false, uint64(0x1ce0), uint64(0x20<<16), uint64(0), []byte{1, 0, 0, 2, 0, 0}, []byte{1, 0x20, 0, 0, 0, 3, 0, 0, 0x20, 0})
+	f.Add(true, false, uint64(0), uint64(0xffff<<16), uint64(0xffff<<16), []byte{}, []byte{})
+	f.Add(false, false, uint64(0), uint64(0xffff<<16), uint64(0), []byte{0xf5, 1, 0}, []byte{5, 0, 0, 0xff, 0xff})
+	f.Add(false, false, uint64(0x20), uint64(0), uint64(0), []byte{1, 0, 0, 2, 0, 0}, []byte{1, 0x40, 0, 0, 0, 2, 0, 0, 0x40, 0})
+	f.Add(false, false, uint64(0x60), uint64(0), uint64(0x40<<16|0x100), []byte{1, 0x40, 0}, []byte{1, 0, 0x01, 0, 0})
+	// A member timed out, with roles and overwrites that allow more; an
+	// administrator timed out (the timeout does not reach them).
+	f.Add(false, true, uint64(0x1ce0), uint64(0x40), uint64(0x100), []byte{1, 0x7f, 0x1f}, []byte{1, 0xff, 0x3f, 0, 0})
+	f.Add(false, true, uint64(0), uint64(0), uint64(0), []byte{0xf5, 1, 0}, []byte{})
+	f.Fuzz(func(t *testing.T, owner, timedOut bool, global, everyone, user uint64, roles, overwrites []byte) {
+		checkAgainstReference(t, decodeCase(owner, timedOut, global, everyone, user, roles, overwrites))
 	})
 }
 
@@ -67,6 +72,7 @@ func TestMatchesReferenceAtScale(t *testing.T) {
 		nRoles, nOverwrites := rng.IntN(251), rng.IntN(501)
 		rc := rawCase{
 			owner:    rng.IntN(50) == 0,
+			timedOut: rng.IntN(4) == 0,
 			global:   rng.Uint64() &^ 1,
 			everyone: rawOverwrite{allow: rng.Uint64() & rng.Uint64(), deny: rng.Uint64() & rng.Uint64()},
 			user:     rawOverwrite{allow: rng.Uint64() & rng.Uint64() & rng.Uint64(), deny: rng.Uint64() & rng.Uint64() & rng.Uint64()},

@@ -21,6 +21,7 @@ const (
 	EmbedLinks                           // EMBED_LINKS
 	MentionEveryone                      // MENTION_EVERYONE
 	AddReactions                         // ADD_REACTIONS
+	ModerateMembers                      // MODERATE_MEMBERS
 
 	// NumPermissions is the size of the catalog; every Permission below it
 	// is valid.
@@ -65,6 +66,7 @@ var catalog = [NumPermissions]entry{
 	EmbedLinks:         {"EMBED_LINKS", "Allows links to show previews.", true},
 	MentionEveryone:    {"MENTION_EVERYONE", "Allows mentioning everyone.", true},
 	AddReactions:       {"ADD_REACTIONS", "Allows adding reactions.", true},
+	ModerateMembers:    {"MODERATE_MEMBERS", "Allows timing out members below one's top role.", false},
 }
 
 // Valid reports whether p is in the catalog.

@@ -18,11 +18,23 @@ var refCatalog = []string{
 	"ADMINISTRATOR", "MANAGE_USERS", "MANAGE_ROLES", "MANAGE_CHANNELS",
 	"VIEW_AUDIT_LOG", "VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY",
 	"ATTACH_FILES", "MANAGE_MESSAGES", "EMBED_LINKS", "MENTION_EVERYONE",
-	"ADD_REACTIONS",
+	"ADD_REACTIONS", "MODERATE_MEMBERS",
 }
 
 // refGlobalOnly are the names whose only scope is global.
-var refGlobalOnly = nameSet{"ADMINISTRATOR": true, "MANAGE_USERS": true, "VIEW_AUDIT_LOG": true}
+var refGlobalOnly = nameSet{"ADMINISTRATOR": true, "MANAGE_USERS": true, "VIEW_AUDIT_LOG": true, "MODERATE_MEMBERS": true}
+
+// refTimeoutKeeps is what a member timed out keeps at most.
+var refTimeoutKeeps = nameSet{"VIEW_CHANNEL": true, "READ_MESSAGE_HISTORY": true}
+
+// cut keeps in p only what keep holds.
+func (p nameSet) cut(keep nameSet) {
+	for n := range p {
+		if !keep[n] {
+			delete(p, n)
+		}
+	}
+}
 
 type nameSet map[string]bool
 
@@ -66,6 +78,7 @@ type rawOverwrite struct {
 // rawCase is one input to both implementations.
 type rawCase struct {
 	owner          bool
+	timedOut       bool
 	global         uint64
 	roles          []rawRole
 	everyone, user rawOverwrite
@@ -73,7 +86,7 @@ type rawCase struct {
 }
 
 func (rc rawCase) subject() permissions.Subject {
-	s := permissions.Subject{IsOwner: rc.owner, Global: permissions.Set(rc.global)}
+	s := permissions.Subject{IsOwner: rc.owner, Global: permissions.Set(rc.global), TimedOut: rc.timedOut}
 	for _, r := range rc.roles {
 		s.Roles = append(s.Roles, permissions.Role{ID: r.id, Permissions: permissions.Set(r.perms)})
 	}
@@ -92,7 +105,8 @@ func (rc rawCase) channel() permissions.Channel {
 }
 
 // refBase: global ∪ each role's permissions; everything for the owner and
-// for holders of ADMINISTRATOR.
+// for holders of ADMINISTRATOR; for anyone else timed out, at most
+// VIEW_CHANNEL and READ_MESSAGE_HISTORY.
 func refBase(rc rawCase) nameSet {
 	if rc.owner {
 		return refAll()
@@ -103,6 +117,9 @@ func refBase(rc rawCase) nameSet {
 	}
 	if p["ADMINISTRATOR"] {
 		return refAll()
+	}
+	if rc.timedOut {
+		p.cut(refTimeoutKeeps)
 	}
 	return p
 }
@@ -146,6 +163,9 @@ func refInChannel(rc rawCase) nameSet {
 	refApply(p, deny, allow)
 
 	refApply(p, names(rc.user.deny), names(rc.user.allow))
+	if rc.timedOut {
+		p.cut(refTimeoutKeeps)
+	}
 
 	if !p["VIEW_CHANNEL"] {
 		return nameSet{}

@@ -17,7 +17,7 @@ const (
 
 	// ChannelScoped holds every permission whose scopes include channel:
 	// all but ADMINISTRATOR, MANAGE_USERS and VIEW_AUDIT_LOG.
-	ChannelScoped Set = All &^ (1<<Administrator | 1<<ManageUsers | 1<<ViewAuditLog)
+	ChannelScoped Set = All &^ (1<<Administrator | 1<<ManageUsers | 1<<ViewAuditLog | 1<<ModerateMembers)
 
 	// DefaultGlobal holds the global permissions of a fresh store, so a new
 	// community works before anyone configures it.
@@ -26,6 +26,11 @@ const (
 
 	// needsSend holds what step 6 drops without SEND_MESSAGES.
 	needsSend Set = 1<<AttachFiles | 1<<EmbedLinks | 1<<MentionEveryone
+
+	// TimeoutKeeps holds what a member who is timed out keeps, at most:
+	// everything else is cut, from their base permissions and in every
+	// channel.
+	TimeoutKeeps Set = 1<<ViewChannel | 1<<ReadMessageHistory
 )
 
 // Of returns the set of ps. Permissions outside the catalog are ignored.

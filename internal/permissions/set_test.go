@@ -29,6 +29,7 @@ func TestCatalog(t *testing.T) {
 		{"EMBED_LINKS", both},
 		{"MENTION_EVERYONE", both},
 		{"ADD_REACTIONS", both},
+		{"MODERATE_MEMBERS", global},
 	}
 	cat := permissions.Catalog()
 	if len(cat) != len(want) || len(cat) != permissions.NumPermissions {
@@ -83,7 +84,7 @@ func TestByName(t *testing.T) {
 	}{
 		{"exact", "SEND_MESSAGES", permissions.SendMessages, true},
 		{"first", "ADMINISTRATOR", permissions.Administrator, true},
-		{"last", "ADD_REACTIONS", permissions.AddReactions, true},
+		{"last", "MODERATE_MEMBERS", permissions.ModerateMembers, true},
 		{"lower case", "send_messages", 0, false},
 		{"padded", " SEND_MESSAGES", 0, false},
 		{"empty", "", 0, false},
@@ -101,8 +102,8 @@ func TestByName(t *testing.T) {
 
 func TestPermissionOutsideCatalog(t *testing.T) {
 	p := permissions.Permission(permissions.NumPermissions)
-	if p.Valid() || p.String() != "Permission(13)" || p.Scopes() != nil {
-		t.Errorf("Permission(13): Valid %v, String %q, Scopes %v", p.Valid(), p.String(), p.Scopes())
+	if p.Valid() || p.String() != "Permission(14)" || p.Scopes() != nil {
+		t.Errorf("Permission(14): Valid %v, String %q, Scopes %v", p.Valid(), p.String(), p.Scopes())
 	}
 	if permissions.All.Has(p) || permissions.Set(^uint64(0)).Has(200) {
 		t.Errorf("Has reports a permission outside the catalog")
@@ -135,7 +136,7 @@ func TestSetOperations(t *testing.T) {
 		{"IsEmpty stray bits only", stray.IsEmpty(), true},
 		{"Len", a.Len(), 3},
 		{"Len ignores stray bits", (a | stray).Len(), 3},
-		{"Len All", permissions.All.Len(), 13},
+		{"Len All", permissions.All.Len(), 14},
 		{"Len ChannelScoped", permissions.ChannelScoped.Len(), 10},
 		{"Permissions catalog order", permissions.Of(react, view, send).Permissions(), []permissions.Permission{view, send, react}},
 		{"Permissions empty", permissions.Set(0).Permissions(), []permissions.Permission{}},
@@ -170,7 +171,7 @@ func TestNames(t *testing.T) {
 		want []string
 	}{
 		{"empty is an empty slice", 0, []string{}},
-		{"stray bits only", 1<<13 | 1<<63, []string{}},
+		{"stray bits only", 1<<14 | 1<<63, []string{}},
 		{"catalog order, not insertion order", permissions.Of(react, admin, view, send), []string{"ADMINISTRATOR", "VIEW_CHANNEL", "SEND_MESSAGES", "ADD_REACTIONS"}},
 		{"DefaultGlobal", permissions.DefaultGlobal, []string{"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ATTACH_FILES", "EMBED_LINKS", "ADD_REACTIONS"}},
 		{"All", permissions.All, refCatalog},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"gorm.io/gorm"
@@ -24,7 +25,8 @@ type AuthState struct {
 	roles         map[string]model.Role
 	byPosition    []model.Role // descending
 	channels      map[string]*ChannelState
-	ordered       []*ChannelState // by ID
+	tree          []*ChannelState // in tree order (Channels)
+	synced        map[string]bool // the channels synced with their category
 }
 
 // ChannelState is one channel of an AuthState: the channel, its overwrite
@@ -33,6 +35,7 @@ type ChannelState struct {
 	channel    model.Channel
 	version    int64 // of the overwrite list
 	overwrites []model.Overwrite
+	set        string // the overwrites in a canonical form: equal sets, equal strings
 	everyone   permissions.Overwrite
 	roles      []permissions.RoleOverwrite
 	users      map[string]permissions.Overwrite
@@ -59,20 +62,39 @@ func (a *AuthState) Channel(id string) (model.Channel, bool) {
 	if !ok {
 		return model.Channel{}, false
 	}
-	return c.channel, true
+	return a.present(c), true
 }
 
-// Channels returns every channel by ID.
+func (a *AuthState) present(c *ChannelState) model.Channel {
+	ch := c.channel
+	ch.Synced = a.synced[ch.ID]
+	return ch
+}
+
+// Channels returns every channel in tree order: the channels outside any
+// category and the categories, by position (ties by ID), each category
+// followed by its channels by position (ties by ID).
 func (a *AuthState) Channels() []model.Channel {
-	out := make([]model.Channel, len(a.ordered))
-	for i, c := range a.ordered {
-		out[i] = c.channel
+	out := make([]model.Channel, len(a.tree))
+	for i, c := range a.tree {
+		out[i] = a.present(c)
 	}
 	return out
 }
 
 // ChannelCount is the number of channels.
-func (a *AuthState) ChannelCount() int { return len(a.ordered) }
+func (a *AuthState) ChannelCount() int { return len(a.tree) }
+
+// Children returns the channels of a category, by position (ties by ID).
+func (a *AuthState) Children(categoryID string) []model.Channel {
+	var out []model.Channel
+	for _, c := range a.tree {
+		if p := c.channel.ParentID; p != nil && *p == categoryID {
+			out = append(out, a.present(c))
+		}
+	}
+	return out
+}
 
 // Overwrites returns a channel's overwrites (unordered) and the version of
 // the list; ok is false for a channel that does not exist.
@@ -92,7 +114,11 @@ func (a *AuthState) ChannelFor(channelID, userID string) permissions.Channel {
 	if !ok {
 		return permissions.Channel{}
 	}
-	return permissions.Channel{Everyone: c.everyone, Roles: c.roles, User: c.users[userID]}
+	pc := permissions.Channel{Everyone: c.everyone, Roles: c.roles, User: c.users[userID]}
+	if a.synced[channelID] {
+		pc.SyncedFrom = *c.channel.ParentID
+	}
+	return pc
 }
 
 // authParts are the parts of an AuthState to read again.
@@ -103,6 +129,23 @@ type authParts struct {
 }
 
 func (p authParts) empty() bool { return !p.roles && !p.all && len(p.channels) == 0 }
+
+// String says what p reads: "roles, every channel", "2 channels".
+func (p authParts) String() string {
+	var out []string
+	if p.roles {
+		out = append(out, "roles")
+	}
+	switch {
+	case p.all:
+		out = append(out, "every channel")
+	case len(p.channels) == 1:
+		out = append(out, "1 channel")
+	case len(p.channels) > 1:
+		out = append(out, fmt.Sprintf("%d channels", len(p.channels)))
+	}
+	return strings.Join(out, ", ")
+}
 
 // authView is the cache's AuthState and the parts changes reached since it
 // was built, each with the gen of the change (cache.gen), so that a build
@@ -178,6 +221,9 @@ func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
 		st := c.auth.state
 		c.mu.Unlock()
 		c.hits.Add(1)
+		if c.tracer != nil {
+			c.tracer.decided(ctx, "auth_state", true)
+		}
 		return st, nil
 	}
 	c.mu.Unlock()
@@ -187,11 +233,17 @@ func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
 	if c.auth.clean() { // built while this read waited
 		st := c.auth.state
 		c.mu.Unlock()
+		if c.tracer != nil {
+			c.tracer.decided(ctx, "auth_state", true)
+		}
 		return st, nil
 	}
 	base, parts, gen := c.auth.state, c.auth.parts(), c.gen
 	c.mu.Unlock()
 	c.misses.Add(1)
+	if c.tracer != nil {
+		c.tracer.decided(ctx, "auth_state", false, attrAuthParts.String(parts.String()))
+	}
 	// The build reads after gen: what it reads is at least as new as every
 	// change followed so far, and a change followed meanwhile leaves its
 	// part marked for the next build.
@@ -257,12 +309,55 @@ func buildAuthState(ctx context.Context, q queries, base *AuthState, p authParts
 	for _, c := range chans {
 		next.channels[c.channel.ID] = c
 	}
-	next.ordered = make([]*ChannelState, 0, len(next.channels))
-	for _, c := range next.channels {
-		next.ordered = append(next.ordered, c)
-	}
-	sort.Slice(next.ordered, func(i, j int) bool { return next.ordered[i].channel.ID < next.ordered[j].channel.ID })
+	next.arrange()
 	return next, nil
+}
+
+// arrange computes the tree order and which channels are synced.
+func (a *AuthState) arrange() {
+	byOrder := func(x, y *ChannelState) bool {
+		if x.channel.Position != y.channel.Position {
+			return x.channel.Position < y.channel.Position
+		}
+		return x.channel.ID < y.channel.ID
+	}
+	var tops []*ChannelState
+	children := map[string][]*ChannelState{}
+	a.synced = map[string]bool{}
+	for _, c := range a.channels {
+		p := c.channel.ParentID
+		parent := (*ChannelState)(nil)
+		if p != nil {
+			parent = a.channels[*p]
+		}
+		if parent == nil {
+			tops = append(tops, c)
+			continue
+		}
+		children[*p] = append(children[*p], c)
+		if parent.set == c.set {
+			a.synced[c.channel.ID] = true
+		}
+	}
+	sort.Slice(tops, func(i, j int) bool { return byOrder(tops[i], tops[j]) })
+	a.tree = make([]*ChannelState, 0, len(a.channels))
+	for _, c := range tops {
+		a.tree = append(a.tree, c)
+		kids := children[c.channel.ID]
+		sort.Slice(kids, func(i, j int) bool { return byOrder(kids[i], kids[j]) })
+		a.tree = append(a.tree, kids...)
+	}
+}
+
+// overwriteSet is a canonical form of a list of overwrites: two lists hold
+// the same overwrites exactly when their forms are equal.
+func overwriteSet(list []model.Overwrite) string {
+	keys := make([]string, len(list))
+	for i, o := range list {
+		keys[i] = fmt.Sprintf("%s\x00%s\x00%d\x00%d", o.TargetType, o.TargetID, o.Allow, o.Deny)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, "\x01")
 }
 
 // readChannelStates reads every channel (all), or those of ids that exist,
@@ -302,6 +397,9 @@ func readChannelStates(db *gorm.DB, all bool, ids []string) ([]*ChannelState, er
 		case model.TargetUser:
 			c.users[o.TargetID] = ow
 		}
+	}
+	for _, c := range out {
+		c.set = overwriteSet(c.overwrites)
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The read cache: the one place that decides whether a value read before
@@ -112,6 +114,8 @@ type cache struct {
 	afterRead func()
 
 	hits, misses, questions, resets atomic.Int64
+	changes                         atomic.Int64 // changes followed (for tracing)
+	tracer                          *tracer      // nil: tracing off
 }
 
 func newCache(max int) *cache {
@@ -143,6 +147,7 @@ func (c *cache) apply(d delta) {
 	}
 	if d.reset || len(d.changes) > 0 {
 		c.gen++
+		c.changes.Add(int64(len(d.changes)))
 	}
 	c.pos = d.to
 }
@@ -235,8 +240,24 @@ type readScope struct{ followed atomic.Bool }
 // asks for. A write committed through it (Store.Write) makes the next read
 // ask again, so the request reads its own writes.
 func (s *Store) ReadScope(ctx context.Context) context.Context {
-	return context.WithValue(ctx, scopeKey{}, &readScope{})
+	sc := &readScope{}
+	if testOnlySkipFreshness != "" {
+		sc.followed.Store(true)
+	}
+	return context.WithValue(ctx, scopeKey{}, sc)
 }
+
+// testOnlySkipFreshness, when not empty, breaks the rule above on purpose:
+// every read scope starts as though it had asked already, so a request's
+// cached reads are answered from whatever the cache holds (it still
+// follows the log inside write transactions). Only a test's own build sets
+// it, at link time:
+//
+//	go build -ldflags "-X github.com/guildhall/guildhall/internal/store.testOnlySkipFreshness=yes"
+//
+// cmd/guildhall's linearizability test does, to show that its checker
+// finds the stale reads of a cache that does not ask. Nothing else sets it.
+var testOnlySkipFreshness string
 
 func scopeOf(ctx context.Context) *readScope {
 	sc, _ := ctx.Value(scopeKey{}).(*readScope)
@@ -251,7 +272,13 @@ func (c *cache) fresh(ctx context.Context) error {
 		return nil
 	}
 	c.questions.Add(1)
-	if err := c.follow(ctx); err != nil {
+	var ft *followTrace
+	if c.tracer != nil {
+		ctx, ft = c.tracer.followSpan(ctx, c)
+	}
+	err := c.follow(ctx)
+	ft.end(c, err)
+	if err != nil {
 		return fmt.Errorf("follow the change log: %w", err)
 	}
 	if sc != nil {
@@ -270,6 +297,9 @@ func cachedRead[T any](ctx context.Context, c *cache, k cacheKey, deps func(T) [
 		return zero, err
 	}
 	v, hit, gen := c.lookup(k)
+	if c.tracer != nil {
+		c.tracer.decided(ctx, cacheReads[k.kind], hit)
+	}
 	if hit {
 		c.hits.Add(1)
 		return copyOut(v.(T)), nil
@@ -308,8 +338,9 @@ func (s *Store) CacheStats() CacheStats {
 // that is open, or opens one; a round is open until its question is sent,
 // so every read of a round arrived before it was sent, and the answer is
 // of a moment after each arrived. Each read waits for its round under its
-// own context; the question runs under none (it answers them all), bounded
-// by the statement deadline inside ask.
+// own context; the question runs under none (it answers them all; traced,
+// it carries the span of the read that opened the round, and nothing else),
+// bounded by the statement deadline inside ask.
 type rounds struct {
 	ask  func(ctx context.Context) error
 	mu   sync.Mutex
@@ -318,6 +349,7 @@ type rounds struct {
 	// round waits for it, while the reads that arrive meanwhile join it.
 	inflight sync.Mutex
 	sent     atomic.Int64
+	traced   bool // tracing on (trace.go)
 }
 
 type round struct {
@@ -331,7 +363,11 @@ func (r *rounds) follow(ctx context.Context) error {
 	if rd == nil {
 		rd = &round{done: make(chan struct{})}
 		r.next = rd
-		go r.send(rd)
+		qctx := context.Background()
+		if r.traced {
+			qctx = trace.ContextWithSpan(qctx, trace.SpanFromContext(ctx))
+		}
+		go r.send(qctx, rd)
 	}
 	r.mu.Unlock()
 	select {
@@ -342,7 +378,7 @@ func (r *rounds) follow(ctx context.Context) error {
 	}
 }
 
-func (r *rounds) send(rd *round) {
+func (r *rounds) send(ctx context.Context, rd *round) {
 	r.inflight.Lock()
 	defer r.inflight.Unlock()
 	defer close(rd.done)
@@ -355,5 +391,5 @@ func (r *rounds) send(rd *round) {
 			rd.err = fmt.Errorf("panic following the change log: %v\n%s", v, debug.Stack())
 		}
 	}()
-	rd.err = r.ask(context.Background())
+	rd.err = r.ask(ctx)
 }

@@ -24,6 +24,10 @@ type dialect interface {
 	snapshotTx() *sql.TxOptions
 	// writeTx is the transaction for a write.
 	writeTx() *sql.TxOptions
+	// jsonTexts is a subquery of the strings of a JSON array given as one
+	// parameter, as a column id: a statement over a list of any length
+	// keeps one text (one prepared statement) and one parameter.
+	jsonTexts() string
 }
 
 type sqliteDialect struct{}
@@ -42,6 +46,7 @@ func (sqliteDialect) groupConcatOrdered(col, order string) string {
 	return "group_concat(" + col + ", ',' ORDER BY " + order + ")"
 }
 func (sqliteDialect) lockWrites() string { return "" }
+func (sqliteDialect) jsonTexts() string  { return "SELECT value AS id FROM json_each(?)" }
 func (sqliteDialect) likeEscape() string { return `ESCAPE '\'` }
 
 // A SQLite read transaction already sees one snapshot (WAL).
@@ -77,6 +82,9 @@ func (d postgresDialect) lockWrites() string {
 	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", d.writeKey)
 }
 func (postgresDialect) likeEscape() string { return `ESCAPE '\'` }
+func (postgresDialect) jsonTexts() string {
+	return "SELECT jsonb_array_elements_text(CAST(? AS jsonb)) AS id"
+}
 
 // writeTx is READ COMMITTED whatever the database's default: each statement
 // after the advisory lock must see what the writers before it committed. A

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -32,7 +33,11 @@ func (s *Store) Classify(err error) error {
 	case diskFull(err):
 		s.faults.lastFull.Store(time.Now().UnixNano())
 		return apperr.InsufficientStorage(err)
-	case unavailable(err):
+	case unavailable(err), s.Postgres() && errors.Is(err, io.ErrUnexpectedEOF):
+		// pgx reports a connection that ended in the middle of an answer
+		// (the database crashed or restarted, the network was cut) as a
+		// bare io.ErrUnexpectedEOF; nothing else in a PostgreSQL store's
+		// reach ends that way.
 		return apperr.Unavailable(err)
 	}
 	return err

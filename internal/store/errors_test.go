@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/testenv"
 )
 
 // Classify names the faults of what lies beneath: a full disk is a 507, a
@@ -40,6 +42,7 @@ func TestClassify(t *testing.T) {
 		{"connection exception", &pgconn.PgError{Code: "08006"}, apperr.ErrUnavailable},
 		{"network", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, apperr.ErrUnavailable},
 		{"SQLite busy", sqlite3.Error{Code: sqlite3.ErrBusy}, apperr.ErrUnavailable},
+		{"unexpected EOF on SQLite (not a connection)", fmt.Errorf("read blob: %w", io.ErrUnexpectedEOF), nil},
 		{"a client gone", context.Canceled, nil},
 		{"a unique violation", &pgconn.PgError{Code: "23505"}, nil},
 		{"something else", errors.New("boom"), nil},
@@ -61,5 +64,20 @@ func TestClassify(t *testing.T) {
 	}
 	if err := s.Writable(); err == nil {
 		t.Fatal("Writable after a full disk: nil, want an error for a few seconds")
+	}
+}
+
+// On PostgreSQL, a connection that ends in the middle of an answer (the
+// database crashed or restarted, the network was cut), which pgx reports as
+// a bare io.ErrUnexpectedEOF, is a 503 like any other lost connection.
+func TestClassifyPostgresConnectionEnded(t *testing.T) {
+	s, err := store.Open(context.Background(), store.Options{DatabaseURL: testenv.FreshPostgres(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cause := fmt.Errorf("follow the change log: %w", io.ErrUnexpectedEOF)
+	if got := s.Classify(cause); !errors.Is(got, apperr.ErrUnavailable) || !errors.Is(got, cause) {
+		t.Fatalf("Classify(%v) = %v, want %v wrapping the cause", cause, got, apperr.ErrUnavailable)
 	}
 }

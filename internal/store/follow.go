@@ -29,6 +29,7 @@ type sqliteLog struct {
 	since   driver.Stmt // the changes after a version
 	latest  driver.Stmt // the last version
 	counter *atomic.Int64
+	tracer  *tracer // nil: tracing off
 }
 
 const (
@@ -42,12 +43,12 @@ const (
 )
 
 // openSQLiteLog opens the connection on the SQLite file at dsn.
-func openSQLiteLog(dsn string, counter *atomic.Int64) (*sqliteLog, error) {
+func openSQLiteLog(dsn string, counter *atomic.Int64, t *tracer) (*sqliteLog, error) {
 	conn, err := (&sqlite3.SQLiteDriver{}).Open(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open the change log's connection: %w", err)
 	}
-	l := &sqliteLog{conn: conn, counter: counter}
+	l := &sqliteLog{conn: conn, counter: counter, tracer: t}
 	for _, p := range []struct {
 		st  *driver.Stmt
 		sql string
@@ -81,9 +82,14 @@ func (l *sqliteLog) close() error {
 }
 
 // query runs a statement of the connection and reads its rows. A context
-// that is never done: the driver then starts no goroutine to watch it.
-func (l *sqliteLog) query(st driver.Stmt, args []driver.NamedValue, each func(dest []driver.Value) error, width int) error {
+// that is never done: the driver then starts no goroutine to watch it (ctx
+// only says which span the statement belongs to, when traced).
+func (l *sqliteLog) query(ctx context.Context, query string, st driver.Stmt, args []driver.NamedValue,
+	each func(dest []driver.Value) error, width int) (err error) {
 	l.counter.Add(1)
+	if sp := l.tracer.statement(ctx, query); sp != nil {
+		defer func() { endSpan(sp, err) }()
+	}
 	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), args)
 	if err != nil {
 		return err
@@ -104,14 +110,14 @@ func (l *sqliteLog) query(st driver.Stmt, args []driver.NamedValue, each func(de
 }
 
 // next returns what changed after from.
-func (l *sqliteLog) next(from position) (delta, error) {
+func (l *sqliteLog) next(ctx context.Context, from position) (delta, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn == nil {
 		return delta{}, errors.New("store closed")
 	}
 	var dv int64
-	err := l.query(l.version, nil, func(d []driver.Value) error {
+	err := l.query(ctx, sqliteDataVersion, l.version, nil, func(d []driver.Value) error {
 		dv, _ = d[0].(int64)
 		return nil
 	}, 1)
@@ -124,7 +130,7 @@ func (l *sqliteLog) next(from position) (delta, error) {
 	d := delta{to: position{v: from.v, dv: dv}}
 	args := []driver.NamedValue{{Ordinal: 1, Value: from.v}, {Ordinal: 2, Value: int64(maxChangesFollowed + 1)}}
 	latest, first := int64(0), true
-	err = l.query(l.since, args, func(row []driver.Value) error {
+	err = l.query(ctx, sqliteChangesAfter, l.since, args, func(row []driver.Value) error {
 		v, _ := row[0].(int64)
 		if first && row[1] == nil {
 			latest, first = v, false
@@ -150,7 +156,7 @@ func (l *sqliteLog) next(from position) (delta, error) {
 		// before the cache drops its entries, so what is read after that
 		// is at least as new.
 		d.reset = true
-		err = l.query(l.latest, nil, func(row []driver.Value) error {
+		err = l.query(ctx, sqliteLastChange, l.latest, nil, func(row []driver.Value) error {
 			d.to.v, _ = row[0].(int64)
 			return nil
 		}, 1)
@@ -166,15 +172,16 @@ func (l *sqliteLog) next(from position) (delta, error) {
 
 // start is the position of the log now (the cache starts empty there).
 func (l *sqliteLog) start() (position, error) {
+	ctx := context.Background()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var p position
-	err := l.query(l.version, nil, func(row []driver.Value) error {
+	err := l.query(ctx, sqliteDataVersion, l.version, nil, func(row []driver.Value) error {
 		p.dv, _ = row[0].(int64)
 		return nil
 	}, 1)
 	if err == nil {
-		err = l.query(l.latest, nil, func(row []driver.Value) error {
+		err = l.query(ctx, sqliteLastChange, l.latest, nil, func(row []driver.Value) error {
 			p.v, _ = row[0].(int64)
 			return nil
 		}, 1)

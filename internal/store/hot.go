@@ -40,6 +40,15 @@ func copyUser(u model.User) model.User {
 	return u
 }
 
+// nullTime is a nullable micros column as a time.
+func nullTime(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := micros(n.Int64).time()
+	return &t
+}
+
 func (q queries) getUser(ctx context.Context, id string) (model.User, error) {
 	rows, err := q.query(ctx, q.sql().getUser, id)
 	if err != nil {
@@ -75,7 +84,7 @@ func userBytes(u model.User) int {
 // by position descending as one comma-separated column (a role ID never
 // holds a comma).
 func userColumns(d dialect) string {
-	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.version, u.created_at, u.updated_at, " +
+	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.timeout_until, u.version, u.created_at, u.updated_at, " +
 		// The ordered aggregate costs SQLite a join and a sorter per user;
 		// a user with no role (most of a community) skips both after one
 		// probe of user_roles' primary key.
@@ -91,6 +100,7 @@ func userColumns(d dialect) string {
 type userScanner struct {
 	u                model.User
 	created, updated int64
+	timeout          sql.NullInt64
 	roles            sql.NullString
 	dest             []any
 }
@@ -98,7 +108,7 @@ type userScanner struct {
 func newUserScanner() *userScanner {
 	s := &userScanner{}
 	s.dest = []any{&s.u.ID, &s.u.Username, &s.u.DisplayName, &s.u.Email, &s.u.Status,
-		&s.u.IsOwner, &s.u.Version, &s.created, &s.updated, &s.roles}
+		&s.u.IsOwner, &s.timeout, &s.u.Version, &s.created, &s.updated, &s.roles}
 	return s
 }
 
@@ -110,6 +120,7 @@ func (s *userScanner) scan(rows *sql.Rows) (model.User, error) {
 	}
 	u := s.u
 	u.CreatedAt, u.UpdatedAt = micros(s.created).time(), micros(s.updated).time()
+	u.TimeoutUntil = nullTime(s.timeout)
 	u.Roles = splitIDs(s.roles.String)
 	return u, nil
 }
@@ -377,7 +388,7 @@ func (s *Store) CredentialsOf(ctx context.Context, userID string) (Credentials, 
 }
 
 func credentialColumns(d dialect) string {
-	return "u.id, u.status, u.is_owner, (SELECT " + d.groupConcat("ur.role_id") +
+	return "u.id, u.status, u.is_owner, u.timeout_until, (SELECT " + d.groupConcat("ur.role_id") +
 		" FROM user_roles ur WHERE ur.user_id = u.id)"
 }
 
@@ -400,11 +411,12 @@ func (q queries) tokenCredentials(ctx context.Context, byID bool, arg string) (C
 	var c Credentials
 	var expires *micros
 	var roles sql.NullString
-	if err := rows.Scan(append([]any{&c.Principal.TokenID, &c.TokenHash, &expires}, c.scanTargets(&roles)...)...); err != nil {
+	var timeout sql.NullInt64
+	if err := rows.Scan(append([]any{&c.Principal.TokenID, &c.TokenHash, &expires}, c.scanTargets(&timeout, &roles)...)...); err != nil {
 		return Credentials{}, fmt.Errorf("authenticate: %w", err)
 	}
 	c.ExpiresAt = timePtr(expires)
-	c.finish(roles)
+	c.finish(timeout, roles)
 	return c, rows.Close()
 }
 
@@ -422,20 +434,22 @@ func (q queries) credentialsOf(ctx context.Context, userID string) (Credentials,
 	}
 	var c Credentials
 	var roles sql.NullString
-	if err := rows.Scan(c.scanTargets(&roles)...); err != nil {
+	var timeout sql.NullInt64
+	if err := rows.Scan(c.scanTargets(&timeout, &roles)...); err != nil {
 		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
 	}
-	c.finish(roles)
+	c.finish(timeout, roles)
 	return c, rows.Close()
 }
 
 // scanTargets are the destinations of credentialColumns; finish completes
 // what they hold.
-func (c *Credentials) scanTargets(roles *sql.NullString) []any {
-	return []any{&c.Principal.UserID, &c.Status, &c.Principal.IsOwner, roles}
+func (c *Credentials) scanTargets(timeout *sql.NullInt64, roles *sql.NullString) []any {
+	return []any{&c.Principal.UserID, &c.Status, &c.Principal.IsOwner, timeout, roles}
 }
 
-func (c *Credentials) finish(roles sql.NullString) {
+func (c *Credentials) finish(timeout sql.NullInt64, roles sql.NullString) {
+	c.Principal.TimeoutUntil = nullTime(timeout)
 	c.Principal.Roles = splitIDs(roles.String)
 	sort.Strings(c.Principal.Roles)
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -177,6 +179,31 @@ ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) 
 	// what changed and nothing else. On PostgreSQL its triggers replace
 	// 0011's and bump the same data_version row.
 	{id: "0012_change_log", run: migrateChangeLog},
+	// Categories (a channel's kind, its category and its position among its
+	// siblings; deleting a category leaves its channels outside any) and
+	// member timeouts.
+	{id: "0013_categories_timeouts", sql: `
+ALTER TABLE channels ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT 'text';
+ALTER TABLE channels ADD COLUMN parent_id VARCHAR(64) REFERENCES channels(id) ON DELETE SET NULL;
+ALTER TABLE channels ADD COLUMN position INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX channels_parent ON channels(parent_id);
+ALTER TABLE users ADD COLUMN timeout_until {{BIGINT}};
+`},
+	// The deployment's secret keys, drawn once here and shared by every
+	// instance: the key that seals list cursors (so a cursor tells nothing
+	// of what it points past).
+	{id: "0014_deployment_keys", sql: `
+CREATE TABLE deployment_keys (
+  name VARCHAR(32) PRIMARY KEY,
+  key_hex VARCHAR(128) NOT NULL
+);
+`, run: func(tx *gorm.DB, _ dialect) error {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		return tx.Exec("INSERT INTO deployment_keys (name, key_hex) VALUES ('cursor', ?)", hex.EncodeToString(key)).Error
+	}},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

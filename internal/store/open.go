@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -44,6 +45,9 @@ type Options struct {
 	// CacheBytes bounds the read cache's estimated size (cache.go);
 	// DefaultCacheBytes when 0.
 	CacheBytes int
+	// Tracer, when set, traces what the store does for a caller whose
+	// context carries a recording span (trace.go); nil: no tracing.
+	Tracer trace.TracerProvider
 	// VerifyChangeMarks makes every write on SQLite check, before it
 	// commits, that it marked each change the change log's triggers
 	// logged for it (Tx.mark); a write that did not fails. For tests.
@@ -63,7 +67,9 @@ type Store struct {
 	sqliteLog    *sqliteLog   // SQLite: the change log's own connection
 	sqliteLogDSN string       // and where it opens it
 	statements   atomic.Int64 // see QueryCount
+	tracer       *tracer      // nil: tracing off (trace.go)
 	verifyMarks  bool         // Options.VerifyChangeMarks
+	cursorKey    []byte       // seals list cursors (CursorKey)
 
 	writer *writer
 	// migrateUpTo, when positive, applies only the first migrations (tests
@@ -162,8 +168,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
+	s.tracer = newTracer(opts.Tracer, s.dialect)
+	s.cache.tracer = s.tracer
 	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
-		counter: &s.statements}
+		counter: &s.statements, tracer: s.tracer}
 	s.wstmts = s.queries.stmts
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -177,6 +185,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			_ = s.Close()
 			return nil, err
 		}
+		if err := s.traceStatements(db); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 		if s.write == s.read {
 			break
 		}
@@ -185,10 +197,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.Close()
 		return nil, err
 	}
-	// After the migrations: the change log is a table of theirs.
+	// After the migrations: the change log and the keys are tables of theirs.
 	if err := s.followChangeLog(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
+	}
+	if s.write.Migrator().HasTable("deployment_keys") {
+		if s.cursorKey, err = s.queries.deploymentKey(ctx, "cursor"); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	s.writer = startWriter(s)
 	return s, nil
@@ -208,7 +226,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		return nil
 	}
 	if !s.Postgres() {
-		l, err := openSQLiteLog(s.sqliteLogDSN, &s.statements)
+		l, err := openSQLiteLog(s.sqliteLogDSN, &s.statements, s.tracer)
 		if err != nil {
 			return err
 		}
@@ -219,13 +237,13 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		}
 		c.pos = p
 		var mu sync.Mutex // one question at a time: the connection serves one statement at a time
-		c.follow = func(context.Context) error {
+		c.follow = func(ctx context.Context) error {
 			mu.Lock()
 			defer mu.Unlock()
 			c.mu.Lock()
 			from := c.pos
 			c.mu.Unlock()
-			d, err := l.next(from)
+			d, err := l.next(ctx, from)
 			if err != nil {
 				return err
 			}
@@ -250,6 +268,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		c.apply(d)
 		return nil
 	}}
+	r.traced = s.tracer != nil
 	c.follow = r.follow
 	c.rounds = r
 	return nil
@@ -298,6 +317,10 @@ func keepCause(translated, err error) error {
 func IsPostgresURL(u string) bool {
 	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
 }
+
+// CursorKey is the deployment's key for sealing list cursors: the same on
+// every instance, secret, drawn once (nil on a store migrated short of it).
+func (s *Store) CursorKey() []byte { return s.cursorKey }
 
 // Postgres reports whether the store is PostgreSQL.
 func (s *Store) Postgres() bool { return s.dialect.name() == "postgres" }

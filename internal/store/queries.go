@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -43,6 +45,11 @@ type queries struct {
 	sqlTx   *sql.Tx         // set inside a write transaction
 	txCtx   context.Context // set inside a write transaction: see Tx
 	counter *atomic.Int64   // QueryCount
+	tracer  *tracer         // nil: tracing off
+	// span, inside a write transaction, is the span of the write whose
+	// part of the batch q runs (nil: not traced): its statements run under
+	// the batch's context, and belong to that span.
+	span trace.Span
 }
 
 // ctx is the context statements run under. Inside a write transaction it is
@@ -58,6 +65,9 @@ type queries struct {
 // hangs must not hold the request.
 func (q queries) ctx(ctx context.Context) context.Context {
 	if q.txCtx != nil {
+		if q.span != nil {
+			return trace.ContextWithSpan(q.txCtx, q.span)
+		}
 		return q.txCtx
 	}
 	if q.dialect.name() == "sqlite" {
@@ -213,6 +223,15 @@ func (q queries) settings(ctx context.Context) (permissions.Set, int64, error) {
 		return 0, 0, fmt.Errorf("read settings: %w", err)
 	}
 	return permissions.Set(st.GlobalPermissions) & permissions.All, st.GlobalVersion, nil
+}
+
+// deploymentKey reads one of the deployment's secret keys.
+func (q queries) deploymentKey(ctx context.Context, name string) ([]byte, error) {
+	var row struct{ KeyHex string }
+	if err := q.with(ctx).Table("deployment_keys").Select("key_hex").Where("name = ?", name).Take(&row).Error; err != nil {
+		return nil, fmt.Errorf("read the %s key: %w", name, err)
+	}
+	return hex.DecodeString(row.KeyHex)
 }
 
 // notFound turns gorm's record-not-found into a 404 with the detail given.

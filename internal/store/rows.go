@@ -13,6 +13,9 @@ type channelRow struct {
 	ID                string `gorm:"primaryKey"`
 	Name              string
 	Topic             *string
+	Kind              string
+	ParentID          *string
+	Position          int
 	Version           int64
 	OverwritesVersion int64
 	CreatedAt         micros `gorm:"autoCreateTime:false"`
@@ -22,8 +25,8 @@ type channelRow struct {
 func (channelRow) TableName() string { return "channels" }
 
 func (r channelRow) model() model.Channel {
-	return model.Channel{ID: r.ID, Name: r.Name, Topic: r.Topic, Version: r.Version,
-		CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
+	return model.Channel{ID: r.ID, Name: r.Name, Topic: r.Topic, Kind: r.Kind, ParentID: r.ParentID, Position: r.Position,
+		Version: r.Version, CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}
 }
 
 type roleRow struct {
@@ -56,6 +59,7 @@ type userRow struct {
 	EmailKey       *string
 	Status         string
 	IsOwner        bool
+	TimeoutUntil   *micros
 	Version        int64
 	CreatedAt      micros `gorm:"autoCreateTime:false"`
 	UpdatedAt      micros `gorm:"autoUpdateTime:false"`

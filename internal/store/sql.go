@@ -187,7 +187,10 @@ func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Row
 		return nil, err
 	}
 	q.count()
-	return st.QueryContext(ctx, args...)
+	sp := q.tracer.statement(ctx, query)
+	rows, err := st.QueryContext(ctx, args...)
+	endSpan(sp, err) // the rows are read after: the span is the statement's, until its first answer
+	return rows, err
 }
 
 // exec runs a constant SQL statement like query.
@@ -200,7 +203,10 @@ func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Resul
 		return nil, err
 	}
 	q.count()
-	return st.ExecContext(ctx, args...)
+	sp := q.tracer.statement(ctx, query)
+	res, err := st.ExecContext(ctx, args...)
+	endSpan(sp, err)
+	return res, err
 }
 
 func (q queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -66,6 +67,9 @@ func (b *batchState) authParts() authParts {
 // log once per transaction, after the write lock is held, so what it holds
 // is what the transaction started from.
 func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
+	if tx.span != nil { // traced: the cache's work is the write's
+		ctx = trace.ContextWithSpan(ctx, tx.span)
+	}
 	return context.WithValue(ctx, scopeKey{}, tx.batch.scope)
 }
 
@@ -91,12 +95,17 @@ func (tx *Tx) Credentials(ctx context.Context, tokenHash string) (Credentials, e
 		if err := tx.store.cache.fresh(tx.cacheCtx(ctx)); err != nil {
 			return Credentials{}, err
 		}
-		if v, hit, _ := tx.store.cache.lookup(cacheKey{kind: cacheCredentials, a: tokenHash}); hit {
+		v, hit, _ := tx.store.cache.lookup(cacheKey{kind: cacheCredentials, a: tokenHash})
+		if hit && tx.batch.dirty("users", v.(Credentials).Principal.UserID) {
+			hit = false
+		}
+		if tx.tracer != nil {
+			tx.tracer.decided(tx.cacheCtx(ctx), "credentials", hit)
+		}
+		if hit {
 			c := v.(Credentials)
-			if !tx.batch.dirty("users", c.Principal.UserID) {
-				c.Principal.Roles = slices.Clone(c.Principal.Roles)
-				return c, nil
-			}
+			c.Principal.Roles = slices.Clone(c.Principal.Roles)
+			return c, nil
 		}
 	}
 	return tx.tokenCredentials(ctx, false, tokenHash)
@@ -206,30 +215,97 @@ func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
 // InsertChannel creates a channel; a taken ID is a conflict.
 func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	tx.mark("channels", c.ID)
-	row := channelRow{ID: c.ID, Name: c.Name, Topic: c.Topic, Version: 1, OverwritesVersion: 1,
-		CreatedAt: microsOf(c.CreatedAt), UpdatedAt: microsOf(c.UpdatedAt)}
+	if c.Kind == "" {
+		c.Kind = model.KindText
+	}
+	row := channelRow{ID: c.ID, Name: c.Name, Topic: c.Topic, Kind: c.Kind, ParentID: c.ParentID, Position: c.Position,
+		Version: 1, OverwritesVersion: 1, CreatedAt: microsOf(c.CreatedAt), UpdatedAt: microsOf(c.UpdatedAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return model.Channel{}, duplicate(err, "Channel %q already exists.", c.ID)
 	}
 	return row.model(), nil
 }
 
-// UpdateChannel stores a channel's name and topic and moves its version.
+// UpdateChannel stores a channel's name, topic, category and position, and
+// moves its version.
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	tx.mark("channels", c.ID)
 	res := tx.with(ctx).Model(&channelRow{}).Where("id = ?", c.ID).Updates(map[string]any{
-		"name": c.Name, "topic": c.Topic, "version": gorm.Expr("version + 1"), "updated_at": microsOf(c.UpdatedAt)})
+		"name": c.Name, "topic": c.Topic, "parent_id": c.ParentID, "position": c.Position,
+		"version": gorm.Expr("version + 1"), "updated_at": microsOf(c.UpdatedAt)})
 	if res.Error != nil {
 		return model.Channel{}, fmt.Errorf("update channel: %w", res.Error)
 	}
 	return tx.GetChannel(ctx, c.ID)
 }
 
+// CountChannels counts the channels, and the channels of a category when
+// parentID is not "".
+func (tx *Tx) CountChannels(ctx context.Context, parentID string) (int, error) {
+	var n int64
+	db := tx.with(ctx).Model(&channelRow{})
+	if parentID != "" {
+		db = db.Where("parent_id = ?", parentID)
+	}
+	if err := db.Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("count channels: %w", err)
+	}
+	return int(n), nil
+}
+
+// NextPosition is the position after the last of the channels in a
+// category (parentID nil: outside any), 0 when there are none.
+func (tx *Tx) NextPosition(ctx context.Context, parentID *string) (int, error) {
+	var last *int
+	db := tx.with(ctx).Model(&channelRow{}).Select("MAX(position)")
+	if parentID == nil {
+		db = db.Where("parent_id IS NULL")
+	} else {
+		db = db.Where("parent_id = ?", *parentID)
+	}
+	if err := db.Scan(&last).Error; err != nil {
+		return 0, fmt.Errorf("read positions: %w", err)
+	}
+	if last == nil {
+		return 0, nil
+	}
+	return *last + 1, nil
+}
+
+// ReplaceOverwrites makes a channel's overwrites exactly the list given
+// (their channel is taken to be channelID), and moves the list's version.
+func (tx *Tx) ReplaceOverwrites(ctx context.Context, channelID string, list []model.Overwrite) error {
+	tx.mark("overwrites", channelID)
+	db := tx.with(ctx)
+	if err := db.Where("channel_id = ?", channelID).Delete(&overwriteRow{}).Error; err != nil {
+		return fmt.Errorf("replace overwrites: %w", err)
+	}
+	if len(list) > 0 {
+		rows := make([]overwriteRow, len(list))
+		for i, o := range list {
+			rows[i] = overwriteRow{ChannelID: channelID, TargetType: o.TargetType, TargetID: o.TargetID,
+				AllowBits: int64(o.Allow), DenyBits: int64(o.Deny)}
+		}
+		if err := db.Create(&rows).Error; err != nil {
+			return fmt.Errorf("replace overwrites: %w", err)
+		}
+	}
+	return tx.bumpOverwriteLists(ctx, []string{channelID})
+}
+
 // DeleteChannel deletes a channel with its overwrites and attachments and
-// returns the blob keys that are no longer referenced.
+// returns the blob keys that are no longer referenced. The channels of a
+// category it deletes stay, outside any category (ON DELETE SET NULL).
 func (tx *Tx) DeleteChannel(ctx context.Context, id string) ([]string, error) {
 	tx.mark("channels", id)
 	tx.mark("overwrites", id)
+	var children []string
+	if err := tx.with(ctx).Model(&channelRow{}).Where("parent_id = ?", id).Pluck("id", &children).Error; err != nil {
+		return nil, fmt.Errorf("list a category's channels: %w", err)
+	}
+	for _, c := range children {
+		tx.mark("channels", c)
+	}
 	var keys []string
 	db := tx.with(ctx)
 	if err := db.Model(&attachmentRow{}).Where("channel_id = ?", id).Pluck("blob_key", &keys).Error; err != nil {
@@ -440,6 +516,61 @@ func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int6
 	return holders, nil
 }
 
+// RolePositions is every role's position.
+func (tx *Tx) RolePositions(ctx context.Context) (map[string]int, error) {
+	var rows []roleRow
+	if err := tx.with(ctx).Model(&roleRow{}).Select("id", "position").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read role positions: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Position
+	}
+	return out, nil
+}
+
+// SetRolePositions moves roles to new positions at once (the positions of
+// all roles after it must be 1..N, each once), in two steps like
+// shiftRoles. The lists ordered by role position that hold a moved role
+// move their versions: the overwrite lists with an overwrite of one, and
+// the users holding one among other roles.
+func (tx *Tx) SetRolePositions(ctx context.Context, to map[string]int, now time.Time) error {
+	if len(to) == 0 {
+		return nil
+	}
+	tx.mark("roles", "")
+	db := tx.with(ctx)
+	ids := make([]string, 0, len(to))
+	for id, p := range to {
+		ids = append(ids, id)
+		if err := db.Model(&roleRow{}).Where("id = ?", id).Update("position", -p).Error; err != nil {
+			return fmt.Errorf("move roles: %w", err)
+		}
+	}
+	err := db.Model(&roleRow{}).Where("position < 0").
+		Updates(map[string]any{"position": gorm.Expr("-position"), "version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
+	if err != nil {
+		return fmt.Errorf("move roles: %w", err)
+	}
+	var channels []string
+	err = db.Model(&overwriteRow{}).Distinct("channel_id").Where("target_type = 'role' AND target_id IN ?", ids).
+		Pluck("channel_id", &channels).Error
+	if err == nil {
+		err = tx.bumpOverwriteLists(ctx, channels)
+	}
+	if err == nil {
+		tx.mark("users", "")
+		err = db.Model(&userRow{}).
+			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id IN ?", ids)).
+			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Group("user_id").Having("COUNT(*) > 1")).
+			Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
+	}
+	if err != nil {
+		return fmt.Errorf("move roles: %w", err)
+	}
+	return nil
+}
+
 // shiftRoles moves the roles at positions lo..hi by delta in two steps
 // (negate, then renumber) so the unique index on position holds after every
 // single-row update, on SQLite and PostgreSQL alike.
@@ -480,14 +611,16 @@ func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) 
 	return u, nil
 }
 
-// UpdateUser stores a user's fields and moves their version.
+// UpdateUser stores a user's fields (their timeout included) and moves
+// their version.
 func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) {
 	tx.mark("users", u.ID)
 	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", u.ID).Updates(map[string]any{
 		"username": u.Username, "username_key": strings.ToLower(u.Username),
 		"display_name": u.DisplayName, "display_name_key": strings.ToLower(u.DisplayName),
 		"email": u.Email, "email_key": lowerPtr(u.Email), "status": u.Status,
-		"version": gorm.Expr("version + 1"), "updated_at": microsOf(u.UpdatedAt)}).Error
+		"timeout_until": microsPtr(u.TimeoutUntil),
+		"version":       gorm.Expr("version + 1"), "updated_at": microsOf(u.UpdatedAt)}).Error
 	if err != nil {
 		return model.User{}, userConflict(err, u)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/guildhall/guildhall/internal/model"
@@ -37,6 +38,7 @@ type writeJob struct {
 	ctx  context.Context
 	fn   func(tx *Tx) error
 	done chan writeResult
+	span trace.Span // the write's (trace.go); nil when not traced
 }
 
 type writeResult struct {
@@ -169,8 +171,15 @@ func (w *writer) gather(batch *[]*writeJob, busy bool) {
 // requests share, and when another write of that transaction fails it runs
 // a second time, the first run undone (a query through the store would also
 // wait for the writer that runs it).
-func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event, error) {
-	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1)}
+func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Event, err error) {
+	var sp trace.Span
+	if s.tracer != nil {
+		ctx, sp = s.tracer.write(ctx)
+		if sp != nil {
+			defer func() { endSpan(sp, err) }()
+		}
+	}
+	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp}
 	select {
 	case <-s.writer.quit:
 		return nil, ErrClosed
@@ -280,7 +289,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 				return fmt.Errorf("take write lock: %w", err)
 			}
 		}
-		base := queries{dialect: s.dialect, stmts: s.wstmts, counter: &s.statements}
+		base := queries{dialect: s.dialect, stmts: s.wstmts, counter: &s.statements, tracer: s.tracer}
 		q, err := base.inTransaction(db, ctx)
 		if err != nil {
 			return err
@@ -289,6 +298,10 @@ func (w *writer) attempt(live []*writeJob, savepoints bool) ([]writeResult, erro
 		single := len(live) == 1
 		for i, j := range live {
 			tx := &Tx{queries: q, store: s, batch: batch}
+			if j.span != nil {
+				tx.queries.span = j.span
+				running(j.span, len(live), savepoints)
+			}
 			if savepoints {
 				if err := tx.beginJob(ctx, i == 0); err != nil {
 					return err
@@ -388,7 +401,10 @@ func (tx *Tx) rollbackJob(ctx context.Context) error {
 
 func (tx *Tx) savepoint(ctx context.Context, stmt string) error {
 	tx.count()
-	if _, err := tx.sqlTx.ExecContext(ctx, stmt); err != nil {
+	sp := tx.tracer.statement(tx.ctx(ctx), stmt)
+	_, err := tx.sqlTx.ExecContext(ctx, stmt)
+	endSpan(sp, err)
+	if err != nil {
 		return fmt.Errorf("%s: %w", stmt, err)
 	}
 	return nil

@@ -79,6 +79,8 @@ export const eventTypes = [
   "user.token.deleted",
   "profile.links.set",
   "profile.links.deleted",
+  "channel.moved",
+  "user.timeout",
 ] as const satisfies readonly EventType[];
 
 type Missing = Exclude<EventType, (typeof eventTypes)[number]>;

@@ -1,0 +1,200 @@
+package guild
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// Categories (docs/design.md §13): a channel's category and its position
+// among its siblings; moving channels, one by one or many at once; and the
+// overwrites a category shares with the channels synced with it.
+
+// move is one channel's move: what was asked (position, parent) and, once
+// checked, where it goes.
+type move struct {
+	id        string
+	position  *int    // nil: kept, or last in a new category
+	setParent bool    // the category is given
+	parentID  *string // and is this (nil: out of any)
+	lock      bool    // its overwrites become its category's
+	from, to  model.Channel
+}
+
+// checkMove works out where a channel goes and checks that it may go
+// there: a category is never in a category, a channel only goes into a
+// category the caller may know of, a lock needs a category. field prefixes
+// the location of a refusal ("positions[3]." in a reorder).
+func (s *Service) checkMove(ctx context.Context, tx *store.Tx, a *Actor, c model.Channel, mv *move, field string) error {
+	mv.from, mv.to = c, c
+	if mv.setParent {
+		mv.to.ParentID = mv.parentID
+	}
+	if p := mv.to.ParentID; p != nil && mv.setParent {
+		if c.Kind == model.KindCategory {
+			return apperr.Invalid(field+"parent_id", "a category cannot be in a category")
+		}
+		if *p == c.ID {
+			return apperr.Invalid(field+"parent_id", "a channel cannot be in itself")
+		}
+		if _, err := a.category(*p, field+"parent_id"); err != nil {
+			return err
+		}
+	}
+	if mv.lock && mv.to.ParentID == nil {
+		return apperr.Invalid(field+"lock_permissions", "the channel is in no category whose permissions it could take")
+	}
+	switch {
+	case mv.position != nil:
+		mv.to.Position = *mv.position
+	case !eqPtr(mv.to.ParentID, c.ParentID):
+		next, err := tx.NextPosition(ctx, mv.to.ParentID)
+		if err != nil {
+			return err
+		}
+		mv.to.Position = next
+	}
+	return nil
+}
+
+// authorize checks what a move needs beyond MANAGE_CHANNELS in the channel:
+// MANAGE_CHANNELS in a new category (in the base permissions for a channel
+// taken out of any), and MANAGE_ROLES in the category for a lock.
+func (mv *move) authorize(a *Actor) error {
+	if !eqPtr(mv.to.ParentID, mv.from.ParentID) {
+		if p := mv.to.ParentID; p != nil {
+			if err := a.requireIn(*p, manageChannels); err != nil {
+				return err
+			}
+		} else if err := a.require(manageChannels); err != nil {
+			return err
+		}
+	}
+	if mv.lock {
+		return a.requireIn(*mv.to.ParentID, manageRoles)
+	}
+	return nil
+}
+
+// moved reports whether the move changes the channel.
+func (mv *move) moved() bool {
+	return !eqPtr(mv.to.ParentID, mv.from.ParentID) || mv.to.Position != mv.from.Position
+}
+
+// ChannelMove is one entry of a reorder.
+type ChannelMove struct {
+	ID        string
+	Position  int
+	SetParent bool
+	ParentID  *string
+}
+
+// ReorderChannels applies every move at once, or none, and returns the
+// channels that moved, in the order given.
+func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []ChannelMove, o WriteOpts) ([]model.Channel, error) {
+	seen := map[string]int{}
+	for i, m := range moves {
+		if j, dup := seen[m.ID]; dup {
+			return nil, apperr.Invalid(fmt.Sprintf("positions[%d].id", i), "channel %q is moved twice (also at positions[%d])", m.ID, j)
+		}
+		seen[m.ID] = i
+	}
+	var out []model.Channel
+	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		out = nil
+		if err := a.require(manageChannels); err != nil {
+			return err
+		}
+		checked := make([]move, len(moves))
+		for i, m := range moves {
+			field := fmt.Sprintf("positions[%d].", i)
+			c, err := tx.GetChannel(ctx, m.ID)
+			if apperr.IsNotFound(err) || err == nil && a.hideChannel(m.ID) != nil {
+				return apperr.Invalid(field+"id", "no channel with ID %q", m.ID)
+			}
+			if err != nil {
+				return err
+			}
+			position := m.Position
+			mv := move{id: m.ID, position: &position, setParent: m.SetParent, parentID: m.ParentID}
+			if err := s.checkMove(ctx, tx, a, c, &mv, field); err != nil {
+				return err
+			}
+			checked[i] = mv
+		}
+		for i := range checked {
+			if err := a.requireIn(checked[i].id, manageChannels); err != nil {
+				return err
+			}
+			if err := checked[i].authorize(a); err != nil {
+				return err
+			}
+		}
+		now := s.now()
+		touched := map[string]bool{}
+		for i := range checked {
+			mv := &checked[i]
+			if !mv.moved() {
+				continue
+			}
+			next := mv.to
+			next.UpdatedAt = now
+			if _, err := tx.UpdateChannel(ctx, next); err != nil {
+				return err
+			}
+			if p := next.ParentID; p != nil {
+				touched[*p] = true
+			}
+			if err := emit(ctx, tx, a, o, "channel.moved", "channel:"+mv.id, movedData(mv.from, next, false)); err != nil {
+				return err
+			}
+		}
+		// The limits hold on the state all the moves make.
+		for parent := range touched {
+			n, err := tx.CountChannels(ctx, parent)
+			if err != nil {
+				return err
+			}
+			if n > s.limits.MaxChannelsPerCategory {
+				return apperr.LimitExceeded("channels_per_category", s.limits.MaxChannelsPerCategory, "channels in a category")
+			}
+		}
+		for i := range checked {
+			if checked[i].moved() {
+				c, err := presented(ctx, tx, checked[i].id)
+				if err != nil {
+					return err
+				}
+				out = append(out, c)
+			}
+		}
+		return nil
+	})
+	if out == nil {
+		out = []model.Channel{}
+	}
+	return out, err
+}
+
+// checkMoveLimit refuses a move into a category that is full.
+func (s *Service) checkMoveLimit(ctx context.Context, tx *store.Tx, mv *move) error {
+	if mv.to.ParentID == nil || eqPtr(mv.to.ParentID, mv.from.ParentID) {
+		return nil
+	}
+	return s.checkChannelLimits(ctx, tx, mv.to.ParentID, 1)
+}
+
+// syncedChildren are the channels of a category synced with it (their
+// overwrites are the category's), as the caller's state says.
+func (a *Actor) syncedChildren(categoryID string) []string {
+	var out []string
+	for _, c := range a.auth.Children(categoryID) {
+		if c.Synced {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}

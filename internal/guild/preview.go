@@ -1,0 +1,82 @@
+package guild
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// PreviewRequest asks what a member holding @everyone and exactly Roles
+// would have.
+type PreviewRequest struct {
+	Roles      []string
+	ChannelIDs []string // nil: every channel the caller can view
+	Explain    bool
+}
+
+// Preview is what such a member would have.
+type Preview struct {
+	Base        permissions.Set
+	BaseExplain []permissions.Explanation // with Explain
+	Channels    []ChannelPreview          // in tree order
+}
+
+// ChannelPreview is the effective permissions in one channel.
+type ChannelPreview struct {
+	ChannelID   string
+	Permissions permissions.Set
+	Explain     []permissions.Explanation // with Explain
+}
+
+// PreviewPermissions computes the permissions of a member holding the
+// given roles (and no overwrite of their own), from the request's view of
+// the community; nothing is written. Unknown roles and unknown or hidden
+// channels are 400 at their index; each role must be below the caller's top.
+func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewRequest) (Preview, error) {
+	var bad []apperr.FieldError
+	for i, id := range req.Roles {
+		if _, ok := a.auth.Role(id); !ok {
+			bad = append(bad, apperr.FieldError{Location: "body.roles[" + strconv.Itoa(i) + "]", Message: "no role with ID " + quote(id)})
+		}
+	}
+	for i, id := range req.ChannelIDs {
+		if _, ok := a.auth.Channel(id); !ok || a.hideChannel(id) != nil {
+			bad = append(bad, apperr.FieldError{Location: "body.channel_ids[" + strconv.Itoa(i) + "]", Message: "no channel with ID " + quote(id)})
+		}
+	}
+	if len(bad) > 0 {
+		return Preview{}, apperr.InvalidFields(bad)
+	}
+	if err := a.require(manageRoles); err != nil {
+		return Preview{}, err
+	}
+	for _, id := range req.Roles {
+		r, _ := a.auth.Role(id)
+		if err := a.canManageRole(r); err != nil {
+			return Preview{}, err
+		}
+	}
+	sub := subjectOf(a.auth, false, req.Roles, nil, a.now)
+	out := Preview{Base: permissions.Base(sub), Channels: []ChannelPreview{}}
+	if req.Explain {
+		out.BaseExplain = permissions.Explain(sub, nil)
+	}
+	wanted := map[string]bool{}
+	for _, id := range req.ChannelIDs {
+		wanted[id] = true
+	}
+	for _, c := range a.auth.Channels() { // tree order
+		if req.ChannelIDs != nil && !wanted[c.ID] || a.hideChannel(c.ID) != nil {
+			continue
+		}
+		ch := a.auth.ChannelFor(c.ID, "")
+		p := ChannelPreview{ChannelID: c.ID, Permissions: permissions.InChannel(sub, ch)}
+		if req.Explain {
+			p.Explain = permissions.Explain(sub, &ch)
+		}
+		out.Channels = append(out.Channels, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,392 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// catChannels lists every channel as the token sees it, in the list's order.
+func catChannels(t *testing.T, e *testenv.Env, token, query string) []api.Channel {
+	t.Helper()
+	var out []api.Channel
+	cursor := ""
+	for {
+		path := "/channels?limit=200" + query
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		var page api.ChannelList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: path, Token: token}).JSON(t, &page)
+		out = append(out, page.Items...)
+		if page.NextCursor.IsNull() {
+			return out
+		}
+		cursor = page.NextCursor.MustGet()
+	}
+}
+
+func catIDs(list []api.Channel) []string {
+	ids := make([]string, len(list))
+	for i, c := range list {
+		ids[i] = c.Id
+	}
+	return ids
+}
+
+func catGet(t *testing.T, e *testenv.Env, id string) api.Channel {
+	t.Helper()
+	var c api.Channel
+	e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/channels/" + id, Token: e.Owner}).JSON(t, &c)
+	return c
+}
+
+func catCreate(e *testenv.Env, token, id string, body map[string]any) *testenv.Response {
+	if body["name"] == nil {
+		body["name"] = id
+	}
+	return e.Do(testenv.Req{Method: "POST", Path: "/channels/" + id + "/create", Token: token, Body: body})
+}
+
+func catPatch(e *testenv.Env, token, id, body string) *testenv.Response {
+	return e.Do(testenv.Req{Method: "PATCH", Path: "/channels/" + id, Token: token, Type: "application/merge-patch+json", Body: body})
+}
+
+func catWant(t *testing.T, res *testenv.Response, status int) {
+	t.Helper()
+	if res.Status != status {
+		t.Fatalf("status %d, want %d: %s", res.Status, status, res.Body)
+	}
+}
+
+func catOverwrites(t *testing.T, e *testenv.Env, id string) string {
+	t.Helper()
+	var list api.OverwriteList
+	e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/channels/" + id + "/permissions", Token: e.Owner}).JSON(t, &list)
+	return e2eJSON(list.Items)
+}
+
+// Categories: a channel created in one starts with a copy of its
+// overwrites (synced); a change on the category reaches the channels synced
+// before it and no other; a change on a channel unsyncs it; lock_permissions
+// syncs it again; deleting the category keeps its channels.
+func TestCategoriesSyncByCopy(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewRole("mods", "MANAGE_MESSAGES")
+		catWant(t, catCreate(e, e.Owner, "staff", map[string]any{"kind": "category", "name": "Staff"}), http.StatusCreated)
+		e.SetOverwrite("staff", "everyone", "", nil, []string{"VIEW_CHANNEL"})
+		for _, id := range []string{"ops", "logs", "misc"} {
+			res := catCreate(e, e.Owner, id, map[string]any{"parent_id": "staff"})
+			if res.Status != http.StatusCreated {
+				t.Fatalf("create %s: %s", id, res)
+			}
+			var c api.Channel
+			res.JSON(t, &c)
+			if c.Kind != "text" || c.ParentId.MustGet() != "staff" || c.Synced == nil || !*c.Synced {
+				t.Errorf("created in a category: %s", res.Body)
+			}
+		}
+		if got, want := catOverwrites(t, e, "ops"), catOverwrites(t, e, "staff"); got != want {
+			t.Errorf("a channel created in a category has %s, the category %s", got, want)
+		}
+		if pos := []int{catGet(t, e, "ops").Position, catGet(t, e, "logs").Position, catGet(t, e, "misc").Position}; !slices.Equal(pos, []int{0, 1, 2}) {
+			t.Errorf("positions in creation order: %v", pos)
+		}
+
+		// misc gets an overwrite of its own: unsynced.
+		e.SetOverwrite("misc", "role", "mods", []string{"VIEW_CHANNEL"}, nil)
+		if c := catGet(t, e, "misc"); *c.Synced {
+			t.Errorf("a channel with an overwrite of its own is synced: %+v", c)
+		}
+		// A change on the category reaches ops and logs, not misc.
+		e.SetOverwrite("staff", "role", "mods", []string{"VIEW_CHANNEL", "SEND_MESSAGES"}, nil)
+		for _, id := range []string{"ops", "logs"} {
+			if got, want := catOverwrites(t, e, id), catOverwrites(t, e, "staff"); got != want {
+				t.Errorf("%s has %s after the category's change, want %s", id, got, want)
+			}
+			if !*catGet(t, e, id).Synced {
+				t.Errorf("%s no longer synced", id)
+			}
+		}
+		if got := catOverwrites(t, e, "misc"); got == catOverwrites(t, e, "staff") {
+			t.Errorf("an unsynced channel took the category's change: %s", got)
+		}
+		// The category's change wrote one event per channel it reached.
+		var log api.EventList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?type=channel.overwrite.set&limit=200", Token: e.Owner}).JSON(t, &log)
+		synced := 0
+		for _, ev := range log.Items {
+			if ev.Data["synced_from"] == "staff" {
+				synced++
+			}
+		}
+		if synced != 2 {
+			t.Errorf("%d events of synced channels, want 2", synced)
+		}
+
+		// explain names the category an overwrite of a synced channel came from.
+		alice := e.NewUser("alice")
+		e.Assign(alice.ID, "mods")
+		var perms api.UserPermissions
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/permissions?channelID=ops&explain=true", Token: e.Owner}).JSON(t, &perms)
+		from := 0
+		for _, ex := range *perms.Explain {
+			for _, st := range ex.Steps {
+				if st.FromCategory != nil {
+					if *st.FromCategory != "staff" || (st.Kind != "overwrite_everyone" && st.Kind != "overwrite_role") {
+						t.Errorf("step %+v", st)
+					}
+					from++
+				}
+			}
+		}
+		if from == 0 {
+			t.Errorf("no explain step names the category: %s", e2eJSON(perms.Explain))
+		}
+
+		// lock_permissions syncs misc again.
+		res := catPatch(e, e.Owner, "misc", `{"lock_permissions":true}`)
+		if res.Status != http.StatusOK {
+			t.Fatalf("lock: %s", res)
+		}
+		if c := catGet(t, e, "misc"); !*c.Synced || catOverwrites(t, e, "misc") != catOverwrites(t, e, "staff") {
+			t.Errorf("after lock_permissions misc is %+v with %s", c, catOverwrites(t, e, "misc"))
+		}
+
+		// Deleting the category keeps its channels, out of any category,
+		// with their overwrites.
+		before := catOverwrites(t, e, "ops")
+		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/channels/staff/delete", Token: e.Owner})
+		c := catGet(t, e, "ops")
+		if !c.ParentId.IsNull() || *c.Synced {
+			t.Errorf("a channel of a deleted category: %+v", c)
+		}
+		if after := catOverwrites(t, e, "ops"); after != before {
+			t.Errorf("overwrites %s became %s", before, after)
+		}
+	})
+}
+
+// The list is in tree order (a category, then its channels by position;
+// ties by ID), filters by parent_id, and a user sees only the channels they
+// may view, whatever the category.
+func TestCategoriesTreeOrderAndFilter(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		for _, c := range []struct {
+			id   string
+			body map[string]any
+		}{
+			{"zeta", map[string]any{}},
+			{"staff", map[string]any{"kind": "category"}},
+			{"b-ops", map[string]any{"parent_id": "staff"}},
+			{"a-logs", map[string]any{"parent_id": "staff"}},
+			{"games", map[string]any{"kind": "category"}},
+			{"chess", map[string]any{"parent_id": "games"}},
+			{"alpha", map[string]any{}},
+		} {
+			catWant(t, catCreate(e, e.Owner, c.id, c.body), http.StatusCreated)
+		}
+		want := []string{"zeta", "staff", "b-ops", "a-logs", "games", "chess", "alpha"}
+		if got := catIDs(catChannels(t, e, e.Owner, "")); !slices.Equal(got, want) {
+			t.Errorf("tree order %v, want %v", got, want)
+		}
+		// Moving a-logs to position 0 puts it before b-ops; moving alpha to
+		// 0 at the root puts it first, tied with zeta and before it by ID.
+		catWant(t, catPatch(e, e.Owner, "a-logs", `{"position":0}`), http.StatusOK)
+		catWant(t, catPatch(e, e.Owner, "b-ops", `{"position":1}`), http.StatusOK)
+		catWant(t, catPatch(e, e.Owner, "alpha", `{"position":0}`), http.StatusOK)
+		want = []string{"alpha", "zeta", "staff", "a-logs", "b-ops", "games", "chess"}
+		if got := catIDs(catChannels(t, e, e.Owner, "")); !slices.Equal(got, want) {
+			t.Errorf("after moves %v, want %v", got, want)
+		}
+		if got := catIDs(catChannels(t, e, e.Owner, "&parent_id=staff")); !slices.Equal(got, []string{"a-logs", "b-ops"}) {
+			t.Errorf("?parent_id=staff: %v", got)
+		}
+		// Pages of one keep the order.
+		if got := e2eWalk(t, e, e.Owner, "/channels", 1, nil); !slices.Equal(got, want) {
+			t.Errorf("walk by ones %v", got)
+		}
+		// Visibility is per channel: alice sees a category's channel she may
+		// view even when the category is hidden from her.
+		e.SetOverwrite("staff", "everyone", "", nil, []string{"VIEW_CHANNEL"})
+		e.SetOverwrite("b-ops", "everyone", "", []string{"VIEW_CHANNEL"}, nil)
+		alice := e.NewUser("alice")
+		if got := catIDs(catChannels(t, e, alice.Token, "")); !slices.Equal(got, []string{"alpha", "zeta", "b-ops", "games", "chess"}) {
+			t.Errorf("alice sees %v", got)
+		}
+	})
+}
+
+// Moves need MANAGE_CHANNELS in the channel and in the destination, and
+// lock_permissions MANAGE_ROLES there too; a refused move changes nothing.
+func TestCategoriesMovePermissions(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		catWant(t, catCreate(e, e.Owner, "staff", map[string]any{"kind": "category"}), http.StatusCreated)
+		catWant(t, catCreate(e, e.Owner, "lobby", map[string]any{"kind": "category"}), http.StatusCreated)
+		e.NewChannel("ops")
+		e.NewRole("builders", "MANAGE_CHANNELS", "VIEW_CHANNEL")
+		bob := e.NewUser("bob")
+		e.Assign(bob.ID, "builders")
+		// staff denies bob's role MANAGE_CHANNELS.
+		e.SetOverwrite("staff", "role", "builders", nil, []string{"MANAGE_CHANNELS"})
+
+		before := catGet(t, e, "ops")
+		p := e2eProblem(t, catPatch(e, bob.Token, "ops", `{"parent_id":"staff"}`), http.StatusForbidden, "forbidden")
+		if p.ChannelId == nil || *p.ChannelId != "staff" || e2eJSON(p.MissingPermissions) != `["MANAGE_CHANNELS"]` {
+			t.Errorf("refused move: %+v", p)
+		}
+		if after := catGet(t, e, "ops"); e2eJSON(after) != e2eJSON(before) {
+			t.Errorf("a refused move changed the channel: %s", e2eJSON(after))
+		}
+		catWant(t, catPatch(e, bob.Token, "ops", `{"parent_id":"lobby"}`), http.StatusOK)
+		// lock_permissions also needs MANAGE_ROLES in the destination.
+		e2eProblem(t, catPatch(e, bob.Token, "ops", `{"lock_permissions":true}`), http.StatusForbidden, "forbidden")
+		catWant(t, catPatch(e, e.Owner, "ops", `{"lock_permissions":true}`), http.StatusOK)
+		// Out of any category.
+		res := catPatch(e, bob.Token, "ops", `{"parent_id":null}`)
+		catWant(t, res, http.StatusOK)
+		var c api.Channel
+		res.JSON(t, &c)
+		if !c.ParentId.IsNull() || *c.Synced {
+			t.Errorf("out of its category: %s", res.Body)
+		}
+		var log api.EventList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?type=channel.moved", Token: e.Owner}).JSON(t, &log)
+		if len(log.Items) != 3 {
+			t.Errorf("%d channel.moved events, want 3: %s", len(log.Items), e2eJSON(log.Items))
+		}
+	})
+}
+
+// Bad category input is a 400 at the member and changes nothing; the limits
+// of a category and of all channels are 409 limit_exceeded.
+func TestCategoriesBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		catWant(t, catCreate(e, e.Owner, "staff", map[string]any{"kind": "category"}), http.StatusCreated)
+		e.NewChannel("ops")
+		snapshot := func() string { return e2eJSON(catChannels(t, e, e.Owner, "")) }
+		before := snapshot()
+		for _, c := range []struct {
+			name     string
+			res      *testenv.Response
+			location string
+		}{
+			{"a category in a category", catCreate(e, e.Owner, "sub", map[string]any{"kind": "category", "parent_id": "staff"}), "body.parent_id"},
+			{"a parent that is not a category", catCreate(e, e.Owner, "x", map[string]any{"parent_id": "ops"}), "body.parent_id"},
+			{"an unknown parent", catCreate(e, e.Owner, "x", map[string]any{"parent_id": "nope"}), "body.parent_id"},
+			{"an unknown kind", catCreate(e, e.Owner, "x", map[string]any{"kind": "voice"}), "body.kind"},
+			{"the ID of another operation's path", catCreate(e, e.Owner, "reorder", map[string]any{}), "path.channelID"},
+			{"moving a category into a category", catPatch(e, e.Owner, "staff", `{"parent_id":"staff"}`), "body.parent_id"},
+			{"moving into a text channel", catPatch(e, e.Owner, "ops", `{"parent_id":"ops"}`), "body.parent_id"},
+			{"a negative position", catPatch(e, e.Owner, "ops", `{"position":-1}`), "body.position"},
+			{"a reorder with an unknown channel", e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: e.Owner,
+				Body: map[string]any{"positions": []any{map[string]any{"id": "ops", "position": 5}, map[string]any{"id": "nope", "position": 0}}}}),
+				"body.positions[1].id"},
+			{"a reorder listing a channel twice", e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: e.Owner,
+				Body: map[string]any{"positions": []any{map[string]any{"id": "ops", "position": 5}, map[string]any{"id": "ops", "position": 0}}}}),
+				"body.positions[1].id"},
+			{"a reorder into a text channel", e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: e.Owner,
+				Body: map[string]any{"positions": []any{map[string]any{"id": "staff", "position": 3}, map[string]any{"id": "ops", "position": 0, "parent_id": "ops"}}}}),
+				"body.positions[1].parent_id"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				p := e2eProblem(t, c.res, http.StatusBadRequest, "validation")
+				if p.Errors == nil || !slices.ContainsFunc(*p.Errors, func(f api.FieldError) bool { return f.Location == c.location }) {
+					t.Errorf("errors %s, want one at %s", e2eJSON(p.Errors), c.location)
+				}
+			})
+		}
+		if after := snapshot(); after != before {
+			t.Errorf("bad input changed the channels:\n%s\n%s", before, after)
+		}
+		big := make([]any, 501)
+		for i := range big {
+			big[i] = map[string]any{"id": "ops", "position": i}
+		}
+		e2eProblem(t, e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: e.Owner, Body: map[string]any{"positions": big}}),
+			http.StatusBadRequest, "validation")
+
+		// 50 channels in a category, then 409; synced, every one of them
+		// takes a change of the category.
+		for i := range 49 {
+			catWant(t, catCreate(e, e.Owner, fmt.Sprintf("c%02d", i), map[string]any{"parent_id": "staff"}), http.StatusCreated)
+		}
+		catWant(t, catPatch(e, e.Owner, "ops", `{"parent_id":"staff","lock_permissions":true}`), http.StatusOK)
+		p := e2eProblem(t, catCreate(e, e.Owner, "one-more", map[string]any{"parent_id": "staff"}), http.StatusConflict, "limit_exceeded")
+		if p.Limit == nil || *p.Limit != "channels_per_category" {
+			t.Errorf("limit %+v", p)
+		}
+		e.NewChannel("outside")
+		e2eProblem(t, catPatch(e, e.Owner, "outside", `{"parent_id":"staff"}`), http.StatusConflict, "limit_exceeded")
+		e.SetOverwrite("staff", "everyone", "", nil, []string{"SEND_MESSAGES"})
+		want := catOverwrites(t, e, "staff")
+		for _, c := range catChannels(t, e, e.Owner, "&parent_id=staff") {
+			if got := catOverwrites(t, e, c.Id); got != want || !*c.Synced {
+				t.Fatalf("%s: %s synced=%v, want %s", c.Id, got, *c.Synced, want)
+			}
+		}
+	})
+}
+
+// A reorder applies every move at once, or none.
+func TestCategoriesReorderAllOrNothing(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		catWant(t, catCreate(e, e.Owner, "staff", map[string]any{"kind": "category"}), http.StatusCreated)
+		for _, id := range []string{"a", "b", "c"} {
+			e.NewChannel(id)
+		}
+		res := e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: e.Owner, Body: map[string]any{"positions": []any{
+			map[string]any{"id": "c", "position": 0},
+			map[string]any{"id": "a", "position": 1, "parent_id": "staff"},
+			map[string]any{"id": "b", "position": 0, "parent_id": "staff"},
+			map[string]any{"id": "staff", "position": 1},
+		}}})
+		catWant(t, res, http.StatusOK)
+		var moved api.ChannelList
+		res.JSON(t, &moved)
+		if got := catIDs(moved.Items); !slices.Equal(got, []string{"c", "a", "b", "staff"}) {
+			t.Errorf("the answer lists %v", got)
+		}
+		if got := catIDs(catChannels(t, e, e.Owner, "")); !slices.Equal(got, []string{"c", "staff", "b", "a"}) {
+			t.Errorf("after the reorder %v", got)
+		}
+		// b and a were created outside the category: moved in, they are not
+		// synced until locked.
+		if *catGet(t, e, "a").Synced != (catOverwrites(t, e, "a") == catOverwrites(t, e, "staff")) {
+			t.Error("synced does not say whether the overwrites are the category's")
+		}
+
+		// A reorder that bob may not make in one channel moves none.
+		e.NewRole("builders", "MANAGE_CHANNELS", "VIEW_CHANNEL")
+		bob := e.NewUser("bob")
+		e.Assign(bob.ID, "builders")
+		e.SetOverwrite("staff", "role", "builders", nil, []string{"MANAGE_CHANNELS"})
+		before := e2eJSON(catChannels(t, e, e.Owner, ""))
+		e2eProblem(t, e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: bob.Token, Body: map[string]any{"positions": []any{
+			map[string]any{"id": "c", "position": 7},
+			map[string]any{"id": "b", "position": 0, "parent_id": nil},
+		}}}), http.StatusForbidden, "forbidden")
+		if after := e2eJSON(catChannels(t, e, e.Owner, "")); after != before {
+			t.Errorf("a refused reorder moved channels:\n%s\n%s", before, after)
+		}
+	})
+}

@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// ExportTemplate implements GET /export.
+func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateRequestObject) (api.ExportTemplateResponseObject, error) {
+	a := actorOf(ctx)
+	t, err := h.svc.ExportTemplate(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	body := toTemplate(t)
+	tag, err := templateTag(body)
+	if err != nil {
+		return nil, err
+	}
+	return api.ExportTemplate200JSONResponse{Body: body, Headers: api.ExportTemplate200ResponseHeaders{ETag: &tag}}, nil
+}
+
+// templateTag is the entity tag of a template: a digest of its JSON, which
+// encoding/json writes the same for the same structure (struct fields in
+// their order, lists in the template's order), on every instance.
+func templateTag(t api.Template) (string, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", fmt.Errorf("encode template: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return quoteTag(base64.RawURLEncoding.EncodeToString(sum[:18])), nil
+}
+
+// ImportTemplate implements POST /import.
+func (h *Handler) ImportTemplate(ctx context.Context, req api.ImportTemplateRequestObject) (api.ImportTemplateResponseObject, error) {
+	a := actorOf(ctx)
+	t, err := fromTemplate(*req.Body)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := h.svc.ImportTemplate(ctx, a, t, guild.ImportOptions{DryRun: deref(req.Params.DryRun), Prune: deref(req.Params.Prune)},
+		opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	out := api.ImportResult{Changes: make([]api.TemplateChange, len(changes))}
+	for i, c := range changes {
+		out.Changes[i] = api.TemplateChange{Op: api.TemplateChangeOp(c.Op), Kind: api.TemplateChangeKind(c.Kind), Id: c.ID}
+		if c.Before != nil {
+			out.Changes[i].Before = &c.Before
+		}
+		if c.After != nil {
+			out.Changes[i].After = &c.After
+		}
+	}
+	return api.ImportTemplate200JSONResponse{Body: out}, nil
+}
+
+func toTemplate(t guild.Template) api.Template {
+	out := api.Template{Format: api.TemplateFormat(t.Format), GlobalPermissions: names(t.Global),
+		Roles: make([]api.TemplateRole, len(t.Roles)), Channels: make([]api.TemplateChannel, len(t.Channels))}
+	for i, r := range t.Roles {
+		out.Roles[i] = api.TemplateRole{Id: r.ID, Name: r.Name, Position: r.Position, Color: nullableString(r.Color), Permissions: names(r.Permissions)}
+	}
+	for i, c := range t.Channels {
+		tc := api.TemplateChannel{Id: c.ID, Kind: api.ChannelKind(c.Kind), Name: c.Name, ParentId: nullableString(c.ParentID),
+			Position: c.Position, Topic: nullableString(c.Topic), Overwrites: make([]api.TemplateOverwrite, len(c.Overwrites))}
+		for j, o := range c.Overwrites {
+			tc.Overwrites[j] = api.TemplateOverwrite{TargetType: api.TemplateOverwriteTargetType(o.TargetType), Allow: names(o.Allow), Deny: names(o.Deny)}
+			if o.TargetID != "" {
+				tc.Overwrites[j].TargetId = ptr(o.TargetID)
+			}
+		}
+		out.Channels[i] = tc
+	}
+	return out
+}
+
+// fromTemplate reads a template, every bad permission name reported at its
+// place.
+func fromTemplate(t api.Template) (guild.Template, error) {
+	var bad []apperr.FieldError
+	parse := func(list []api.PermissionName, at string) permissions.Set {
+		set, err := parsePermissions(list, at)
+		if e, ok := apperr.As(err); ok {
+			bad = append(bad, e.Fields...)
+		}
+		return set
+	}
+	out := guild.Template{Format: string(t.Format), Global: parse(t.GlobalPermissions, "body.global_permissions"),
+		Roles: make([]guild.TemplateRole, len(t.Roles)), Channels: make([]guild.TemplateChannel, len(t.Channels))}
+	for i, r := range t.Roles {
+		color, _ := optional(r.Color)
+		out.Roles[i] = guild.TemplateRole{ID: r.Id, Name: r.Name, Position: r.Position, Color: color,
+			Permissions: parse(r.Permissions, "body.roles["+strconv.Itoa(i)+"].permissions")}
+	}
+	for i, c := range t.Channels {
+		parent, _ := optional(c.ParentId)
+		topic, _ := optional(c.Topic)
+		tc := guild.TemplateChannel{ID: c.Id, Kind: string(c.Kind), Name: c.Name, ParentID: parent, Position: c.Position, Topic: topic,
+			Overwrites: make([]guild.TemplateOverwrite, len(c.Overwrites))}
+		for j, o := range c.Overwrites {
+			at := "body.channels[" + strconv.Itoa(i) + "].overwrites[" + strconv.Itoa(j) + "]"
+			tc.Overwrites[j] = guild.TemplateOverwrite{TargetType: string(o.TargetType), TargetID: deref(o.TargetId),
+				Allow: parse(o.Allow, at+".allow"), Deny: parse(o.Deny, at+".deny")}
+		}
+		out.Channels[i] = tc
+	}
+	if len(bad) > 0 {
+		return guild.Template{}, apperr.InvalidFields(bad)
+	}
+	return out, nil
+}
+
+// ListRoleMembers implements GET /roles/{roleID}/members.
+func (h *Handler) ListRoleMembers(ctx context.Context, req api.ListRoleMembersRequestObject) (api.ListRoleMembersResponseObject, error) {
+	a := actorOf(ctx)
+	page, err := h.svc.ListRoleMembers(ctx, a, req.RoleID, deref(req.Params.Cursor), deref(req.Params.Limit))
+	if err != nil {
+		return nil, err
+	}
+	out := api.UserList{Items: make([]api.User, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	for i, u := range page.Items {
+		out.Items[i] = toUser(u)
+	}
+	return api.ListRoleMembers200JSONResponse{Body: out}, nil
+}
+
+// ChangeRoleMembers implements POST /roles/{roleID}/members.
+func (h *Handler) ChangeRoleMembers(ctx context.Context, req api.ChangeRoleMembersRequestObject) (api.ChangeRoleMembersResponseObject, error) {
+	a := actorOf(ctx)
+	res, err := h.svc.ChangeRoleMembers(ctx, a, req.RoleID, guild.MembersChange{Add: deref(req.Body.Add), Remove: deref(req.Body.Remove)},
+		opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.ChangeRoleMembers200JSONResponse{Body: api.RoleMembersResult{Added: res.Added, Removed: res.Removed}}, nil
+}
+
+// PreviewPermissions implements POST /permissions/preview.
+func (h *Handler) PreviewPermissions(ctx context.Context, req api.PreviewPermissionsRequestObject) (api.PreviewPermissionsResponseObject, error) {
+	a := actorOf(ctx)
+	var channels []string
+	if req.Body.ChannelIds != nil {
+		channels = append([]string{}, *req.Body.ChannelIds...)
+	}
+	p, err := h.svc.PreviewPermissions(ctx, a, guild.PreviewRequest{Roles: req.Body.Roles, ChannelIDs: channels, Explain: deref(req.Body.Explain)})
+	if err != nil {
+		return nil, err
+	}
+	out := api.PermissionPreview{Base: names(p.Base), Channels: make([]api.ChannelPreview, len(p.Channels))}
+	if p.BaseExplain != nil {
+		out.BaseExplain = toExplanations(p.BaseExplain)
+	}
+	for i, c := range p.Channels {
+		out.Channels[i] = api.ChannelPreview{ChannelId: c.ChannelID, Permissions: names(c.Permissions)}
+		if c.Explain != nil {
+			out.Channels[i].Explain = toExplanations(c.Explain)
+		}
+	}
+	return api.PreviewPermissions200JSONResponse{Body: out}, nil
+}

@@ -1,0 +1,276 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// tplExport answers GET /export's body and ETag.
+func tplExport(t *testing.T, e *testenv.Env) ([]byte, string) {
+	t.Helper()
+	res := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/export", Token: e.Owner})
+	tag := res.Header.Get("ETag")
+	if tag == "" {
+		t.Fatal("no ETag")
+	}
+	return res.Body, tag
+}
+
+func tplImport(e *testenv.Env, token, query string, body any) *testenv.Response {
+	return e.Do(testenv.Req{Method: "POST", Path: "/import" + query, Token: token, Body: body})
+}
+
+func tplChanges(t *testing.T, res *testenv.Response) []api.TemplateChange {
+	t.Helper()
+	catWant(t, res, http.StatusOK)
+	var r api.ImportResult
+	res.JSON(t, &r)
+	return r.Changes
+}
+
+// tplCommunity builds a small community with every kind of structure.
+func tplCommunity(t *testing.T, e *testenv.Env) {
+	t.Helper()
+	e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/permissions/global", Token: e.Owner, Body: map[string]any{"permissions": []string{"VIEW_CHANNEL", "SEND_MESSAGES"}}})
+	e.NewRole("helpers", "MANAGE_MESSAGES")
+	e.NewRole("mods", "MANAGE_ROLES", "MODERATE_MEMBERS")
+	e.Must(http.StatusOK, testenv.Req{Method: "PATCH", Path: "/roles/mods", Token: e.Owner, Type: "application/merge-patch+json", Body: `{"color":"#3498db"}`})
+	e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/channels/staff/create", Token: e.Owner, Body: map[string]any{"name": "Staff", "kind": "category"}})
+	e.SetOverwrite("staff", "everyone", "", nil, []string{"VIEW_CHANNEL"})
+	e.SetOverwrite("staff", "role", "mods", []string{"VIEW_CHANNEL"}, nil)
+	e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/channels/ops/create", Token: e.Owner, Body: map[string]any{"name": "Operations", "parent_id": "staff", "topic": "t"}})
+	e.NewChannel("general")
+	alice := e.NewUser("alice")
+	e.SetOverwrite("general", "user", alice.ID, nil, []string{"SEND_MESSAGES"}) // not in a template
+	e.Assign(alice.ID, "helpers")
+}
+
+// Exporting, importing the document into a fresh instance and exporting
+// there gives the same bytes and ETag; importing what was just exported
+// changes nothing.
+func TestTemplateRoundTrip(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		tplCommunity(t, e)
+		doc, tag := tplExport(t, e)
+		var tpl api.Template
+		if err := json.Unmarshal(doc, &tpl); err != nil {
+			t.Fatal(err)
+		}
+		if tpl.Format != "guildhall-template/1" || len(tpl.Roles) != 2 || len(tpl.Channels) != 3 {
+			t.Fatalf("export %s", doc)
+		}
+		for _, c := range tpl.Channels {
+			for _, o := range c.Overwrites {
+				if o.TargetType == "user" {
+					t.Errorf("a user overwrite in the export: %s", doc)
+				}
+			}
+		}
+		if ids := []string{tpl.Channels[0].Id, tpl.Channels[1].Id, tpl.Channels[2].Id}; !slices.Equal(ids, []string{"staff", "ops", "general"}) {
+			t.Errorf("channels not in tree order: %v", ids)
+		}
+		if again, tag2 := tplExport(t, e); string(again) != string(doc) || tag2 != tag {
+			t.Errorf("two exports differ")
+		}
+		if changes := tplChanges(t, tplImport(e, e.Owner, "", json.RawMessage(doc))); len(changes) != 0 {
+			t.Errorf("importing the export changed %s", e2eJSON(changes))
+		}
+
+		fresh := testenv.Start(t, kind)
+		changes := tplChanges(t, tplImport(fresh, fresh.Owner, "?prune=true", json.RawMessage(doc)))
+		if len(changes) == 0 {
+			t.Fatal("importing into a fresh instance changed nothing")
+		}
+		doc2, tag2 := tplExport(t, fresh)
+		if string(doc2) != string(doc) || tag2 != tag {
+			t.Errorf("export after import differs:\n%s %s\n%s %s", doc, tag, doc2, tag2)
+		}
+		// Each change wrote its usual event.
+		var log api.EventList
+		fresh.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=200", Token: fresh.Owner}).JSON(t, &log)
+		types := map[string]int{}
+		for _, ev := range log.Items {
+			types[string(ev.Type)]++
+		}
+		if types["role.created"] != 2 || types["channel.created"] != 3 || types["channel.overwrite.set"] < 3 || types["global.permissions.set"] != 1 {
+			t.Errorf("events %v", types)
+		}
+	})
+}
+
+// A dry run lists the changes and makes none; prune deletes what the
+// template leaves out; without it the rest stays, below the template's roles.
+func TestTemplateDryRunAndPrune(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		tplCommunity(t, e)
+		doc, _ := tplExport(t, e)
+		var tpl api.Template
+		_ = json.Unmarshal(doc, &tpl)
+
+		// Change the community after the export.
+		e.NewRole("extra")
+		e.NewChannel("random")
+		e.Must(http.StatusOK, testenv.Req{Method: "PATCH", Path: "/channels/ops", Token: e.Owner, Type: "application/merge-patch+json", Body: `{"topic":"changed"}`})
+		e.SetOverwrite("general", "everyone", "", []string{"ADD_REACTIONS"}, nil)
+		now, nowTag := tplExport(t, e)
+		var lastSeq api.EventList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=1", Token: e.Owner}).JSON(t, &lastSeq)
+
+		dry := tplChanges(t, tplImport(e, e.Owner, "?dry_run=true&prune=true", tpl))
+		got := map[string]string{}
+		for _, c := range dry {
+			got[string(c.Kind)+" "+c.Id] = string(c.Op)
+		}
+		want := map[string]string{"role extra": "delete", "channel random": "delete", "channel ops": "update",
+			"overwrite general/everyone": "delete", "role helpers": "update", "role mods": "update"}
+		// extra sat at 1: helpers and mods move down one when it goes.
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("dry run: %s is %q, want %q; all: %s", k, got[k], v, e2eJSON(dry))
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("dry run lists %v, want %v", got, want)
+		}
+		if after, tag := tplExport(t, e); string(after) != string(now) || tag != nowTag {
+			t.Error("a dry run changed the community")
+		}
+		var seq api.EventList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=1", Token: e.Owner}).JSON(t, &seq)
+		if seq.Items[0].Seq != lastSeq.Items[0].Seq {
+			t.Error("a dry run wrote an event")
+		}
+
+		// Without prune: extra and random stay; extra stays below the
+		// template's roles (helpers above mods).
+		real := tplChanges(t, tplImport(e, e.Owner, "", tpl))
+		var roles []api.Role
+		var list api.RoleList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/roles", Token: e.Owner}).JSON(t, &list)
+		roles = list.Items
+		if ids := []string{roles[0].Id, roles[1].Id, roles[2].Id}; !slices.Equal(ids, []string{"helpers", "mods", "extra"}) {
+			t.Errorf("roles after import %v (changes %s)", ids, e2eJSON(real))
+		}
+		if got := catIDs(catChannels(t, e, e.Owner, "")); !slices.Contains(got, "random") {
+			t.Errorf("without prune random went: %v", got)
+		}
+		// The user overwrite stays in any case.
+		if ow := catOverwrites(t, e, "general"); !json.Valid([]byte(ow)) || !containsUserOverwrite(ow) {
+			t.Errorf("general's overwrites %s", ow)
+		}
+		// With prune: the community is the template again.
+		tplChanges(t, tplImport(e, e.Owner, "?prune=true", tpl))
+		after, _ := tplExport(t, e)
+		if string(after) != string(doc) {
+			t.Errorf("after a pruning import:\n%s\nwant\n%s", after, doc)
+		}
+		if ow := catOverwrites(t, e, "general"); !containsUserOverwrite(ow) {
+			t.Errorf("prune took a user overwrite: %s", ow)
+		}
+	})
+}
+
+func containsUserOverwrite(list string) bool {
+	var items []api.Overwrite
+	_ = json.Unmarshal([]byte(list), &items)
+	return slices.ContainsFunc(items, func(o api.Overwrite) bool { return o.TargetType == "user" })
+}
+
+// A bad template is a 400 at the offending member and changes nothing;
+// limits and kind changes are 409; only the owner may import or export.
+func TestTemplateRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		tplCommunity(t, e)
+		doc, tag := tplExport(t, e)
+		edit := func(f func(m map[string]any)) map[string]any {
+			var m map[string]any
+			_ = json.Unmarshal(doc, &m)
+			f(m)
+			return m
+		}
+		roles := func(m map[string]any) []any { return m["roles"].([]any) }
+		channels := func(m map[string]any) []any { return m["channels"].([]any) }
+		field := func(list []any, i int) map[string]any { return list[i].(map[string]any) }
+		for _, c := range []struct {
+			name     string
+			body     map[string]any
+			location string
+		}{
+			{"an unknown format", edit(func(m map[string]any) { m["format"] = "guildhall-template/9" }), "body.format"},
+			{"a duplicate role", edit(func(m map[string]any) { field(roles(m), 1)["id"] = field(roles(m), 0)["id"] }), "body.roles[1].id"},
+			{"positions not 1..N", edit(func(m map[string]any) { field(roles(m), 0)["position"] = 5 }), "body.roles[0].position"},
+			{"a duplicate channel", edit(func(m map[string]any) { field(channels(m), 2)["id"] = "ops" }), "body.channels[2].id"},
+			{"a parent that is not a category", edit(func(m map[string]any) { field(channels(m), 1)["parent_id"] = "general" }), "body.channels[1].parent_id"},
+			{"a category in a category", edit(func(m map[string]any) {
+				field(channels(m), 0)["parent_id"] = "staff"
+			}), "body.channels[0].parent_id"},
+			{"an overwrite of a role not in the template", edit(func(m map[string]any) {
+				var kept []any // all but mods, at 1..N
+				for _, r := range roles(m) {
+					if r.(map[string]any)["id"] != "mods" {
+						r.(map[string]any)["position"] = len(kept) + 1
+						kept = append(kept, r)
+					}
+				}
+				m["roles"] = kept
+			}), "body.channels[0].overwrites[1].target_id"},
+			{"an unknown permission", edit(func(m map[string]any) { field(roles(m), 0)["permissions"] = []string{"FLY"} }), "body.roles[0].permissions[0]"},
+			{"ADMINISTRATOR as a global permission", edit(func(m map[string]any) { m["global_permissions"] = []string{"ADMINISTRATOR"} }), "body.global_permissions"},
+			{"a user overwrite", edit(func(m map[string]any) {
+				field(channels(m), 2)["overwrites"] = []any{map[string]any{"target_type": "user", "target_id": "u", "allow": []string{}, "deny": []string{}}}
+			}), "body.channels[2].overwrites[0].target_type"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				p := e2eProblem(t, tplImport(e, e.Owner, "", c.body), http.StatusBadRequest, "validation")
+				if !slices.Contains(locations(p), c.location) {
+					t.Errorf("errors %s, want one at %s", e2eJSON(p.Errors), c.location)
+				}
+			})
+		}
+		// A kind that changes is a conflict with the community as it is.
+		e2eProblem(t, tplImport(e, e.Owner, "", edit(func(m map[string]any) {
+			field(channels(m), 2)["kind"] = "category"
+		})), http.StatusConflict, "conflict")
+		// More roles than the limit.
+		many := edit(func(m map[string]any) {
+			var list []any
+			for i := range 251 {
+				list = append(list, map[string]any{"id": fmt.Sprintf("r%03d", i), "name": "r", "position": i + 1, "color": nil, "permissions": []string{}})
+			}
+			m["roles"] = list
+			m["channels"] = []any{}
+		})
+		p := e2eProblem(t, tplImport(e, e.Owner, "?prune=true", many), http.StatusConflict, "limit_exceeded")
+		if p.Limit == nil || *p.Limit != "roles" {
+			t.Errorf("limit %+v", p)
+		}
+		// Only the owner.
+		e.NewRole("admins", "ADMINISTRATOR")
+		admin := e.NewUser("admin")
+		e.Assign(admin.ID, "admins")
+		p = e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/export", Token: admin.Token}), http.StatusForbidden, "forbidden")
+		if p.Reason == nil || *p.Reason != "owner_only" {
+			t.Errorf("refusal %+v", p)
+		}
+		e2eProblem(t, tplImport(e, admin.Token, "?dry_run=true", json.RawMessage(doc)), http.StatusForbidden, "forbidden")
+		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/roles/admins/delete", Token: e.Owner})
+		if after, tag2 := tplExport(t, e); string(after) != string(doc) || tag2 != tag {
+			t.Errorf("refused imports changed the community:\n%s\n%s", doc, after)
+		}
+	})
+}

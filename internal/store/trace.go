@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"gorm.io/gorm"
+)
+
+// Tracing, off unless Options.Tracer is set (then s.tracer is nil and
+// every hook below returns at its nil check). On, the store adds to the
+// span its caller's context carries, and to nothing else: a statement of a
+// background loop, whose context carries no span, is not traced.
+//
+//   - Every statement, where it is counted (QueryCount): GORM's through
+//     callbacks, the hand-written ones in queries.query and queries.exec,
+//     and the change log's questions. A span per statement, named by its
+//     summary ("SELECT users"), with the query text (bounded; the
+//     arguments never, they are bound parameters).
+//   - The cache's decision: an event "cache.hit" or "cache.miss" on the
+//     current span for each cacheable read, and a span
+//     "store.follow_changes" for the freshness question (following the
+//     change log), with its outcome: unchanged, changed (and how many
+//     changes), or reset.
+//   - A write: a span "store.write" from the request's Write to its
+//     answer, with the statements of its part of the batch as children
+//     (they run on the writer goroutine, under the batch's context).
+
+const tracerName = "github.com/guildhall/guildhall/internal/store"
+
+// maxQueryText bounds the query text kept on a statement's span (GORM
+// writes IN lists of any length).
+const maxQueryText = 1024
+
+// Attributes of the store's spans and events beyond the semantic
+// conventions.
+const (
+	attrCacheRead    = attribute.Key("guildhall.cache.read")    // credentials, user, user_page, auth_state
+	attrCacheOutcome = attribute.Key("guildhall.cache.outcome") // unchanged, changed, reset
+	attrCacheChanges = attribute.Key("guildhall.cache.changes") // changes followed
+	attrCacheVersion = attribute.Key("guildhall.cache.version") // the change log's version followed to
+	attrAuthParts    = attribute.Key("guildhall.cache.rebuild") // the parts of the authorization state read again
+	attrBatchWrites  = attribute.Key("guildhall.store.batch_writes")
+	attrSavepoints   = attribute.Key("guildhall.store.savepoints")
+)
+
+type tracer struct {
+	t      trace.Tracer
+	system attribute.KeyValue // db.system.name
+}
+
+func newTracer(tp trace.TracerProvider, d dialect) *tracer {
+	if tp == nil {
+		return nil
+	}
+	sys := semconv.DBSystemNameSQLite
+	if d.name() == "postgres" {
+		sys = semconv.DBSystemNamePostgreSQL
+	}
+	return &tracer{t: tp.Tracer(tracerName), system: sys}
+}
+
+// recording returns ctx's span when t is on and the span records.
+func (t *tracer) recording(ctx context.Context) (trace.Span, bool) {
+	if t == nil {
+		return nil, false
+	}
+	sp := trace.SpanFromContext(ctx)
+	return sp, sp.IsRecording()
+}
+
+// statement starts the span of a statement whose text is known; nil when
+// it is not traced.
+func (t *tracer) statement(ctx context.Context, query string) trace.Span {
+	if _, ok := t.recording(ctx); !ok {
+		return nil
+	}
+	_, sp := t.t.Start(ctx, "db", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(t.system))
+	describeStatement(sp, query, "")
+	return sp
+}
+
+// describeStatement names a statement's span and sets what it ran.
+func describeStatement(sp trace.Span, query, table string) {
+	op, target := summarize(query)
+	if target == "" {
+		target = table
+	}
+	summary := op
+	if target != "" {
+		summary += " " + target
+		sp.SetAttributes(semconv.DBCollectionName(target))
+	}
+	if len(query) > maxQueryText {
+		query = query[:maxQueryText] + "…"
+	}
+	sp.SetName(summary)
+	sp.SetAttributes(semconv.DBOperationName(op), semconv.DBQuerySummary(summary), semconv.DBQueryText(query))
+}
+
+// endSpan ends a span of the store (nil: not traced), failed when err is
+// set; "no rows" is an answer, not a failure.
+func endSpan(sp trace.Span, err error) {
+	if sp == nil {
+		return
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, gorm.ErrRecordNotFound) {
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, "failed")
+	}
+	sp.End()
+}
+
+// summarize returns a statement's operation (its first keyword, upper
+// case) and the table it is about: the first name after FROM, INTO or
+// UPDATE outside parentheses (or after PRAGMA), unquoted.
+func summarize(query string) (op, table string) {
+	depth, i := 0, 0
+	word := func() string { // the next word or punctuation at i
+		for i < len(query) && (query[i] == ' ' || query[i] == '\n' || query[i] == '\t' || query[i] == '\r') {
+			i++
+		}
+		start := i
+		for i < len(query) && isNameByte(query[i]) {
+			i++
+		}
+		if i == start && i < len(query) {
+			i++
+		}
+		return query[start:i]
+	}
+	op = strings.ToUpper(word())
+	if op == "" {
+		return "", ""
+	}
+	if op == "PRAGMA" {
+		return op, strings.Trim(word(), "`\"")
+	}
+	if op == "UPDATE" {
+		return op, unquote(word())
+	}
+	for i < len(query) {
+		w := word()
+		switch {
+		case w == "(":
+			depth++
+		case w == ")":
+			depth--
+		case depth == 0 && (strings.EqualFold(w, "FROM") || strings.EqualFold(w, "INTO")):
+			if name := unquote(word()); name != "(" {
+				return op, name
+			}
+			return op, ""
+		}
+	}
+	return op, ""
+}
+
+func isNameByte(b byte) bool {
+	return b == '_' || b == '.' || b == '`' || b == '"' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+func unquote(name string) string {
+	name = strings.ReplaceAll(strings.ReplaceAll(name, "`", ""), `"`, "")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return name
+}
+
+// traceStatements registers GORM callbacks that give each of its
+// statements a span (only when tracing is on).
+func (s *Store) traceStatements(db *gorm.DB) error {
+	if s.tracer == nil {
+		return nil
+	}
+	const key = "guildhall:span"
+	start := func(db *gorm.DB) {
+		ctx := db.Statement.Context
+		if ctx == nil {
+			return
+		}
+		if _, ok := s.tracer.recording(ctx); !ok {
+			return
+		}
+		_, sp := s.tracer.t.Start(ctx, "db", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(s.tracer.system))
+		db.InstanceSet(key, sp)
+	}
+	end := func(db *gorm.DB) {
+		v, ok := db.InstanceGet(key)
+		if !ok {
+			return
+		}
+		sp := v.(trace.Span)
+		describeStatement(sp, db.Statement.SQL.String(), db.Statement.Table)
+		endSpan(sp, db.Error)
+	}
+	cb := db.Callback()
+	const name = "guildhall:trace"
+	for _, err := range []error{
+		cb.Create().Before("gorm:create").Register(name, start),
+		cb.Create().After("gorm:create").Register(name+"_end", end),
+		cb.Query().Before("gorm:query").Register(name, start),
+		cb.Query().After("gorm:query").Register(name+"_end", end),
+		cb.Update().Before("gorm:update").Register(name, start),
+		cb.Update().After("gorm:update").Register(name+"_end", end),
+		cb.Delete().Before("gorm:delete").Register(name, start),
+		cb.Delete().After("gorm:delete").Register(name+"_end", end),
+		cb.Raw().Before("gorm:raw").Register(name, start),
+		cb.Raw().After("gorm:raw").Register(name+"_end", end),
+		cb.Row().Before("gorm:row").Register(name, start),
+		cb.Row().After("gorm:row").Register(name+"_end", end),
+	} {
+		if err != nil {
+			return fmt.Errorf("register statement tracing: %w", err)
+		}
+	}
+	return nil
+}
+
+// decided records the cache's answer to a cacheable read as an event of
+// the current span.
+func (t *tracer) decided(ctx context.Context, read string, hit bool, attrs ...attribute.KeyValue) {
+	sp, ok := t.recording(ctx)
+	if !ok {
+		return
+	}
+	name := "cache.miss"
+	if hit {
+		name = "cache.hit"
+	}
+	sp.AddEvent(name, trace.WithAttributes(append(attrs, attrCacheRead.String(read))...))
+}
+
+// cacheReads names the cacheable reads for decided.
+var cacheReads = map[cacheKind]string{cacheCredentials: "credentials", cacheUser: "user", cacheUserPage: "user_page"}
+
+// followSpan starts the span of a freshness question, with what the cache
+// had followed so far; nil when not traced.
+func (t *tracer) followSpan(ctx context.Context, c *cache) (context.Context, *followTrace) {
+	if _, ok := t.recording(ctx); !ok {
+		return ctx, nil
+	}
+	ctx, sp := t.t.Start(ctx, "store.follow_changes")
+	return ctx, &followTrace{span: sp, changes: c.changes.Load(), resets: c.resets.Load()}
+}
+
+// followTrace is a freshness question being traced.
+type followTrace struct {
+	span            trace.Span
+	changes, resets int64
+}
+
+// end records the question's outcome: what the cache followed while the
+// request waited for it (on PostgreSQL a question answers every read
+// waiting for it, so what it followed is what each of them waited for).
+func (f *followTrace) end(c *cache, err error) {
+	if f == nil {
+		return
+	}
+	if err != nil {
+		f.span.RecordError(err)
+		f.span.SetStatus(codes.Error, "the change log did not answer")
+		f.span.End()
+		return
+	}
+	changes := c.changes.Load() - f.changes
+	outcome := "unchanged"
+	switch {
+	case c.resets.Load() > f.resets:
+		outcome = "reset"
+	case changes > 0:
+		outcome = "changed"
+	}
+	c.mu.Lock()
+	v := c.pos.v
+	c.mu.Unlock()
+	f.span.SetAttributes(attrCacheOutcome.String(outcome), attrCacheChanges.Int64(changes), attrCacheVersion.Int64(v))
+	f.span.End()
+}
+
+// write starts the span of a write, from Write to its answer; nil when not
+// traced.
+func (t *tracer) write(ctx context.Context) (context.Context, trace.Span) {
+	if _, ok := t.recording(ctx); !ok {
+		return ctx, nil
+	}
+	return t.t.Start(ctx, "store.write")
+}
+
+// running notes on a write's span that its batch began running it.
+func running(sp trace.Span, batch int, savepoints bool) {
+	if sp == nil {
+		return
+	}
+	sp.AddEvent("transaction", trace.WithAttributes(attrBatchWrites.Int(batch), attrSavepoints.Bool(savepoints)))
+}
