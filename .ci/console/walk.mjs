@@ -594,6 +594,7 @@ try {
   await reorderSent;
   await waitChildren('rules,lounge');
   expect(await apiOrder('&parent_id=staff') === 'rules,lounge', `after Alt+ArrowUp, staff holds ${await apiOrder('&parent_id=staff')}`);
+  expectLive('channel.moved', 'channel:lounge');
 
   stage = 'categories: move between categories';
   // Drag ops onto the category: a single move (PATCH), last in staff, not synced (its overwrites differ).
@@ -615,6 +616,7 @@ try {
   await page.locator('[data-testid="channel-list"] > li[data-channel="ops"]').waitFor();
   await page.locator('#settings-h [data-testid="synced"]').waitFor({ state: 'detached' });
   expect((await api('GET', '/channels/ops', token)).json?.parent_id === null, 'ops did not leave the category');
+  expectLive('channel.moved', 'channel:ops');
   summary.push('channels reordered and moved between categories by drag and drop, keyboard and settings');
   log(`reordered staff by drag and drop and Alt+ArrowUp; moved ops into staff by drag and drop and out with its settings: ${await treeOrder()}`);
 
@@ -700,7 +702,7 @@ try {
   const leftNext = (await left.textContent()).trim();
   await page.locator('[data-testid="user-list"] li[data-user="alice"] .badge', { hasText: 'timed out' }).waitFor();
   await shot(page, 'users-timeout', { fullPage: true });
-  expectLive('user.updated', `user:${alice.id}`);
+  expectLive('user.timeout', `user:${alice.id}`);
   // Why? names the timeout and its end (on what she would hold otherwise).
   const cut = await askWhy('alice', 'ops', 'ADD_REACTIONS');
   expect(cut.includes('not granted') && cut.includes('denied: timed out until'), `Why? while timed out: ${cut}`);

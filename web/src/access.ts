@@ -153,6 +153,8 @@ export function problemWords(p: Problem, names?: Names): { title: string; detail
         return { title: `Refused: you cannot grant or revoke ${perms.join(", ")}${where}, which you do not hold`, detail: p.detail ?? "", items };
       case "self_or_owner_only":
         return { title: "Refused: a user's tokens are theirs and the owner's alone", detail: p.detail ?? "", items };
+      case "owner_only":
+        return { title: "Refused: only the owner may do this", detail: p.detail ?? "", items };
     }
   }
   if (p.status === 412) {
