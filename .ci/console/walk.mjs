@@ -643,6 +643,9 @@ try {
       `#${id} after the category's edit: synced ${ch?.synced}, overwrites ${JSON.stringify(ows)}`);
   }
   expectLive('channel.overwrite.set', 'channel:staff');
+  summary.push(`a category's matrix warns "${warns.trim()}"`);
+  log(`the category's matrix warned "${warns.trim()}"; the edit reached both synced channels`);
+
   // A synced channel says so; an edit of its own unsyncs it (it warns first), and "Sync with Staff" syncs it again.
   stage = 'categories: unsync and sync';
   await page.goto(`${base}/console/#/channels/rules`);
@@ -660,8 +663,6 @@ try {
   expect((await api('GET', '/channels/rules', token)).json?.synced === true && JSON.stringify(rulesOws) === JSON.stringify(staffOws),
     `rules after "Sync with Staff": ${JSON.stringify(rulesOws)} (staff: ${JSON.stringify(staffOws)})`);
   log('an edit of its own unsynced #rules (warned first); "Sync with Staff" synced it again');
-  summary.push(`a category's matrix warns "${warns.trim()}"`);
-  log(`the category's matrix warned "${warns.trim()}"; the edit reached both synced channels`);
 
   // "Why?" with a fresh page each time (a question asked again on the same page would read the last answer).
   const askWhy = async (username, channelID, perm) => {
@@ -886,6 +887,11 @@ try {
   expect(seen >= 10, `only ${seen} events arrived live`);
   const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"][data-subject="role:mods"]').last();
   expect((await perm.textContent()).includes('+MANAGE_CHANNELS'), 'the audit row of role.permissions.set shows no before/after');
+  stage = 'audit log: moves and timeouts in words';
+  const moved = (await liveRow('channel.moved', 'channel:ops').innerText()).replace(/\s+/g, ' ');
+  expect(moved.includes('from category #Staff') && moved.includes('to no category'), `the channel.moved row reads: ${moved}`);
+  const timeoutRow = (await liveRow('user.timeout', `user:${alice.id}`).innerText()).replace(/\s+/g, ' ');
+  expect(timeoutRow.includes('before: timed out until') && timeoutRow.includes('after: not timed out'), `the user.timeout row reads: ${timeoutRow}`);
   stage = 'audit log: names, not IDs';
   await soft(stage, () => auditNamed(audit, { alice, bob }));
   await shot(audit, 'audit-log', { fullPage: true });

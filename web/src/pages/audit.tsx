@@ -197,9 +197,48 @@ function show(v: unknown): string {
   return String(v);
 }
 
+/** Where a moved channel was or went: its category by name and its position. */
+function Place(props: { at: unknown }): JSX.Element {
+  const at = typeof props.at === "object" && props.at !== null ? (props.at as Record<string, unknown>) : {};
+  const pos = typeof at.position === "number" ? ` (position ${at.position})` : "";
+  return typeof at.parent_id === "string" && at.parent_id ? (
+    <>
+      category <Ref kind="channel" id={at.parent_id} />
+      {pos}
+    </>
+  ) : (
+    <>no category{pos}</>
+  );
+}
+
+/** A timeout's end in words. */
+function until(v: unknown): string {
+  if (typeof v !== "string" || v === "") return "not timed out";
+  return Date.parse(v) > Date.now() ? `timed out until ${when(v)}` : `timed out until ${when(v)} (over)`;
+}
+
 /** The before/after of a change (sets show what was added and removed), else its details. */
 function Change(props: { event: AuditEvent }): JSX.Element {
   const e = props.event;
+  if (e.type === "channel.moved") {
+    return (
+      <div class="change">
+        <span class="sub">
+          from <Place at={e.data.before} /> → to <Place at={e.data.after} />
+          {e.data.lock_permissions === true && ", synced with its category"}
+        </span>
+      </div>
+    );
+  }
+  if (e.type === "user.timeout") {
+    return (
+      <div class="change">
+        <span class="sub">
+          before: {until(e.data.before)} → after: {until(e.data.after)}
+        </span>
+      </div>
+    );
+  }
   const { before, after, target_type, target_id, ...rest } = e.data;
   const b = list(before);
   const a = list(after);
@@ -398,6 +437,12 @@ function refsOf(e: AuditEvent): [string, string][] {
   if (typeof d.channel_id === "string") out.push([`channel:${d.channel_id}`, ""]);
   if (typeof d.token_id === "string" && kind === "user") out.push([`token:${d.token_id}`, id]);
   if ((d.target_type === "role" || d.target_type === "user") && typeof d.target_id === "string") out.push([`${d.target_type}:${d.target_id}`, ""]);
+  if (e.type === "channel.moved") {
+    for (const at of [d.before, d.after]) {
+      const parent = typeof at === "object" && at !== null ? (at as Record<string, unknown>).parent_id : undefined;
+      if (typeof parent === "string" && parent) out.push([`channel:${parent}`, ""]);
+    }
+  }
   for (const x of list(d.users) ?? []) out.push([`user:${x}`, ""]);
   for (const x of list(d.roles) ?? []) out.push([`role:${x}`, ""]);
   if (e.type.startsWith("user.role.")) for (const x of [...(list(d.before) ?? []), ...(list(d.after) ?? [])]) out.push([`role:${x}`, ""]);
