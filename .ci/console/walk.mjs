@@ -892,6 +892,8 @@ try {
   expect(moved.includes('from category #Staff') && moved.includes('to no category'), `the channel.moved row reads: ${moved}`);
   const timeoutRow = (await liveRow('user.timeout', `user:${alice.id}`).innerText()).replace(/\s+/g, ' ');
   expect(timeoutRow.includes('before: timed out until') && timeoutRow.includes('after: not timed out'), `the user.timeout row reads: ${timeoutRow}`);
+  const copiedRow = (await liveRow('channel.overwrite.set', 'channel:lounge').innerText()).replace(/\s+/g, ' ');
+  expect(copiedRow.includes('copied from #Staff'), `the overwrite copied to a synced channel reads: ${copiedRow}`);
   stage = 'audit log: names, not IDs';
   await soft(stage, () => auditNamed(audit, { alice, bob }));
   await shot(audit, 'audit-log', { fullPage: true });

@@ -221,11 +221,20 @@ function until(v: unknown): string {
 function Change(props: { event: AuditEvent }): JSX.Element {
   const e = props.event;
   if (e.type === "channel.moved") {
+    const stayed = JSON.stringify(e.data.before) === JSON.stringify(e.data.after);
     return (
       <div class="change">
         <span class="sub">
-          from <Place at={e.data.before} /> → to <Place at={e.data.after} />
-          {e.data.lock_permissions === true && ", synced with its category"}
+          {stayed ? (
+            <>
+              stayed in <Place at={e.data.after} />
+            </>
+          ) : (
+            <>
+              from <Place at={e.data.before} /> → to <Place at={e.data.after} />
+            </>
+          )}
+          {e.data.lock_permissions === true && "; its overwrites replaced by the category's (synced)"}
         </span>
       </div>
     );
@@ -267,6 +276,7 @@ function Change(props: { event: AuditEvent }): JSX.Element {
     if (k === "role_id" && typeof v === "string") rows.push(["role", <Ref kind="role" id={v} />]);
     else if (k === "channel_id" && typeof v === "string") rows.push(["channel", <Ref kind="channel" id={v} />]);
     else if (k === "token_id" && typeof v === "string") rows.push(["token", <Ref kind="token" id={v} />]);
+    else if (k === "synced_from" && typeof v === "string") rows.push(["copied from", <Ref kind="channel" id={v} />]);
     else if (k === "name" && e.type.startsWith("user.token.")) continue; // the token's name, shown as the token
     else if (k === "users" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="user" id={x} />))]);
     else if (k === "roles" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="role" id={x} />))]);
@@ -437,6 +447,7 @@ function refsOf(e: AuditEvent): [string, string][] {
   if (typeof d.channel_id === "string") out.push([`channel:${d.channel_id}`, ""]);
   if (typeof d.token_id === "string" && kind === "user") out.push([`token:${d.token_id}`, id]);
   if ((d.target_type === "role" || d.target_type === "user") && typeof d.target_id === "string") out.push([`${d.target_type}:${d.target_id}`, ""]);
+  if (typeof d.synced_from === "string") out.push([`channel:${d.synced_from}`, ""]);
   if (e.type === "channel.moved") {
     for (const at of [d.before, d.after]) {
       const parent = typeof at === "object" && at !== null ? (at as Record<string, unknown>).parent_id : undefined;
