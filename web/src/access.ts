@@ -103,16 +103,30 @@ export function timeoutReason(a: Access, u: User, roles: readonly Role[]): strin
   return null;
 }
 
+/**
+ * Why the caller may not change this user's roles (whatever the role), or
+ * null: as the server decides an assignment, the owner's roles are the
+ * owner's alone, and anyone else's top role must be below the caller's
+ * (one's own roles need no such thing). The role itself is judged by
+ * roleReason and grantReason.
+ */
+export function holderReason(a: Access, u: User, roles: readonly Role[]): string | null {
+  if (a.owner) return null;
+  if (u.is_owner) return "only the owner may change the owner's roles";
+  if (u.id !== a.me.id && topOf(u.roles, roles) >= a.top) return `${u.display_name || u.username}'s highest role is not below yours`;
+  return null;
+}
+
 /** Why the caller may not give a role to (or take it from) each of these users, or null. */
 export function bulkRoleReason(a: Access, role: Role, users: readonly User[], roles: readonly Role[]): string | null {
   const r = roleReason(a, role) ?? grantReason(a, role.permissions);
   if (r) return r;
-  const refused = users.filter((u) => userReason(a, u, roles) !== null);
+  const refused = users.filter((u) => holderReason(a, u, roles) !== null);
   if (refused.length === 0) return null;
   const first = refused[0];
   const names = refused.slice(0, 3).map((u) => u.display_name || u.username);
   const more = refused.length > 3 ? ` and ${refused.length - 3} more` : "";
-  return `you may not change the roles of ${names.join(", ")}${more}${first && refused.length === 1 ? ` (${userReason(a, first, roles)})` : ""}; unselect ${refused.length === 1 ? "them" : "those"}`;
+  return `you may not change the roles of ${names.join(", ")}${more}${first && refused.length === 1 ? ` (${holderReason(a, first, roles)})` : ""}; unselect ${refused.length === 1 ? "them" : "those"}`;
 }
 
 /** Why the caller may not export or import templates, or null. */

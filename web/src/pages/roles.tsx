@@ -5,7 +5,7 @@
 // the deprecated add_perm/remove_perm/add_user/remove_user.
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { grantReason, moveReason, need, roleReason, userReason } from "../access";
+import { grantReason, holderReason, moveReason, need, roleReason } from "../access";
 import { done, ifMatch, mergePatch, ok, type Permission, type Role, type User } from "../api";
 import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, Why } from "../ui";
@@ -242,7 +242,7 @@ function RoleMembers(props: { role: Role }): JSX.Element {
           </p>
           <ul class="items">
             {page.items.map((u) => {
-              const reason = base ?? (u.id === c.access.me.id && !c.access.owner ? "you cannot change your own roles" : userReason(c.access, u, c.roles));
+              const reason = base ?? holderReason(c.access, u, c.roles);
               return (
                 <li key={u.id} class="row between" data-member={u.username}>
                   <span>

@@ -2,7 +2,7 @@
 // delete, assign and remove roles, tokens (a new secret is shown once; revoke).
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { bulkRoleReason, grantReason, need, problemWords, roleReason, timeoutReason, tokenReason, userReason, type Names } from "../access";
+import { bulkRoleReason, grantReason, holderReason, need, problemWords, roleReason, timeoutReason, tokenReason, userReason, type Names } from "../access";
 import { ApiError, done, ifMatch, mergePatch, ok, type Token, type User } from "../api";
 import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, when, Why } from "../ui";
@@ -476,7 +476,8 @@ function UserRoles(props: { user: User; onChanged: () => Promise<unknown> }): JS
   // as wanted at once, marked pending, set back if the server refuses.
   const [pending, setPending] = useState<ReadonlyMap<string, boolean>>(new Map());
   const [refused, setRefused] = useState<{ roleID: string; wanted: boolean; error: unknown } | null>(null);
-  const base = user.id === c.access.me.id && !c.access.owner ? "you cannot change your own roles" : userReason(c.access, user, c.roles);
+  // As the server decides an assignment: MANAGE_ROLES and the user below one's top (oneself included).
+  const base = need(c.access, "MANAGE_ROLES") ?? holderReason(c.access, user, c.roles);
   const settle = (roleID: string) =>
     setPending((cur) => {
       const next = new Map(cur);
