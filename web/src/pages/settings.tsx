@@ -224,7 +224,11 @@ function ChangeRow(props: { change: Change }): JSX.Element {
   const after = x.after ?? {};
   // The fields that differ (an update), or all of them (a creation or deletion); the ID is in the first column.
   const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter(
-    (k) => k !== "id" && (x.op !== "update" || JSON.stringify(before[k]) !== JSON.stringify(after[k])),
+    (k) =>
+      k !== "id" &&
+      // An overwrite's target is in its ID, shown in words in the first column.
+      !(x.kind === "overwrite" && (k === "target_type" || k === "target_id")) &&
+      (x.op !== "update" || JSON.stringify(before[k]) !== JSON.stringify(after[k])),
   );
   const what = x.kind === "overwrite" ? overwriteWords(x.id) : x.kind === "global" ? "" : x.id;
   return (
