@@ -26,6 +26,7 @@ interface Ctx {
   tokenID: string;
   etag: string; // the last ETag seen
   ticket: string;
+  template: Schemas["Template"] | null; // the last export
 }
 
 class Failure extends Error {}
@@ -169,6 +170,21 @@ export const steps = {
     });
     const user = body(r, 200);
     check(user.display_name === "Alice L.", `display_name is ${user.display_name}`);
+  },
+  patchUser: async (ctx) => {
+    const until = new Date(Date.now() + 3600_000).toISOString();
+    const r = await ctx.owner.PATCH("/users/{userID}", {
+      params: { path: { userID: ctx.alice }, header: { "X-Audit-Reason": "Cooling off" } },
+      headers: mergePatch,
+      body: { display_name: "Alice", timeout_until: until },
+    });
+    const user = body(r, 200);
+    check(user.display_name === "Alice" && user.timeout_until !== undefined, `patched: ${JSON.stringify(user)}`);
+    const ended = body(
+      await ctx.owner.PATCH("/users/{userID}", { params: { path: { userID: ctx.alice } }, headers: mergePatch, body: { timeout_until: null } }),
+      200,
+    );
+    check(ended.timeout_until === undefined, "the timeout did not end");
   },
 
   createToken: async (ctx) => {
@@ -343,6 +359,23 @@ export const steps = {
     const user = body(await ctx.owner.GET("/users/{userID}", { params: { path: { userID: ctx.alice } } }), 200);
     check(user.roles.length === 0, `alice still has ${user.roles.join()}`);
   },
+  changeRoleMembers: async (ctx) => {
+    const r = await ctx.owner.POST("/roles/{roleID}/members", { params: { path: { roleID: "helpers" } }, body: { add: [ctx.alice] } });
+    const { added, removed } = body(r, 200);
+    check(added === 1 && removed === 0, `added ${added}, removed ${removed}`);
+  },
+  listRoleMembers: async (ctx) => {
+    const page = body(await ctx.owner.GET("/roles/{roleID}/members", { params: { path: { roleID: "helpers" }, query: { limit: 10 } } }), 200);
+    check(page.items.length === 1 && page.items[0]?.id === ctx.alice && page.next_cursor === null, "alice is not listed");
+  },
+  headRoleMembers: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/roles/{roleID}/members", { params: { path: { roleID: "helpers" } } }));
+    const { removed } = body(
+      await ctx.owner.POST("/roles/{roleID}/members", { params: { path: { roleID: "helpers" } }, body: { remove: [ctx.alice] } }),
+      200,
+    );
+    check(removed === 1, "alice kept helpers");
+  },
 
   createChannel: async (ctx) => {
     const r = await ctx.owner.POST("/channels/{channelID}/create", {
@@ -352,6 +385,11 @@ export const steps = {
     const ch = body(r, 201);
     check(ch.id === "ops" && ch.topic === "Where the moderators meet.", "unexpected channel");
     check(r.response.headers.get("Location") === "/api/channels/ops", "no Location");
+    const cat = body(
+      await ctx.owner.POST("/channels/{channelID}/create", { params: { path: { channelID: "staff" } }, body: { name: "Staff", kind: "category" } }),
+      201,
+    );
+    check(cat.kind === "category" && cat.parent_id === null, "not a category");
   },
   listChannels: async (ctx) => {
     const page = body(await ctx.owner.GET("/channels", { params: { query: { limit: 50 } } }), 200);
@@ -386,6 +424,12 @@ export const steps = {
     });
     check(body(r, 200).name === "Ops", "not renamed");
   },
+  reorderChannels: async (ctx) => {
+    const r = await ctx.owner.POST("/channels/reorder", { body: { positions: [{ id: "ops", position: 0, parent_id: "staff" }] } });
+    const { items } = body(r, 200);
+    check(items[0]?.id === "ops" && items[0].parent_id === "staff", `moved: ${JSON.stringify(items)}`);
+    body(await ctx.owner.POST("/channels/reorder", { body: { positions: [{ id: "ops", position: 0, parent_id: null }] } }), 200);
+  },
   setChannelOverwrite: async (ctx) => {
     const r = await ctx.owner.POST("/channels/{channelID}/permissions", {
       params: { path: { channelID: "ops" } },
@@ -411,6 +455,30 @@ export const steps = {
     check(perms.channel_id === "ops" && perms.permissions.length === 0, `alice has ${perms.permissions.join()} in ops`);
     const view = perms.explain?.find((e) => e.permission === "VIEW_CHANNEL");
     check(view !== undefined && !view.granted && view.steps.some((s) => s.kind === "overwrite_everyone"), "no explanation");
+  },
+  previewPermissions: async (ctx) => {
+    const p = body(await ctx.owner.POST("/permissions/preview", { body: { roles: ["mods"], channel_ids: ["ops"], explain: true } }), 200);
+    check(p.base.includes("MANAGE_MESSAGES") && p.channels.length === 1 && p.channels[0]?.channel_id === "ops", `preview ${JSON.stringify(p.base)}`);
+    check(p.base_explain !== undefined && p.channels[0]?.explain !== undefined, "no explanation");
+  },
+  exportTemplate: async (ctx) => {
+    const r = await ctx.owner.GET("/export");
+    const tpl = body(r, 200);
+    check(tpl.format === "guildhall-template/1" && tpl.roles.some((x) => x.id === "mods") && tpl.channels.some((c) => c.id === "ops"), "unexpected template");
+    etagOf(ctx, r.response);
+    ctx.template = tpl;
+  },
+  headExportTemplate: async (ctx) => {
+    const tag = ctx.etag;
+    check(etagOf(ctx, await headOf(await ctx.owner.HEAD("/export"))) === tag, "HEAD /export has another ETag");
+  },
+  importTemplate: async (ctx) => {
+    const tpl = ctx.template ?? fail("no template exported");
+    const same = body(await ctx.owner.POST("/import", { params: { query: { dry_run: true } }, body: tpl }), 200);
+    check(same.changes.length === 0, `re-importing the export would change ${JSON.stringify(same.changes)}`);
+    const renamed = { ...tpl, channels: tpl.channels.map((c) => (c.id === "ops" ? { ...c, topic: "From a template" } : c)) };
+    const { changes } = body(await ctx.owner.POST("/import", { body: renamed }), 200);
+    check(changes.length === 1 && changes[0]?.kind === "channel" && changes[0].op === "update", `changes ${JSON.stringify(changes)}`);
   },
   headUserPermissions: async (ctx) => {
     await headOf(await ctx.owner.HEAD("/users/{userID}/permissions", { params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true } } }));
@@ -563,7 +631,7 @@ export async function run(baseUrl: string, ownerToken: string): Promise<string[]
     return api;
   };
   const ctx: Ctx = {
-    owner: connect(ownerToken), anon: connect(), connect, alice: "", aliceApi: null, tokenID: "", etag: "", ticket: "",
+    owner: connect(ownerToken), anon: connect(), connect, alice: "", aliceApi: null, tokenID: "", etag: "", ticket: "", template: null,
   };
 
   const out: string[] = [];

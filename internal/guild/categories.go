@@ -176,6 +176,9 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 	if out == nil {
 		out = []model.Channel{}
 	}
+	for i := range out {
+		out[i] = a.shown(out[i])
+	}
 	return out, err
 }
 

@@ -53,6 +53,9 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 		}
 		page.Items = append(page.Items, c)
 	}
+	for i := range page.Items {
+		page.Items[i] = a.shown(page.Items[i])
+	}
 	return page, nil
 }
 
@@ -78,7 +81,7 @@ func (s *Service) GetChannel(ctx context.Context, a *Actor, id string) (model.Ch
 	if err := a.requireIn(id, viewChannel); err != nil {
 		return model.Channel{}, err
 	}
-	return c, nil
+	return a.shown(c), nil
 }
 
 // rolePosition is a role's position (0 for a role that does not exist).
@@ -163,7 +166,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{
 			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position})
 	})
-	return out, err
+	return a.shown(out), err
 }
 
 // category returns a category the caller may know of; anything else is a
@@ -302,7 +305,7 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 		out, err = presented(ctx, tx, id)
 		return err
 	})
-	return out, err
+	return a.shown(out), err
 }
 
 // RenameChannel sets a channel's name.
@@ -332,7 +335,7 @@ func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, 
 		out, err = presented(ctx, tx, id)
 		return err
 	})
-	return out, err
+	return a.shown(out), err
 }
 
 // The audit event of a channel's new name or topic.

@@ -88,7 +88,12 @@ func (s *Service) visibleEvents(ctx context.Context, a *Actor, events []model.Ev
 		}
 	}
 	if len(ids) == 0 {
-		return events, nil
+		out := events[:0:0]
+		for _, e := range events {
+			e.Data = a.redactChannelRefs(e.Data)
+			out = append(out, e)
+		}
+		return out, nil
 	}
 	exists, err := s.store.ExistingChannels(ctx, ids)
 	if err != nil {
@@ -99,6 +104,7 @@ func (s *Service) visibleEvents(ctx context.Context, a *Actor, events []model.Ev
 		if id, ok := channelOfSubject(e.Subject); ok && !(exists[id] && a.knows(id)) {
 			continue
 		}
+		e.Data = a.redactChannelRefs(e.Data)
 		out = append(out, e)
 	}
 	return out, nil

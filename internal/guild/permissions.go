@@ -88,6 +88,9 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 		return out, nil
 	}
 	ch := a.auth.ChannelFor(*channelID, userID)
+	if ch.SyncedFrom != "" && !a.knowsExisting(ch.SyncedFrom) {
+		ch.SyncedFrom = "" // explain does not name a category hidden from the caller
+	}
 	out.Permissions = permissions.InChannel(sub, ch)
 	if explain {
 		out.Explain = permissions.Explain(sub, &ch)

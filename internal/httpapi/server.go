@@ -114,7 +114,8 @@ func New(o Options) (*Server, error) {
 		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
 			AllowOrigins: o.CORSOrigins,
 			AllowMethods: []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete},
-			AllowHeaders: []string{echo.HeaderAuthorization, echo.HeaderContentType, "If-Match", "If-None-Match", "Range", "X-Audit-Reason", "Last-Event-ID"},
+			AllowHeaders: []string{echo.HeaderAuthorization, echo.HeaderContentType, "If-Match", "If-None-Match", "Range", "X-Audit-Reason", "Last-Event-ID",
+				"traceparent", "tracestate"}, // W3C trace context, honoured when tracing is on
 			ExposeHeaders: []string{"ETag", "Location", "Link", "Deprecation", "Retry-After", "RateLimit-Limit", "RateLimit-Remaining",
 				"RateLimit-Reset", "Content-Range", "Content-Disposition", echo.HeaderXRequestID},
 			MaxAge: 600,
