@@ -276,7 +276,11 @@ function Change(props: { event: AuditEvent }): JSX.Element {
     if (k === "role_id" && typeof v === "string") rows.push(["role", <Ref kind="role" id={v} />]);
     else if (k === "channel_id" && typeof v === "string") rows.push(["channel", <Ref kind="channel" id={v} />]);
     else if (k === "token_id" && typeof v === "string") rows.push(["token", <Ref kind="token" id={v} />]);
-    else if (k === "synced_from" && typeof v === "string") rows.push(["copied from", <Ref kind="channel" id={v} />]);
+    else if (k === "synced_from") {
+      // null when the category is hidden from the reader
+      if (typeof v === "string") rows.push(["copied from", <Ref kind="channel" id={v} />]);
+      else rows.push(["copied from", "its category"]);
+    }
     else if (k === "name" && e.type.startsWith("user.token.")) continue; // the token's name, shown as the token
     else if (k === "users" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="user" id={x} />))]);
     else if (k === "roles" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="role" id={x} />))]);
