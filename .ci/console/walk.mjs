@@ -7,14 +7,33 @@
 //              user (and the user's token, shown once); sets an overwrite in
 //              the matrix; asks "Why?" and reads the reason; reorders roles
 //              by drag and drop and by keyboard; uploads an attachment by
-//              drag and drop; a second tab keeps the audit log open and must
-//              see each of those actions arrive live;
+//              drag and drop; ticks MODERATE_MEMBERS in a role; creates a
+//              category and channels in it (synced), reorders them by drag
+//              and drop and Alt+ArrowUp (one reorder request), moves a channel
+//              into the category by drag and drop (PATCH) and out with its
+//              settings; edits the category's matrix, which warns how many
+//              synced channels the edit changes; unsyncs a channel by an edit
+//              of its own (warned) and syncs it again with its button; Why? names the category an
+//              overwrite was copied from, and a timeout; times a member out
+//              with a preset, watches the countdown, ends it early; selects
+//              every user on a page and gives them a role in one request,
+//              takes it from two; pages a role's members; views as a role,
+//              every cell as the server's preview, with Why? per cell;
+//              exports the template (byte for byte), imports an edited one
+//              after reviewing every change, prune chosen and reviewed again;
+//              a second tab keeps the audit log open and must see each of
+//              those actions arrive live;
 //   stale:     a save over a change made meanwhile shows "Changed meanwhile"
 //              with the fresh state (If-Match, 412);
 //   moderator: sees disabled controls with the missing permission as the
-//              reason, and a refused save as a readable 403;
+//              reason, and a refused save as a readable 403; times out a
+//              member below them (and ends it), not one above (the reason);
+//              bulk role changes, view as roles and templates disabled;
 //   member:    without VIEW_AUDIT_LOG the live state does not look live, and a
 //              channel they cannot see reads as one that does not exist;
+//              moving channels, timeouts (of themself, of others), bulk role
+//              changes, a role's member removal, view as roles and templates
+//              are each disabled with the reason;
 //   360 px:    every page fits (no horizontal page scroll);
 //   always:    no request leaves loopback, no page error, no CSP violation,
 //              no layout shift on load.
@@ -76,7 +95,7 @@ async function api(method, p, tok, body) {
   const text = await r.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch { json = null; }
-  return { status: r.status, json, etag: r.headers.get('ETag') };
+  return { status: r.status, json, etag: r.headers.get('ETag'), text };
 }
 
 // The audit log names users, roles, channels and tokens (deleted ones too),
@@ -102,7 +121,9 @@ async function auditNamed(p, { alice, bob }) {
   ];
   for (const [type, subject, name, title] of want) {
     const hover = title.endsWith(':') ? `[title^="${title}"]` : `[title="${title}"]`;
-    const r = table.locator(`tbody tr[data-type="${type}"][data-subject="${subject}"]`).filter({ has: p.locator(hover) }).first();
+    // (A user's role changes name every role they hold: the row meant is the one that says it.)
+    const rows = table.locator(`tbody tr[data-type="${type}"][data-subject="${subject}"]`).filter({ has: p.locator(hover) });
+    const r = (type.startsWith('user.role.') ? rows.filter({ hasText: name }) : rows).first();
     if (!expect(await r.count() === 1, `no ${type} entry of ${subject} with ${title} on hover`)) continue;
     const t = (await r.innerText()).replace(/\s+/g, ' ');
     expect(t.includes(name), `the ${type} entry does not say "${name}": ${t}`);
@@ -149,7 +170,7 @@ try {
       if (m.type() !== 'error') return;
       if (/status of 429/.test(m.text())) rateLimited++;
       else if (/status of (400|404)/.test(m.text()) && provoked.some((r) => r.test(m.location().url))) return;
-      else if (!/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()}`);
+      else if (!/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()} (${m.location().url})`);
     });
   };
   const page = context.pages()[0] || (await context.newPage());
@@ -324,7 +345,15 @@ try {
     const doomed = page.locator('input[name="role-doomed"]');
     await doomed.waitFor();
     expect((await api('POST', '/roles/doomed/delete', token)).status === 204, 'role doomed not deleted');
-    await doomed.check();
+    // The box ticks at once; the refusal is held until page.check() has seen it ticked.
+    let releaseDoomed;
+    const doomedHeld = new Promise((r) => { releaseDoomed = r; });
+    await page.route('**/api/users/*/roles/doomed', async (route) => { await doomedHeld; await route.continue(); }, { times: 1 });
+    try {
+      await doomed.check();
+    } finally {
+      releaseDoomed();
+    }
     const note = page.getByTestId('role-refused');
     await note.waitFor();
     const says = (await note.textContent()).replace(/\s+/g, ' ');
@@ -501,6 +530,352 @@ try {
   summary.push(`Why? reads "${reason.match(/denied by [^.]*?#ops/)?.[0]}"`);
   log(`Why? alice in #ops, SEND_MESSAGES: ${reason}`);
 
+  // ------------------------------------------- MODERATE_MEMBERS in pickers
+  stage = 'permissions: MODERATE_MEMBERS in the pickers';
+  await page.goto(`${base}/console/#/roles`);
+  await page.locator('[data-role="mods"]').click();
+  await page.locator('#role-h').filter({ hasText: 'Moderators' }).waitFor();
+  await page.locator('.perms input[name="MODERATE_MEMBERS"]').check();
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByRole('button', { name: 'Save' }).and(page.locator('[data-reason="nothing changed"]')).waitFor();
+  const modsMod = (await api('GET', '/roles/mods', token)).json;
+  expect(modsMod?.permissions?.includes('MODERATE_MEMBERS'), `mods permissions after ticking MODERATE_MEMBERS: ${JSON.stringify(modsMod?.permissions)}`);
+  expectLive('role.permissions.set', 'role:mods');
+  await page.goto(`${base}/console/#/permissions`);
+  await page.locator('#global-h').waitFor();
+  await page.locator('.perms input[name="MODERATE_MEMBERS"]').waitFor();
+  log('MODERATE_MEMBERS is in the role and global pickers; Moderators hold it now');
+
+  // ------------------------------------------------------------- categories
+  stage = 'categories: create';
+  await page.goto(`${base}/console/#/channels`);
+  const createIn = async (kind, id, name, parent) => {
+    await page.locator('select[name="channel-kind"]').selectOption(kind);
+    if (kind === 'text') await page.locator('select[name="channel-parent"]').selectOption(parent ?? '');
+    await page.locator('input[name="channel-id"]').fill(id);
+    await page.locator('input[name="channel-name"]').fill(name);
+    await page.getByRole('button', { name: kind === 'category' ? 'Create category' : 'Create channel' }).click();
+    await page.locator('#settings-h').filter({ hasText: name }).waitFor();
+  };
+  await createIn('category', 'staff', 'Staff');
+  const staffCh = (await api('GET', '/channels/staff', token)).json;
+  expect(staffCh?.kind === 'category' && staffCh.parent_id === null, `staff is ${JSON.stringify(staffCh)}`);
+  await createIn('text', 'rules', 'Rules', 'staff');
+  // A channel made in a category starts synced, and says so.
+  await page.locator('[data-testid="synced"][data-synced="true"]', { hasText: 'synced with Staff' }).waitFor();
+  await createIn('text', 'lounge', 'Lounge', 'staff');
+  for (const id of ['rules', 'lounge']) {
+    const ch = (await api('GET', `/channels/${id}`, token)).json;
+    expect(ch?.parent_id === 'staff' && ch.synced === true && ch.kind === 'text', `${id} is ${JSON.stringify(ch)}`);
+  }
+  expectLive('channel.created', 'channel:staff');
+  expectLive('channel.created', 'channel:rules');
+  // The tree: each category's channels nested in it, everything in the server's (tree) order.
+  await page.locator('[data-channel="staff"] li[data-channel="lounge"]').waitFor();
+  const treeOrder = () => page.evaluate(() => [...document.querySelectorAll('[data-testid="channel-list"] li[data-channel]')].map((l) => l.dataset.channel).join(','));
+  const apiOrder = async (q = '') => (await api('GET', `/channels?limit=200${q}`, token)).json.items.map((c) => c.id).join(',');
+  const childOrder = () => page.evaluate(() => [...document.querySelectorAll('[data-channel="staff"] li[data-channel]')].map((l) => l.dataset.channel).join(','));
+  const waitChildren = (want) => page.waitForFunction((w) => [...document.querySelectorAll('[data-channel="staff"] li[data-channel]')].map((l) => l.dataset.channel).join(',') === w, want);
+  expect(await treeOrder() === await apiOrder(), `the tree shows ${await treeOrder()}, the server lists ${await apiOrder()}`);
+  expect(await childOrder() === 'rules,lounge', `staff holds ${await childOrder()}`);
+  log(`created the category staff with rules and lounge in it (synced): ${await treeOrder()}`);
+
+  stage = 'categories: reorder';
+  // Drag and drop: lounge onto rules -> lounge first (one reorder request).
+  let reorderSent = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/api/channels/reorder'));
+  await page.locator('[data-channel="lounge"] > a').dragTo(page.locator('[data-channel="rules"] > a'));
+  await reorderSent;
+  await waitChildren('lounge,rules');
+  expect(await apiOrder('&parent_id=staff') === 'lounge,rules', `after drag and drop, staff holds ${await apiOrder('&parent_id=staff')}`);
+  // Keyboard: rules up one (Alt+ArrowUp).
+  reorderSent = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/api/channels/reorder'));
+  await page.locator('[data-channel="rules"] > a').focus();
+  await page.keyboard.press('Alt+ArrowUp');
+  await reorderSent;
+  await waitChildren('rules,lounge');
+  expect(await apiOrder('&parent_id=staff') === 'rules,lounge', `after Alt+ArrowUp, staff holds ${await apiOrder('&parent_id=staff')}`);
+  expectLive('channel.moved', 'channel:lounge');
+
+  stage = 'categories: move between categories';
+  // Drag ops onto the category: a single move (PATCH), last in staff, not synced (its overwrites differ).
+  const patchSent = page.waitForRequest((r) => r.method() === 'PATCH' && r.url().endsWith('/api/channels/ops'));
+  await page.locator('[data-channel="ops"] > a').dragTo(page.locator('[data-channel="staff"] > a'));
+  const patchBody = JSON.parse((await patchSent).postData() ?? '{}');
+  expect(patchBody.parent_id === 'staff', `the move sent ${JSON.stringify(patchBody)}`);
+  await waitChildren('rules,lounge,ops');
+  const opsMoved = (await api('GET', '/channels/ops', token)).json;
+  expect(opsMoved?.parent_id === 'staff' && opsMoved.synced === false, `ops after the move: ${JSON.stringify(opsMoved)}`);
+  expect(await treeOrder() === await apiOrder(), `the tree shows ${await treeOrder()}, the server lists ${await apiOrder()}`);
+  await page.goto(`${base}/console/#/channels/ops`);
+  await page.locator('[data-testid="synced"][data-synced="false"]', { hasText: 'not synced with Staff' }).waitFor();
+  await page.getByTestId('sync').filter({ hasText: 'Sync with Staff' }).waitFor();
+  await shot(page, 'channels-tree', { fullPage: true });
+  // And back out with its settings (the accessible way): Category "none".
+  await page.locator('select[name="parent"]').selectOption('');
+  await page.getByRole('button', { name: 'Save' }).first().click();
+  await page.locator('[data-testid="channel-list"] > li[data-channel="ops"]').waitFor();
+  await page.locator('#settings-h [data-testid="synced"]').waitFor({ state: 'detached' });
+  expect((await api('GET', '/channels/ops', token)).json?.parent_id === null, 'ops did not leave the category');
+  expectLive('channel.moved', 'channel:ops');
+  summary.push('channels reordered and moved between categories by drag and drop, keyboard and settings');
+  log(`reordered staff by drag and drop and Alt+ArrowUp; moved ops into staff by drag and drop and out with its settings: ${await treeOrder()}`);
+
+  stage = 'categories: the matrix warns';
+  await page.goto(`${base}/console/#/channels/staff`);
+  await page.getByTestId('matrix').waitFor();
+  const catNote = (await page.getByTestId('category-synced').textContent()).replace(/\s+/g, ' ');
+  expect(catNote.includes('2 of its 2 channels are synced'), `the category's matrix says: ${catNote}`);
+  await page.locator('select[name="add-role"]').selectOption('muted');
+  const catCell = page.locator('[data-testid="matrix"] tr[data-row="role:muted"] button[aria-label^="SEND_MESSAGES for"]');
+  await catCell.click(); // inherit -> allow
+  await catCell.click(); // allow -> deny
+  const syncWarn = page.getByTestId('sync-warning');
+  await syncWarn.waitFor();
+  const warns = (await syncWarn.textContent()).replace(/\s+/g, ' ');
+  expect(warns.includes('2 synced channels') && warns.includes('#Rules') && warns.includes('#Lounge'), `the warning says: ${warns}`);
+  await shot(page, 'category-matrix-warning', { fullPage: true });
+  await page.getByTestId('matrix-save').click();
+  await page.locator('[data-testid="matrix"] tr[data-row="role:muted"] button[aria-label="SEND_MESSAGES for role Muted: deny"]:not(.changed)').waitFor();
+  for (const id of ['rules', 'lounge']) {
+    const ows = (await api('GET', `/channels/${id}/permissions`, token)).json?.items ?? [];
+    const ch = (await api('GET', `/channels/${id}`, token)).json;
+    expect(ows.some((o) => o.target_id === 'muted' && o.deny.includes('SEND_MESSAGES')) && ch?.synced === true,
+      `#${id} after the category's edit: synced ${ch?.synced}, overwrites ${JSON.stringify(ows)}`);
+  }
+  expectLive('channel.overwrite.set', 'channel:staff');
+  summary.push(`a category's matrix warns "${warns.trim()}"`);
+  log(`the category's matrix warned "${warns.trim()}"; the edit reached both synced channels`);
+
+  // A synced channel says so; an edit of its own unsyncs it (it warns first), and "Sync with Staff" syncs it again.
+  stage = 'categories: unsync and sync';
+  await page.goto(`${base}/console/#/channels/rules`);
+  await page.getByTestId('synced-note').filter({ hasText: 'Staff' }).waitFor();
+  await page.locator('#settings-h [data-testid="synced"][data-synced="true"]').waitFor();
+  await page.locator('[data-testid="matrix"] tr[data-row="everyone"] button[aria-label^="ADD_REACTIONS for"]').click();
+  await page.getByTestId('sync-warning').filter({ hasText: 'Saving unsyncs #Rules from Staff' }).waitFor();
+  await page.getByTestId('matrix-save').click();
+  await page.locator('#settings-h [data-testid="synced"][data-synced="false"]').waitFor();
+  expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'rules is still synced after an edit of its own');
+  await page.getByTestId('sync').click();
+  await page.locator('#settings-h [data-testid="synced"][data-synced="true"]').waitFor();
+  const rulesOws = (await api('GET', '/channels/rules/permissions', token)).json?.items ?? [];
+  const staffOws = (await api('GET', '/channels/staff/permissions', token)).json?.items ?? [];
+  expect((await api('GET', '/channels/rules', token)).json?.synced === true && JSON.stringify(rulesOws) === JSON.stringify(staffOws),
+    `rules after "Sync with Staff": ${JSON.stringify(rulesOws)} (staff: ${JSON.stringify(staffOws)})`);
+  log('an edit of its own unsynced #rules (warned first); "Sync with Staff" synced it again');
+
+  // "Why?" with a fresh page each time (a question asked again on the same page would read the last answer).
+  const askWhy = async (username, channelID, perm) => {
+    await page.goto('about:blank');
+    await page.goto(`${base}/console/#/permissions`);
+    await page.locator('input[name="why-user"]').fill(username);
+    await page.locator('.suggest button', { hasText: username }).click();
+    await page.locator('select[name="why-channel"]').selectOption(channelID);
+    await page.getByRole('button', { name: 'Explain' }).click();
+    const row = page.locator(`[data-testid="explain"] tr[data-permission="${perm}"]`);
+    await row.waitFor();
+    return (await row.textContent()).replace(/\s+/g, ' ');
+  };
+  stage = 'categories: Why? names the category';
+  const copied = await askWhy('alice', 'rules', 'SEND_MESSAGES');
+  expect(copied.includes('not granted') && copied.includes('denied by the overwrite of role Muted in #rules (copied from category Staff)'), `Why? in #rules: ${copied}`);
+  await shot(page, 'permissions-why-category', { fullPage: true });
+  log(`Why? alice in #rules, SEND_MESSAGES: ${copied}`);
+
+  // --------------------------------------------------------------- timeouts
+  stage = 'users: time out';
+  await page.goto(`${base}/console/#/users`);
+  await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+  await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+  await page.getByTestId('timeout-state').filter({ hasText: 'is not timed out' }).waitFor();
+  const presetNames = await page.getByTestId('timeout').locator('button[aria-label^="Time out for"]').allTextContents();
+  expect(presetNames.join('|') === '60 s|5 min|10 min|1 h|1 day|1 week', `the timeout presets are ${presetNames.join('|')}`);
+  const timedAt = Date.now();
+  await page.getByRole('button', { name: 'Time out for 10 minutes' }).click();
+  const left = page.getByTestId('timeout-left');
+  await left.waitFor();
+  const until = Date.parse((await api('GET', `/users/${alice.id}`, token)).json?.timeout_until ?? '');
+  expect(until >= timedAt + 595_000 && until <= Date.now() + 605_000, `alice's timeout ends ${new Date(until).toISOString()}, not in 10 minutes`);
+  // The time left counts down, live.
+  const leftFirst = (await left.textContent()).trim();
+  expect(/^(10:00|9:[0-5]\d)$/.test(leftFirst), `the time left reads ${leftFirst}`);
+  await page.waitForFunction((f) => { const t = document.querySelector('[data-testid="timeout-left"]')?.textContent?.trim(); return t && t !== f; }, leftFirst);
+  const leftNext = (await left.textContent()).trim();
+  await page.locator('[data-testid="user-list"] li[data-user="alice"] .badge', { hasText: 'timed out' }).waitFor();
+  await shot(page, 'users-timeout', { fullPage: true });
+  expectLive('user.timeout', `user:${alice.id}`);
+  // Why? names the timeout and its end (on what she would hold otherwise).
+  const cut = await askWhy('alice', 'ops', 'ADD_REACTIONS');
+  expect(cut.includes('not granted') && cut.includes('denied: timed out until'), `Why? while timed out: ${cut}`);
+  const stillViews = await page.locator('[data-testid="explain"] tr[data-permission="VIEW_CHANNEL"]').textContent();
+  expect(stillViews.includes('✓ granted'), `VIEW_CHANNEL while timed out: ${stillViews}`);
+  // Ended early.
+  await page.goto(`${base}/console/#/users`);
+  await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+  await page.getByTestId('timeout-left').waitFor();
+  await page.getByTestId('timeout-end').click();
+  await page.locator('[data-testid="timeout-state"][data-active="false"]').waitFor();
+  const aliceAfter = (await api('GET', `/users/${alice.id}`, token)).json;
+  expect(aliceAfter?.timeout_until == null || Date.parse(aliceAfter.timeout_until) <= Date.now(), `alice's timeout did not end: ${aliceAfter?.timeout_until}`);
+  summary.push(`timeout counted down live (${leftFirst} -> ${leftNext}), named by Why?, ended early`);
+  log(`timed alice out for 10 minutes (${leftFirst} -> ${leftNext} left); Why? says "${cut.match(/denied: timed out until [^✓✗]*/)?.[0]?.trim()}"; ended it early`);
+
+  // ------------------------------------------------------ bulk role changes
+  stage = 'users: select many';
+  expect((await api('POST', '/roles/regulars/create', token, { name: 'Regulars', permissions: [], color: '#2b8a3e' })).status === 201, 'role regulars not created');
+  const extras = Array.from({ length: 12 }, (_, i) => `extra${String(i + 1).padStart(2, '0')}`);
+  for (const [username, display_name] of [['carol', 'Carol Danvers'], ...extras.map((x) => [x, `Extra ${x.slice(5)}`])]) {
+    expect((await api('POST', '/users', token, { username, display_name })).status === 201, `user ${username} not created`);
+  }
+  const carol = (await api('GET', '/users?q=carol', token)).json.items[0];
+  // Fresh, so that the new role is in the console's list.
+  await page.goto('about:blank');
+  await page.goto(`${base}/console/#/users`);
+  await page.locator('[data-testid="user-list"] li[data-user="extra12"]').waitFor();
+  const onPage = await page.locator('[data-testid="user-list"] li').count();
+  expect(onPage === 16, `${onPage} users on the first page, not 16`);
+  await page.locator('input[name="pick-all"]').check();
+  await page.getByTestId('bulk-count').filter({ hasText: `${onPage} selected` }).waitFor();
+  expect(await page.locator('[data-testid="user-list"] input[type="checkbox"]:not(:checked)').count() === 0, 'select all left users unticked');
+  await page.locator('select[name="bulk-role"]').selectOption('regulars');
+  const bulkSent = page.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/api/roles/regulars/members'));
+  await page.getByTestId('bulk-add').click();
+  const bulkBody = JSON.parse((await bulkSent).postData() ?? '{}');
+  expect(bulkBody.add?.length === onPage && !bulkBody.remove, `one request adds everyone: ${JSON.stringify(bulkBody).slice(0, 120)}`);
+  const bulkResult = page.getByTestId('bulk-result');
+  await bulkResult.filter({ hasText: `Regulars given to ${onPage} users` }).waitFor();
+  const regulars = async () => (await api('GET', '/roles/regulars/members?limit=200', token)).json?.items?.map((u) => u.username).sort() ?? [];
+  expect((await regulars()).length === onPage, `regulars has ${(await regulars()).length} members`);
+  // Two by hand, then removed at once.
+  await page.locator('input[name="pick-all"]').uncheck();
+  await page.getByTestId('bulk-count').filter({ hasText: '0 selected' }).waitFor();
+  await page.locator('input[name="pick-alice"]').check();
+  await page.locator('input[name="pick-carol"]').check();
+  expect(await page.locator('input[name="pick-all"]').evaluate((el) => el.indeterminate), '"select all" does not show that some are ticked');
+  await page.getByTestId('bulk-count').filter({ hasText: '2 selected' }).waitFor();
+  await shot(page, 'users-bulk', { fullPage: true });
+  await page.getByTestId('bulk-remove').click();
+  await bulkResult.filter({ hasText: 'Regulars taken from 2 users' }).waitFor();
+  const left14 = await regulars();
+  expect(left14.length === onPage - 2 && !left14.includes('alice') && !left14.includes('carol'), `regulars after removing two: ${left14.join(',')}`);
+  expectLive('user.role.assigned', `user:${carol.id}`);
+  expectLive('user.role.removed', `user:${carol.id}`);
+  summary.push(`${onPage} users given a role in one request, 2 taken off`);
+  log(`selected all ${onPage} users on the page and gave them Regulars in one request; took it from alice and carol`);
+
+  stage = 'roles: members, paged';
+  await page.goto(`${base}/console/#/roles`);
+  await page.locator('[data-role="regulars"]').click();
+  const membersCard = page.getByTestId('role-members');
+  await membersCard.getByTestId('members-range').filter({ hasText: '1–10, more' }).waitFor();
+  const page1 = await membersCard.locator('li[data-member]').evaluateAll((l) => l.map((x) => x.dataset.member));
+  await shot(page, 'role-members', { fullPage: true });
+  await membersCard.getByTestId('members-next').click();
+  await membersCard.getByTestId('members-range').filter({ hasText: `11–${onPage - 2}` }).waitFor();
+  const page2 = await membersCard.locator('li[data-member]').evaluateAll((l) => l.map((x) => x.dataset.member));
+  expect(await membersCard.getByTestId('members-next').isDisabled(), 'Next is enabled on the last page of members');
+  expect(page1.length === 10 && [...page1, ...page2].sort().join() === left14.join(), `the role's pages list ${page1.join(',')} | ${page2.join(',')}`);
+  log(`the role's page lists its ${page1.length + page2.length} members in two pages`);
+
+  // --------------------------------------------------------- view as roles
+  stage = 'view as roles';
+  await page.goto(`${base}/console/#/preview`);
+  await page.locator('input[name="as-muted"]').check();
+  await page.getByRole('button', { name: 'Preview' }).click();
+  await page.getByTestId('preview').waitFor();
+  const pv = (await api('POST', '/permissions/preview', token, { roles: ['muted'] })).json;
+  const rowsShown = await page.locator('[data-testid="preview"] tbody tr').evaluateAll((l) => l.map((r) => r.dataset.channel));
+  expect(rowsShown.join() === ['base', ...(await apiOrder()).split(',')].join(), `view as roles lists ${rowsShown.join()}`);
+  const cells = Object.fromEntries(await page.locator('[data-testid="preview"] button[data-cell]').evaluateAll((l) => l.map((b) => [b.dataset.cell, b.dataset.value])));
+  const wrongCells = [];
+  for (const [key, value] of Object.entries(cells)) {
+    const [ch, perm] = key.split('/');
+    const granted = ch === 'base' ? pv.base.includes(perm) : pv.channels.find((x) => x.channel_id === ch)?.permissions?.includes(perm);
+    if ((value === 'allow') !== Boolean(granted)) wrongCells.push(key);
+  }
+  const channelScoped = (await api('GET', '/permissions', token)).json.items.filter((p) => p.scopes.includes('channel')).length;
+  expect(Object.keys(cells).length === channelScoped * rowsShown.length && wrongCells.length === 0, `view as roles differs from the server in ${wrongCells.join(', ') || 'the number of cells'}`);
+  expect(cells['ops/SEND_MESSAGES'] === 'deny' && cells['ops/VIEW_CHANNEL'] === 'allow', `as Muted in #ops: ${cells['ops/SEND_MESSAGES']}, ${cells['ops/VIEW_CHANNEL']}`);
+  await page.locator('[data-cell="ops/SEND_MESSAGES"]').click();
+  const cellWhy = page.getByTestId('preview-why');
+  await cellWhy.filter({ hasText: 'in #Operations' }).waitFor();
+  const whyOps = (await cellWhy.textContent()).replace(/\s+/g, ' ');
+  expect(whyOps.includes('denied by the overwrite of role Muted in #ops'), `Why? of the cell: ${whyOps}`);
+  await page.locator('[data-cell="rules/SEND_MESSAGES"]').click();
+  await cellWhy.filter({ hasText: 'in #Rules' }).waitFor();
+  const whyRules = (await cellWhy.textContent()).replace(/\s+/g, ' ');
+  expect(whyRules.includes('copied from category Staff'), `Why? of the #rules cell: ${whyRules}`);
+  await shot(page, 'view-as-roles', { fullPage: true });
+  summary.push(`view as roles: ${Object.keys(cells).length} cells as the server says, Why? per cell`);
+  log(`viewed as Muted: ${rowsShown.length} rows in tree order, every cell as the server's preview; Why? of #ops reads "${whyOps.match(/denied by [^.]*#ops/)?.[0]}"`);
+
+  // -------------------------------------------------------------- templates
+  stage = 'settings: export';
+  await page.goto(`${base}/console/#/settings`);
+  const [tplDownload] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export').click()]);
+  const exported = fs.readFileSync(await tplDownload.path(), 'utf8');
+  expect(tplDownload.suggestedFilename().endsWith('.json'), `the template downloads as ${tplDownload.suggestedFilename()}`);
+  const exportedNow = await api('GET', '/export', token);
+  expect(exported === exportedNow.text, 'the downloaded template is not the export, byte for byte');
+  const tpl = JSON.parse(exported);
+  expect(tpl.format === 'guildhall-template/1' && tpl.roles.some((r) => r.id === 'muted') && tpl.channels.some((c) => c.id === 'staff' && c.kind === 'category'),
+    `the template: ${exported.slice(0, 200)}`);
+  await page.getByTestId('exported').waitFor();
+  stage = 'settings: import, reviewed';
+  const edited = structuredClone(tpl);
+  edited.roles.unshift({ id: 'guests', name: 'Guests', position: Math.max(...edited.roles.map((r) => r.position)) + 1, color: '#868e96', permissions: [] });
+  const lastTop = Math.max(...edited.channels.filter((c) => c.parent_id === null).map((c) => c.position));
+  edited.channels.push({ id: 'announcements', name: 'Announcements', kind: 'text', parent_id: null, position: lastTop + 1, topic: 'News.', overwrites: [] });
+  edited.channels.find((c) => c.id === 'rules').topic = 'Read these first.';
+  edited.channels = edited.channels.filter((c) => c.id !== 'lounge');
+  const tplFile = path.join(userDataDir, 'template.json');
+  fs.writeFileSync(tplFile, JSON.stringify(edited, null, 2));
+  await page.locator('input[name="template-file"]').setInputFiles(tplFile);
+  expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled before a review');
+  await page.getByTestId('review').click();
+  const review = page.getByTestId('import-review');
+  await review.waitFor();
+  const dry = (await api('POST', '/import?dry_run=true', token, edited)).json;
+  const reviewed = review.locator('tbody tr');
+  expect(await reviewed.count() === dry.changes.length, `the review lists ${await reviewed.count()} changes, the dry run ${dry.changes.length}`);
+  expect(await review.locator('tr[data-op="create"][data-kind="role"][data-id="guests"]').count() === 1, 'the review does not list the role to create');
+  expect(await review.locator('tr[data-op="create"][data-kind="channel"][data-id="announcements"]').count() === 1, 'the review does not list the channel to create');
+  const topicRow = review.locator('tr[data-op="update"][data-kind="channel"][data-id="rules"]');
+  expect(await topicRow.count() === 1, 'the review does not list the channel to update');
+  const [topicBefore, topicAfter] = await topicRow.locator('td').allTextContents();
+  expect(topicBefore.includes('topic') && topicBefore.includes('none') && topicAfter.includes('Read these first.'), `the update reads ${topicBefore} -> ${topicAfter}`);
+  expect(await review.locator('tr[data-op="delete"]').count() === 0, 'without prune, the review deletes something');
+  expect((await api('GET', '/roles/guests', token)).status === 404, 'the review wrote something');
+  await shot(page, 'settings-import-review', { fullPage: true });
+  // Pruning is a choice of its own, reviewed again.
+  await page.locator('input[name="prune"]').check();
+  await review.waitFor({ state: 'detached' });
+  expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled after prune changed');
+  await page.getByTestId('review').click();
+  await review.locator('tr[data-op="delete"][data-kind="channel"][data-id="lounge"]').waitFor();
+  const dryPrune = (await api('POST', '/import?dry_run=true&prune=true', token, edited)).json;
+  expect(await reviewed.count() === dryPrune.changes.length, `the pruning review lists ${await reviewed.count()} changes, the dry run ${dryPrune.changes.length}`);
+  const applyLabel = await page.getByTestId('apply').textContent();
+  expect(applyLabel.includes(`Apply ${dryPrune.changes.length} changes`) && applyLabel.includes('deletion'), `the apply button reads ${applyLabel}`);
+  await shot(page, 'settings-import-prune', { fullPage: true });
+  stage = 'settings: import, applied';
+  const importSent = page.waitForRequest((r) => r.method() === 'POST' && /\/api\/import\?prune=true$/.test(r.url()));
+  await page.getByTestId('apply').click();
+  expect((await importSent).postData() === JSON.stringify(edited), 'the import applied is not the template reviewed');
+  await page.getByTestId('applied').filter({ hasText: `Applied ${dryPrune.changes.length} change` }).waitFor();
+  expect((await api('GET', '/roles/guests', token)).status === 200, 'the role guests was not created');
+  expect((await api('GET', '/channels/announcements', token)).json?.topic === 'News.', 'the channel announcements was not created');
+  expect((await api('GET', '/channels/rules', token)).json?.topic === 'Read these first.', 'the topic of rules was not updated');
+  expect((await api('GET', '/channels/lounge', token)).status === 404, 'lounge was not pruned');
+  // The same template again: nothing left to change.
+  await page.getByTestId('review').click();
+  await review.filter({ hasText: 'Nothing to change' }).waitFor();
+  expect(await page.getByTestId('apply').getAttribute('data-reason') === 'nothing to change', 'Apply is not disabled with nothing to change');
+  expectLive('role.created', 'role:guests');
+  expectLive('channel.deleted', 'channel:lounge');
+  summary.push(`template exported byte for byte, ${dryPrune.changes.length} changes reviewed then applied (prune chosen)`);
+  log(`exported the template (${exported.length} bytes); reviewed ${dry.changes.length} changes, ${dryPrune.changes.length} with prune, applied them; reviewed again: nothing to change`);
+
   // ------------------------------------------------------- audit log, live
   stage = 'audit log';
   await audit.bringToFront();
@@ -510,8 +885,15 @@ try {
   }
   const seen = await audit.locator('[data-testid="audit"] tr.fresh').count();
   expect(seen >= 10, `only ${seen} events arrived live`);
-  const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"]').first();
+  const perm = audit.locator('[data-testid="audit"] tr.fresh[data-type="role.permissions.set"][data-subject="role:mods"]').last();
   expect((await perm.textContent()).includes('+MANAGE_CHANNELS'), 'the audit row of role.permissions.set shows no before/after');
+  stage = 'audit log: moves and timeouts in words';
+  const moved = (await liveRow('channel.moved', 'channel:ops').innerText()).replace(/\s+/g, ' ');
+  expect(moved.includes('from category #Staff') && moved.includes('to no category'), `the channel.moved row reads: ${moved}`);
+  const timeoutRow = (await liveRow('user.timeout', `user:${alice.id}`).innerText()).replace(/\s+/g, ' ');
+  expect(timeoutRow.includes('before: timed out until') && timeoutRow.includes('after: not timed out'), `the user.timeout row reads: ${timeoutRow}`);
+  const copiedRow = (await liveRow('channel.overwrite.set', 'channel:lounge').innerText()).replace(/\s+/g, ' ');
+  expect(copiedRow.includes('copied from #Staff'), `the overwrite copied to a synced channel reads: ${copiedRow}`);
   stage = 'audit log: names, not IDs';
   await soft(stage, () => auditNamed(audit, { alice, bob }));
   await shot(audit, 'audit-log', { fullPage: true });
@@ -527,25 +909,60 @@ try {
 
   // ------------------------------------------------------ no layout shift
   stage = 'layout shift';
-  for (const p of ['channels/ops', 'roles', 'users', 'permissions', 'audit']) {
+  for (const p of ['channels/ops', 'channels/staff', 'roles', 'users', 'permissions', 'preview', 'audit', 'settings']) {
     await page.goto('about:blank');
     await page.goto(`${base}/console/#/${p}`);
     await page.waitForLoadState('networkidle');
     const cls = await page.evaluate(() => window.__cls);
     expect(cls < 0.1, `layout shift on loading #/${p}: ${cls.toFixed(3)}`);
-    if (p === 'audit') await soft('audit log loaded: names, not IDs', () => auditNamed(page, { alice, bob }));
+    if (p === 'audit') {
+      await soft('audit log loaded: names, not IDs', async () => {
+        // Every entry of the walk, older pages too.
+        const older = page.getByRole('button', { name: 'Older events' });
+        for (let i = 0; i < 20 && await older.isEnabled(); i++) {
+          const n = await page.locator('[data-testid="audit"] tbody tr').count();
+          await older.click();
+          await page.waitForFunction((k) => document.querySelectorAll('[data-testid="audit"] tbody tr').length > k, n);
+        }
+        await auditNamed(page, { alice, bob });
+      });
+    }
   }
 
   // ------------------------------------------------------------------ 360 px
   stage = '360 px';
   await page.setViewportSize({ width: 360, height: 780 });
-  for (const p of ['channels/ops', 'roles', 'users', 'permissions', 'audit']) {
+  for (const p of ['channels/ops', 'channels/staff', 'roles', 'users', 'permissions', 'preview', 'audit', 'settings']) {
     await page.goto(`${base}/console/#/${p}`);
     await page.waitForLoadState('networkidle');
     const w = await page.evaluate(() => document.documentElement.scrollWidth);
     expect(w <= 360, `#/${p} is ${w} px wide at 360 px`);
     await shot(page, `360-${p.replace('/', '-')}`, { fullPage: true });
   }
+  // The new pages with their results: a preview, a user's timeout, an import's review.
+  const fits = async (what) => {
+    const w = await page.evaluate(() => document.documentElement.scrollWidth);
+    expect(w <= 360, `${what} is ${w} px wide at 360 px`);
+    await shot(page, `360-${what.replace(/[^a-z]+/g, '-')}`, { fullPage: true });
+  };
+  await page.goto(`${base}/console/#/preview`);
+  await page.locator('input[name="as-muted"]').check();
+  await page.getByRole('button', { name: 'Preview' }).click();
+  await page.locator('[data-cell="ops/SEND_MESSAGES"]').click();
+  await page.getByTestId('preview-why').waitFor();
+  await fits('view as roles');
+  await page.goto(`${base}/console/#/users`);
+  await page.locator('[data-testid="user-list"] a', { hasText: 'Carol' }).click();
+  await page.getByTestId('timeout').waitFor();
+  await fits('users timeout');
+  // The template as first exported: its review undoes the import (lounge back, the topic of rules).
+  const firstFile = path.join(userDataDir, 'template-first.json');
+  fs.writeFileSync(firstFile, exported);
+  await page.goto(`${base}/console/#/settings`);
+  await page.locator('input[name="template-file"]').setInputFiles(firstFile);
+  await page.getByTestId('review').click();
+  await page.locator('[data-testid="import-review"] tr[data-op="create"][data-id="lounge"]').waitFor();
+  await fits('settings review');
   await page.setViewportSize({ width: 1280, height: 900 });
   summary.push('360 px fits');
   log('every page fits 360 px');
@@ -567,6 +984,39 @@ try {
   // Permissions: global needs ADMINISTRATOR.
   await page.goto(`${base}/console/#/permissions`);
   await page.locator('.readonly', { hasText: 'you need ADMINISTRATOR' }).waitFor();
+
+  // Timeouts: Alice is above the moderator, Carol below.
+  stage = 'moderator: timeouts';
+  await page.goto(`${base}/console/#/users`);
+  await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+  await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+  const aboveMe = page.getByRole('button', { name: 'Time out for 10 minutes' });
+  expect(await aboveMe.isDisabled() && (await aboveMe.getAttribute('data-reason')) === "Alice Liddell's highest role is not below yours",
+    `timing Alice out: ${await aboveMe.getAttribute('data-reason')}`);
+  await page.locator('[data-testid="user-list"] a', { hasText: 'Carol' }).click();
+  await page.locator('#user-h').filter({ hasText: 'Carol' }).waitFor();
+  const modTimedAt = Date.now();
+  await page.getByRole('button', { name: 'Time out for 60 seconds' }).click();
+  await page.getByTestId('timeout-left').waitFor();
+  const carolUntil = Date.parse((await api('GET', `/users/${carol.id}`, token)).json?.timeout_until ?? '');
+  expect(carolUntil >= modTimedAt + 55_000 && carolUntil <= Date.now() + 65_000, `carol's timeout ends ${new Date(carolUntil).toISOString()}, not in 60 s`);
+  await shot(page, 'moderator-timeout', { fullPage: true });
+  await page.getByTestId('timeout-end').click();
+  await page.locator('[data-testid="timeout-state"][data-active="false"]').waitFor();
+  const carolAfter = (await api('GET', `/users/${carol.id}`, token)).json;
+  expect(carolAfter?.timeout_until == null || Date.parse(carolAfter.timeout_until) <= Date.now(), `carol's timeout did not end: ${carolAfter?.timeout_until}`);
+  // Bulk role changes, view as roles and templates: disabled, with the reason.
+  stage = 'moderator: bulk, view as roles, templates';
+  await page.locator('input[name="pick-carol"]').check();
+  await page.locator('select[name="bulk-role"]').selectOption('regulars');
+  expect(await page.getByTestId('bulk-add').getAttribute('data-reason') === 'you need MANAGE_ROLES', `bulk add for the moderator: ${await page.getByTestId('bulk-add').getAttribute('data-reason')}`);
+  await page.goto(`${base}/console/#/preview`);
+  await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();
+  expect(await page.getByRole('button', { name: 'Preview' }).isDisabled(), 'Preview is enabled for the moderator');
+  await page.goto(`${base}/console/#/settings`);
+  expect(await page.getByTestId('export').getAttribute('data-reason') === 'only the owner may export or import templates', 'Export is not disabled for the moderator');
+  await shot(page, 'moderator-settings');
+  log('moderator: timed Carol out for 60 s and ended it; Alice (above) disabled with the reason; bulk, view as roles and templates disabled with theirs');
   // The channel: may edit it (MANAGE_CHANNELS) but not its overwrites (MANAGE_ROLES in #ops).
   await page.goto(`${base}/console/#/channels/ops`);
   await page.getByTestId('matrix').waitFor();
@@ -612,7 +1062,46 @@ try {
     await shot(page, 'member-hidden-channel');
     log(`member: #/channels/vault says: ${says}`);
   });
-  summary.push('member: live off looks off, a hidden channel reads as not there');
+  stage = 'member: disabled, with the reason';
+  await soft(stage, async () => {
+    const reasonOf = async (loc, want, what) => {
+      await loc.waitFor();
+      const got = await loc.getAttribute('data-reason');
+      expect(await loc.isDisabled() && got === want, `${what}: disabled ${await loc.isDisabled()}, reason ${got}`);
+    };
+    await page.goto(`${base}/console/#/channels`);
+    const opsRow = page.locator('[data-channel="ops"] > a');
+    await opsRow.waitFor();
+    expect(await opsRow.getAttribute('draggable') === 'false', 'a member can drag channels');
+    expect((await page.locator('#move-why').textContent()).includes('you need MANAGE_CHANNELS'), 'moving channels is not disabled with the reason');
+    await reasonOf(page.getByRole('button', { name: 'Create channel' }), 'you need MANAGE_CHANNELS', 'create a channel');
+    await page.goto(`${base}/console/#/users`);
+    await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
+    await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
+    await reasonOf(page.getByRole('button', { name: 'Time out for 1 hour' }), 'you cannot time yourself out', 'time oneself out');
+    await page.locator('[data-testid="user-list"] a', { hasText: 'Carol' }).click();
+    await page.locator('#user-h').filter({ hasText: 'Carol' }).waitFor();
+    await reasonOf(page.getByRole('button', { name: 'Time out for 1 hour' }), 'you need MODERATE_MEMBERS', 'time Carol out');
+    await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES to assign or remove roles' }).waitFor();
+    expect(await page.locator('input[name="role-regulars"]').isDisabled(), "a member can tick Carol's roles");
+    await page.locator('input[name="pick-carol"]').check();
+    await page.locator('select[name="bulk-role"]').selectOption('regulars');
+    await reasonOf(page.getByTestId('bulk-add'), 'you need MANAGE_ROLES', 'bulk add');
+    await reasonOf(page.getByTestId('bulk-remove'), 'you need MANAGE_ROLES', 'bulk remove');
+    await shot(page, 'member-users', { fullPage: true });
+    await page.goto(`${base}/console/#/roles`);
+    await page.locator('[data-role="regulars"]').click();
+    await reasonOf(page.getByTestId('role-members').getByRole('button', { name: 'Take Regulars from extra01' }), 'you need MANAGE_ROLES', 'take a role from a member');
+    await page.goto(`${base}/console/#/preview`);
+    await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();
+    await reasonOf(page.getByRole('button', { name: 'Preview' }), 'you need MANAGE_ROLES', 'view as roles');
+    await page.goto(`${base}/console/#/settings`);
+    await reasonOf(page.getByTestId('export'), 'only the owner may export or import templates', 'export');
+    await reasonOf(page.getByTestId('review'), 'only the owner may export or import templates', 'import');
+    await shot(page, 'member-settings');
+    log('member: moving channels, timeouts, bulk role changes, view as roles and templates are disabled, each with its reason');
+  });
+  summary.push('member: live off looks off, a hidden channel reads as not there, every new action disabled with its reason');
 } catch (e) {
   failures.push(`${stage}: ${e.message.split('\n')[0]}`);
 } finally {

@@ -91,6 +91,49 @@ export function userReason(a: Access, u: User, roles: readonly Role[]): string |
   return null;
 }
 
+/** Why the caller may not time a user out (or end their timeout), or null. */
+export function timeoutReason(a: Access, u: User, roles: readonly Role[]): string | null {
+  if (u.id === a.me.id) return "you cannot time yourself out";
+  if (u.is_owner) return "the owner cannot be timed out";
+  const n = need(a, "MODERATE_MEMBERS");
+  if (n) return n;
+  const who = u.display_name || u.username;
+  if (!a.owner && topOf(u.roles, roles) >= a.top) return `${who}'s highest role is not below yours`;
+  if (roles.some((r) => u.roles.includes(r.id) && r.permissions.includes("ADMINISTRATOR"))) return `${who} has ADMINISTRATOR, which cannot be timed out`;
+  return null;
+}
+
+/**
+ * Why the caller may not change this user's roles (whatever the role), or
+ * null: as the server decides an assignment, the owner's roles are the
+ * owner's alone, and anyone else's top role must be below the caller's
+ * (one's own roles need no such thing). The role itself is judged by
+ * roleReason and grantReason.
+ */
+export function holderReason(a: Access, u: User, roles: readonly Role[]): string | null {
+  if (a.owner) return null;
+  if (u.is_owner) return "only the owner may change the owner's roles";
+  if (u.id !== a.me.id && topOf(u.roles, roles) >= a.top) return `${u.display_name || u.username}'s highest role is not below yours`;
+  return null;
+}
+
+/** Why the caller may not give a role to (or take it from) each of these users, or null. */
+export function bulkRoleReason(a: Access, role: Role, users: readonly User[], roles: readonly Role[]): string | null {
+  const r = roleReason(a, role) ?? grantReason(a, role.permissions);
+  if (r) return r;
+  const refused = users.filter((u) => holderReason(a, u, roles) !== null);
+  if (refused.length === 0) return null;
+  const first = refused[0];
+  const names = refused.slice(0, 3).map((u) => u.display_name || u.username);
+  const more = refused.length > 3 ? ` and ${refused.length - 3} more` : "";
+  return `you may not change the roles of ${names.join(", ")}${more}${first && refused.length === 1 ? ` (${holderReason(a, first, roles)})` : ""}; unselect ${refused.length === 1 ? "them" : "those"}`;
+}
+
+/** Why the caller may not export or import templates, or null. */
+export function templateReason(a: Access): string | null {
+  return a.owner ? null : "only the owner may export or import templates";
+}
+
 /** Why the caller may not see or mint a user's tokens, or null. */
 export function tokenReason(a: Access, u: User): string | null {
   return a.owner || u.id === a.me.id ? null : "a user's tokens are theirs and the owner's alone";
@@ -124,6 +167,8 @@ export function problemWords(p: Problem, names?: Names): { title: string; detail
         return { title: `Refused: you cannot grant or revoke ${perms.join(", ")}${where}, which you do not hold`, detail: p.detail ?? "", items };
       case "self_or_owner_only":
         return { title: "Refused: a user's tokens are theirs and the owner's alone", detail: p.detail ?? "", items };
+      case "owner_only":
+        return { title: "Refused: only the owner may do this", detail: p.detail ?? "", items };
     }
   }
   if (p.status === 412) {

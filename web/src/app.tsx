@@ -11,13 +11,17 @@ import { RolesPage } from "./pages/roles";
 import { UsersPage } from "./pages/users";
 import { PermissionsPage } from "./pages/permissions";
 import { AuditPage } from "./pages/audit";
+import { PreviewPage } from "./pages/preview";
+import { SettingsPage } from "./pages/settings";
 
 const pages = [
   { id: "channels", label: "Channels" },
   { id: "roles", label: "Roles" },
   { id: "users", label: "Users" },
   { id: "permissions", label: "Permissions" },
+  { id: "preview", label: "View as roles" },
   { id: "audit", label: "Audit log" },
+  { id: "settings", label: "Settings" },
 ] as const;
 type PageID = (typeof pages)[number]["id"];
 
@@ -278,7 +282,9 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
           {where.page === "roles" && <RolesPage />}
           {where.page === "users" && <UsersPage />}
           {where.page === "permissions" && <PermissionsPage />}
+          {where.page === "preview" && <PreviewPage />}
           {where.page === "audit" && <AuditPage />}
+          {where.page === "settings" && <SettingsPage />}
         </main>
       </div>
     </ConsoleContext.Provider>

@@ -3,7 +3,7 @@
 import { createContext } from "preact";
 import { useContext } from "preact/hooks";
 import type { Access, Names } from "./access";
-import type { Api, AuditEvent, PermissionInfo, Role, Schemas } from "./api";
+import { allPages, type Api, type AuditEvent, type Channel, type PermissionInfo, type Role, type Schemas } from "./api";
 
 export interface Console {
   api: Api;
@@ -38,6 +38,16 @@ export function byOthers(c: Console, e: AuditEvent): boolean {
 /** Channel-scoped permission names of the catalog, in catalog order. */
 export function channelScoped(catalog: readonly PermissionInfo[]): PermissionInfo[] {
   return catalog.filter((p) => p.scopes.includes("channel"));
+}
+
+/** Every channel the caller can see, in tree order (the server's order). */
+export function listChannels(c: Pick<Console, "api">): Promise<Channel[]> {
+  return allPages((cursor) => c.api.GET("/channels", { params: { query: { limit: 200, ...(cursor ? { cursor } : {}) } } }));
+}
+
+/** A channel's name as the console shows it: "#ops" for a channel, "Staff" for a category. */
+export function channelLabel(ch: Pick<Channel, "name" | "kind">): string {
+  return ch.kind === "category" ? ch.name : `#${ch.name}`;
 }
 
 type EventType = Schemas["EventType"];

@@ -4,7 +4,7 @@ import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { needIn, type ChannelAccess } from "../access";
 import { allPages, apiBase, ApiError, done, problemOf, uploadAttachment, type Attachment, type Channel } from "../api";
-import { byOthers, useConsole } from "../state";
+import { byOthers, channelLabel, useConsole } from "../state";
 import { Btn, bytes, Confirm, ProblemBox, ReadOnly, useAction, when } from "../ui";
 
 /** An attachment ID from a file name: the contract's pattern, at most 128 characters. */
@@ -102,7 +102,7 @@ export function Attachments(props: { channel: Channel; mine: ChannelAccess; onCo
 
   return (
     <section class="card" aria-labelledby="att-h">
-      <h2 id="att-h">Attachments of #{channel.name}</h2>
+      <h2 id="att-h">Attachments of {channelLabel(channel)}</h2>
       <ReadOnly reason={uploadReason} what="upload attachments here" />
       <div
         class={`drop${over ? " over" : ""}${uploadReason ? " off" : ""}`}

@@ -197,9 +197,57 @@ function show(v: unknown): string {
   return String(v);
 }
 
+/** Where a moved channel was or went: its category by name and its position. */
+function Place(props: { at: unknown }): JSX.Element {
+  const at = typeof props.at === "object" && props.at !== null ? (props.at as Record<string, unknown>) : {};
+  const pos = typeof at.position === "number" ? ` (position ${at.position})` : "";
+  return typeof at.parent_id === "string" && at.parent_id ? (
+    <>
+      category <Ref kind="channel" id={at.parent_id} />
+      {pos}
+    </>
+  ) : (
+    <>no category{pos}</>
+  );
+}
+
+/** A timeout's end in words. */
+function until(v: unknown): string {
+  if (typeof v !== "string" || v === "") return "not timed out";
+  return Date.parse(v) > Date.now() ? `timed out until ${when(v)}` : `timed out until ${when(v)} (over)`;
+}
+
 /** The before/after of a change (sets show what was added and removed), else its details. */
 function Change(props: { event: AuditEvent }): JSX.Element {
   const e = props.event;
+  if (e.type === "channel.moved") {
+    const stayed = JSON.stringify(e.data.before) === JSON.stringify(e.data.after);
+    return (
+      <div class="change">
+        <span class="sub">
+          {stayed ? (
+            <>
+              stayed in <Place at={e.data.after} />
+            </>
+          ) : (
+            <>
+              from <Place at={e.data.before} /> → to <Place at={e.data.after} />
+            </>
+          )}
+          {e.data.lock_permissions === true && "; its overwrites replaced by the category's (synced)"}
+        </span>
+      </div>
+    );
+  }
+  if (e.type === "user.timeout") {
+    return (
+      <div class="change">
+        <span class="sub">
+          before: {until(e.data.before)} → after: {until(e.data.after)}
+        </span>
+      </div>
+    );
+  }
   const { before, after, target_type, target_id, ...rest } = e.data;
   const b = list(before);
   const a = list(after);
@@ -228,6 +276,11 @@ function Change(props: { event: AuditEvent }): JSX.Element {
     if (k === "role_id" && typeof v === "string") rows.push(["role", <Ref kind="role" id={v} />]);
     else if (k === "channel_id" && typeof v === "string") rows.push(["channel", <Ref kind="channel" id={v} />]);
     else if (k === "token_id" && typeof v === "string") rows.push(["token", <Ref kind="token" id={v} />]);
+    else if (k === "synced_from") {
+      // null when the category is hidden from the reader
+      if (typeof v === "string") rows.push(["copied from", <Ref kind="channel" id={v} />]);
+      else rows.push(["copied from", "its category"]);
+    }
     else if (k === "name" && e.type.startsWith("user.token.")) continue; // the token's name, shown as the token
     else if (k === "users" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="user" id={x} />))]);
     else if (k === "roles" && ids) rows.push([k, joined(ids.map((x) => <Ref kind="role" id={x} />))]);
@@ -398,6 +451,13 @@ function refsOf(e: AuditEvent): [string, string][] {
   if (typeof d.channel_id === "string") out.push([`channel:${d.channel_id}`, ""]);
   if (typeof d.token_id === "string" && kind === "user") out.push([`token:${d.token_id}`, id]);
   if ((d.target_type === "role" || d.target_type === "user") && typeof d.target_id === "string") out.push([`${d.target_type}:${d.target_id}`, ""]);
+  if (typeof d.synced_from === "string") out.push([`channel:${d.synced_from}`, ""]);
+  if (e.type === "channel.moved") {
+    for (const at of [d.before, d.after]) {
+      const parent = typeof at === "object" && at !== null ? (at as Record<string, unknown>).parent_id : undefined;
+      if (typeof parent === "string" && parent) out.push([`channel:${parent}`, ""]);
+    }
+  }
   for (const x of list(d.users) ?? []) out.push([`user:${x}`, ""]);
   for (const x of list(d.roles) ?? []) out.push([`role:${x}`, ""]);
   if (e.type.startsWith("user.role.")) for (const x of [...(list(d.before) ?? []), ...(list(d.after) ?? [])]) out.push([`role:${x}`, ""]);

@@ -1,11 +1,13 @@
-// Channels: list, create, rename, topic, delete; per channel the overwrite
+// Channels: the tree (categories with their channels), reordered and moved
+// between categories by drag and drop or by keyboard; create a channel or a
+// category, rename, topic, category, delete; per channel the overwrite
 // matrix (If-Match on save; a change made meanwhile is shown, not
-// overwritten) and its attachments.
+// overwritten; a category's edit reaches its synced channels) and its
+// attachments.
 import type { JSX } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { grantReason, need, needIn, type ChannelAccess } from "../access";
 import {
-  allPages,
   ApiError,
   done,
   ifMatch,
@@ -16,67 +18,294 @@ import {
   type Permission,
   type User,
 } from "../api";
-import { channelScoped, useConsole } from "../state";
+import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, TriCell, useAction, Why, type Tri } from "../ui";
 import { Attachments } from "./attachments";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
+/** A channel's siblings (the same category, or none), in the server's order. */
+function siblingsOf(channels: readonly Channel[], parent: string | null): Channel[] {
+  return channels.filter((x) => (x.parent_id ?? null) === parent);
+}
+
+interface Node {
+  ch: Channel;
+  children: Channel[];
+  /** In a category the caller cannot see. */
+  orphan: boolean;
+}
+
+/** The tree: the top level in order, each category with its children (a child of a hidden category stays at the top). */
+function treeOf(channels: readonly Channel[]): Node[] {
+  const ids = new Set(channels.map((x) => x.id));
+  const top: Node[] = [];
+  const byID = new Map<string, Node>();
+  for (const ch of channels) {
+    if (ch.parent_id && ids.has(ch.parent_id)) {
+      byID.get(ch.parent_id)?.children.push(ch);
+      continue;
+    }
+    const n: Node = { ch, children: [], orphan: ch.parent_id !== null };
+    byID.set(ch.id, n);
+    top.push(n);
+  }
+  return top;
+}
+
+/** Where a dragged channel would go: before another one, into a category (last), or at the end of the top level. */
+type Target = { how: "before"; id: string } | { how: "into"; id: string } | { how: "end" };
+
 export function ChannelsPage(props: { selected: string }): JSX.Element {
   const c = useConsole();
   const [channels, setChannels] = useState<Channel[] | null>(null);
   const list = useAction();
-  const reload = () => list.run(async () => setChannels(await allPages((cursor) => c.api.GET("/channels", { params: { query: { limit: 200, ...(cursor ? { cursor } : {}) } } }))));
+  const mover = useAction();
+  const reload = () => list.run(async () => setChannels(await listChannels(c)));
   useEffect(() => {
     void reload();
+    // Moves, renames and overwrites (which decide `synced`) show at once, whoever made them.
     return c.onEvent((e) => {
-      if (e.type === "channel.created" || e.type === "channel.deleted" || e.type === "channel.renamed" || e.type === "channel.updated") void reload();
+      if (e.type.startsWith("channel.") && !e.type.startsWith("channel.attachment.")) void reload();
     });
   }, []);
   const createReason = need(c.access, "MANAGE_CHANNELS");
+  const moveReason = need(c.access, "MANAGE_CHANNELS");
+
+  /**
+   * Puts `ch` at `index` among the channels of `parent`: positions 0..n-1 in
+   * the new order. Only `ch` moving is a single PATCH; anything more, one
+   * reorder (every move or none).
+   */
+  const place = async (ch: Channel, parent: string | null, index: number) => {
+    if (!channels) return;
+    if (ch.kind === "category" && parent !== null) return;
+    const order = siblingsOf(channels, parent).filter((x) => x.id !== ch.id);
+    order.splice(Math.max(0, Math.min(index, order.length)), 0, ch);
+    const reparent = (ch.parent_id ?? null) !== parent;
+    const moves = order.map((x, i) => ({ x, i })).filter(({ x, i }) => x.position !== i || (x.id === ch.id && reparent));
+    if (moves.length === 0) return;
+    const err = await mover.run(async () => {
+      const only = moves.length === 1 ? moves[0] : undefined;
+      if (only && only.x.id === ch.id) {
+        await ok(
+          c.api.PATCH("/channels/{channelID}", {
+            params: { path: { channelID: ch.id } },
+            body: { position: only.i, ...(reparent ? { parent_id: parent } : {}) },
+            headers: mergePatch,
+          }),
+        );
+      } else {
+        const positions = moves.map(({ x, i }) => ({ id: x.id, position: i, ...(x.id === ch.id && reparent ? { parent_id: parent } : {}) }));
+        await ok(c.api.POST("/channels/reorder", { body: { positions } }));
+      }
+    });
+    await reload();
+    if (err === null) window.setTimeout(() => document.querySelector<HTMLElement>(`[data-channel="${ch.id}"] > a`)?.focus(), 0);
+  };
+  const dropOn = (ch: Channel, t: Target) => {
+    if (!channels) return;
+    if (t.how === "end") return void place(ch, null, siblingsOf(channels, null).length);
+    const target = channels.find((x) => x.id === t.id);
+    if (!target || target.id === ch.id) return;
+    if (t.how === "into") return void place(ch, target.id, siblingsOf(channels, target.id).filter((x) => x.id !== ch.id).length);
+    const parent = target.parent_id ?? null;
+    const sibs = siblingsOf(channels, parent).filter((x) => x.id !== ch.id);
+    return void place(ch, parent, sibs.findIndex((x) => x.id === target.id));
+  };
+  const step = (ch: Channel, by: -1 | 1) => {
+    if (!channels) return;
+    const parent = ch.parent_id ?? null;
+    const sibs = siblingsOf(channels, parent);
+    const i = sibs.findIndex((x) => x.id === ch.id);
+    if (i < 0 || i + by < 0 || i + by >= sibs.length) return;
+    void place(ch, parent, i + by);
+  };
+
+  const selected = channels?.find((x) => x.id === props.selected);
   return (
     <div class="split">
       <section class="list" aria-labelledby="channels-h">
         <h2 id="channels-h">Channels</h2>
+        <p class="hint">
+          Drag a channel to reorder it, or onto a category to move it there; or focus it and press Alt+↑ / Alt+↓. Its settings change its category too.
+        </p>
         <ProblemBox error={list.error} names={c.names} />
+        <ProblemBox error={mover.error} names={c.names} onClose={() => mover.setError(null)} />
         {channels === null ? (
           <p class="loading">Loading…</p>
         ) : channels.length === 0 ? (
           <p class="muted">No channels you can see.</p>
         ) : (
-          <ul class="items" data-testid="channel-list">
-            {channels.map((ch) => (
-              <li key={ch.id}>
-                <a href={`#/channels/${encodeURIComponent(ch.id)}`} aria-current={props.selected === ch.id ? "true" : undefined}>
-                  <strong>#{ch.name}</strong> <span class="muted">{ch.id}</span>
-                  {ch.topic && <span class="sub">{ch.topic}</span>}
-                </a>
-              </li>
-            ))}
-          </ul>
+          <ChannelTree channels={channels} selected={props.selected} reason={moveReason} busy={mover.busy} onDrop={dropOn} onStep={step} />
         )}
-        <CreateChannel reason={createReason} onCreated={(id) => (location.hash = `#/channels/${encodeURIComponent(id)}`)} />
+        <CreateChannel
+          reason={createReason}
+          categories={(channels ?? []).filter((x) => x.kind === "category")}
+          onCreated={(id) => {
+            void reload();
+            location.hash = `#/channels/${encodeURIComponent(id)}`;
+          }}
+        />
       </section>
       <section class="detail">
-        {props.selected ? <ChannelDetail key={props.selected} id={props.selected} /> : <p class="muted">Pick a channel to see its settings, permissions and attachments.</p>}
+        {props.selected ? (
+          <ChannelDetail key={props.selected} id={props.selected} listed={selected} channels={channels ?? []} onChanged={reload} />
+        ) : (
+          <p class="muted">Pick a channel to see its settings, permissions and attachments.</p>
+        )}
       </section>
     </div>
   );
 }
 
-function CreateChannel(props: { reason: string | null; onCreated: (id: string) => void }): JSX.Element {
+function ChannelTree(props: {
+  channels: Channel[];
+  selected: string;
+  reason: string | null;
+  busy: boolean;
+  onDrop: (ch: Channel, t: Target) => void;
+  onStep: (ch: Channel, by: -1 | 1) => void;
+}): JSX.Element {
+  const { channels, reason } = props;
+  const [dragging, setDragging] = useState<Channel | null>(null);
+  const [over, setOver] = useState<string | null>(null); // "before:<id>", "into:<id>" or "end"
+  const draggingRef = useRef<Channel | null>(null);
+  const tree = treeOf(channels);
+  const keyOf = (t: Target) => (t.how === "end" ? "end" : `${t.how}:${t.id}`);
+  // What dropping the dragged channel on `ch`'s row means, or null where it cannot go.
+  const targetOn = (ch: Channel, d: Channel): Target | null => {
+    if (d.id === ch.id) return null;
+    if (ch.kind === "category") return d.kind === "category" ? { how: "before", id: ch.id } : { how: "into", id: ch.id };
+    if (d.kind === "category" && ch.parent_id !== null) return null; // a category stays at the top level
+    return { how: "before", id: ch.id };
+  };
+  const end = () => {
+    draggingRef.current = null;
+    setDragging(null);
+    setOver(null);
+  };
+  const row = (ch: Channel, orphan: boolean) => {
+    const cat = ch.kind === "category";
+    return (
+      <a
+        href={`#/channels/${encodeURIComponent(ch.id)}`}
+        aria-current={props.selected === ch.id ? "true" : undefined}
+        aria-describedby={reason ? "move-why" : undefined}
+        draggable={reason === null && !props.busy}
+        class={`${cat ? "cat" : ""}${over && (over === `before:${ch.id}` || over === `into:${ch.id}`) ? ` drop-${over.split(":")[0]}` : ""}${dragging?.id === ch.id ? " dragging" : ""}`}
+        onKeyDown={(e) => {
+          if (e.altKey && (e.key === "ArrowUp" || e.key === "ArrowDown")) {
+            e.preventDefault();
+            if (reason === null && !props.busy) props.onStep(ch, e.key === "ArrowUp" ? -1 : 1);
+          }
+        }}
+        onDragStart={(e) => {
+          e.stopPropagation();
+          draggingRef.current = ch;
+          setDragging(ch);
+          e.dataTransfer?.setData("text/plain", ch.id);
+          if (e.dataTransfer) e.dataTransfer.effectAllowed = "move";
+        }}
+        onDragEnd={end}
+        onDragOver={(e) => {
+          const d = draggingRef.current;
+          const t = d && targetOn(ch, d);
+          if (!t) return;
+          e.preventDefault();
+          e.stopPropagation();
+          setOver(keyOf(t));
+        }}
+        onDragLeave={() => setOver((o) => (o && o.endsWith(`:${ch.id}`) ? null : o))}
+        onDrop={(e) => {
+          e.preventDefault();
+          e.stopPropagation();
+          const d = draggingRef.current ?? channels.find((x) => x.id === e.dataTransfer?.getData("text/plain"));
+          const t = d && targetOn(ch, d);
+          end();
+          if (d && t) props.onDrop(d, t);
+        }}
+      >
+        {cat ? (
+          <>
+            <span class="catmark" aria-hidden="true">
+              ▾
+            </span>
+            <strong>{ch.name}</strong> <span class="muted">{ch.id}</span> <span class="kind">category</span>
+          </>
+        ) : (
+          <>
+            <strong>#{ch.name}</strong> <span class="muted">{ch.id}</span>
+          </>
+        )}
+        {orphan && <span class="sub">in a category you cannot see</span>}
+        {!cat && ch.topic && <span class="sub">{ch.topic}</span>}
+      </a>
+    );
+  };
+  return (
+    <>
+      <ul class="items tree" data-testid="channel-list" aria-label="Channels, in order">
+        {tree.map((n) => (
+          <li key={n.ch.id} data-channel={n.ch.id} data-kind={n.ch.kind}>
+            {row(n.ch, n.orphan)}
+            {n.ch.kind === "category" && (
+              <ul class="items children" aria-label={`Channels in ${n.ch.name}`}>
+                {n.children.map((ch) => (
+                  <li key={ch.id} data-channel={ch.id} data-kind={ch.kind} data-parent={n.ch.id}>
+                    {row(ch, false)}
+                  </li>
+                ))}
+                {n.children.length === 0 && <li class="empty muted">No channels you can see</li>}
+              </ul>
+            )}
+          </li>
+        ))}
+      </ul>
+      {dragging && dragging.parent_id !== null && (
+        <p
+          class={`dropend${over === "end" ? " over" : ""}`}
+          data-testid="drop-end"
+          onDragOver={(e) => {
+            e.preventDefault();
+            setOver("end");
+          }}
+          onDragLeave={() => setOver((o) => (o === "end" ? null : o))}
+          onDrop={(e) => {
+            e.preventDefault();
+            const d = draggingRef.current;
+            end();
+            if (d) props.onDrop(d, { how: "end" });
+          }}
+        >
+          Drop here to take it out of its category
+        </p>
+      )}
+      {reason && (
+        <p class="why" id="move-why">
+          Moving channels is disabled: {reason}
+        </p>
+      )}
+    </>
+  );
+}
+
+function CreateChannel(props: { reason: string | null; categories: Channel[]; onCreated: (id: string) => void }): JSX.Element {
   const c = useConsole();
   const [id, setID] = useState("");
   const [name, setName] = useState("");
   const [topic, setTopic] = useState("");
+  const [kind, setKind] = useState<Channel["kind"]>("text");
+  const [parent, setParent] = useState("");
   const act = useAction();
+  const category = kind === "category";
   const submit = async (e: Event) => {
     e.preventDefault();
     const err = await act.run(async () => {
       await ok(
         c.api.POST("/channels/{channelID}/create", {
           params: { path: { channelID: id } },
-          body: { name, ...(topic ? { topic } : {}) },
+          body: { name, kind, ...(topic ? { topic } : {}), ...(!category && parent ? { parent_id: parent } : {}) },
         }),
       );
     });
@@ -90,21 +319,43 @@ function CreateChannel(props: { reason: string | null; onCreated: (id: string) =
   const idBad = id !== "" && !idPattern.test(id);
   return (
     <form class="card create" onSubmit={submit} aria-labelledby="new-channel-h">
-      <h3 id="new-channel-h">New channel</h3>
+      <h3 id="new-channel-h">New channel or category</h3>
       <ReadOnly reason={props.reason} what="create channels" />
       <fieldset disabled={props.reason !== null}>
+        <div class="row wrap">
+          <label>
+            Kind{" "}
+            <select name="channel-kind" value={kind} onChange={(e) => setKind(e.currentTarget.value as Channel["kind"])}>
+              <option value="text">Text channel</option>
+              <option value="category">Category</option>
+            </select>
+          </label>
+          <label title={category ? "A category cannot be inside a category" : undefined}>
+            In category{" "}
+            <select name="channel-parent" value={category ? "" : parent} disabled={category} onChange={(e) => setParent(e.currentTarget.value)}>
+              <option value="">none</option>
+              {props.categories.map((x) => (
+                <option key={x.id} value={x.id}>
+                  {x.name}
+                </option>
+              ))}
+            </select>
+          </label>
+        </div>
         <label>
-          ID <input name="channel-id" value={id} required pattern="[a-z0-9][a-z0-9_\-]{0,63}" placeholder="ops" onInput={(e) => setID(e.currentTarget.value)} />
+          ID <input name="channel-id" value={id} required pattern="[a-z0-9][a-z0-9_\-]{0,63}" placeholder={category ? "staff" : "ops"} onInput={(e) => setID(e.currentTarget.value)} />
         </label>
         {idBad && <span class="why">lowercase letters, digits, _ and -</span>}
         <label>
-          Name <input name="channel-name" value={name} required maxLength={100} placeholder="Operations" onInput={(e) => setName(e.currentTarget.value)} />
+          Name{" "}
+          <input name="channel-name" value={name} required maxLength={100} placeholder={category ? "Staff" : "Operations"} onInput={(e) => setName(e.currentTarget.value)} />
         </label>
         <label>
           Topic <input name="channel-topic" value={topic} maxLength={1024} onInput={(e) => setTopic(e.currentTarget.value)} />
         </label>
+        {!category && parent && <p class="hint">It starts with a copy of the category's permission overwrites (synced).</p>}
         <Btn type="submit" kind="primary" reason={props.reason} busy={act.busy}>
-          Create channel
+          {category ? "Create category" : "Create channel"}
         </Btn>
       </fieldset>
       <ProblemBox error={act.error} names={c.names} />
@@ -121,7 +372,14 @@ interface Loaded {
   users: Map<string, User>;
 }
 
-function ChannelDetail(props: { id: string }): JSX.Element {
+/** What a channel's parts need besides its own state: every channel listed (names, the category's synced children). */
+interface Around {
+  channels: Channel[];
+  /** After one's own change: the list reloads (moves, `synced`). */
+  onChanged: () => Promise<unknown>;
+}
+
+function ChannelDetail(props: { id: string; listed: Channel | undefined } & Around): JSX.Element {
   const c = useConsole();
   const [state, setState] = useState<Loaded | null>(null);
   const [attachmentCount, setAttachmentCount] = useState(0);
@@ -170,6 +428,12 @@ function ChannelDetail(props: { id: string }): JSX.Element {
   useEffect(() => {
     if (!missing) void load();
   }, [props.id]);
+  // The list changed this channel (moved it, synced or unsynced it, renamed
+  // it): show it as it is now.
+  const version = props.listed ? versionOf(props.listed) : null;
+  useEffect(() => {
+    if (version !== null && state !== null && !loader.busy && versionOf(state.channel) !== version) void load();
+  }, [version]);
   if (missing) {
     return (
       <div class="problem" role="alert" data-status="404" data-code="not_found" data-testid="no-channel">
@@ -181,11 +445,38 @@ function ChannelDetail(props: { id: string }): JSX.Element {
   if (!state) return loader.error ? <ProblemBox error={loader.error} names={c.names} /> : <p class="loading">Loading…</p>;
   return (
     <div>
-      <ChannelSettings key={state.etag} state={state} attachments={attachmentCount} onChanged={load} stale={stale} onStale={setStale} />
-      <Matrix key={state.owEtag} state={state} onReload={load} stale={stale} onStale={setStale} />
+      <ChannelSettings
+        key={state.etag}
+        state={state}
+        attachments={attachmentCount}
+        onChanged={async () => {
+          await load();
+          await props.onChanged();
+        }}
+        onDeleted={props.onChanged}
+        channels={props.channels}
+        stale={stale}
+        onStale={setStale}
+      />
+      <Matrix
+        key={state.owEtag}
+        state={state}
+        onReload={async () => {
+          await load();
+          await props.onChanged();
+        }}
+        channels={props.channels}
+        stale={stale}
+        onStale={setStale}
+      />
       <Attachments channel={state.channel} mine={state.mine} onCount={setAttachmentCount} />
     </div>
   );
+}
+
+/** What the list says of a channel that its page shows. */
+function versionOf(ch: Channel): string {
+  return [ch.updated_at, ch.parent_id, ch.position, ch.synced, ch.name, ch.topic].join("|");
 }
 
 /** The value of a settled promise, or its reason thrown. */
@@ -199,20 +490,54 @@ interface StaleProps {
   onStale: (e: unknown) => void;
 }
 
-function ChannelSettings(props: { state: Loaded; attachments: number; onChanged: () => Promise<unknown> } & StaleProps): JSX.Element {
+/** The category of a channel as the list names it ("Staff"), or its ID when it is hidden. */
+function categoryName(channels: readonly Channel[], id: string): string {
+  return channels.find((x) => x.id === id)?.name ?? id;
+}
+
+/** Says whether a channel in a category is synced with it (its overwrites are the category's). */
+function SyncBadge(props: { channel: Channel; channels: readonly Channel[] }): JSX.Element | null {
+  const { channel } = props;
+  if (!channel.parent_id) return null;
+  const cat = categoryName(props.channels, channel.parent_id);
+  return channel.synced ? (
+    <span class="badge" data-testid="synced" data-synced="true" title="Its permission overwrites are the category's: an edit of the category's reaches it">
+      synced with {cat}
+    </span>
+  ) : (
+    <span class="badge warn" data-testid="synced" data-synced="false" title="Its permission overwrites differ from the category's">
+      not synced with {cat}
+    </span>
+  );
+}
+
+function ChannelSettings(
+  props: { state: Loaded; attachments: number; onChanged: () => Promise<unknown>; onDeleted: () => Promise<unknown>; channels: Channel[] } & StaleProps,
+): JSX.Element {
   const c = useConsole();
   const { channel, etag, mine } = props.state;
   const [name, setName] = useState(channel.name);
   const [topic, setTopic] = useState(channel.topic ?? "");
+  const [parent, setParent] = useState(channel.parent_id ?? "");
   const [confirm, setConfirm] = useState(false);
   const act = useAction();
   const reason = needIn(c.access, mine, "MANAGE_CHANNELS");
-  const dirty = name !== channel.name || topic !== (channel.topic ?? "");
+  const category = channel.kind === "category";
+  const categories = props.channels.filter((x) => x.kind === "category");
+  const dirty = name !== channel.name || topic !== (channel.topic ?? "") || parent !== (channel.parent_id ?? "");
+  const after = async (err: unknown) => {
+    if (err === null || isStale(err)) {
+      props.onStale(isStale(err) ? err : null);
+      await props.onChanged();
+    }
+  };
   const save = async (e: Event) => {
     e.preventDefault();
-    const body: { name?: string; topic?: string | null } = {};
+    const body: { name?: string; topic?: string | null; parent_id?: string | null } = {};
     if (name !== channel.name) body.name = name;
     if (topic !== (channel.topic ?? "")) body.topic = topic === "" ? null : topic;
+    // A move into a category puts the channel last among its channels.
+    if (parent !== (channel.parent_id ?? "")) body.parent_id = parent === "" ? null : parent;
     const err = await act.run(async () => {
       await ok(
         c.api.PATCH("/channels/{channelID}", {
@@ -222,29 +547,45 @@ function ChannelSettings(props: { state: Loaded; attachments: number; onChanged:
         }),
       );
     });
-    if (err === null || isStale(err)) {
-      props.onStale(isStale(err) ? err : null);
-      await props.onChanged();
-    }
+    await after(err);
+  };
+  // Replaces the channel's overwrites with its category's.
+  const syncReason = reason ?? need(c.access, "MANAGE_ROLES");
+  const sync = async () => {
+    const err = await act.run(async () => {
+      await ok(
+        c.api.PATCH("/channels/{channelID}", {
+          params: { path: { channelID: channel.id }, header: ifMatch(etag) },
+          body: { lock_permissions: true },
+          headers: mergePatch,
+        }),
+      );
+    });
+    await after(err);
   };
   const del = async () => {
     setConfirm(false);
     const err = await act.run(async () => {
       await done(c.api.POST("/channels/{channelID}/delete", { params: { path: { channelID: channel.id }, header: ifMatch(etag) } }));
     });
-    if (err === null) location.hash = "#/channels";
-    else if (isStale(err)) {
+    if (err === null) {
+      location.hash = "#/channels";
+      await props.onDeleted();
+    } else if (isStale(err)) {
       props.onStale(err);
       await props.onChanged();
     }
   };
   const overwrites = props.state.overwrites.length;
+  const children = props.channels.filter((x) => x.parent_id === channel.id).length;
   return (
     <section class="card" aria-labelledby="settings-h">
       <h2 id="settings-h">
-        #{channel.name} <span class="muted">{channel.id}</span>
+        {category ? channel.name : `#${channel.name}`} <span class="muted">{channel.id}</span>
+        {category && <span class="badge">category</span>}
+        <SyncBadge channel={channel} channels={props.channels} />
       </h2>
-      <ReadOnly reason={reason} what="rename, edit or delete this channel" />
+      <ReadOnly reason={reason} what={`rename, edit or delete this ${category ? "category" : "channel"}`} />
       <form onSubmit={save}>
         <fieldset disabled={reason !== null}>
           <label>
@@ -253,14 +594,34 @@ function ChannelSettings(props: { state: Loaded; attachments: number; onChanged:
           <label>
             Topic <textarea name="topic" rows={2} maxLength={1024} value={topic} onInput={(e) => setTopic(e.currentTarget.value)} />
           </label>
-          <div class="row">
+          {!category && (
+            <label>
+              Category{" "}
+              <select name="parent" value={parent} onChange={(e) => setParent(e.currentTarget.value)}>
+                <option value="">none</option>
+                {channel.parent_id && !categories.some((x) => x.id === channel.parent_id) && <option value={channel.parent_id}>{channel.parent_id}</option>}
+                {categories.map((x) => (
+                  <option key={x.id} value={x.id}>
+                    {x.name}
+                  </option>
+                ))}
+              </select>
+            </label>
+          )}
+          <div class="row wrap">
             <Btn type="submit" kind="primary" reason={reason ?? (dirty ? null : "nothing changed")} busy={act.busy}>
               Save
             </Btn>
+            {channel.parent_id && !channel.synced && (
+              <Btn reason={syncReason} busy={act.busy} onClick={() => void sync()} testid="sync">
+                Sync with {categoryName(props.channels, channel.parent_id)}
+              </Btn>
+            )}
             <Btn kind="danger" reason={reason} onClick={() => setConfirm(true)}>
-              Delete channel…
+              {category ? "Delete category…" : "Delete channel…"}
             </Btn>
           </div>
+          {channel.parent_id && !channel.synced && !reason && <Why reason={syncReason} />}
         </fieldset>
       </form>
       {isStale(props.stale) && props.stale instanceof ApiError && props.stale.problem.instance?.startsWith(`/api/channels/${channel.id}`) && !props.stale.problem.instance.endsWith("/permissions") ? (
@@ -268,9 +629,15 @@ function ChannelSettings(props: { state: Loaded; attachments: number; onChanged:
       ) : null}
       {!isStale(act.error) && <ProblemBox error={act.error} names={c.names} />}
       {confirm && (
-        <Confirm title={`Delete #${channel.name}?`} confirm="Delete channel" onConfirm={() => void del()} onCancel={() => setConfirm(false)}>
+        <Confirm
+          title={`Delete ${category ? channel.name : `#${channel.name}`}?`}
+          confirm={category ? "Delete category" : "Delete channel"}
+          onConfirm={() => void del()}
+          onCancel={() => setConfirm(false)}
+        >
           <p>
-            This deletes the channel <strong>#{channel.name}</strong> ({channel.id}) for everyone, together with its{" "}
+            This deletes the {category ? "category" : "channel"} <strong>{category ? channel.name : `#${channel.name}`}</strong> ({channel.id}) for everyone,
+            together with its{" "}
             <strong>
               {overwrites} permission overwrite{overwrites === 1 ? "" : "s"}
             </strong>{" "}
@@ -279,6 +646,12 @@ function ChannelSettings(props: { state: Loaded; attachments: number; onChanged:
               {props.attachments} attachment{props.attachments === 1 ? "" : "s"}
             </strong>{" "}
             (their files too). It cannot be undone.
+            {category && children > 0 && (
+              <>
+                {" "}
+                Its {children} channel{children === 1 ? "" : "s"} stay, with their overwrites, outside any category.
+              </>
+            )}
           </p>
         </Confirm>
       )}
@@ -292,7 +665,7 @@ function keyOf(o: Pick<Overwrite, "target_type" | "target_id">): RowKey {
   return o.target_type === "everyone" ? "everyone" : `${o.target_type}:${o.target_id ?? ""}`;
 }
 
-function Matrix(props: { state: Loaded; onReload: () => Promise<unknown> } & StaleProps): JSX.Element {
+function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channels: Channel[] } & StaleProps): JSX.Element {
   const c = useConsole();
   const { channel, mine } = props.state;
   const cols = channelScoped(c.catalog);
@@ -386,14 +759,32 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown> } & Sta
     setUserQuery("");
   };
   const freeRoles = c.roles.filter((r) => !rows.includes(`role:${r.id}`));
+  // A category's overwrites reach its synced channels (those the caller can see are counted).
+  const category = channel.kind === "category";
+  const children = category ? props.channels.filter((x) => x.parent_id === channel.id) : [];
+  const synced = children.filter((x) => x.synced);
+  const syncedNames = synced.map((x) => `#${x.name}`).join(", ");
 
   return (
     <section class="card" aria-labelledby="matrix-h">
-      <h2 id="matrix-h">Permissions in #{channel.name}</h2>
+      <h2 id="matrix-h">Permissions in {channelLabel(channel)}</h2>
       <p class="hint">
-        Overwrites change what each target may do in this channel: <span class="tri allow">✓</span> allow, <span class="tri inherit">/</span> inherit,{" "}
+        Overwrites change what each target may do in this {category ? "category" : "channel"}: <span class="tri allow">✓</span> allow, <span class="tri inherit">/</span> inherit,{" "}
         <span class="tri deny">✗</span> deny. Click a cell (or focus it and press Space) to cycle.
       </p>
+      {category && (
+        <p class="note" data-testid="category-synced">
+          {synced.length === 0
+            ? `None of its ${children.length} channel${children.length === 1 ? " is" : "s are"} synced: an edit here changes this category alone.`
+            : `${synced.length} of its ${children.length} channel${children.length === 1 ? " is" : "s are"} synced with it (${syncedNames}): an edit here changes ${synced.length === 1 ? "it" : "them"} too.`}
+        </p>
+      )}
+      {channel.parent_id && channel.synced && (
+        <p class="note" data-testid="synced-note">
+          These overwrites are a copy of the category {categoryName(props.channels, channel.parent_id)}'s (synced): an edit of the category's changes them too. Changing
+          one here unsyncs #{channel.name}.
+        </p>
+      )}
       <ReadOnly reason={reason} what="change this channel's permission overwrites" />
       <ProblemBox error={stale} names={c.names} onClose={() => props.onStale(null)} />
       <div class="scroll" role="region" aria-label="Overwrite matrix" tabIndex={0}>
@@ -477,6 +868,16 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown> } & Sta
         </Btn>
         <Why reason={reason} />
       </div>
+      {edits.size > 0 && synced.length > 0 && (
+        <p class="warn" role="status" data-testid="sync-warning">
+          Saving also changes {synced.length} synced channel{synced.length === 1 ? "" : "s"}: {syncedNames}.
+        </p>
+      )}
+      {edits.size > 0 && channel.parent_id && channel.synced && (
+        <p class="warn" role="status" data-testid="sync-warning">
+          Saving unsyncs #{channel.name} from {categoryName(props.channels, channel.parent_id)}.
+        </p>
+      )}
       {!isStale(act.error) && <ProblemBox error={act.error} names={c.names} />}
     </section>
   );

@@ -4,8 +4,8 @@
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { need } from "../access";
-import { allPages, ifMatch, ok, type Channel, type Explanation, type Permission, type Schemas, type User } from "../api";
-import { useConsole, type Console } from "../state";
+import { ifMatch, ok, type Channel, type Explanation, type Permission, type Schemas, type User } from "../api";
+import { channelLabel, listChannels, useConsole, type Console } from "../state";
 import { Btn, isStale, ProblemBox, ReadOnly, useAction } from "../ui";
 
 export function PermissionsPage(): JSX.Element {
@@ -94,10 +94,14 @@ function GlobalPermissions(): JSX.Element {
   );
 }
 
-/** A step of an explanation in words. */
-export function stepWords(c: Console, s: Schemas["ExplanationStep"], channel: Channel | null): string {
+/**
+ * A step of an explanation in words. `channels` names the category an
+ * overwrite was copied from ("… (copied from category Staff)").
+ */
+export function stepWords(c: Console, s: Schemas["ExplanationStep"], channel: Pick<Channel, "id"> | null, channels: readonly Channel[] = []): string {
   const verb = s.effect === "allow" ? (s.kind.startsWith("overwrite") ? "allowed" : "granted") : "denied";
-  const inCh = channel ? ` in #${channel.id}` : "";
+  const from = s.from_category ? ` (copied from category ${channels.find((x) => x.id === s.from_category)?.name ?? s.from_category})` : "";
+  const inCh = (channel ? ` in #${channel.id}` : "") + from;
   switch (s.kind) {
     case "owner":
       return "granted: the owner has every permission";
@@ -130,7 +134,7 @@ function Why(): JSX.Element {
   const [result, setResult] = useState<{ user: User; channel: Channel | null; items: Explanation[] } | null>(null);
   const act = useAction();
   useEffect(() => {
-    void allPages((cursor) => c.api.GET("/channels", { params: { query: { limit: 200, ...(cursor ? { cursor } : {}) } } }))
+    void listChannels(c)
       .then(setChannels)
       .catch(() => setChannels([]));
   }, []);
@@ -203,7 +207,8 @@ function Why(): JSX.Element {
             <option value="">none (base permissions)</option>
             {channels.map((ch) => (
               <option key={ch.id} value={ch.id}>
-                #{ch.name}
+                {ch.parent_id ? "  " : ""}
+                {channelLabel(ch)}
               </option>
             ))}
           </select>
@@ -218,7 +223,7 @@ function Why(): JSX.Element {
           <table class="table explain" data-testid="explain">
             <caption>
               {result.user.display_name || result.user.username}
-              {result.channel ? ` in #${result.channel.name}` : " (base permissions)"}
+              {result.channel ? ` in ${channelLabel(result.channel)}` : " (base permissions)"}
             </caption>
             <thead>
               <tr>
@@ -241,7 +246,7 @@ function Why(): JSX.Element {
                       <ol class="steps">
                         {x.steps.map((s, i) => (
                           <li key={i} class={s.effect}>
-                            {stepWords(c, s, result.channel)}
+                            {stepWords(c, s, result.channel, channels)}
                           </li>
                         ))}
                       </ol>

@@ -5,8 +5,8 @@
 // the deprecated add_perm/remove_perm/add_user/remove_user.
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { grantReason, moveReason, need, roleReason } from "../access";
-import { done, ifMatch, mergePatch, ok, type Permission, type Role } from "../api";
+import { grantReason, holderReason, moveReason, need, roleReason } from "../access";
+import { done, ifMatch, mergePatch, ok, type Permission, type Role, type User } from "../api";
 import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, Why } from "../ui";
 
@@ -180,7 +180,94 @@ function RoleDetail(props: { id: string; onDeleted: () => void }): JSX.Element {
     setStale(e);
     await load();
   };
-  return <RoleEditor key={role.etag} role={role.role} etag={role.etag} stale={stale} onStale={onStale} onSaved={load} onDeleted={props.onDeleted} />;
+  return (
+    <div>
+      <RoleEditor key={role.etag} role={role.role} etag={role.etag} stale={stale} onStale={onStale} onSaved={load} onDeleted={props.onDeleted} />
+      <RoleMembers role={role.role} />
+    </div>
+  );
+}
+
+/** Members listed per page on a role's page. */
+const membersPage = 10;
+
+/** The users holding a role, a page at a time; each can be taken off it. */
+function RoleMembers(props: { role: Role }): JSX.Element {
+  const c = useConsole();
+  const { role } = props;
+  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
+  const [page, setPage] = useState<{ items: User[]; next: string | null } | null>(null);
+  const loader = useAction();
+  const act = useAction();
+  const cursor = cursors[cursors.length - 1];
+  const load = () =>
+    loader.run(async () => {
+      const r = await ok(c.api.GET("/roles/{roleID}/members", { params: { path: { roleID: role.id }, query: { limit: membersPage, ...(cursor ? { cursor } : {}) } } }));
+      setPage({ items: r.data.items, next: r.data.next_cursor ?? null });
+    });
+  useEffect(() => {
+    void load();
+  }, [role.id, cursor]);
+  useEffect(
+    () =>
+      c.onEvent((e) => {
+        if (e.type.startsWith("user.role.") || e.type === "user.deleted") void load();
+      }),
+    [role.id, cursor],
+  );
+  const base = roleReason(c.access, role) ?? grantReason(c.access, role.permissions);
+  const remove = async (u: User) => {
+    const err = await act.run(async () => {
+      await ok(c.api.POST("/roles/{roleID}/members", { params: { path: { roleID: role.id } }, body: { remove: [u.id] } }));
+    });
+    if (err === null) {
+      if (u.id === c.access.me.id) await c.refresh();
+      await load();
+    }
+  };
+  const first = (cursors.length - 1) * membersPage;
+  return (
+    <section class="card" aria-labelledby="members-h" data-testid="role-members">
+      <h2 id="members-h">Members of {role.name}</h2>
+      <ProblemBox error={loader.error} names={c.names} />
+      {page === null ? (
+        <p class="loading">Loading…</p>
+      ) : page.items.length === 0 ? (
+        <p class="muted">{cursors.length > 1 ? "No more members." : "Nobody has this role."}</p>
+      ) : (
+        <>
+          <p class="hint" data-testid="members-range">
+            {first + 1}–{first + page.items.length}
+            {page.next ? ", more on the next page" : ""}
+          </p>
+          <ul class="items">
+            {page.items.map((u) => {
+              const reason = base ?? holderReason(c.access, u, c.roles);
+              return (
+                <li key={u.id} class="row between" data-member={u.username}>
+                  <span>
+                    <strong>{u.display_name || u.username}</strong> <span class="muted">@{u.username}</span>
+                  </span>
+                  <Btn reason={reason} busy={act.busy} label={`Take ${role.name} from ${u.username}`} onClick={() => void remove(u)}>
+                    Remove
+                  </Btn>
+                </li>
+              );
+            })}
+          </ul>
+        </>
+      )}
+      <div class="row">
+        <Btn reason={cursors.length > 1 ? null : "this is the first page"} onClick={() => setCursors(cursors.slice(0, -1))} testid="members-prev">
+          ← Previous
+        </Btn>
+        <Btn reason={page?.next ? null : "this is the last page"} onClick={() => page?.next && setCursors([...cursors, page.next])} testid="members-next">
+          Next →
+        </Btn>
+      </div>
+      <ProblemBox error={act.error} names={c.names} />
+    </section>
+  );
 }
 
 function RoleEditor(props: {

@@ -2,8 +2,8 @@
 // delete, assign and remove roles, tokens (a new secret is shown once; revoke).
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { grantReason, need, problemWords, roleReason, tokenReason, userReason, type Names } from "../access";
-import { ApiError, done, ifMatch, ok, type Token, type User } from "../api";
+import { bulkRoleReason, grantReason, holderReason, need, problemWords, roleReason, timeoutReason, tokenReason, userReason, type Names } from "../access";
+import { ApiError, done, ifMatch, mergePatch, ok, type Token, type User } from "../api";
 import { byOthers, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, when, Why } from "../ui";
 
@@ -22,6 +22,10 @@ export function UsersPage(): JSX.Element {
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]); // the cursor of each page seen
   const [page, setPage] = useState<{ items: User[]; next: string | null } | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
+  // Users ticked for a bulk change, across pages (cleared by a new search).
+  const [picked, setPicked] = useState<ReadonlyMap<string, User>>(new Map());
+  // Bumped after a bulk change, so that the user shown reloads too.
+  const [version, setVersion] = useState(0);
   const act = useAction();
   const cursor = cursors[cursors.length - 1];
   const load = () =>
@@ -49,8 +53,28 @@ export function UsersPage(): JSX.Element {
   const search = (e: Event) => {
     e.preventDefault();
     setCursors([undefined]);
+    setPicked(new Map());
     setFilters({ ...draft, q: draft.q.trim() });
   };
+  const pick = (u: User, on: boolean) =>
+    setPicked((cur) => {
+      const next = new Map(cur);
+      if (on) next.set(u.id, u);
+      else next.delete(u.id);
+      return next;
+    });
+  const onPage = page?.items ?? [];
+  const pickedHere = onPage.filter((u) => picked.has(u.id)).length;
+  const allHere = onPage.length > 0 && pickedHere === onPage.length;
+  const pickAll = (on: boolean) =>
+    setPicked((cur) => {
+      const next = new Map(cur);
+      for (const u of onPage) {
+        if (on) next.set(u.id, u);
+        else next.delete(u.id);
+      }
+      return next;
+    });
   return (
     <div class="split">
       <section class="list" aria-labelledby="users-h">
@@ -83,15 +107,43 @@ export function UsersPage(): JSX.Element {
             Search
           </button>
         </form>
+        <BulkRoles
+          picked={[...picked.values()]}
+          onClear={() => setPicked(new Map())}
+          onDone={async () => {
+            await load();
+            setVersion((v) => v + 1);
+          }}
+        />
         <ProblemBox error={act.error} names={c.names} />
+        <label class="pickall">
+          <input
+            type="checkbox"
+            name="pick-all"
+            checked={allHere}
+            disabled={onPage.length === 0}
+            ref={(el) => {
+              if (el) el.indeterminate = pickedHere > 0 && !allHere;
+            }}
+            onChange={(e) => pickAll(e.currentTarget.checked)}
+          />
+          Select all on this page
+        </label>
         {page === null ? (
           <p class="loading">Loading…</p>
         ) : page.items.length === 0 ? (
           <p class="muted">No users match.</p>
         ) : (
-          <ul class="items" data-testid="user-list">
+          <ul class="items picks" data-testid="user-list">
             {page.items.map((u) => (
-              <li key={u.id}>
+              <li key={u.id} data-user={u.username}>
+                <input
+                  type="checkbox"
+                  name={`pick-${u.username}`}
+                  aria-label={`Select ${u.display_name || u.username}`}
+                  checked={picked.has(u.id)}
+                  onChange={(e) => pick(u, e.currentTarget.checked)}
+                />
                 <a
                   href="#/users"
                   aria-current={selected === u.id ? "true" : undefined}
@@ -102,6 +154,7 @@ export function UsersPage(): JSX.Element {
                 >
                   <strong>{u.display_name || u.username}</strong> <span class="muted">@{u.username}</span>
                   {u.status === "suspended" && <span class="badge warn">suspended</span>}
+                  {timeoutLeft(u, Date.now()) > 0 && <span class="badge warn">timed out</span>}
                   {u.is_owner && <span class="badge">owner</span>}
                   <span class="sub">{u.roles.map(c.names.role).join(", ") || "no roles"}</span>
                 </a>
@@ -129,6 +182,7 @@ export function UsersPage(): JSX.Element {
           <UserDetail
             key={selected}
             id={selected}
+            version={version}
             onChanged={load}
             onDeleted={() => {
               setSelected(null);
@@ -191,7 +245,76 @@ function CreateUser(props: { onCreated: (id: string) => void }): JSX.Element {
   );
 }
 
-function UserDetail(props: { id: string; onChanged: () => Promise<unknown>; onDeleted: () => void }): JSX.Element {
+/** Give a role to, or take it from, every user ticked: one request, every change or none. */
+function BulkRoles(props: { picked: User[]; onClear: () => void; onDone: () => Promise<void> }): JSX.Element {
+  const c = useConsole();
+  const { picked } = props;
+  const [roleID, setRoleID] = useState("");
+  const [result, setResult] = useState<string | null>(null);
+  const act = useAction();
+  const role = c.roles.find((r) => r.id === roleID);
+  const reason =
+    picked.length === 0 ? "select users first" : (need(c.access, "MANAGE_ROLES") ?? (role ? bulkRoleReason(c.access, role, picked, c.roles) : "pick a role"));
+  const change = async (add: boolean) => {
+    if (!role) return;
+    const ids = picked.map((u) => u.id);
+    setResult(null);
+    const err = await act.run(async () => {
+      const r = await ok(c.api.POST("/roles/{roleID}/members", { params: { path: { roleID: role.id } }, body: add ? { add: ids } : { remove: ids } }));
+      const n = add ? r.data.added : r.data.removed;
+      const same = ids.length - n;
+      setResult(
+        `${role.name} ${add ? "given to" : "taken from"} ${n} user${n === 1 ? "" : "s"}` +
+          (same > 0 ? `; ${same} ${same === 1 ? "user" : "users"} already ${add ? "had it" : "lacked it"}` : "") +
+          ".",
+      );
+    });
+    if (err === null) {
+      if (picked.some((u) => u.id === c.access.me.id)) await c.refresh();
+      await props.onDone();
+    }
+  };
+  return (
+    <div class="card bulk" data-testid="bulk">
+      <div class="row wrap">
+        <span class="count" data-testid="bulk-count">
+          {picked.length} selected
+        </span>
+        <Btn reason={picked.length ? null : "nothing selected"} onClick={props.onClear}>
+          Clear
+        </Btn>
+      </div>
+      <div class="row wrap">
+        <label>
+          Role{" "}
+          <select name="bulk-role" value={roleID} onChange={(e) => setRoleID(e.currentTarget.value)}>
+            <option value="">choose…</option>
+            {c.roles.map((r) => (
+              <option key={r.id} value={r.id}>
+                {r.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <Btn kind="primary" reason={reason} busy={act.busy} onClick={() => void change(true)} testid="bulk-add">
+          Add role
+        </Btn>
+        <Btn reason={reason} busy={act.busy} onClick={() => void change(false)} testid="bulk-remove">
+          Remove role
+        </Btn>
+      </div>
+      <Why reason={picked.length && roleID ? reason : need(c.access, "MANAGE_ROLES")} />
+      {result && (
+        <p class="done" role="status" data-testid="bulk-result">
+          {result}
+        </p>
+      )}
+      <ProblemBox error={act.error} names={c.names} />
+    </div>
+  );
+}
+
+function UserDetail(props: { id: string; version: number; onChanged: () => Promise<unknown>; onDeleted: () => void }): JSX.Element {
   const c = useConsole();
   const [user, setUser] = useState<{ user: User; etag: string } | null>(null);
   const [stale, setStale] = useState<unknown>(null);
@@ -212,6 +335,9 @@ function UserDetail(props: { id: string; onChanged: () => Promise<unknown>; onDe
       if (e.subject === `user:${props.id}` && e.type !== "user.deleted" && byOthers(c, e)) void load();
     });
   }, [props.id]);
+  useEffect(() => {
+    if (props.version > 0) void load();
+  }, [props.version]);
   if (!user) return loader.error ? <ProblemBox error={loader.error} names={c.names} /> : <p class="loading">Loading…</p>;
   const onStale = async (e: unknown) => {
     setStale(e);
@@ -220,6 +346,7 @@ function UserDetail(props: { id: string; onChanged: () => Promise<unknown>; onDe
   return (
     <div>
       <UserEditor key={user.etag} user={user.user} etag={user.etag} stale={stale} onStale={onStale} onSaved={changed} onDeleted={props.onDeleted} />
+      <Timeout user={user.user} onChanged={changed} />
       <UserRoles user={user.user} onChanged={changed} />
       <Tokens user={user.user} />
     </div>
@@ -349,7 +476,8 @@ function UserRoles(props: { user: User; onChanged: () => Promise<unknown> }): JS
   // as wanted at once, marked pending, set back if the server refuses.
   const [pending, setPending] = useState<ReadonlyMap<string, boolean>>(new Map());
   const [refused, setRefused] = useState<{ roleID: string; wanted: boolean; error: unknown } | null>(null);
-  const base = user.id === c.access.me.id && !c.access.owner ? "you cannot change your own roles" : userReason(c.access, user, c.roles);
+  // As the server decides an assignment: MANAGE_ROLES and the user below one's top (oneself included).
+  const base = need(c.access, "MANAGE_ROLES") ?? holderReason(c.access, user, c.roles);
   const settle = (roleID: string) =>
     setPending((cur) => {
       const next = new Map(cur);
@@ -414,6 +542,109 @@ function UserRoles(props: { user: User; onChanged: () => Promise<unknown> }): JS
         })}
       </ul>
       {refused && <ProblemBox error={refused.error} names={c.names} onClose={() => setRefused(null)} />}
+    </section>
+  );
+}
+
+/** The timeout presets: label, words for screen readers, seconds. */
+const presets: [string, string, number][] = [
+  ["60 s", "60 seconds", 60],
+  ["5 min", "5 minutes", 5 * 60],
+  ["10 min", "10 minutes", 10 * 60],
+  ["1 h", "1 hour", 60 * 60],
+  ["1 day", "1 day", 24 * 60 * 60],
+  ["1 week", "1 week", 7 * 24 * 60 * 60],
+];
+
+/** Milliseconds left of a user's timeout at `now` (0 when not timed out). */
+export function timeoutLeft(u: Pick<User, "timeout_until">, now: number): number {
+  if (!u.timeout_until) return 0;
+  const end = Date.parse(u.timeout_until);
+  return Number.isNaN(end) ? 0 : Math.max(0, end - now);
+}
+
+/** A duration as a countdown: "6 d 23:59:59", "1:02:03", "4:59". */
+export function countdown(ms: number): string {
+  const t = Math.ceil(ms / 1000);
+  const d = Math.floor(t / 86400);
+  const h = Math.floor((t % 86400) / 3600);
+  const m = Math.floor((t % 3600) / 60);
+  const sec = t % 60;
+  const two = (n: number) => String(n).padStart(2, "0");
+  if (d > 0) return `${d} d ${two(h)}:${two(m)}:${two(sec)}`;
+  if (h > 0) return `${h}:${two(m)}:${two(sec)}`;
+  return `${m}:${two(sec)}`;
+}
+
+/** The current time, ticking every second while `on`. */
+function useNow(on: boolean): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    setNow(Date.now());
+    if (!on) return undefined;
+    const t = window.setInterval(() => setNow(Date.now()), 1000);
+    return () => window.clearInterval(t);
+  }, [on]);
+  return now;
+}
+
+/** Time a member out (presets), see the time left as it runs, end it early. */
+function Timeout(props: { user: User; onChanged: () => Promise<unknown> }): JSX.Element {
+  const c = useConsole();
+  const { user } = props;
+  const act = useAction();
+  const reason = timeoutReason(c.access, user, c.roles);
+  const [ticking, setTicking] = useState(timeoutLeft(user, Date.now()) > 0);
+  const now = useNow(ticking);
+  const left = timeoutLeft(user, now);
+  useEffect(() => setTicking(timeoutLeft(user, Date.now()) > 0), [user.timeout_until]);
+  useEffect(() => {
+    if (ticking && left === 0) setTicking(false); // over by itself: nothing to write
+  }, [left]);
+  const set = async (until: string | null) => {
+    const err = await act.run(async () => {
+      await ok(c.api.PATCH("/users/{userID}", { params: { path: { userID: user.id } }, body: { timeout_until: until }, headers: mergePatch }));
+    });
+    if (err === null) await props.onChanged();
+  };
+  const who = user.display_name || user.username;
+  return (
+    <section class="card" aria-labelledby="timeout-h" data-testid="timeout">
+      <h2 id="timeout-h">Timeout</h2>
+      <p class="hint">A member who is timed out keeps only VIEW_CHANNEL and READ_MESSAGE_HISTORY, everywhere, until it ends by itself.</p>
+      <p class="timeout-state" data-testid="timeout-state" data-active={left > 0 ? "true" : "false"} aria-live="polite">
+        {left > 0 && user.timeout_until ? (
+          <>
+            <span class="badge warn">timed out</span> until {when(user.timeout_until)}:{" "}
+            <strong class="left" data-testid="timeout-left" aria-live="off">
+              {countdown(left)}
+            </strong>{" "}
+            left
+          </>
+        ) : user.timeout_until ? (
+          <>Not timed out (the last timeout ended {when(user.timeout_until)}).</>
+        ) : (
+          <>{who} is not timed out.</>
+        )}
+      </p>
+      <div class="row wrap presets" role="group" aria-label="Time out for">
+        {presets.map(([label, words, secs]) => (
+          <Btn
+            key={label}
+            reason={reason}
+            busy={act.busy}
+            label={`Time out for ${words}`}
+            onClick={() => void set(new Date(Date.now() + secs * 1000).toISOString())}
+          >
+            {label}
+          </Btn>
+        ))}
+        <Btn kind="danger" reason={reason ?? (left > 0 ? null : "not timed out")} busy={act.busy} onClick={() => void set(null)} testid="timeout-end">
+          End timeout
+        </Btn>
+      </div>
+      <Why reason={reason} />
+      <ProblemBox error={act.error} names={c.names} />
     </section>
   );
 }
