@@ -146,9 +146,11 @@ type ClientInterface interface {
 	// Sets the `position` (and, when given, the category: `parent_id`, `null`
 	// for none) of up to 500 channels at once: every move or none. The rules
 	// of a single move (`updateChannel`) apply to each entry, checked on the
-	// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-	// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-	// `400`. Answers the channels that moved, in the order given; each writes
+	// state all the moves make, and nothing moves unless all may. A bad
+	// entry (an unknown channel or category among them, or naming a channel
+	// twice) is a `400` located at `body.positions[i]`; a move the caller
+	// may not make is a `403` and one past a category's limit a `409`, not
+	// located. Answers the channels that moved, in the order given; each writes
 	// `channel.moved`.
 	//
 	// **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -164,9 +166,11 @@ type ClientInterface interface {
 	// Sets the `position` (and, when given, the category: `parent_id`, `null`
 	// for none) of up to 500 channels at once: every move or none. The rules
 	// of a single move (`updateChannel`) apply to each entry, checked on the
-	// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-	// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-	// `400`. Answers the channels that moved, in the order given; each writes
+	// state all the moves make, and nothing moves unless all may. A bad
+	// entry (an unknown channel or category among them, or naming a channel
+	// twice) is a `400` located at `body.positions[i]`; a move the caller
+	// may not make is a `403` and one past a category's limit a `409`, not
+	// located. Answers the channels that moved, in the order given; each writes
 	// `channel.moved`.
 	//
 	// **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -216,7 +220,10 @@ type ClientInterface interface {
 	// **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 	// `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 	// the base permissions for a channel outside any category); with
-	// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+	// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+	// channel every permission the lock adds to or removes from its
+	// overwrites (`403`, reason `cannot_grant_unheld`, as for
+	// `setChannelOverwrite`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -244,7 +251,10 @@ type ClientInterface interface {
 	// **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 	// `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 	// the base permissions for a channel outside any category); with
-	// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+	// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+	// channel every permission the lock adds to or removes from its
+	// overwrites (`403`, reason `cannot_grant_unheld`, as for
+	// `setChannelOverwrite`).
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -526,8 +536,13 @@ type ClientInterface interface {
 	// `everyone` and role overwrites) the template leaves out. Roles take the
 	// template's order, above the roles it leaves out. With `dry_run=true`
 	// nothing is written and the answer lists the changes it would make;
-	// otherwise they are made in one transaction, each writing its usual
-	// event, and listed. Importing the template just exported changes nothing.
+	// otherwise they are made in one transaction, each writing the event the
+	// single operation making it writes (`role.created`, `role.updated` for a
+	// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+	// `channel.updated` for a name or topic, `channel.moved`,
+	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+	// `global.permissions.set`), and listed. Importing the template just
+	// exported changes nothing.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -558,8 +573,13 @@ type ClientInterface interface {
 	// `everyone` and role overwrites) the template leaves out. Roles take the
 	// template's order, above the roles it leaves out. With `dry_run=true`
 	// nothing is written and the answer lists the changes it would make;
-	// otherwise they are made in one transaction, each writing its usual
-	// event, and listed. Importing the template just exported changes nothing.
+	// otherwise they are made in one transaction, each writing the event the
+	// single operation making it writes (`role.created`, `role.updated` for a
+	// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+	// `channel.updated` for a name or topic, `channel.moved`,
+	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+	// `global.permissions.set`), and listed. Importing the template just
+	// exported changes nothing.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -707,10 +727,11 @@ type ClientInterface interface {
 	// exactly the `roles` given would have: their base permissions, and, in each
 	// channel of `channel_ids` (every channel when absent), their effective
 	// permissions, with `explain` when asked, as `getUserPermissions` would
-	// answer for such a member with no overwrite of their own. Channels the
-	// caller cannot view are left out; an unknown or hidden channel in
-	// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-	// written.
+	// answer for such a member with no overwrite of their own. An unknown
+	// channel in `channel_ids`, or an unknown role, is a `400` at its index
+	// (checked before the permission, a channel the caller may not know of is
+	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+	// channel, so none is left out. Nothing is written.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -726,10 +747,11 @@ type ClientInterface interface {
 	// exactly the `roles` given would have: their base permissions, and, in each
 	// channel of `channel_ids` (every channel when absent), their effective
 	// permissions, with `explain` when asked, as `getUserPermissions` would
-	// answer for such a member with no overwrite of their own. Channels the
-	// caller cannot view are left out; an unknown or hidden channel in
-	// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-	// written.
+	// answer for such a member with no overwrite of their own. An unknown
+	// channel in `channel_ids`, or an unknown role, is a `400` at its index
+	// (checked before the permission, a channel the caller may not know of is
+	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+	// channel, so none is left out. Nothing is written.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -1621,9 +1643,11 @@ func (c *Client) HeadChannels(ctx context.Context, params *HeadChannelsParams, r
 // Sets the `position` (and, when given, the category: `parent_id`, `null`
 // for none) of up to 500 channels at once: every move or none. The rules
 // of a single move (`updateChannel`) apply to each entry, checked on the
-// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-// `400`. Answers the channels that moved, in the order given; each writes
+// state all the moves make, and nothing moves unless all may. A bad
+// entry (an unknown channel or category among them, or naming a channel
+// twice) is a `400` located at `body.positions[i]`; a move the caller
+// may not make is a `403` and one past a category's limit a `409`, not
+// located. Answers the channels that moved, in the order given; each writes
 // `channel.moved`.
 //
 // **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -1649,9 +1673,11 @@ func (c *Client) ReorderChannelsWithBody(ctx context.Context, params *ReorderCha
 // Sets the `position` (and, when given, the category: `parent_id`, `null`
 // for none) of up to 500 channels at once: every move or none. The rules
 // of a single move (`updateChannel`) apply to each entry, checked on the
-// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-// `400`. Answers the channels that moved, in the order given; each writes
+// state all the moves make, and nothing moves unless all may. A bad
+// entry (an unknown channel or category among them, or naming a channel
+// twice) is a `400` located at `body.positions[i]`; a move the caller
+// may not make is a `403` and one past a category's limit a `409`, not
+// located. Answers the channels that moved, in the order given; each writes
 // `channel.moved`.
 //
 // **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -1731,7 +1757,10 @@ func (c *Client) HeadChannel(ctx context.Context, channelID ChannelID, reqEditor
 // **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 // `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 // the base permissions for a channel outside any category); with
-// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+// channel every permission the lock adds to or removes from its
+// overwrites (`403`, reason `cannot_grant_unheld`, as for
+// `setChannelOverwrite`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1769,7 +1798,10 @@ func (c *Client) UpdateChannelWithBody(ctx context.Context, channelID ChannelID,
 // **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 // `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 // the base permissions for a channel outside any category); with
-// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+// channel every permission the lock adds to or removes from its
+// overwrites (`403`, reason `cannot_grant_unheld`, as for
+// `setChannelOverwrite`).
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -2261,8 +2293,13 @@ func (c *Client) HeadExportTemplate(ctx context.Context, reqEditors ...RequestEd
 // `everyone` and role overwrites) the template leaves out. Roles take the
 // template's order, above the roles it leaves out. With `dry_run=true`
 // nothing is written and the answer lists the changes it would make;
-// otherwise they are made in one transaction, each writing its usual
-// event, and listed. Importing the template just exported changes nothing.
+// otherwise they are made in one transaction, each writing the event the
+// single operation making it writes (`role.created`, `role.updated` for a
+// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+// `channel.updated` for a name or topic, `channel.moved`,
+// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+// `global.permissions.set`), and listed. Importing the template just
+// exported changes nothing.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -2303,8 +2340,13 @@ func (c *Client) ImportTemplateWithBody(ctx context.Context, params *ImportTempl
 // `everyone` and role overwrites) the template leaves out. Roles take the
 // template's order, above the roles it leaves out. With `dry_run=true`
 // nothing is written and the answer lists the changes it would make;
-// otherwise they are made in one transaction, each writing its usual
-// event, and listed. Importing the template just exported changes nothing.
+// otherwise they are made in one transaction, each writing the event the
+// single operation making it writes (`role.created`, `role.updated` for a
+// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+// `channel.updated` for a name or topic, `channel.moved`,
+// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+// `global.permissions.set`), and listed. Importing the template just
+// exported changes nothing.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -2582,10 +2624,11 @@ func (c *Client) ReplaceGlobalPermissions(ctx context.Context, params *ReplaceGl
 // exactly the `roles` given would have: their base permissions, and, in each
 // channel of `channel_ids` (every channel when absent), their effective
 // permissions, with `explain` when asked, as `getUserPermissions` would
-// answer for such a member with no overwrite of their own. Channels the
-// caller cannot view are left out; an unknown or hidden channel in
-// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-// written.
+// answer for such a member with no overwrite of their own. An unknown
+// channel in `channel_ids`, or an unknown role, is a `400` at its index
+// (checked before the permission, a channel the caller may not know of is
+// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+// channel, so none is left out. Nothing is written.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
@@ -2611,10 +2654,11 @@ func (c *Client) PreviewPermissionsWithBody(ctx context.Context, contentType str
 // exactly the `roles` given would have: their base permissions, and, in each
 // channel of `channel_ids` (every channel when absent), their effective
 // permissions, with `explain` when asked, as `getUserPermissions` would
-// answer for such a member with no overwrite of their own. Channels the
-// caller cannot view are left out; an unknown or hidden channel in
-// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-// written.
+// answer for such a member with no overwrite of their own. An unknown
+// channel in `channel_ids`, or an unknown role, is a `400` at its index
+// (checked before the permission, a channel the caller may not know of is
+// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+// channel, so none is left out. Nothing is written.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
@@ -8766,9 +8810,11 @@ type ClientWithResponsesInterface interface {
 	// Sets the `position` (and, when given, the category: `parent_id`, `null`
 	// for none) of up to 500 channels at once: every move or none. The rules
 	// of a single move (`updateChannel`) apply to each entry, checked on the
-	// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-	// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-	// `400`. Answers the channels that moved, in the order given; each writes
+	// state all the moves make, and nothing moves unless all may. A bad
+	// entry (an unknown channel or category among them, or naming a channel
+	// twice) is a `400` located at `body.positions[i]`; a move the caller
+	// may not make is a `403` and one past a category's limit a `409`, not
+	// located. Answers the channels that moved, in the order given; each writes
 	// `channel.moved`.
 	//
 	// **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -8784,9 +8830,11 @@ type ClientWithResponsesInterface interface {
 	// Sets the `position` (and, when given, the category: `parent_id`, `null`
 	// for none) of up to 500 channels at once: every move or none. The rules
 	// of a single move (`updateChannel`) apply to each entry, checked on the
-	// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-	// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-	// `400`. Answers the channels that moved, in the order given; each writes
+	// state all the moves make, and nothing moves unless all may. A bad
+	// entry (an unknown channel or category among them, or naming a channel
+	// twice) is a `400` located at `body.positions[i]`; a move the caller
+	// may not make is a `403` and one past a category's limit a `409`, not
+	// located. Answers the channels that moved, in the order given; each writes
 	// `channel.moved`.
 	//
 	// **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -8840,7 +8888,10 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 	// `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 	// the base permissions for a channel outside any category); with
-	// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+	// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+	// channel every permission the lock adds to or removes from its
+	// overwrites (`403`, reason `cannot_grant_unheld`, as for
+	// `setChannelOverwrite`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8868,7 +8919,10 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 	// `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 	// the base permissions for a channel outside any category); with
-	// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+	// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+	// channel every permission the lock adds to or removes from its
+	// overwrites (`403`, reason `cannot_grant_unheld`, as for
+	// `setChannelOverwrite`).
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9176,8 +9230,13 @@ type ClientWithResponsesInterface interface {
 	// `everyone` and role overwrites) the template leaves out. Roles take the
 	// template's order, above the roles it leaves out. With `dry_run=true`
 	// nothing is written and the answer lists the changes it would make;
-	// otherwise they are made in one transaction, each writing its usual
-	// event, and listed. Importing the template just exported changes nothing.
+	// otherwise they are made in one transaction, each writing the event the
+	// single operation making it writes (`role.created`, `role.updated` for a
+	// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+	// `channel.updated` for a name or topic, `channel.moved`,
+	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+	// `global.permissions.set`), and listed. Importing the template just
+	// exported changes nothing.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -9208,8 +9267,13 @@ type ClientWithResponsesInterface interface {
 	// `everyone` and role overwrites) the template leaves out. Roles take the
 	// template's order, above the roles it leaves out. With `dry_run=true`
 	// nothing is written and the answer lists the changes it would make;
-	// otherwise they are made in one transaction, each writing its usual
-	// event, and listed. Importing the template just exported changes nothing.
+	// otherwise they are made in one transaction, each writing the event the
+	// single operation making it writes (`role.created`, `role.updated` for a
+	// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+	// `channel.updated` for a name or topic, `channel.moved`,
+	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+	// `global.permissions.set`), and listed. Importing the template just
+	// exported changes nothing.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -9377,10 +9441,11 @@ type ClientWithResponsesInterface interface {
 	// exactly the `roles` given would have: their base permissions, and, in each
 	// channel of `channel_ids` (every channel when absent), their effective
 	// permissions, with `explain` when asked, as `getUserPermissions` would
-	// answer for such a member with no overwrite of their own. Channels the
-	// caller cannot view are left out; an unknown or hidden channel in
-	// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-	// written.
+	// answer for such a member with no overwrite of their own. An unknown
+	// channel in `channel_ids`, or an unknown role, is a `400` at its index
+	// (checked before the permission, a channel the caller may not know of is
+	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+	// channel, so none is left out. Nothing is written.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -9396,10 +9461,11 @@ type ClientWithResponsesInterface interface {
 	// exactly the `roles` given would have: their base permissions, and, in each
 	// channel of `channel_ids` (every channel when absent), their effective
 	// permissions, with `explain` when asked, as `getUserPermissions` would
-	// answer for such a member with no overwrite of their own. Channels the
-	// caller cannot view are left out; an unknown or hidden channel in
-	// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-	// written.
+	// answer for such a member with no overwrite of their own. An unknown
+	// channel in `channel_ids`, or an unknown role, is a `400` at its index
+	// (checked before the permission, a channel the caller may not know of is
+	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+	// channel, so none is left out. Nothing is written.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -25819,9 +25885,11 @@ func (c *ClientWithResponses) HeadChannelsWithResponse(ctx context.Context, para
 // Sets the `position` (and, when given, the category: `parent_id`, `null`
 // for none) of up to 500 channels at once: every move or none. The rules
 // of a single move (`updateChannel`) apply to each entry, checked on the
-// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-// `400`. Answers the channels that moved, in the order given; each writes
+// state all the moves make, and nothing moves unless all may. A bad
+// entry (an unknown channel or category among them, or naming a channel
+// twice) is a `400` located at `body.positions[i]`; a move the caller
+// may not make is a `403` and one past a category's limit a `409`, not
+// located. Answers the channels that moved, in the order given; each writes
 // `channel.moved`.
 //
 // **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -25843,9 +25911,11 @@ func (c *ClientWithResponses) ReorderChannelsWithBodyWithResponse(ctx context.Co
 // Sets the `position` (and, when given, the category: `parent_id`, `null`
 // for none) of up to 500 channels at once: every move or none. The rules
 // of a single move (`updateChannel`) apply to each entry, checked on the
-// state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-// at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-// `400`. Answers the channels that moved, in the order given; each writes
+// state all the moves make, and nothing moves unless all may. A bad
+// entry (an unknown channel or category among them, or naming a channel
+// twice) is a `400` located at `body.positions[i]`; a move the caller
+// may not make is a `403` and one past a category's limit a `409`, not
+// located. Answers the channels that moved, in the order given; each writes
 // `channel.moved`.
 //
 // **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -25917,7 +25987,10 @@ func (c *ClientWithResponses) HeadChannelWithResponse(ctx context.Context, chann
 // **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 // `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 // the base permissions for a channel outside any category); with
-// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+// channel every permission the lock adds to or removes from its
+// overwrites (`403`, reason `cannot_grant_unheld`, as for
+// `setChannelOverwrite`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25951,7 +26024,10 @@ func (c *ClientWithResponses) UpdateChannelWithBodyWithResponse(ctx context.Cont
 // **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
 // `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
 // the base permissions for a channel outside any category); with
-// `lock_permissions`, `MANAGE_ROLES` in that category as well.
+// `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+// channel every permission the lock adds to or removes from its
+// overwrites (`403`, reason `cannot_grant_unheld`, as for
+// `setChannelOverwrite`).
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26385,8 +26461,13 @@ func (c *ClientWithResponses) HeadExportTemplateWithResponse(ctx context.Context
 // `everyone` and role overwrites) the template leaves out. Roles take the
 // template's order, above the roles it leaves out. With `dry_run=true`
 // nothing is written and the answer lists the changes it would make;
-// otherwise they are made in one transaction, each writing its usual
-// event, and listed. Importing the template just exported changes nothing.
+// otherwise they are made in one transaction, each writing the event the
+// single operation making it writes (`role.created`, `role.updated` for a
+// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+// `channel.updated` for a name or topic, `channel.moved`,
+// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+// `global.permissions.set`), and listed. Importing the template just
+// exported changes nothing.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -26423,8 +26504,13 @@ func (c *ClientWithResponses) ImportTemplateWithBodyWithResponse(ctx context.Con
 // `everyone` and role overwrites) the template leaves out. Roles take the
 // template's order, above the roles it leaves out. With `dry_run=true`
 // nothing is written and the answer lists the changes it would make;
-// otherwise they are made in one transaction, each writing its usual
-// event, and listed. Importing the template just exported changes nothing.
+// otherwise they are made in one transaction, each writing the event the
+// single operation making it writes (`role.created`, `role.updated` for a
+// name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+// `channel.updated` for a name or topic, `channel.moved`,
+// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+// `global.permissions.set`), and listed. Importing the template just
+// exported changes nothing.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -26670,10 +26756,11 @@ func (c *ClientWithResponses) ReplaceGlobalPermissionsWithResponse(ctx context.C
 // exactly the `roles` given would have: their base permissions, and, in each
 // channel of `channel_ids` (every channel when absent), their effective
 // permissions, with `explain` when asked, as `getUserPermissions` would
-// answer for such a member with no overwrite of their own. Channels the
-// caller cannot view are left out; an unknown or hidden channel in
-// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-// written.
+// answer for such a member with no overwrite of their own. An unknown
+// channel in `channel_ids`, or an unknown role, is a `400` at its index
+// (checked before the permission, a channel the caller may not know of is
+// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+// channel, so none is left out. Nothing is written.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
@@ -26695,10 +26782,11 @@ func (c *ClientWithResponses) PreviewPermissionsWithBodyWithResponse(ctx context
 // exactly the `roles` given would have: their base permissions, and, in each
 // channel of `channel_ids` (every channel when absent), their effective
 // permissions, with `explain` when asked, as `getUserPermissions` would
-// answer for such a member with no overwrite of their own. Channels the
-// caller cannot view are left out; an unknown or hidden channel in
-// `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-// written.
+// answer for such a member with no overwrite of their own. An unknown
+// channel in `channel_ids`, or an unknown role, is a `400` at its index
+// (checked before the permission, a channel the caller may not know of is
+// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+// channel, so none is left out. Nothing is written.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).

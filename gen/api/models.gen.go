@@ -1308,7 +1308,12 @@ type TemplateChannel struct {
 	Topic    nullable.Nullable[string] `json:"topic"`
 }
 
-// TemplateOverwrite Example: {"allow":["SEND_MESSAGES"],"deny":[],"target_id":"mods","target_type":"role"}
+// TemplateOverwrite An everyone or role overwrite of a template channel. One with empty
+// `allow` and `deny` is no overwrite, as in `setChannelOverwrite`: the
+// import removes the target's overwrite in that channel, with or without
+// `prune` (an export never writes one).
+//
+// Example: {"allow":["SEND_MESSAGES"],"deny":[],"target_id":"mods","target_type":"role"}
 type TemplateOverwrite struct {
 	// Allow Permission names without duplicates; answers list them in catalog order.
 	//

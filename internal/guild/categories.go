@@ -51,7 +51,7 @@ func (s *Service) checkMove(ctx context.Context, tx *store.Tx, a *Actor, c model
 	case mv.position != nil:
 		mv.to.Position = *mv.position
 	case !eqPtr(mv.to.ParentID, c.ParentID):
-		next, err := tx.NextPosition(ctx, mv.to.ParentID)
+		next, err := nextPosition(ctx, tx, mv.to.ParentID)
 		if err != nil {
 			return err
 		}
@@ -105,9 +105,6 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 	var out []model.Channel
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		out = nil
-		if err := a.require(manageChannels); err != nil {
-			return err
-		}
 		checked := make([]move, len(moves))
 		for i, m := range moves {
 			field := fmt.Sprintf("positions[%d].", i)
@@ -124,6 +121,10 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 				return err
 			}
 			checked[i] = mv
+		}
+		// The entries are valid (400 first, docs/design.md §11); now who may move them.
+		if err := a.require(manageChannels); err != nil {
+			return err
 		}
 		for i := range checked {
 			if err := a.requireIn(checked[i].id, manageChannels); err != nil {
@@ -162,16 +163,15 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 				return apperr.LimitExceeded("channels_per_category", s.limits.MaxChannelsPerCategory, "channels in a category")
 			}
 		}
+		var ids []string
 		for i := range checked {
 			if checked[i].moved() {
-				c, err := presented(ctx, tx, checked[i].id)
-				if err != nil {
-					return err
-				}
-				out = append(out, c)
+				ids = append(ids, checked[i].id)
 			}
 		}
-		return nil
+		var err error
+		out, err = storedChannels(ctx, tx, ids)
+		return err
 	})
 	if out == nil {
 		out = []model.Channel{}
@@ -187,7 +187,7 @@ func (s *Service) checkMoveLimit(ctx context.Context, tx *store.Tx, mv *move) er
 	if mv.to.ParentID == nil || eqPtr(mv.to.ParentID, mv.from.ParentID) {
 		return nil
 	}
-	return s.checkChannelLimits(ctx, tx, mv.to.ParentID, 1)
+	return s.checkCategoryLimit(ctx, tx, *mv.to.ParentID, 1) // a move adds no channel in all
 }
 
 // syncedChildren are the channels of a category synced with it (their

@@ -146,7 +146,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 		if err := s.checkChannelLimits(ctx, tx, in.ParentID, 1); err != nil {
 			return err
 		}
-		position, err := tx.NextPosition(ctx, in.ParentID)
+		position, err := nextPosition(ctx, tx, in.ParentID)
 		if err != nil {
 			return err
 		}
@@ -160,7 +160,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 				return err
 			}
 		}
-		if out, err = presented(ctx, tx, id); err != nil {
+		if out, err = storedChannel(ctx, tx, id); err != nil {
 			return err
 		}
 		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{
@@ -195,7 +195,12 @@ func (s *Service) checkChannelLimits(ctx context.Context, tx *store.Tx, parentID
 	if parentID == nil {
 		return nil
 	}
-	in, err := tx.CountChannels(ctx, *parentID)
+	return s.checkCategoryLimit(ctx, tx, *parentID, n)
+}
+
+// checkCategoryLimit refuses adding n channels to a category beyond its limit.
+func (s *Service) checkCategoryLimit(ctx context.Context, tx *store.Tx, parentID string, n int) error {
+	in, err := tx.CountChannels(ctx, parentID)
 	if err != nil {
 		return err
 	}
@@ -205,46 +210,62 @@ func (s *Service) checkChannelLimits(ctx context.Context, tx *store.Tx, parentID
 	return nil
 }
 
-// lockOverwrites makes a channel's overwrites its category's, with one
-// event for each overwrite that changes (synced_from: the category).
-func lockOverwrites(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, category, id string) error {
+// lockPlan is what locking a channel's overwrites to its category's
+// changes: the overwrites it ends with, one event for each that changes
+// (synced_from: the category), and the permission bits those changes touch,
+// which the caller must hold to grant them.
+type lockPlan struct {
+	category, channel string
+	want              []model.Overwrite
+	events            []overwriteEvent
+	changed           permissions.Set
+}
+
+func planLock(ctx context.Context, tx *store.Tx, category, id string) (lockPlan, error) {
+	p := lockPlan{category: category, channel: id}
 	current, err := tx.ChannelOverwrites(ctx, id)
 	if err != nil {
-		return err
+		return p, err
 	}
-	want, err := tx.ChannelOverwrites(ctx, category)
-	if err != nil {
-		return err
+	if p.want, err = tx.ChannelOverwrites(ctx, category); err != nil {
+		return p, err
 	}
 	key := func(ow model.Overwrite) string { return ow.TargetType + ":" + ow.TargetID }
 	had := map[string]model.Overwrite{}
 	for _, ow := range current {
 		had[key(ow)] = ow
 	}
-	var events []overwriteEvent
-	for _, ow := range want {
+	for _, ow := range p.want {
 		before, ok := had[key(ow)]
 		delete(had, key(ow))
 		switch {
 		case !ok:
-			events = append(events, newOverwriteEvent(id, nil, &ow))
+			p.events = append(p.events, newOverwriteEvent(id, nil, &ow))
+			p.changed |= ow.Allow | ow.Deny
 		case before.Allow != ow.Allow || before.Deny != ow.Deny:
-			events = append(events, newOverwriteEvent(id, &before, &ow))
+			p.events = append(p.events, newOverwriteEvent(id, &before, &ow))
+			p.changed |= (before.Allow ^ ow.Allow) | (before.Deny ^ ow.Deny)
 		}
 	}
 	for _, ow := range current { // in the list's order: those the category lacks
 		if gone, ok := had[key(ow)]; ok {
-			events = append(events, newOverwriteEvent(id, &gone, nil))
+			p.events = append(p.events, newOverwriteEvent(id, &gone, nil))
+			p.changed |= gone.Allow | gone.Deny
 		}
 	}
-	if len(events) == 0 {
+	return p, nil
+}
+
+// apply writes the lock and its events (none when it changes nothing).
+func (p lockPlan) apply(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts) error {
+	if len(p.events) == 0 {
 		return nil
 	}
-	if err := tx.ReplaceOverwrites(ctx, id, want); err != nil {
+	if err := tx.ReplaceOverwrites(ctx, p.channel, p.want); err != nil {
 		return err
 	}
-	for _, e := range events {
-		e.data["synced_from"] = category
+	for _, e := range p.events {
+		e.data["synced_from"] = p.category
 		if err := emit(ctx, tx, a, o, e.typ, "channel:"+e.channelID, e.data); err != nil {
 			return err
 		}
@@ -261,17 +282,41 @@ func copyOverwrites(ctx context.Context, tx *store.Tx, from, to string) error {
 	return tx.ReplaceOverwrites(ctx, to, list)
 }
 
-// presented is a channel as the transaction sees it, synced included.
-func presented(ctx context.Context, tx *store.Tx, id string) (model.Channel, error) {
-	auth, err := tx.AuthState(ctx)
+// maxChannelPosition is the contract's ChannelPosition maximum.
+const maxChannelPosition = 1_000_000
+
+// nextPosition is the position that puts a channel last among its siblings,
+// never past the contract's maximum (there, ties order by id).
+func nextPosition(ctx context.Context, tx *store.Tx, parentID *string) (int, error) {
+	next, err := tx.NextPosition(ctx, parentID)
+	return min(next, maxChannelPosition), err
+}
+
+// storedChannel is a channel as the transaction left it, synced flag
+// included (the authorization state computes it).
+func storedChannel(ctx context.Context, tx *store.Tx, id string) (model.Channel, error) {
+	list, err := storedChannels(ctx, tx, []string{id})
 	if err != nil {
 		return model.Channel{}, err
 	}
-	c, ok := auth.Channel(id)
-	if !ok {
-		return model.Channel{}, channelNotFound(id)
+	return list[0], nil
+}
+
+// storedChannels is storedChannel for many, from one authorization state.
+func storedChannels(ctx context.Context, tx *store.Tx, ids []string) ([]model.Channel, error) {
+	auth, err := tx.AuthState(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return c, nil
+	out := make([]model.Channel, len(ids))
+	for i, id := range ids {
+		c, ok := auth.Channel(id)
+		if !ok {
+			return nil, channelNotFound(id)
+		}
+		out[i] = c
+	}
+	return out, nil
 }
 
 // ChannelPatch is a merge patch of a channel: nil fields stay.
@@ -314,6 +359,17 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 		if err := mv.authorize(a); err != nil {
 			return err
 		}
+		var lock lockPlan
+		if p.Lock {
+			// A lock writes overwrites like PUT overwrite does: the caller
+			// must hold, in the channel, every bit it changes.
+			if lock, err = planLock(ctx, tx, *mv.to.ParentID, id); err != nil {
+				return err
+			}
+			if err := a.canGrantIn(id, lock.changed); err != nil {
+				return err
+			}
+		}
 		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
 			return err
 		}
@@ -329,13 +385,8 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 				return err
 			}
 		}
-		if p.Lock {
-			// Each overwrite the lock changes writes the event of a change
-			// that came from the category (a lock that changes nothing
-			// writes none).
-			if err := lockOverwrites(ctx, tx, a, o, *next.ParentID, id); err != nil {
-				return err
-			}
+		if err := lock.apply(ctx, tx, a, o); err != nil {
+			return err
 		}
 		if renamed {
 			typ, data := channelUpdated(c, next)
@@ -348,7 +399,7 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 				return err
 			}
 		}
-		out, err = presented(ctx, tx, id)
+		out, err = storedChannel(ctx, tx, id)
 		return err
 	})
 	return a.shown(out), err
@@ -378,7 +429,7 @@ func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, 
 				return err
 			}
 		}
-		out, err = presented(ctx, tx, id)
+		out, err = storedChannel(ctx, tx, id)
 		return err
 	})
 	return a.shown(out), err
@@ -423,7 +474,7 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 				return err
 			}
 		}
-		if blobs, err = tx.DeleteChannel(ctx, id); err != nil {
+		if blobs, err = tx.DeleteChannel(ctx, id, s.now()); err != nil {
 			return err
 		}
 		data := map[string]any{"name": c.Name, "overwrites": n, "attachments": len(blobs)}

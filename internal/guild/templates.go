@@ -411,8 +411,18 @@ func planImport(auth *store.AuthState, t Template, prune bool, limits Limits) (*
 		}
 		for _, ow := range tc.Overwrites {
 			o := model.Overwrite{ChannelID: tc.ID, TargetType: ow.TargetType, TargetID: ow.TargetID, Allow: ow.Allow, Deny: ow.Deny}
-			list = append(list, o)
 			before, ok := had[ow.TargetType+":"+ow.TargetID]
+			if o.Allow.IsEmpty() && o.Deny.IsEmpty() {
+				// An empty overwrite is no overwrite, as in PUT: it removes
+				// the target's, prune or not.
+				if ok {
+					changed = true
+					owChanges = append(owChanges, TemplateChange{Op: "delete", Kind: "overwrite", ID: overwriteID(tc.ID, before), Before: overwriteData(before)})
+					p.owEvents = append(p.owEvents, newOverwriteEvent(tc.ID, &before, nil))
+				}
+				continue
+			}
+			list = append(list, o)
 			switch {
 			case !ok:
 				changed = true
@@ -471,7 +481,7 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 		if err != nil {
 			return nil, err
 		}
-		keys, err := tx.DeleteChannel(ctx, id)
+		keys, err := tx.DeleteChannel(ctx, id, s.now())
 		if err != nil {
 			return nil, err
 		}
@@ -495,11 +505,16 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 			return nil, err
 		}
 	}
+	// New roles go on top, in one statement, and every role takes its place
+	// below with one move: inserting them one by one at the bottom would
+	// shift every role once per new role.
+	for i := range p.createRoles {
+		p.createRoles[i].CreatedAt, p.createRoles[i].UpdatedAt = now, now
+	}
+	if err := tx.InsertRolesOnTop(ctx, p.createRoles); err != nil {
+		return nil, err
+	}
 	for _, r := range p.createRoles {
-		r.CreatedAt, r.UpdatedAt = now, now
-		if _, err := tx.InsertRole(ctx, r); err != nil {
-			return nil, err
-		}
 		if err := emit(ctx, tx, a, o, "role.created", "role:"+r.ID, map[string]any{
 			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names()}); err != nil {
 			return nil, err
@@ -514,9 +529,18 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 		if _, err := tx.UpdateRole(ctx, r); err != nil {
 			return nil, err
 		}
-		if err := emit(ctx, tx, a, o, "role.updated", "role:"+r.ID, map[string]any{
-			"before": roleData(before), "after": roleData(r)}); err != nil {
-			return nil, err
+		// The events of the single operations that make the same changes.
+		if r.Name != before.Name || !eqPtr(r.Color, before.Color) {
+			typ, data := roleUpdated(before, r)
+			if err := emit(ctx, tx, a, o, typ, "role:"+r.ID, data); err != nil {
+				return nil, err
+			}
+		}
+		if r.Permissions != before.Permissions {
+			if err := emit(ctx, tx, a, o, "role.permissions.set", "role:"+r.ID, map[string]any{
+				"before": before.Permissions.Names(), "after": r.Permissions.Names()}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// Positions: the roles as they now stand, moved to where the plan puts them.
@@ -557,9 +581,16 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 		if _, err := tx.UpdateChannel(ctx, c); err != nil {
 			return nil, err
 		}
-		if err := emit(ctx, tx, a, o, "channel.updated", "channel:"+c.ID, map[string]any{
-			"before": channelData(before), "after": channelData(c)}); err != nil {
-			return nil, err
+		if c.Name != before.Name || !eqPtr(c.Topic, before.Topic) {
+			typ, data := channelUpdated(before, c)
+			if err := emit(ctx, tx, a, o, typ, "channel:"+c.ID, data); err != nil {
+				return nil, err
+			}
+		}
+		if !eqPtr(c.ParentID, before.ParentID) || c.Position != before.Position {
+			if err := emit(ctx, tx, a, o, "channel.moved", "channel:"+c.ID, movedData(before, c, false)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, co := range p.overwrites {

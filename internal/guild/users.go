@@ -263,6 +263,8 @@ func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatc
 		}
 		return nil
 	})
+	// A moderator who may time a user out may not see their email.
+	s.hideEmail(a, &out)
 	return out, err
 }
 

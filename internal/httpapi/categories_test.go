@@ -411,3 +411,111 @@ func TestCategoriesReorderAllOrNothing(t *testing.T) {
 		}
 	})
 }
+
+// A lock writes overwrites as PUT does: the caller must hold, in the
+// channel, every permission it adds or removes (403 cannot_grant_unheld,
+// before the If-Match check, changing nothing); a lock within what the
+// caller holds succeeds.
+func TestCategoriesLockNeedsGrant(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		catWant(t, catCreate(e, e.Owner, "staff", map[string]any{"kind": "category"}), http.StatusCreated)
+		catWant(t, catCreate(e, e.Owner, "ops", map[string]any{"parent_id": "staff"}), http.StatusCreated)
+		e.NewRole("arrangers", "MANAGE_CHANNELS", "MANAGE_ROLES", "VIEW_CHANNEL", "SEND_MESSAGES")
+		bob := e.NewUser("bob")
+		e.Assign(bob.ID, "arrangers")
+		// ops leaves the sync with an overwrite of its own; then the
+		// category comes to deny MENTION_EVERYONE, which bob does not hold.
+		e.SetOverwrite("ops", "role", "arrangers", []string{"SEND_MESSAGES"}, nil)
+		e.SetOverwrite("staff", "everyone", "", nil, []string{"MENTION_EVERYONE"})
+		before, overwrites := catGet(t, e, "ops"), catOverwrites(t, e, "ops")
+		for _, ifMatch := range []string{"", `"stale"`} {
+			res := e.Do(testenv.Req{Method: "PATCH", Path: "/channels/ops", Token: bob.Token, Type: "application/merge-patch+json",
+				Body: `{"lock_permissions":true}`, Headers: ifMatchHeader(ifMatch)})
+			p := e2eProblem(t, res, http.StatusForbidden, "forbidden")
+			if p.Reason == nil || *p.Reason != api.CannotGrantUnheld || e2eJSON(p.MissingPermissions) != `["MENTION_EVERYONE"]` ||
+				p.ChannelId == nil || *p.ChannelId != "ops" {
+				t.Errorf("If-Match %q: %s", ifMatch, res.Body)
+			}
+		}
+		if e2eJSON(catGet(t, e, "ops")) != e2eJSON(before) || catOverwrites(t, e, "ops") != overwrites {
+			t.Error("a refused lock changed the channel")
+		}
+		// Within what bob holds, the lock goes through.
+		e.SetOverwrite("staff", "everyone", "", nil, []string{"SEND_MESSAGES"})
+		if catGet(t, e, "ops").Synced != nil && *catGet(t, e, "ops").Synced {
+			t.Fatal("ops is synced before the lock")
+		}
+		res := catPatch(e, bob.Token, "ops", `{"lock_permissions":true}`)
+		catWant(t, res, http.StatusOK)
+		if got, want := catOverwrites(t, e, "ops"), catOverwrites(t, e, "staff"); got != want {
+			t.Errorf("locked overwrites %s, want the category's %s", got, want)
+		}
+	})
+}
+
+// A move into a category is bounded by the category's limit, not by the
+// limit of all channels: it adds no channel. With 500 channels (the limit
+// of all), moving one into a category succeeds.
+func TestCategoriesMoveAtChannelLimit(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		channels := []map[string]any{{"id": "staff", "kind": "category", "name": "staff", "parent_id": nil, "position": 0, "topic": nil, "overwrites": []any{}}}
+		for i := range 499 {
+			channels = append(channels, map[string]any{"id": fmt.Sprintf("c%03d", i), "kind": "text", "name": "c", "parent_id": nil,
+				"position": i, "topic": nil, "overwrites": []any{}})
+		}
+		tplChanges(t, tplImport(e, e.Owner, "", map[string]any{"format": "guildhall-template/1", "global_permissions": []string{},
+			"roles": []any{}, "channels": channels}))
+		catWant(t, catCreate(e, e.Owner, "one-more", map[string]any{}), http.StatusConflict)
+		res := catPatch(e, e.Owner, "c007", `{"parent_id":"staff"}`)
+		catWant(t, res, http.StatusOK)
+		res = e.Do(testenv.Req{Method: "POST", Path: "/channels/reorder", Token: e.Owner,
+			Body: map[string]any{"positions": []any{map[string]any{"id": "c008", "position": 0, "parent_id": "staff"}}}})
+		catWant(t, res, http.StatusOK)
+	})
+}
+
+// Deleting a category changes its channels (they leave it): their ETags
+// and updated_at move, so an If-Match read before the delete is stale.
+func TestCategoryDeleteChangesChildren(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		catWant(t, catCreate(e, e.Owner, "staff", map[string]any{"kind": "category"}), http.StatusCreated)
+		catWant(t, catCreate(e, e.Owner, "ops", map[string]any{"parent_id": "staff"}), http.StatusCreated)
+		read := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/channels/ops", Token: e.Owner})
+		tag := read.Header.Get("ETag")
+		var before api.Channel
+		read.JSON(t, &before)
+		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/channels/staff/delete", Token: e.Owner})
+
+		after := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/channels/ops", Token: e.Owner})
+		var c api.Channel
+		after.JSON(t, &c)
+		if !c.ParentId.IsNull() {
+			t.Errorf("still in the deleted category: %s", after.Body)
+		}
+		if after.Header.Get("ETag") == tag {
+			t.Errorf("ETag %s did not change", tag)
+		}
+		if !c.UpdatedAt.After(before.UpdatedAt) {
+			t.Errorf("updated_at %v, before %v", c.UpdatedAt, before.UpdatedAt)
+		}
+		e2eProblem(t, e.Do(testenv.Req{Method: "PATCH", Path: "/channels/ops", Token: e.Owner, Type: "application/merge-patch+json",
+			Body: `{"name":"renamed"}`, Headers: ifMatchHeader(tag)}), http.StatusPreconditionFailed, "precondition_failed")
+	})
+}
+
+// ifMatchHeader is an If-Match header with tag, or none for "".
+func ifMatchHeader(tag string) map[string]string {
+	if tag == "" {
+		return nil
+	}
+	return map[string]string{"If-Match": tag}
+}

@@ -189,3 +189,35 @@ func TestRoleMembersThousand(t *testing.T) {
 		}
 	})
 }
+
+// The owner's roles are changed by the owner alone: a role manager who may
+// change everyone else's is refused in bulk too, and nobody's roles change.
+func TestRoleMembersOwnerIsTheOwners(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewRole("crowd")
+		e.NewRole("managers", "MANAGE_ROLES")
+		e.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/roles/managers/move", Token: e.Owner, Body: map[string]any{"position": 2}})
+		boss := e.NewUser("boss")
+		e.Assign(boss.ID, "managers")
+		alice := e.NewUser("alice")
+		owner := e2eOwnerID(t, e)
+		for _, c := range []struct{ add, remove []string }{{[]string{alice.ID, owner}, nil}, {nil, []string{owner}}} {
+			p := e2eProblem(t, memChange(e, boss.Token, "crowd", c.add, c.remove), http.StatusForbidden, "forbidden")
+			if p.Reason == nil || *p.Reason != api.RoleHierarchy {
+				t.Errorf("reason %v", p.Reason)
+			}
+		}
+		if got := memMembers(t, e, "crowd", 50); len(got) != 0 {
+			t.Errorf("members after refusals: %v", got)
+		}
+		if r := memResult(t, memChange(e, boss.Token, "crowd", []string{alice.ID}, nil)); r.Added != 1 {
+			t.Errorf("%+v", r)
+		}
+		if r := memResult(t, memChange(e, e.Owner, "crowd", []string{owner}, nil)); r.Added != 1 {
+			t.Errorf("the owner adding themself: %+v", r)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/oapi-codegen/nullable"
 
 	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/openapi"
 )
 
@@ -123,4 +124,28 @@ func (r rawJSON) VisitGetOpenAPIJSONResponse(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(r)
 	return err
+}
+
+// PreviewPermissions implements POST /permissions/preview.
+func (h *Handler) PreviewPermissions(ctx context.Context, req api.PreviewPermissionsRequestObject) (api.PreviewPermissionsResponseObject, error) {
+	a := actorOf(ctx)
+	var channels []string
+	if req.Body.ChannelIds != nil {
+		channels = append([]string{}, *req.Body.ChannelIds...)
+	}
+	p, err := h.svc.PreviewPermissions(ctx, a, guild.PreviewRequest{Roles: req.Body.Roles, ChannelIDs: channels, Explain: deref(req.Body.Explain)})
+	if err != nil {
+		return nil, err
+	}
+	out := api.PermissionPreview{Base: names(p.Base), Channels: make([]api.ChannelPreview, len(p.Channels))}
+	if p.BaseExplain != nil {
+		out.BaseExplain = toExplanations(p.BaseExplain)
+	}
+	for i, c := range p.Channels {
+		out.Channels[i] = api.ChannelPreview{ChannelId: c.ChannelID, Permissions: names(c.Permissions)}
+		if c.Explain != nil {
+			out.Channels[i].Explain = toExplanations(c.Explain)
+		}
+	}
+	return api.PreviewPermissions200JSONResponse{Body: out}, nil
 }

@@ -189,3 +189,28 @@ func (h *Handler) RemoveUserRole(ctx context.Context, req api.RemoveUserRoleRequ
 	}
 	return api.RemoveUserRole204Response{}, nil
 }
+
+// ListRoleMembers implements GET /roles/{roleID}/members.
+func (h *Handler) ListRoleMembers(ctx context.Context, req api.ListRoleMembersRequestObject) (api.ListRoleMembersResponseObject, error) {
+	a := actorOf(ctx)
+	page, err := h.svc.ListRoleMembers(ctx, a, req.RoleID, deref(req.Params.Cursor), deref(req.Params.Limit))
+	if err != nil {
+		return nil, err
+	}
+	out := api.UserList{Items: make([]api.User, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	for i, u := range page.Items {
+		out.Items[i] = toUser(u)
+	}
+	return api.ListRoleMembers200JSONResponse{Body: out}, nil
+}
+
+// ChangeRoleMembers implements POST /roles/{roleID}/members.
+func (h *Handler) ChangeRoleMembers(ctx context.Context, req api.ChangeRoleMembersRequestObject) (api.ChangeRoleMembersResponseObject, error) {
+	a := actorOf(ctx)
+	res, err := h.svc.ChangeRoleMembers(ctx, a, req.RoleID, guild.MembersChange{Add: deref(req.Body.Add), Remove: deref(req.Body.Remove)},
+		opts(nil, req.Params.XAuditReason))
+	if err != nil {
+		return nil, err
+	}
+	return api.ChangeRoleMembers200JSONResponse{Body: api.RoleMembersResult{Added: res.Added, Removed: res.Removed}}, nil
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/guildhall/guildhall/gen/api"
@@ -271,6 +272,154 @@ func TestTemplateRefusalsChangeNothing(t *testing.T) {
 		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/roles/admins/delete", Token: e.Owner})
 		if after, tag2 := tplExport(t, e); string(after) != string(doc) || tag2 != tag {
 			t.Errorf("refused imports changed the community:\n%s\n%s", doc, after)
+		}
+	})
+}
+
+// tplEvents are the audit log's events after seq (the newest 200 at most),
+// and the newest seq.
+func tplEvents(t *testing.T, e *testenv.Env, after int64) ([]api.Event, int64) {
+	t.Helper()
+	var log api.EventList
+	e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=200", Token: e.Owner}).JSON(t, &log)
+	var out []api.Event
+	last := after
+	for _, ev := range log.Items {
+		if ev.Seq > after {
+			out = append(out, ev)
+		}
+		last = max(last, ev.Seq)
+	}
+	return out, last
+}
+
+// An import writes the events of the single operations that make its
+// changes: a rename is role.updated, a permission change
+// role.permissions.set, a move channel.moved, a new topic channel.updated,
+// each with that operation's data. An empty overwrite in a template removes
+// the target's overwrite (channel.overwrite.removed).
+func TestTemplateImportEvents(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		tplCommunity(t, e)
+		body, _ := tplExport(t, e)
+		var doc map[string]any
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range doc["roles"].([]any) {
+			r := r.(map[string]any)
+			switch r["id"] {
+			case "mods":
+				r["permissions"] = []string{"MANAGE_ROLES"} // permissions only
+			case "helpers":
+				r["name"] = "Helpers" // name only
+			}
+		}
+		for _, c := range doc["channels"].([]any) {
+			c := c.(map[string]any)
+			switch c["id"] {
+			case "general":
+				c["position"] = 7 // a move only
+			case "ops":
+				c["topic"] = "new" // the topic only
+			case "staff": // its everyone overwrite, emptied
+				for _, ow := range c["overwrites"].([]any) {
+					if ow := ow.(map[string]any); ow["target_type"] == "everyone" {
+						ow["allow"], ow["deny"] = []string{}, []string{}
+					}
+				}
+			}
+		}
+		_, last := tplEvents(t, e, 0)
+		changes := tplChanges(t, tplImport(e, e.Owner, "", doc))
+		events, _ := tplEvents(t, e, last)
+		got := map[string]string{}
+		for _, ev := range events {
+			got[string(ev.Type)+" "+ev.Subject] = e2eJSON(ev.Data)
+		}
+		want := map[string]string{
+			"role.permissions.set role:mods":          `{"after":["MANAGE_ROLES"],"before":["MANAGE_ROLES","MODERATE_MEMBERS"]}`,
+			"role.updated role:helpers":               `{"after":{"color":null,"name":"Helpers"},"before":{"color":null,"name":"helpers"}}`,
+			"channel.moved channel:general":           `{"after":{"parent_id":null,"position":7},"before":{"parent_id":null,"position":1},"lock_permissions":false}`,
+			"channel.updated channel:ops":             `{"after":{"name":"Operations","topic":"new"},"before":{"name":"Operations","topic":"t"}}`,
+			"channel.overwrite.removed channel:staff": `{"after":null,"before":{"allow":[],"deny":["VIEW_CHANNEL"]},"target_id":null,"target_type":"everyone"}`,
+		}
+		if len(events) != len(want) {
+			t.Errorf("%d events, want %d: %v", len(events), len(want), got)
+		}
+		for k, data := range want {
+			if got[k] != data {
+				t.Errorf("%s: data %s, want %s", k, got[k], data)
+			}
+		}
+		var removed []string
+		for _, c := range changes {
+			if c.Op == "delete" {
+				removed = append(removed, c.Id)
+			}
+		}
+		if !slices.Equal(removed, []string{"staff/everyone"}) {
+			t.Errorf("deletions %v, want staff/everyone", removed)
+		}
+		if list := catOverwrites(t, e, "staff"); strings.Contains(list, `"everyone"`) {
+			t.Errorf("staff keeps its everyone overwrite: %s", list)
+		}
+	})
+}
+
+// A big import (the limits' worth of roles and channels, 6,240 events)
+// commits in one request, and the roles take the template's order.
+func TestTemplateImportAtTheLimits(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		const nRoles, nCategories, perCategory = 240, 10, 49
+		roles := make([]map[string]any, nRoles)
+		for i := range roles { // role r000 highest
+			roles[i] = map[string]any{"id": fmt.Sprintf("r%03d", i), "name": "r", "position": nRoles - i, "color": nil, "permissions": []string{}}
+		}
+		overwrites := []map[string]any{{"target_type": "everyone", "allow": []string{}, "deny": []string{"SEND_MESSAGES"}}}
+		for i := range 10 {
+			overwrites = append(overwrites, map[string]any{"target_type": "role", "target_id": fmt.Sprintf("r%03d", i*7),
+				"allow": []string{"SEND_MESSAGES"}, "deny": []string{}})
+		}
+		var channels []map[string]any
+		for c := range nCategories {
+			cat := fmt.Sprintf("cat%d", c)
+			channels = append(channels, map[string]any{"id": cat, "kind": "category", "name": cat, "parent_id": nil, "position": c, "topic": nil, "overwrites": overwrites})
+			for i := range perCategory {
+				channels = append(channels, map[string]any{"id": fmt.Sprintf("%s-%02d", cat, i), "kind": "text", "name": "c", "parent_id": cat,
+					"position": i, "topic": nil, "overwrites": overwrites})
+			}
+		}
+		_, last := tplEvents(t, e, 0)
+		changes := tplChanges(t, tplImport(e, e.Owner, "", map[string]any{"format": "guildhall-template/1", "global_permissions": []string{},
+			"roles": roles, "channels": channels}))
+		want := 1 + nRoles + len(channels) + len(channels)*len(overwrites) // 1: the global permissions
+		if len(changes) != want {
+			t.Errorf("%d changes, want %d", len(changes), want)
+		}
+		events, newest := tplEvents(t, e, last)
+		if newest-last != int64(want) {
+			t.Errorf("%d events, want %d (the newest: %s)", newest-last, want, e2eJSON(events[:3]))
+		}
+		var list api.RoleList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/roles", Token: e.Owner}).JSON(t, &list)
+		var got []string
+		for _, r := range list.Items {
+			got = append(got, r.Id)
+		}
+		for i, id := range got {
+			if id != fmt.Sprintf("r%03d", i) {
+				t.Fatalf("roles in the order %v…, want r000 first", got[:min(len(got), 5)])
+			}
+		}
+		if len(got) != nRoles {
+			t.Errorf("%d roles", len(got))
 		}
 	})
 }

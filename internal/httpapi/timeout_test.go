@@ -171,3 +171,56 @@ func TestTimeoutHoldsOnTheOtherInstance(t *testing.T) {
 		}
 	})
 }
+
+// A moderator times out only users strictly below their top role, and the
+// user a timeout answers with keeps its email hidden from a moderator who
+// may not see it (MODERATE_MEMBERS is not MANAGE_USERS).
+func TestTimeoutHierarchyAndEmail(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewRole("members", "VIEW_CHANNEL")
+		e.NewRole("mods", "MODERATE_MEMBERS")
+		e.NewRole("seniors", "VIEW_CHANNEL")
+		for id, at := range map[string]int{"seniors": 3, "mods": 2, "members": 1} {
+			e.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/roles/" + id + "/move", Token: e.Owner, Body: map[string]any{"position": at}})
+		}
+		mod := e.NewUser("mod")
+		e.Assign(mod.ID, "mods")
+		peer := e.NewUser("peer")
+		e.Assign(peer.ID, "mods")
+		senior := e.NewUser("senior")
+		e.Assign(senior.ID, "seniors")
+		alice := e.NewUser("alice")
+		e.Assign(alice.ID, "members")
+		e.Must(http.StatusOK, testenv.Req{Method: "PATCH", Path: "/users/" + alice.ID, Token: e.Owner,
+			Type: "application/merge-patch+json", Body: `{"email":"alice@example.com"}`})
+
+		for _, target := range []testenv.User{peer, senior} {
+			before := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + target.ID, Token: e.Owner}).Body
+			p := e2eProblem(t, toPatchUser(e, mod.Token, target.ID, `{"timeout_until":"`+toUntil(time.Hour)+`"}`), 403, "forbidden")
+			if p.Reason == nil || *p.Reason != api.RoleHierarchy {
+				t.Errorf("timing out %s: reason %v, want role_hierarchy", target.Username, p.Reason)
+			}
+			after := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + target.ID, Token: e.Owner}).Body
+			if string(before) != string(after) {
+				t.Errorf("a refused timeout changed %s: %s -> %s", target.Username, before, after)
+			}
+		}
+
+		res := toPatchUser(e, mod.Token, alice.ID, `{"timeout_until":"`+toUntil(time.Hour)+`"}`)
+		catWant(t, res, http.StatusOK)
+		m := res.Map(t)
+		if _, ok := m["email"]; ok {
+			t.Errorf("the moderator was shown the email: %s", res.Body)
+		}
+		if m["timeout_until"] == nil {
+			t.Errorf("no timeout in the answer: %s", res.Body)
+		}
+		// The owner still sees it: it was hidden from the answer, not lost.
+		if got := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID, Token: e.Owner}).Map(t)["email"]; got != "alice@example.com" {
+			t.Errorf("email %v", got)
+		}
+	})
+}

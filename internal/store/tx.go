@@ -139,8 +139,11 @@ func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 	return nil
 }
 
+// eventChunk bounds the rows of one events INSERT (7 parameters each).
+const eventChunk = 1000
+
 // insertEvents writes the events of the requests that succeeded, in their
-// order, in one statement, and assigns their seqs; it returns the last seq
+// order, and assigns their seqs; it returns the last seq
 // (0 when there are none). The write lock keeps other transactions from
 // taking seqs meanwhile, so the rows are numbered in the order of the
 // statement's values; RETURNING is not promised to list them in that
@@ -156,8 +159,15 @@ func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	if err := q.with(ctx).Create(&rows).Error; err != nil {
-		return 0, fmt.Errorf("append events: %w", err)
+	// In statements of eventChunk rows: one statement for all would pass
+	// SQLite's and PostgreSQL's bounds on parameters past a few thousand
+	// events (an import, bulk changes sharing a batch). The chunks are
+	// numbered in their order too.
+	for lo := 0; lo < len(rows); lo += eventChunk {
+		chunk := rows[lo:min(lo+eventChunk, len(rows))]
+		if err := q.with(ctx).Create(&chunk).Error; err != nil {
+			return 0, fmt.Errorf("append events: %w", err)
+		}
 	}
 	seqs := make([]int64, len(rows))
 	for i, r := range rows {
@@ -295,19 +305,27 @@ func (tx *Tx) ReplaceOverwrites(ctx context.Context, channelID string, list []mo
 
 // DeleteChannel deletes a channel with its overwrites and attachments and
 // returns the blob keys that are no longer referenced. The channels of a
-// category it deletes stay, outside any category (ON DELETE SET NULL).
-func (tx *Tx) DeleteChannel(ctx context.Context, id string) ([]string, error) {
+// category it deletes stay, outside any category, changed at now.
+func (tx *Tx) DeleteChannel(ctx context.Context, id string, now time.Time) ([]string, error) {
 	tx.mark("channels", id)
 	tx.mark("overwrites", id)
 	var children []string
 	if err := tx.with(ctx).Model(&channelRow{}).Where("parent_id = ?", id).Pluck("id", &children).Error; err != nil {
 		return nil, fmt.Errorf("list a category's channels: %w", err)
 	}
-	for _, c := range children {
-		tx.mark("channels", c)
+	db := tx.with(ctx)
+	if len(children) > 0 {
+		// A category's channels leave it: they change, so their versions
+		// (ETags) and updated_at move, which ON DELETE SET NULL would not do.
+		for _, c := range children {
+			tx.mark("channels", c)
+		}
+		if err := db.Model(&channelRow{}).Where("parent_id = ?", id).Updates(map[string]any{
+			"parent_id": nil, "version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error; err != nil {
+			return nil, fmt.Errorf("take channels out of a category: %w", err)
+		}
 	}
 	var keys []string
-	db := tx.with(ctx)
 	if err := db.Model(&attachmentRow{}).Where("channel_id = ?", id).Pluck("blob_key", &keys).Error; err != nil {
 		return nil, fmt.Errorf("list channel blobs: %w", err)
 	}
@@ -425,6 +443,30 @@ func (tx *Tx) InsertRole(ctx context.Context, r model.Role) (model.Role, error) 
 	return row.model(), nil
 }
 
+// InsertRolesOnTop creates roles above all the others, in the order given
+// (the first lowest), in one statement and without moving any role; the
+// positions they are given are ignored. An import creates its roles so and
+// then puts every role in place with one SetRolePositions.
+func (tx *Tx) InsertRolesOnTop(ctx context.Context, rs []model.Role) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	var top int
+	if err := tx.with(ctx).Model(&roleRow{}).Select("COALESCE(MAX(position), 0)").Scan(&top).Error; err != nil {
+		return fmt.Errorf("read role positions: %w", err)
+	}
+	rows := make([]roleRow, len(rs))
+	for i, r := range rs {
+		tx.mark("roles", r.ID)
+		rows[i] = roleRow{ID: r.ID, Name: r.Name, Position: top + 1 + i, Color: r.Color, Permissions: int64(r.Permissions),
+			Version: 1, CreatedAt: microsOf(r.CreatedAt), UpdatedAt: microsOf(r.UpdatedAt)}
+	}
+	if err := tx.with(ctx).Create(&rows).Error; err != nil {
+		return duplicate(err, "A role of the import already exists.")
+	}
+	return nil
+}
+
 // UpdateRole stores a role's name, color and permissions and moves its version.
 func (tx *Tx) UpdateRole(ctx context.Context, r model.Role) (model.Role, error) {
 	tx.mark("roles", r.ID)
@@ -540,12 +582,22 @@ func (tx *Tx) SetRolePositions(ctx context.Context, to map[string]int, now time.
 	}
 	tx.mark("roles", "")
 	db := tx.with(ctx)
+	// One statement parks every role at its negated position (CASE id WHEN
+	// … THEN …), so the unique index on position holds throughout.
 	ids := make([]string, 0, len(to))
+	var expr strings.Builder
+	args := make([]any, 0, len(to))
+	expr.WriteString("CASE id")
 	for id, p := range to {
 		ids = append(ids, id)
-		if err := db.Model(&roleRow{}).Where("id = ?", id).Update("position", -p).Error; err != nil {
-			return fmt.Errorf("move roles: %w", err)
-		}
+		// The position is written as a literal (an int, so safe): as a
+		// parameter PostgreSQL would type the CASE as text.
+		fmt.Fprintf(&expr, " WHEN ? THEN %d", -p)
+		args = append(args, id)
+	}
+	expr.WriteString(" END")
+	if err := db.Model(&roleRow{}).Where("id IN ?", ids).Update("position", gorm.Expr(expr.String(), args...)).Error; err != nil {
+		return fmt.Errorf("move roles: %w", err)
 	}
 	err := db.Model(&roleRow{}).Where("position < 0").
 		Updates(map[string]any{"position": gorm.Expr("-position"), "version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
