@@ -18,7 +18,7 @@ const MinFreeBytes = 1 << 20
 
 // Ready reports whether the instance should get traffic (/readyz): not while
 // it drains, not while the database does not answer within ReadyTimeout, and
-// not while writes cannot succeed (a full disk).
+// not while writes cannot succeed (a full disk, writes that stall).
 func (a *App) Ready(ctx context.Context) error {
 	if a.draining.Load() {
 		return errors.New("draining: the instance is shutting down")

@@ -47,20 +47,41 @@ func (s *Store) Classify(err error) error {
 
 // faultState is what the store remembers of recent faults.
 type faultState struct {
-	lastFull atomic.Int64 // unix nanoseconds of the last write that met a full disk
+	lastFull    atomic.Int64 // unix nanoseconds of the last write that met a full disk
+	lastStalled atomic.Int64 // of the last write that did not finish by its deadline
 }
 
-// fullMemory is how long a full disk keeps Writable failing after a write
-// met it (unless space is seen free again by the caller's own check).
-const fullMemory = 5 * time.Second
+// faultMemory is how long a write's fault keeps Writable failing after the
+// write met it (a full disk: unless space is seen free again by the
+// caller's own check).
+const faultMemory = 5 * time.Second
 
 // Writable reports whether writes can be expected to succeed: not if one met
-// a full disk in the last few seconds.
+// a full disk in the last few seconds, nor if one could not finish by its
+// deadline (a frozen database, or, on SQLite, another process holding the
+// write lock: reads go on, so a ping does not see it).
 func (s *Store) Writable() error {
-	if at := s.faults.lastFull.Load(); at != 0 && time.Since(time.Unix(0, at)) < fullMemory {
+	if recent(&s.faults.lastFull) {
 		return errors.New("a write met a full disk in the last few seconds")
 	}
+	if recent(&s.faults.lastStalled) {
+		return errors.New("a write could not finish by its deadline in the last few seconds (the database does not answer writes, or another process holds the write lock)")
+	}
 	return nil
+}
+
+func recent(at *atomic.Int64) bool {
+	t := at.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) < faultMemory
+}
+
+// noteWrite remembers a write that did not finish by its deadline, for
+// Writable. A client that went away (context.Canceled) says nothing of the
+// database.
+func (s *Store) noteWrite(err error) {
+	if err != nil && (errors.Is(err, ErrOutcomeUnknown) || unavailable(err)) {
+		s.faults.lastStalled.Store(time.Now().UnixNano())
+	}
 }
 
 func diskFull(err error) bool {

@@ -237,11 +237,13 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 	select {
 	case s.writer.jobs <- j:
 	case <-ctx.Done():
+		s.noteWrite(ctx.Err()) // the queue stayed full until the deadline
 		return nil, ctx.Err()
 	case <-s.writer.quit:
 		return nil, ErrClosed
 	}
 	r := j.wait(ctx)
+	s.noteWrite(r.err)
 	if sc := scopeOf(ctx); sc != nil {
 		// What the request reads next must include its own write.
 		sc.followed.Store(false)
