@@ -107,9 +107,11 @@ export interface paths {
          * @description Sets the `position` (and, when given, the category: `parent_id`, `null`
          *     for none) of up to 500 channels at once: every move or none. The rules
          *     of a single move (`updateChannel`) apply to each entry, checked on the
-         *     state all the moves make; a bad entry is a `400` (or `403`, `404`, `409`)
-         *     at `body.positions[i]`, and nothing moves. Naming a channel twice is a
-         *     `400`. Answers the channels that moved, in the order given; each writes
+         *     state all the moves make, and nothing moves unless all may. A bad
+         *     entry (an unknown channel or category among them, or naming a channel
+         *     twice) is a `400` located at `body.positions[i]`; a move the caller
+         *     may not make is a `403` and one past a category's limit a `409`, not
+         *     located. Answers the channels that moved, in the order given; each writes
          *     `channel.moved`.
          *
          *     **Permission:** `MANAGE_CHANNELS` in the base permissions, and in each
@@ -174,7 +176,10 @@ export interface paths {
          *     **Permission:** `MANAGE_CHANNELS` in the channel; to move it,
          *     `MANAGE_CHANNELS` in the destination category too (`MANAGE_CHANNELS` in
          *     the base permissions for a channel outside any category); with
-         *     `lock_permissions`, `MANAGE_ROLES` in that category as well.
+         *     `lock_permissions`, `MANAGE_ROLES` in that category as well, and in the
+         *     channel every permission the lock adds to or removes from its
+         *     overwrites (`403`, reason `cannot_grant_unheld`, as for
+         *     `setChannelOverwrite`).
          */
         patch: operations["updateChannel"];
         trace?: never;
@@ -510,10 +515,11 @@ export interface paths {
          *     exactly the `roles` given would have: their base permissions, and, in each
          *     channel of `channel_ids` (every channel when absent), their effective
          *     permissions, with `explain` when asked, as `getUserPermissions` would
-         *     answer for such a member with no overwrite of their own. Channels the
-         *     caller cannot view are left out; an unknown or hidden channel in
-         *     `channel_ids`, or an unknown role, is a `400` at its index. Nothing is
-         *     written.
+         *     answer for such a member with no overwrite of their own. An unknown
+         *     channel in `channel_ids`, or an unknown role, is a `400` at its index
+         *     (checked before the permission, a channel the caller may not know of is
+         *     unknown to them); holding `MANAGE_ROLES`, the caller may know of every
+         *     channel, so none is left out. Nothing is written.
          *
          *     **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
          *     top role (the owner may preview any).
@@ -611,8 +617,13 @@ export interface paths {
          *     `everyone` and role overwrites) the template leaves out. Roles take the
          *     template's order, above the roles it leaves out. With `dry_run=true`
          *     nothing is written and the answer lists the changes it would make;
-         *     otherwise they are made in one transaction, each writing its usual
-         *     event, and listed. Importing the template just exported changes nothing.
+         *     otherwise they are made in one transaction, each writing the event the
+         *     single operation making it writes (`role.created`, `role.updated` for a
+         *     name or color, `role.permissions.set`, `role.moved`, `channel.created`,
+         *     `channel.updated` for a name or topic, `channel.moved`,
+         *     `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
+         *     `global.permissions.set`), and listed. Importing the template just
+         *     exported changes nothing.
          *
          *     A bad template changes nothing and is answered at the offending member:
          *     an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -2222,6 +2233,10 @@ export interface components {
             overwrites: components["schemas"]["TemplateOverwrite"][];
         };
         /**
+         * @description An everyone or role overwrite of a template channel. One with empty
+         *     `allow` and `deny` is no overwrite, as in `setChannelOverwrite`: the
+         *     import removes the target's overwrite in that channel, with or without
+         *     `prune` (an export never writes one).
          * @example {
          *       "target_type": "role",
          *       "target_id": "mods",
