@@ -693,6 +693,40 @@ func TestTwoInstances(t *testing.T) {
 		})
 	}
 
+	// docs/design.md §13: a timeout set on one instance is in force on the
+	// other on its next request, even with its caches warm, and ends by
+	// itself on both at its time, with no write.
+	t.Run("timeout set on A holds on B and ends on both", func(t *testing.T) {
+		must(t, c, a.URL, http.StatusCreated, "POST", "/roles/auditors/create", owner, map[string]any{"name": "Auditors", "permissions": []string{"VIEW_AUDIT_LOG"}})
+		tid := decode[item](t, must(t, c, a.URL, http.StatusCreated, "POST", "/users", owner, map[string]any{"username": "tim"})).ID
+		tim := decode[struct{ Token string }](t, must(t, c, a.URL, http.StatusCreated, "POST", "/users/"+tid+"/tokens", owner, map[string]any{"name": "t"})).Token
+		must(t, c, a.URL, http.StatusNoContent, "POST", "/users/"+tid+"/roles/auditors", owner, nil)
+		for _, in := range []*instance{a, b, b, b} { // warm
+			must(t, c, in.URL, http.StatusOK, "GET", "/audit-log?limit=1", tim, nil)
+		}
+		until := time.Now().Add(2 * time.Second).UTC()
+		req, _ := http.NewRequest("PATCH", a.URL+"/api/users/"+tid, strings.NewReader(`{"timeout_until":"`+until.Format(time.RFC3339Nano)+`"}`))
+		req.Header.Set("Authorization", "Bearer "+owner)
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("PATCH timeout_until on A: %d", res.StatusCode)
+		}
+		for _, in := range []*instance{b, a} {
+			if st, body, _ := call(c, in.URL, "GET", "/audit-log?limit=1", tim, nil); st != http.StatusForbidden && time.Now().Before(until) {
+				t.Errorf("%s on the next request after the timeout: %d %s, want 403", in.name, st, body)
+			}
+		}
+		time.Sleep(time.Until(until) + 50*time.Millisecond)
+		for _, in := range []*instance{b, a} {
+			must(t, c, in.URL, http.StatusOK, "GET", "/audit-log?limit=1", tim, nil)
+		}
+	})
+
 	t.Run("event written on A streams on B", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
