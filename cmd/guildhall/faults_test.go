@@ -1,6 +1,6 @@
 package main
 
-// The fault suite (issue 10): real `guildhall serve` processes meet real
+// The fault suite: real `guildhall serve` processes meet real
 // faults. Cases that need root (a private PostgreSQL cluster run as the
 // postgres user, a tmpfs) set it up themselves and skip with the reason when
 // they cannot, unless GUILDHALL_TEST_FAULTS=require (as .ci/run sets), which
@@ -214,8 +214,8 @@ func startOn(t *testing.T, name string, pg *cluster, env ...string) (*instance, 
 // unavailable with Retry-After within the database timeout plus one second
 // (docs/design.md §13) instead of hanging, /readyz answers 503 within a
 // second and a half, and once the database is thawed the instance serves
-// again by itself. (Issue 10, point 2: every request and the probe waited
-// the whole 10 s; issue 20: a request took up to three database timeouts.)
+// again by itself: a request that waited for each of its statements' own
+// timeouts would take several database timeouts.
 // The time bounds are the requirement of a fault's answer, with a second of
 // slack for a busy machine (less than the timeout, so a doubled wait still
 // fails); not a speed target.
@@ -285,7 +285,7 @@ func TestFaultDatabaseFrozen(t *testing.T) {
 
 // TestFaultDatabaseStoppedAndResumed stops PostgreSQL: requests answer 503
 // unavailable with Retry-After (not 500 internal), /readyz 503; once it is
-// started again the instance recovers by itself. (Issue 10, point 3.)
+// started again the instance recovers by itself.
 func TestFaultDatabaseStoppedAndResumed(t *testing.T) {
 	pg := privateCluster(t)
 	c := newClient(t)
@@ -318,8 +318,7 @@ func TestFaultDatabaseStoppedAndResumed(t *testing.T) {
 // TestFaultDiskFull runs SQLite on a small tmpfs and fills it: uploads and
 // writes answer 507 insufficient_storage (not 500), reads still work,
 // /readyz answers 503; once space is freed, writes succeed and /readyz is
-// 200 again, with no restart. (Issue 10, point 3: writes were 500 and
-// /readyz stayed 200.)
+// 200 again, with no restart.
 func TestFaultDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		needFault(t, "a full disk is a tmpfs mounted by the test, which needs root", fmt.Errorf("euid %d", os.Geteuid()))
@@ -396,8 +395,7 @@ func errIf(err error, out []byte) error {
 // are open and a slow download is in flight: /readyz turns 503 at once (and
 // the instance keeps serving for GUILDHALL_DRAIN_DELAY), the streams end,
 // no request in flight fails, the download finishes byte for byte within
-// GUILDHALL_SHUTDOWN_TIMEOUT, and the process exits 0. (Issue 10, point 6:
-// the fixed 15 s cut long downloads and the exit was non-zero.)
+// GUILDHALL_SHUTDOWN_TIMEOUT, and the process exits 0.
 func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	c := newClient(t)
 	s := newStore(t, "sqlite")

@@ -42,7 +42,7 @@ var costBudgets = []struct {
 // TestHotRequestCosts checks the budgets above on both stores, and that
 // the permissions of a user holding 248 roles in a channel with 499
 // overwrites cost at most 1.5 times those of a user with no role in a
-// bare channel (issue 9: cost does not grow with the size of the setup).
+// bare channel: cost does not grow with the size of the setup.
 func TestHotRequestCosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a fixture of 248 roles and 499 overwrites")

@@ -58,8 +58,8 @@ func rawUpload(t *testing.T, e *testenv.Env, size int, feed func(c net.Conn) err
 
 // An upload body that stalls, or trickles slower than the minimum rate, is
 // a 408 request_timeout within the configured bounds, and leaves no
-// temporary file behind (issue 10, point 1: such uploads stayed open for
-// ever, each holding a file).
+// temporary file behind: otherwise each such upload would hold a
+// connection and a file for ever.
 func TestStalledUploadIs408(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {
@@ -114,7 +114,7 @@ func TestStalledUploadIs408(t *testing.T) {
 }
 
 // A JSON body that stalls is a 408 request_timeout within the same bounds
-// as an upload, and changes nothing (issue 10: every request bounded).
+// as an upload, and changes nothing: every request is bounded.
 func TestStalledJSONBodyIs408(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.SQLite, testenv.WithConfig(func(c *config.Config) {
@@ -272,8 +272,7 @@ func check503(t *testing.T, answers map[string][]budgetAnswer) {
 // database timeout plus one second, however many statements, shared
 // questions and waits it would make; /readyz answers 503 within a second;
 // once the database answers again, so does the instance, and nothing that
-// was refused was done. (Issue 20: GET /api/roles answered after three
-// times the database timeout.)
+// was refused was done.
 func TestFrozenPostgresAnswersWithinBudget(t *testing.T) {
 	t.Parallel()
 	testenv.RequirePostgres(t)

@@ -11,8 +11,8 @@ import (
 )
 
 // 100k spoofed client addresses (through a trusted proxy, the worst case)
-// leave the address table at its capacity, and its memory with it: before,
-// 275k addresses grew the process from 44 to 100 MB (issue 10, point 5).
+// leave the address table at its capacity, and its memory with it: an
+// unbounded table grows with every address a client can make up.
 func TestRateLimiterTableIsBounded(t *testing.T) {
 	const capacity = 1000
 	r := newRateLimiter(5, capacity)

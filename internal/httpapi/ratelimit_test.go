@@ -10,7 +10,7 @@ import (
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-// The rate limit holds against hostile clients (issue 10, point 5).
+// The rate limit holds against hostile clients.
 func TestRateLimitHolds(t *testing.T) {
 	t.Parallel()
 	limited := func(proxies ...string) testenv.Option {

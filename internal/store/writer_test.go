@@ -342,7 +342,7 @@ func TestGroupCommitCanceledBeforeStart(t *testing.T) {
 // database that does not answer), it returns at its deadline and never
 // runs; in a transaction that runs past its deadline, it returns within a
 // moment, saying that it may or may not have been done (a 503 that says
-// so). (Issue 20: a write waited for every transaction before its own.)
+// so), rather than waiting for every transaction queued before its own.
 // The bounds are those of a fault's answer, a correctness requirement,
 // with slack for a busy machine; not a speed target.
 func TestWriteBoundedByItsDeadline(t *testing.T) {
