@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
@@ -68,16 +69,39 @@ func (q queries) getUser(ctx context.Context, id string) (model.User, error) {
 	return u, rows.Close()
 }
 
-// userBytes estimates what keeping a user costs.
+// userBytes estimates what keeping a user's value costs: the struct, and
+// the allocations its strings and role IDs hold (what TestCacheRealSize
+// measures). The entry around it is the cache's to count (cache.keep).
 func userBytes(u model.User) int {
-	n := 256 + len(u.ID) + len(u.Username) + len(u.DisplayName)
+	n := int(unsafe.Sizeof(u)) + allocBytes(len(u.ID)) + allocBytes(len(u.Username)) +
+		allocBytes(len(u.DisplayName)) + allocBytes(len(u.Status))
 	if u.Email != nil {
-		n += len(*u.Email)
+		n += 16 + allocBytes(len(*u.Email))
 	}
-	for _, r := range u.Roles {
-		n += 16 + len(r)
+	if u.TimeoutUntil != nil {
+		n += 32
+	}
+	if len(u.Roles) > 0 {
+		n += allocBytes(16 * len(u.Roles))
+		for _, r := range u.Roles {
+			n += allocBytes(len(r))
+		}
 	}
 	return n
+}
+
+// allocBytes is what an allocation of n bytes takes on the heap, roughly:
+// Go's size classes round up, by 16 bytes up to 128 and by an eighth or
+// more past it.
+func allocBytes(n int) int {
+	switch {
+	case n == 0:
+		return 0
+	case n <= 128:
+		return (n + 15) &^ 15
+	default:
+		return n + n/8
+	}
 }
 
 // userColumns are what a user's representation needs, with their role IDs
@@ -160,7 +184,9 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 		},
 		func() (userPage, error) {
 			users, more, err := s.queries.listUsers(ctx, f, after, limit)
-			return userPage{users, more}, err
+			// The page is kept: not the read's slice, whose capacity is
+			// the limit's, but one as long as the page.
+			return userPage{slices.Clone(users[:len(users):len(users)]), more}, err
 		})
 	return p.users, p.more, err
 }
@@ -170,8 +196,10 @@ type userPage struct {
 	more  bool
 }
 
+// bytes estimates what keeping a page's value costs: its box, and its
+// users, whose slice the read made exactly as long as the page.
 func (p userPage) bytes() int {
-	n := 64
+	n := 32 + allocBytes(len(p.users)*int(unsafe.Sizeof(model.User{}))) - len(p.users)*int(unsafe.Sizeof(model.User{}))
 	for _, u := range p.users {
 		n += userBytes(u)
 	}
