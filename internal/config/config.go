@@ -50,8 +50,8 @@ type Config struct {
 	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
 	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
-	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"33554432" help:"Bound of the read cache's size in bytes (32 MiB by default), at most a quarter of the memory limit."`
-	MemoryLimit        int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"134217728" help:"Soft memory limit of the Go runtime in bytes (128 MiB by default; GOMEMLIMIT, when set, wins); the read cache gets at most a quarter of it; 0: no limit."`
+	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"33554432" help:"Bound of the read cache's size in bytes (32 MiB by default), at most a third of the memory limit."`
+	MemoryLimit        int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"100663296" help:"Soft memory limit of the Go runtime in bytes (96 MiB by default; GOMEMLIMIT, when set, wins); the read cache gets at most a third of it; 0: no limit."`
 	Tracing            string        `name:"tracing" env:"GUILDHALL_TRACING" default:"off" enum:"off,otlp" help:"off, or otlp: send OpenTelemetry traces over OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)."`
 	TracingSampleRatio float64       `name:"tracing-sample-ratio" env:"GUILDHALL_TRACING_SAMPLE_RATIO" default:"1" help:"Share of the traces this instance starts that are recorded, 0 to 1; a request with a traceparent header follows its caller's decision."`
 
@@ -118,11 +118,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// CacheBound is the read cache's bound: CacheBytes, and at most a quarter
+// CacheBound is the read cache's bound: CacheBytes, and at most a third
 // of the memory limit, so that a limit set low bounds the cache with it.
 func (c Config) CacheBound() int {
-	if c.MemoryLimit > 0 && int64(c.CacheBytes) > c.MemoryLimit/4 {
-		return int(c.MemoryLimit / 4)
+	if c.MemoryLimit > 0 && int64(c.CacheBytes) > c.MemoryLimit/3 {
+		return int(c.MemoryLimit / 3)
 	}
 	return c.CacheBytes
 }
