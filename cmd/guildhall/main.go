@@ -106,6 +106,9 @@ func (s *serveCmd) Run(io *streams) error {
 	if n := app.TuneGC(); n > 0 {
 		log.Info("GC target set (GOGC unset)", "gogc", n)
 	}
+	if n := app.LimitMemory(cfg.MemoryLimit); n > 0 {
+		log.Info("soft memory limit set (GOMEMLIMIT unset)", "bytes", n, "cache_bytes", cfg.CacheBound())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.New(ctx, cfg, log)

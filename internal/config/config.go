@@ -50,7 +50,8 @@ type Config struct {
 	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
 	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
-	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"33554432" help:"Bound of the read cache's estimated size in bytes (32 MiB by default)."`
+	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"33554432" help:"Bound of the read cache's size in bytes (32 MiB by default), at most a third of the memory limit."`
+	MemoryLimit        int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"100663296" help:"Soft memory limit of the Go runtime in bytes (96 MiB by default; GOMEMLIMIT, when set, wins); the read cache gets at most a third of it; 0: no limit."`
 	Tracing            string        `name:"tracing" env:"GUILDHALL_TRACING" default:"off" enum:"off,otlp" help:"off, or otlp: send OpenTelemetry traces over OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)."`
 	TracingSampleRatio float64       `name:"tracing-sample-ratio" env:"GUILDHALL_TRACING_SAMPLE_RATIO" default:"1" help:"Share of the traces this instance starts that are recorded, 0 to 1; a request with a traceparent header follows its caller's decision."`
 
@@ -95,7 +96,7 @@ func (c Config) Validate() error {
 		"shutdown timeout": float64(c.ShutdownTimeout), "drain delay": float64(c.DrainDelay),
 		"request timeout": float64(c.RequestTimeout), "database timeout": float64(c.DBTimeout),
 		"body idle timeout": float64(c.BodyIdleTimeout), "body minimum rate": float64(c.BodyMinRate),
-		"cache bytes": float64(c.CacheBytes),
+		"cache bytes": float64(c.CacheBytes), "memory limit": float64(c.MemoryLimit),
 	}
 	for _, name := range slices.Sorted(maps.Keys(nonNegative)) {
 		if nonNegative[name] < 0 {
@@ -115,6 +116,15 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// CacheBound is the read cache's bound: CacheBytes, and at most a third
+// of the memory limit, so that a limit set low bounds the cache with it.
+func (c Config) CacheBound() int {
+	if c.MemoryLimit > 0 && int64(c.CacheBytes) > c.MemoryLimit/3 {
+		return int(c.MemoryLimit / 3)
+	}
+	return c.CacheBytes
 }
 
 // Validate checks the store's location.

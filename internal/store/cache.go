@@ -107,7 +107,9 @@ type cache struct {
 	byDep map[dep]map[cacheKey]struct{}
 	bytes int
 	max   int
-	auth  authView
+	// removed counts the entries removed since the maps were compacted.
+	removed int
+	auth    authView
 
 	// afterRead, when set (tests), runs between a read that missed and
 	// its keeping.
@@ -154,7 +156,7 @@ func (c *cache) apply(d delta) {
 }
 
 func (c *cache) clearLocked() {
-	c.m, c.byDep, c.bytes = map[cacheKey]*entry{}, map[dep]map[cacheKey]struct{}{}, 0
+	c.m, c.byDep, c.bytes, c.removed = map[cacheKey]*entry{}, map[dep]map[cacheKey]struct{}{}, 0, 0
 	c.auth.markAll(c.gen + 1)
 }
 
@@ -172,6 +174,7 @@ func (c *cache) removeLocked(k cacheKey) {
 	}
 	delete(c.m, k)
 	c.bytes -= e.bytes
+	c.removed++
 	for _, d := range e.deps {
 		if set := c.byDep[d]; set != nil {
 			delete(set, k)
@@ -194,8 +197,33 @@ func (c *cache) lookup(k cacheKey) (any, bool, uint64) {
 	return e.value, true, c.gen
 }
 
+// What keeping an entry costs beside its value's own estimate: its slot
+// in the map of entries (the key inline) with the entry and the value's
+// box; per dependency, its slot in that dependency's set of keys, and a
+// set of its own when it is the first to depend on it (a user's key). Set
+// from heap profiles of a cache filled with users and with search pages
+// (TestCacheRealSize), with a margin: the bound holds what the heap holds.
+const (
+	entryOverhead  = 400
+	depOverhead    = 200
+	newSetOverhead = 900
+)
+
+// entryBytes is what keeping a value of the given estimate under k, with
+// deps, costs in all.
+func (c *cache) entryBytesLocked(k cacheKey, deps []dep, value int) int {
+	n := value + entryOverhead + allocBytes(len(k.a)) + allocBytes(len(k.b)) + allocBytes(len(k.c)) + allocBytes(len(k.d))
+	for _, d := range deps {
+		n += depOverhead
+		if c.byDep[d] == nil {
+			n += newSetOverhead + allocBytes(len(d.key))
+		}
+	}
+	return n
+}
+
 // keep stores a value read at gen, unless a change was followed since (the
-// read may predate it).
+// read may predate it). bytes is the value's own estimate.
 func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,6 +231,13 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 		return
 	}
 	c.removeLocked(k)
+	if c.removed > max(len(c.m), 1024) {
+		c.compactLocked() // entries dropped by changes followed, as many as are kept
+	}
+	bytes = c.entryBytesLocked(k, deps, bytes)
+	if bytes > c.max/4 {
+		return // one value that large would crowd out the rest
+	}
 	if c.bytes+bytes > c.max {
 		c.evictLocked(c.max*3/4 - bytes)
 	}
@@ -219,13 +254,38 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 }
 
 // evictLocked drops entries (in the map's random order) until the estimate
-// is at most target.
+// is at most target, then compacts the maps.
 func (c *cache) evictLocked(target int) {
 	for k := range c.m {
 		if c.bytes <= target {
-			return
+			break
 		}
 		c.removeLocked(k)
+	}
+	c.compactLocked()
+}
+
+// compactLocked copies the map of entries, and every large set of keys,
+// into maps of their size. A Go map never shrinks, and one that entries
+// keep entering and leaving holds the deleted slots too: measured, the
+// maps of a cache full of search pages held 1,270 bytes an entry, where
+// a fresh copy holds a third of that.
+func (c *cache) compactLocked() {
+	c.removed = 0
+	m := make(map[cacheKey]*entry, len(c.m))
+	for k, e := range c.m {
+		m[k] = e
+	}
+	c.m = m
+	for d, set := range c.byDep {
+		if len(set) <= 8 {
+			continue
+		}
+		fresh := make(map[cacheKey]struct{}, len(set))
+		for k := range set {
+			fresh[k] = struct{}{}
+		}
+		c.byDep[d] = fresh
 	}
 }
 

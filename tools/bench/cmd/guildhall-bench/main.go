@@ -735,6 +735,16 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 			}
 		}
 	}
+	if sc.needs == "million" {
+		// What the scenario left the server holding (for the search, a
+		// flood of them: every request a prefix of its own).
+		for _, t := range group {
+			if rss, hwm, err := processMemory(t.proc.pid()); err == nil {
+				t.memory = append(t.memory, memSample{sc.name, rss, hwm})
+				progress("  %s: RSS %.1f MB, peak %.1f MB\n", t.name, float64(rss)/1e6, float64(hwm)/1e6)
+			}
+		}
+	}
 	switch {
 	case sc.writes != nil:
 		b.say("%s\n", mixedTable(sc, how, b.cfg.mixedRate, names, alone, res))

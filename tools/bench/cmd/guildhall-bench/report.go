@@ -339,6 +339,47 @@ func millionSummary(targets []*target, all map[string]map[string]*targetResult) 
 		fmt.Fprintf(&b, "%s %s %s users in %v", sep, t.name, thousands(int64(t.users)), t.seedTime.Round(10*time.Millisecond))
 	}
 	b.WriteString(".\n\n")
+	b.WriteString(memoryTable(targets))
+	return b.String()
+}
+
+// memoryTable renders each million instance's resident set after each
+// scenario, and its peak since it started (the server process alone:
+// PostgreSQL's processes are not counted).
+func memoryTable(targets []*target) string {
+	var cols []string
+	for _, t := range targets {
+		for _, m := range t.memory {
+			if !slices.Contains(cols, m.scenario) {
+				cols = append(cols, m.scenario)
+			}
+		}
+	}
+	if len(cols) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Server RSS in MB after each scenario, and its peak since it started (VmHWM):\n\n| instance |")
+	for _, c := range cols {
+		b.WriteString(" " + c + " |")
+	}
+	b.WriteString(" peak |\n|---|" + strings.Repeat("--:|", len(cols)+1) + "\n")
+	for _, t := range targets {
+		fmt.Fprintf(&b, "| %s |", t.name)
+		var peak int64
+		for _, c := range cols {
+			cell := "–"
+			for _, m := range t.memory {
+				if m.scenario == c {
+					cell = fmt.Sprintf("%.1f", float64(m.rss)/1e6)
+					peak = max(peak, m.hwm)
+				}
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		fmt.Fprintf(&b, " %.1f |\n", float64(peak)/1e6)
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

@@ -48,6 +48,38 @@ type target struct {
 	users    int           // users seeded in bulk (the owner not counted)
 	seedTime time.Duration // how long the bulk seeding took
 	prefixes []string      // search prefixes, each shared by 100 users
+	memory   []memSample   // the server's memory after each million scenario
+}
+
+// memSample is a server process's memory after a scenario: its resident
+// set then, and the most it has been since it started (VmRSS, VmHWM).
+type memSample struct {
+	scenario string
+	rss, hwm int64 // bytes
+}
+
+// processMemory reads a process's VmRSS and VmHWM from /proc.
+func processMemory(pid int) (rss, hwm int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		var kb int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(value), "%d kB", &kb); err != nil {
+			return 0, 0, fmt.Errorf("%s of %d: %w", name, pid, err)
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm, nil
 }
 
 // process is a server started by the bench.
