@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strings"
 
 	"github.com/guildhall/guildhall/internal/model"
 )
@@ -61,48 +60,4 @@ func ChangeLogTables() (logged, unlogged []string) {
 		logged = append(logged, t.table)
 	}
 	return logged, unloggedTables
-}
-
-// ExplainListUsersForTest returns the plan the database makes for
-// ListUsers' statement (SQLite: EXPLAIN QUERY PLAN, its details one a
-// line; PostgreSQL: EXPLAIN, or EXPLAIN ANALYZE when analyze is set).
-func (s *Store) ExplainListUsersForTest(ctx context.Context, f UserFilter, after string, limit int, analyze bool) (string, error) {
-	text, args := s.queries.sql().listUsers(f, after, limit)
-	var lines []string
-	if s.Postgres() {
-		explain := "EXPLAIN "
-		if analyze {
-			explain = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
-		}
-		if err := s.read.WithContext(ctx).Raw(explain+text, args...).Scan(&lines).Error; err != nil {
-			return "", err
-		}
-		return strings.Join(lines, "\n"), nil
-	}
-	var rows []struct {
-		ID, Parent, Notused int
-		Detail              string
-	}
-	if err := s.read.WithContext(ctx).Raw("EXPLAIN QUERY PLAN "+text, args...).Scan(&rows).Error; err != nil {
-		return "", err
-	}
-	for _, r := range rows {
-		lines = append(lines, r.Detail)
-	}
-	return strings.Join(lines, "\n"), nil
-}
-
-// SearchRowsForTest counts the search index's rows of a user.
-func (s *Store) SearchRowsForTest(ctx context.Context, userID string) (int64, error) {
-	var n int64
-	err := s.read.WithContext(ctx).Raw("SELECT COUNT(*) FROM user_search WHERE user_id = ?", userID).Scan(&n).Error
-	return n, err
-}
-
-// AnalyzeForTest gathers PostgreSQL's statistics (nothing on SQLite).
-func (s *Store) AnalyzeForTest(ctx context.Context) error {
-	if !s.Postgres() {
-		return nil
-	}
-	return s.write.WithContext(ctx).Exec("ANALYZE").Error
 }

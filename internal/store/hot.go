@@ -170,8 +170,8 @@ type UserFilter struct {
 // ListUsers returns up to limit users with IDs after the given one that pass
 // the filter, in ID order, and whether more follow, as of the request's
 // scope: one statement, role IDs included. Every filter is an index range:
-// a prefix is one range of the search index (search.go) in ID order, so a
-// search reads the page it answers, never every match.
+// the prefix is one range per key, so a search costs what its matches cost,
+// never a scan of every user.
 func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
 	key := cacheKey{kind: cacheUserPage, a: f.Prefix, b: f.RoleID, c: f.Status, d: after, n: limit, flag: f.MatchEmail}
 	p, err := cachedRead(ctx, s.cache, key, func(userPage) []dep { return pageDeps }, userPage.bytes,
@@ -212,9 +212,6 @@ func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limi
 	// else a role from its holders in ID order, else the status index, else
 	// the primary key. Each combination of filters is one constant
 	// statement, prepared once.
-	if n := utf8.RuneCountInString(strings.ToLower(f.Prefix)); n > SearchPrefixMax {
-		return nil, false, apperr.Invalid("q", "A search takes at most %d characters (lower-cased), not %d.", SearchPrefixMax, n)
-	}
 	text, args := q.sql().listUsers(f, after, limit)
 	rows, err := q.query(ctx, text, args...)
 	if err != nil {
@@ -256,27 +253,22 @@ func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any
 	if f.Status != "" {
 		shape |= 8
 	}
-	args := make([]any, 0, 12)
+	args := make([]any, 0, 10)
 	if f.Prefix != "" {
-		// A search: per range of the index read (names, and emails), the
-		// prefix, the cursor, the filters and the range's limit; with
-		// emails, the limit of the merged page last.
-		arms := 1
+		lo := strings.ToLower(f.Prefix)
+		hi := prefixEnd(lo)
+		n := 2
 		if f.MatchEmail {
-			arms = 2
+			n = 3
 		}
-		for range arms {
-			args = append(args, strings.ToLower(f.Prefix), after)
-			if f.Status != "" {
-				args = append(args, f.Status)
-			}
-			if f.RoleID != "" {
-				args = append(args, f.RoleID)
-			}
-			args = append(args, limit+1)
+		for range n {
+			args = append(args, lo, hi)
 		}
-		if f.MatchEmail {
-			args = append(args, limit+1)
+		if f.Status != "" {
+			args = append(args, f.Status)
+		}
+		if f.RoleID != "" {
+			args = append(args, f.RoleID)
 		}
 	} else {
 		if f.RoleID != "" {
@@ -285,8 +277,8 @@ func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any
 		if f.Status != "" {
 			args = append(args, f.Status)
 		}
-		args = append(args, after, limit+1)
 	}
+	args = append(args, after, limit+1)
 	if text, ok := h.listUsersByShape.Load(shape); ok {
 		return text.(string), args
 	}
@@ -296,13 +288,32 @@ func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any
 }
 
 func buildListUsers(d dialect, f UserFilter) string {
-	if f.Prefix != "" {
-		return buildSearchUsers(d, f)
-	}
 	var b strings.Builder
 	b.WriteString("SELECT " + userColumns(d) + " FROM users u")
 	order := "u.id"
 	switch {
+	case f.Prefix != "":
+		keys := []string{"username_key", "display_name_key"}
+		if f.MatchEmail {
+			keys = append(keys, "email_key")
+		}
+		b.WriteString(" WHERE u.id IN (")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(" UNION ")
+			}
+			b.WriteString("SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?")
+		}
+		b.WriteString(")")
+		if f.Status != "" {
+			// "|| ''" keeps SQLite, which has no statistics to tell, from
+			// preferring the status index to the prefix ranges.
+			b.WriteString(" AND u.status || '' = ?")
+		}
+		if f.RoleID != "" {
+			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = ?)")
+		}
+		b.WriteString(" AND")
 	case f.RoleID != "":
 		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = ? WHERE")
 		order = "h.user_id" // the order of the role's index
@@ -316,37 +327,6 @@ func buildListUsers(d dialect, f UserFilter) string {
 	}
 	b.WriteString(" " + order + " > ? ORDER BY " + order + " LIMIT ?")
 	return b.String()
-}
-
-// buildSearchUsers is the statement of a prefix search (search.go): the
-// range of the prefix in user_search from the cursor on, in user-ID
-// order, cut at the page's limit, then each user of the page by primary
-// key. So the rows read of the index are the rows answered and one more;
-// the status and role filters are checked per row of the range, by key.
-// With emails, the names' range and the emails' range are each read up to
-// the page's limit, and the page is the first users of both.
-func buildSearchUsers(d dialect, f UserFilter) string {
-	arm := func(source string) string {
-		var b strings.Builder
-		b.WriteString("SELECT s.user_id FROM user_search s WHERE s.source = '" + source + "' AND s.prefix = ? AND s.user_id > ?")
-		if f.Status != "" {
-			b.WriteString(" AND EXISTS (SELECT 1 FROM users f WHERE f.id = s.user_id AND f.status = ?)")
-		}
-		if f.RoleID != "" {
-			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = s.user_id AND x.role_id = ?)")
-		}
-		b.WriteString(" ORDER BY s.user_id LIMIT ?")
-		return b.String()
-	}
-	page := "(" + arm("n") + ") m"
-	limit := ""
-	if f.MatchEmail {
-		page = "(SELECT user_id FROM (" + arm("n") + ") n UNION SELECT user_id FROM (" + arm("e") + ") e) m"
-		limit = " LIMIT ?"
-	}
-	// CROSS JOIN: SQLite, which has no statistics, keeps the page as the
-	// outer loop.
-	return "SELECT " + userColumns(d) + " FROM " + page + " CROSS JOIN users u WHERE u.id = m.user_id ORDER BY m.user_id" + limit
 }
 
 // hotSQL is the text of the hot statements for one dialect, built once.
@@ -372,6 +352,25 @@ func newHotSQL(d dialect) *hotSQL {
 var hotSQLs = map[string]*hotSQL{"sqlite": newHotSQL(sqliteDialect{}), "postgres": newHotSQL(postgresDialect{})}
 
 func (q queries) sql() *hotSQL { return hotSQLs[q.dialect.name()] }
+
+// prefixEnd is the least string greater than every string that starts with
+// prefix: its last rune incremented (a rune already at the maximum is
+// dropped and the one before it incremented). "" has no end: it is returned
+// as the largest string there is.
+func prefixEnd(prefix string) string {
+	r := []rune(prefix)
+	for i := len(r) - 1; i >= 0; i-- {
+		switch {
+		case r[i] == 0xD7FF: // skip the surrogates, which no string holds
+			r[i] = 0xE000
+			return string(r[:i+1])
+		case r[i] < utf8.MaxRune:
+			r[i]++
+			return string(r[:i+1])
+		}
+	}
+	return string(utf8.MaxRune)
+}
 
 // Credentials are what authenticating a token learns: whose it is (their
 // status, whether they own the community, their roles) and until when it

@@ -204,10 +204,6 @@ CREATE TABLE deployment_keys (
 		}
 		return tx.Exec("INSERT INTO deployment_keys (name, key_hex) VALUES ('cursor', ?)", hex.EncodeToString(key)).Error
 	}},
-	// The user search index (search.go): a row per prefix of each user's
-	// keys, kept by triggers on users, so a prefix search reads one range
-	// in user-ID order instead of every match.
-	{id: "0015_user_search_index", run: migrateSearchIndex},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
@@ -426,10 +422,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := gormigrate.New(conn, &opts, list).Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		if err := installChangeFunctions(conn, s.dialect); err != nil {
-			return err
-		}
-		return installSearchFunction(conn, s.dialect)
+		return installChangeFunctions(conn, s.dialect)
 	})
 }
 
