@@ -334,6 +334,7 @@ type hotSQL struct {
 	dialect                               dialect
 	getUser                               string
 	tokenByHash, tokenByID, credentialsOf string
+	insertUser                            string
 	listUsersByShape                      sync.Map // int -> string
 }
 
@@ -346,6 +347,8 @@ func newHotSQL(d dialect) *hotSQL {
 		tokenByHash:   token + "t.hash = ?",
 		tokenByID:     token + "t.id = ?",
 		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u WHERE u.id = ?",
+		insertUser: "INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, " +
+			"status, is_owner, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
 	}
 }
 

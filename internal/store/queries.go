@@ -20,8 +20,9 @@ import (
 // How the store runs SQL, one rule:
 //
 //   - The hot reads, the ones a request makes on every call and the cache
-//     answers (credentials, a user, a page of users), and the change log's
-//     questions, are constant SQL in hot.go, run as statements prepared
+//     answers (credentials, a user, a page of users), the change log's
+//     questions, and the one hot write, a new user (every member who joins
+//     makes it), are constant SQL in hot.go, run as statements prepared
 //     once per pool (sql.go) and scanned by hand into the model, without
 //     reflection.
 //   - Everything else, the writes, the reads of a write transaction that

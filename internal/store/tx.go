@@ -650,10 +650,11 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 // found by the unique indexes themselves (no query before the insert).
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
 	tx.mark("users", u.ID)
-	row := userRow{ID: u.ID, Username: u.Username, UsernameKey: strings.ToLower(u.Username), DisplayName: u.DisplayName,
-		DisplayNameKey: strings.ToLower(u.DisplayName), Email: u.Email, EmailKey: lowerPtr(u.Email), Status: u.Status,
-		IsOwner: u.IsOwner, Version: 1, CreatedAt: microsOf(u.CreatedAt), UpdatedAt: microsOf(u.UpdatedAt)}
-	if err := tx.with(ctx).Create(&row).Error; err != nil {
+	// Constant SQL, the one hot write (queries.go): every member who joins
+	// makes it, and GORM's builder cost it as much CPU as the INSERT.
+	if _, err := tx.exec(ctx, tx.sql().insertUser, u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName,
+		strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email), u.Status, u.IsOwner,
+		int64(microsOf(u.CreatedAt)), int64(microsOf(u.UpdatedAt))); err != nil {
 		return model.User{}, userConflict(err, u)
 	}
 	u.Version = 1
@@ -833,7 +834,7 @@ func (tx *Tx) PutProfile(ctx context.Context, p model.ProfileLinks, now time.Tim
 // --- helpers
 
 func duplicate(err error, format string, args ...any) error {
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
+	if errors.Is(err, gorm.ErrDuplicatedKey) || uniqueViolation(err) != "" {
 		return apperr.Conflict(format, args...)
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
