@@ -481,13 +481,21 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 		if err != nil {
 			return nil, err
 		}
+		data := map[string]any{"name": c.Name, "overwrites": n}
+		if c.Kind == model.KindCategory { // as deleteChannel says it
+			children, err := tx.CountChannels(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			data["channels"] = children
+		}
 		keys, err := tx.DeleteChannel(ctx, id, s.now())
 		if err != nil {
 			return nil, err
 		}
 		blobs = append(blobs, keys...)
-		if err := emit(ctx, tx, a, o, "channel.deleted", "channel:"+id, map[string]any{
-			"name": c.Name, "overwrites": n, "attachments": len(keys)}); err != nil {
+		data["attachments"] = len(keys)
+		if err := emit(ctx, tx, a, o, "channel.deleted", "channel:"+id, data); err != nil {
 			return nil, err
 		}
 	}
@@ -505,9 +513,9 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 			return nil, err
 		}
 	}
-	// New roles go on top, in one statement, and every role takes its place
-	// below with one move: inserting them one by one at the bottom would
-	// shift every role once per new role.
+	// New roles go on top, in one statement, then every role goes to its
+	// place once: inserting them one by one at the bottom would shift every
+	// role once per new role.
 	for i := range p.createRoles {
 		p.createRoles[i].CreatedAt, p.createRoles[i].UpdatedAt = now, now
 	}

@@ -183,8 +183,11 @@ func TestTimeoutHierarchyAndEmail(t *testing.T) {
 		e.NewRole("members", "VIEW_CHANNEL")
 		e.NewRole("mods", "MODERATE_MEMBERS")
 		e.NewRole("seniors", "VIEW_CHANNEL")
-		for id, at := range map[string]int{"seniors": 3, "mods": 2, "members": 1} {
-			e.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/roles/" + id + "/move", Token: e.Owner, Body: map[string]any{"position": at}})
+		for _, m := range []struct {
+			id string
+			at int
+		}{{"seniors", 3}, {"mods", 2}, {"members", 1}} {
+			e.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/roles/" + m.id + "/move", Token: e.Owner, Body: map[string]any{"position": m.at}})
 		}
 		mod := e.NewUser("mod")
 		e.Assign(mod.ID, "mods")

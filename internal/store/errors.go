@@ -75,11 +75,20 @@ func recent(at *atomic.Int64) bool {
 	return t != 0 && time.Since(time.Unix(0, t)) < faultMemory
 }
 
-// noteWrite remembers a write that did not finish by its deadline, for
-// Writable. A client that went away (context.Canceled) says nothing of the
-// database.
-func (s *Store) noteWrite(err error) {
-	if err != nil && (errors.Is(err, ErrOutcomeUnknown) || unavailable(err)) {
+// stallWait is how long a write must have waited for the database before
+// its failure counts as a stall: a request whose budget was spent
+// elsewhere (slow reads, a busy CPU) fails its write sooner, and says
+// nothing of the database.
+const stallWait = 500 * time.Millisecond
+
+// noteWrite remembers, for Writable, a write that waited at least
+// stallWait and did not finish by its deadline. A client that went away
+// (context.Canceled) says nothing of the database either.
+func (s *Store) noteWrite(err error, waited time.Duration) {
+	if err == nil || waited < stallWait || errors.Is(err, context.Canceled) {
+		return
+	}
+	if errors.Is(err, ErrOutcomeUnknown) || unavailable(err) {
 		s.faults.lastStalled.Store(time.Now().UnixNano())
 	}
 }

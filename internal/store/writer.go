@@ -224,6 +224,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 			defer func() { endSpan(sp, err) }()
 		}
 	}
+	queued := time.Now()
 	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp}
 	var ok bool
 	if j.deadline, ok = ctx.Deadline(); !ok {
@@ -237,13 +238,13 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 	select {
 	case s.writer.jobs <- j:
 	case <-ctx.Done():
-		s.noteWrite(ctx.Err()) // the queue stayed full until the deadline
+		s.noteWrite(ctx.Err(), time.Since(queued)) // the queue stayed full until the deadline
 		return nil, ctx.Err()
 	case <-s.writer.quit:
 		return nil, ErrClosed
 	}
 	r := j.wait(ctx)
-	s.noteWrite(r.err)
+	s.noteWrite(r.err, time.Since(queued))
 	if sc := scopeOf(ctx); sc != nil {
 		// What the request reads next must include its own write.
 		sc.followed.Store(false)
