@@ -384,6 +384,11 @@ func TestHeldSQLiteLockAnswersWithinBudget(t *testing.T) {
 		{name: "assign a role", method: "POST", path: "/users/" + alice.ID + "/roles/mods", token: e.Owner},
 	}
 	check503(t, askWaves(e, writes))
+	// Writes cannot succeed, though the database answers reads: not ready
+	// (docs/design.md §12).
+	if st := readyz(t, e); st != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with the write lock held: %d, want 503", st)
+	}
 	for _, c := range []budgetCase{
 		{name: "roles", method: "GET", path: "/roles", token: e.Owner},
 		{name: "user", method: "GET", path: "/users/" + alice.ID, token: e.Owner},
@@ -406,4 +411,20 @@ func TestHeldSQLiteLockAnswersWithinBudget(t *testing.T) {
 		t.Errorf("a refused assignment was done: %v", roles)
 	}
 	e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/channels/released/create", Token: e.Owner, Body: map[string]any{"name": "released"}})
+	for deadline := time.Now().Add(10 * time.Second); readyz(t, e) != http.StatusOK; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still 503 10 s after the lock was released")
+		}
+	}
+}
+
+// readyz is the status of GET /readyz.
+func readyz(t *testing.T, e *testenv.Env) int {
+	t.Helper()
+	res, err := e.HTTP.Get(e.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	return res.StatusCode
 }
