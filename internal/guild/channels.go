@@ -450,6 +450,30 @@ func movedData(before, after model.Channel, locked bool) map[string]any {
 	}
 }
 
+// deleteChannel deletes a channel in a transaction, writes its
+// channel.deleted event, and returns the blob keys to delete after the
+// commit.
+func (s *Service) deleteChannel(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, c model.Channel) ([]string, error) {
+	n, err := tx.CountOverwrites(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]any{"name": c.Name, "overwrites": n}
+	if c.Kind == model.KindCategory {
+		children, err := tx.CountChannels(ctx, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		data["channels"] = children // left outside any category
+	}
+	blobs, err := tx.DeleteChannel(ctx, c.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	data["attachments"] = len(blobs)
+	return blobs, emit(ctx, tx, a, o, "channel.deleted", "channel:"+c.ID, data)
+}
+
 // DeleteChannel deletes a channel with its overwrites and attachments.
 func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o WriteOpts) error {
 	var blobs []string
@@ -464,24 +488,8 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
 			return err
 		}
-		n, err := tx.CountOverwrites(ctx, id)
-		if err != nil {
-			return err
-		}
-		children := 0
-		if c.Kind == model.KindCategory {
-			if children, err = tx.CountChannels(ctx, id); err != nil {
-				return err
-			}
-		}
-		if blobs, err = tx.DeleteChannel(ctx, id, s.now()); err != nil {
-			return err
-		}
-		data := map[string]any{"name": c.Name, "overwrites": n, "attachments": len(blobs)}
-		if c.Kind == model.KindCategory {
-			data["channels"] = children // left outside any category
-		}
-		return emit(ctx, tx, a, o, "channel.deleted", "channel:"+id, data)
+		blobs, err = s.deleteChannel(ctx, tx, a, o, c)
+		return err
 	})
 	if err == nil {
 		s.deleteBlobs(ctx, blobs)

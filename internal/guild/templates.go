@@ -477,27 +477,11 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 		if err != nil {
 			return nil, err
 		}
-		n, err := tx.CountOverwrites(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		data := map[string]any{"name": c.Name, "overwrites": n}
-		if c.Kind == model.KindCategory { // as deleteChannel says it
-			children, err := tx.CountChannels(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			data["channels"] = children
-		}
-		keys, err := tx.DeleteChannel(ctx, id, s.now())
+		keys, err := s.deleteChannel(ctx, tx, a, o, c)
 		if err != nil {
 			return nil, err
 		}
 		blobs = append(blobs, keys...)
-		data["attachments"] = len(keys)
-		if err := emit(ctx, tx, a, o, "channel.deleted", "channel:"+id, data); err != nil {
-			return nil, err
-		}
 	}
 	for _, r := range p.deleteRoles { // highest first: the positions below stay put
 		overwrites, err := tx.OverwritesOf(ctx, model.TargetRole, r.ID)

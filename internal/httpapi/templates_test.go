@@ -382,29 +382,12 @@ func TestTemplateImportAtTheLimits(t *testing.T) {
 		// so that a loaded machine running the other tests beside it does
 		// not answer 503.
 		e := testenv.Start(t, kind, testenv.WithConfig(func(c *config.Config) { c.DBTimeout = time.Minute }))
-		const nRoles, nCategories, perCategory = 240, 10, 49
-		roles := make([]map[string]any, nRoles)
-		for i := range roles { // role r000 highest
-			roles[i] = map[string]any{"id": fmt.Sprintf("r%03d", i), "name": "r", "position": nRoles - i, "color": nil, "permissions": []string{}}
-		}
-		overwrites := []map[string]any{{"target_type": "everyone", "allow": []string{}, "deny": []string{"SEND_MESSAGES"}}}
-		for i := range 10 {
-			overwrites = append(overwrites, map[string]any{"target_type": "role", "target_id": fmt.Sprintf("r%03d", i*7),
-				"allow": []string{"SEND_MESSAGES"}, "deny": []string{}})
-		}
-		var channels []map[string]any
-		for c := range nCategories {
-			cat := fmt.Sprintf("cat%d", c)
-			channels = append(channels, map[string]any{"id": cat, "kind": "category", "name": cat, "parent_id": nil, "position": c, "topic": nil, "overwrites": overwrites})
-			for i := range perCategory {
-				channels = append(channels, map[string]any{"id": fmt.Sprintf("%s-%02d", cat, i), "kind": "text", "name": "c", "parent_id": cat,
-					"position": i, "topic": nil, "overwrites": overwrites})
-			}
-		}
+		const nRoles = 240
+		doc := bigTemplate(10, 49, nRoles) // structure_bench_test.go: 10 overwrites of roles and everyone's on each
+		channels, overwrites := doc["channels"].([]map[string]any), 11
 		_, last := tplEvents(t, e, 0)
-		changes := tplChanges(t, tplImport(e, e.Owner, "", map[string]any{"format": "guildhall-template/1", "global_permissions": []string{},
-			"roles": roles, "channels": channels}))
-		want := 1 + nRoles + len(channels) + len(channels)*len(overwrites) // 1: the global permissions
+		changes := tplChanges(t, tplImport(e, e.Owner, "", doc))
+		want := 1 + nRoles + len(channels) + len(channels)*overwrites // 1: the global permissions
 		if len(changes) != want {
 			t.Errorf("%d changes, want %d", len(changes), want)
 		}
