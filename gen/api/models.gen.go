@@ -1366,7 +1366,7 @@ type TemplateRole struct {
 // Timestamp RFC 3339, UTC, microsecond precision.
 //
 // Example: 2026-11-22T08:15:30.123456Z
-type Timestamp = time.Time
+type Timestamp = jsonfield.Time
 
 // Token Example: {"created_at":"2026-11-22T08:15:30.123456Z","expires_at":null,"id":"01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a","name":"CI deploy","user_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"}
 type Token struct {

@@ -308,12 +308,12 @@ func TestAttachmentsLifecycle(t *testing.T) {
 			a.Sha256 != attSum(png) || a.CreatedBy.MustGet() != alice.ID || a.UpdatedBy.MustGet() != alice.ID {
 			t.Errorf("created %s", attJSON(a))
 		}
-		for _, ts := range []time.Time{a.CreatedAt, a.UpdatedAt} {
+		for _, ts := range []time.Time{a.CreatedAt.Time(), a.UpdatedAt.Time()} {
 			if ts.Location() != time.UTC || ts.Nanosecond()%1000 != 0 || time.Since(ts) > time.Minute {
 				t.Errorf("timestamp %v is not a recent UTC time with microsecond precision", ts)
 			}
 		}
-		if !a.CreatedAt.Equal(a.UpdatedAt) {
+		if !a.CreatedAt.Time().Equal(a.UpdatedAt.Time()) {
 			t.Errorf("new attachment: created_at %v != updated_at %v", a.CreatedAt, a.UpdatedAt)
 		}
 		h := created.HTTPResponse.Header
@@ -369,8 +369,8 @@ func TestAttachmentsLifecycle(t *testing.T) {
 			t.Fatalf("replace: %d %s", replaced.StatusCode(), replaced.Body)
 		}
 		r := replaced.JSON200
-		if r.CreatedBy.MustGet() != alice.ID || r.UpdatedBy.MustGet() != bob.ID || !r.CreatedAt.Equal(a.CreatedAt) ||
-			r.UpdatedAt.Before(a.UpdatedAt) || r.Size != int64(len(text)) || r.Sha256 != attSum(text) ||
+		if r.CreatedBy.MustGet() != alice.ID || r.UpdatedBy.MustGet() != bob.ID || !r.CreatedAt.Time().Equal(a.CreatedAt.Time()) ||
+			r.UpdatedAt.Time().Before(a.UpdatedAt.Time()) || r.Size != int64(len(text)) || r.Sha256 != attSum(text) ||
 			r.ContentType != "text/plain; charset=utf-8" {
 			t.Errorf("replaced %s (created %s)", attJSON(r), attJSON(a))
 		}

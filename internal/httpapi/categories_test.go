@@ -504,7 +504,7 @@ func TestCategoryDeleteChangesChildren(t *testing.T) {
 		if after.Header.Get("ETag") == tag {
 			t.Errorf("ETag %s did not change", tag)
 		}
-		if !c.UpdatedAt.After(before.UpdatedAt) {
+		if !c.UpdatedAt.Time().After(before.UpdatedAt.Time()) {
 			t.Errorf("updated_at %v, before %v", c.UpdatedAt, before.UpdatedAt)
 		}
 		e2eProblem(t, e.Do(testenv.Req{Method: "PATCH", Path: "/channels/ops", Token: e.Owner, Type: "application/merge-patch+json",

@@ -35,8 +35,8 @@ func TestChannelsContract(t *testing.T) {
 		if ch.Id != "ops" || ch.Name != "Operations" || ch.Topic.MustGet() != "Where ops meet" {
 			t.Errorf("created channel %+v", ch)
 		}
-		e2eCheckTimestamps(t, ch.CreatedAt, ch.UpdatedAt)
-		if !ch.CreatedAt.Equal(ch.UpdatedAt) {
+		e2eCheckTimestamps(t, ch.CreatedAt.Time(), ch.UpdatedAt.Time())
+		if !ch.CreatedAt.Time().Equal(ch.UpdatedAt.Time()) {
 			t.Errorf("a new channel's created_at %v != updated_at %v", ch.CreatedAt, ch.UpdatedAt)
 		}
 		if loc := created.HTTPResponse.Header.Get("Location"); loc != "/api/channels/ops" {
@@ -74,7 +74,7 @@ func TestChannelsContract(t *testing.T) {
 		if renamed.JSON200.Name != "Ops" || renamed.JSON200.Topic.MustGet() != "Where ops meet" {
 			t.Errorf("renamed %+v", renamed.JSON200)
 		}
-		if !renamed.JSON200.UpdatedAt.After(ch.UpdatedAt) || !renamed.JSON200.CreatedAt.Equal(ch.CreatedAt) {
+		if !renamed.JSON200.UpdatedAt.Time().After(ch.UpdatedAt.Time()) || !renamed.JSON200.CreatedAt.Time().Equal(ch.CreatedAt.Time()) {
 			t.Errorf("timestamps after rename: created %v updated %v (before %v)", renamed.JSON200.CreatedAt, renamed.JSON200.UpdatedAt, ch.UpdatedAt)
 		}
 		tag2 := renamed.HTTPResponse.Header.Get("ETag")

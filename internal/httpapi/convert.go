@@ -65,12 +65,12 @@ func optional[T any](n nullable.Nullable[T]) (v *T, set bool) {
 
 func toChannel(c model.Channel) api.Channel {
 	return api.Channel{Id: c.ID, Name: c.Name, Topic: nullableString(c.Topic), Kind: api.ChannelKind(c.Kind),
-		ParentId: nullableString(c.ParentID), Position: c.Position, Synced: ptr(c.Synced), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		ParentId: nullableString(c.ParentID), Position: c.Position, Synced: ptr(c.Synced), CreatedAt: api.Timestamp(c.CreatedAt), UpdatedAt: api.Timestamp(c.UpdatedAt)}
 }
 
 func toRole(r model.Role) api.Role {
 	return api.Role{Id: r.ID, Name: r.Name, Position: r.Position, Color: nullableString(r.Color),
-		Permissions: names(r.Permissions), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Permissions: names(r.Permissions), CreatedAt: api.Timestamp(r.CreatedAt), UpdatedAt: api.Timestamp(r.UpdatedAt)}
 }
 
 func toRoles(list []model.Role) api.RoleList {
@@ -83,7 +83,7 @@ func toRoles(list []model.Role) api.RoleList {
 
 func toUser(u model.User) api.User {
 	out := api.User{Id: u.ID, Username: u.Username, DisplayName: u.DisplayName, Status: api.UserStatus(u.Status),
-		Roles: u.Roles, IsOwner: u.IsOwner, TimeoutUntil: u.TimeoutUntil, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+		Roles: u.Roles, IsOwner: u.IsOwner, TimeoutUntil: u.TimeoutUntil, CreatedAt: api.Timestamp(u.CreatedAt), UpdatedAt: api.Timestamp(u.UpdatedAt)}
 	if out.Roles == nil {
 		out.Roles = []string{}
 	}
@@ -124,7 +124,7 @@ func toOverwrites(list []model.Overwrite) api.OverwriteList {
 }
 
 func toToken(t model.Token) api.Token {
-	return api.Token{Id: t.ID, UserId: t.UserID, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: nullableTime(t.ExpiresAt)}
+	return api.Token{Id: t.ID, UserId: t.UserID, Name: t.Name, CreatedAt: api.Timestamp(t.CreatedAt), ExpiresAt: nullableTime(t.ExpiresAt)}
 }
 
 func nullableTime(t *time.Time) nullable.Nullable[time.Time] {
@@ -136,12 +136,12 @@ func nullableTime(t *time.Time) nullable.Nullable[time.Time] {
 
 func toAttachment(a model.Attachment) api.Attachment {
 	return api.Attachment{ChannelId: a.ChannelID, Id: a.ID, ContentType: a.ContentType, Size: a.Size, Sha256: a.SHA256,
-		CreatedBy: nullableString(a.CreatedBy), UpdatedBy: nullableString(a.UpdatedBy), CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		CreatedBy: nullableString(a.CreatedBy), UpdatedBy: nullableString(a.UpdatedBy), CreatedAt: api.Timestamp(a.CreatedAt), UpdatedAt: api.Timestamp(a.UpdatedAt)}
 }
 
 func toEvent(e model.Event) api.Event {
 	return api.Event{Seq: e.Seq, Type: api.EventType(e.Type), ActorId: nullableString(e.ActorID), Subject: e.Subject,
-		Data: e.Data, Reason: nullableString(e.Reason), CreatedAt: e.CreatedAt}
+		Data: e.Data, Reason: nullableString(e.Reason), CreatedAt: api.Timestamp(e.CreatedAt)}
 }
 
 func cursorOf(c *string) nullable.Nullable[string] { return nullableString(c) }
@@ -161,7 +161,7 @@ func toExplanations(list []permissions.Explanation) *[]api.PermissionExplanation
 				steps[j].FromCategory = &id
 			}
 			if !s.Until.IsZero() {
-				t := s.Until
+				t := api.Timestamp(s.Until)
 				steps[j].Until = &t
 			}
 		}

@@ -38,7 +38,7 @@ func (h *Handler) CreateEventTicket(ctx context.Context, _ api.CreateEventTicket
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateEventTicket201JSONResponse{Body: api.StreamTicket{Ticket: ticket, ExpiresAt: expires}}, nil
+	return api.CreateEventTicket201JSONResponse{Body: api.StreamTicket{Ticket: ticket, ExpiresAt: api.Timestamp(expires)}}, nil
 }
 
 // StreamEvents serves GET /events, and its HEAD twin, as Server-Sent

@@ -493,7 +493,7 @@ func TestEventsEveryMutation(t *testing.T) {
 				if r, err := ev.Reason.Get(); err != nil || r != reason {
 					t.Errorf("reason %s, want %q", evJSON(ev.Reason), reason)
 				}
-				if ev.CreatedAt.IsZero() || ev.CreatedAt.Location() != time.UTC || time.Since(ev.CreatedAt) > time.Hour {
+				if ev.CreatedAt.Time().IsZero() || ev.CreatedAt.Time().Location() != time.UTC || time.Since(ev.CreatedAt.Time()) > time.Hour {
 					t.Errorf("created_at %v", ev.CreatedAt)
 				}
 				evCheckData(t, ev.Data, tc.data(f))
@@ -845,7 +845,7 @@ func TestEventsAuditLogFilters(t *testing.T) {
 		var middle time.Time
 		for _, ev := range all {
 			if ev.Subject == "channel:c2" {
-				middle = ev.CreatedAt
+				middle = ev.CreatedAt.Time()
 			}
 		}
 		if middle.IsZero() {
@@ -867,10 +867,10 @@ func TestEventsAuditLogFilters(t *testing.T) {
 			{"actor and type", url.Values{"actorID": {b.ID}, "type": {"channel.*"}}, 2, func(ev api.Event) bool {
 				return evActor(ev) == b.ID && strings.HasPrefix(string(ev.Type), "channel.")
 			}},
-			{"since (inclusive)", url.Values{"since": {ts(middle)}}, 4, func(ev api.Event) bool { return !ev.CreatedAt.Before(middle) }},
-			{"until (exclusive)", url.Values{"until": {ts(middle)}}, 4, func(ev api.Event) bool { return ev.CreatedAt.Before(middle) }},
-			{"since and until", url.Values{"since": {ts(all[len(all)-1].CreatedAt)}, "until": {ts(middle)}}, 4, func(ev api.Event) bool {
-				return !ev.CreatedAt.Before(all[len(all)-1].CreatedAt) && ev.CreatedAt.Before(middle)
+			{"since (inclusive)", url.Values{"since": {ts(middle)}}, 4, func(ev api.Event) bool { return !ev.CreatedAt.Time().Before(middle) }},
+			{"until (exclusive)", url.Values{"until": {ts(middle)}}, 4, func(ev api.Event) bool { return ev.CreatedAt.Time().Before(middle) }},
+			{"since and until", url.Values{"since": {ts(all[len(all)-1].CreatedAt.Time())}, "until": {ts(middle)}}, 4, func(ev api.Event) bool {
+				return !ev.CreatedAt.Time().Before(all[len(all)-1].CreatedAt.Time()) && ev.CreatedAt.Time().Before(middle)
 			}},
 			{"nothing matches", url.Values{"subject": {"role:none"}}, 0, func(api.Event) bool { return false }},
 		}

@@ -41,7 +41,7 @@ func TestRolesContract(t *testing.T) {
 		if e2eJSON(r.Permissions) != `["MANAGE_ROLES","VIEW_CHANNEL","SEND_MESSAGES"]` {
 			t.Errorf("permissions not in catalog order: %v", r.Permissions)
 		}
-		e2eCheckTimestamps(t, r.CreatedAt, r.UpdatedAt)
+		e2eCheckTimestamps(t, r.CreatedAt.Time(), r.UpdatedAt.Time())
 		if loc := created.HTTPResponse.Header.Get("Location"); loc != "/api/roles/mods" {
 			t.Errorf("Location %q", loc)
 		}

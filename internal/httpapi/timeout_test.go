@@ -100,7 +100,7 @@ func TestTimeout(t *testing.T) {
 			for _, st := range ex.Steps {
 				if st.Kind == "timeout" {
 					named = true
-					if st.Until == nil || !st.Until.Equal(until) {
+					if st.Until == nil || !st.Until.Time().Equal(until) {
 						t.Errorf("timeout step %+v, want until %v", st, until)
 					}
 				}

@@ -127,7 +127,7 @@ func (h *Handler) CreateToken(ctx context.Context, req api.CreateTokenRequestObj
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateToken201JSONResponse{Body: api.TokenCreated{Id: t.ID, UserId: t.UserID, Name: t.Name, CreatedAt: t.CreatedAt,
+	return api.CreateToken201JSONResponse{Body: api.TokenCreated{Id: t.ID, UserId: t.UserID, Name: t.Name, CreatedAt: api.Timestamp(t.CreatedAt),
 		ExpiresAt: nullableTime(t.ExpiresAt), Token: secret},
 		Headers: api.CreateToken201ResponseHeaders{Location: ptr("/api/users/" + t.UserID + "/tokens/" + t.ID)}}, nil
 }

@@ -38,7 +38,7 @@ func TestUsersContract(t *testing.T) {
 		if !u.Email.IsSpecified() || !u.Email.IsNull() {
 			t.Errorf("email of a user created without one should be null for MANAGE_USERS: %s", created.Body)
 		}
-		e2eCheckTimestamps(t, u.CreatedAt, u.UpdatedAt)
+		e2eCheckTimestamps(t, u.CreatedAt.Time(), u.UpdatedAt.Time())
 		if loc := created.HTTPResponse.Header.Get("Location"); loc != "/api/users/"+u.Id {
 			t.Errorf("Location %q", loc)
 		}
@@ -76,7 +76,7 @@ func TestUsersContract(t *testing.T) {
 			t.Fatalf("update: %v %s", err, upd.Body)
 		}
 		if upd.JSON200.Username != "alice2" || upd.JSON200.DisplayName != "Alice" || upd.JSON200.Email.MustGet() != "alice@example.com" ||
-			!upd.JSON200.CreatedAt.Equal(u.CreatedAt) || !upd.JSON200.UpdatedAt.After(u.UpdatedAt) {
+			!upd.JSON200.CreatedAt.Time().Equal(u.CreatedAt.Time()) || !upd.JSON200.UpdatedAt.Time().After(u.UpdatedAt.Time()) {
 			t.Errorf("updated %s", upd.Body)
 		}
 		if tag2 := upd.HTTPResponse.Header.Get("ETag"); tag2 == "" || tag2 == tag {
