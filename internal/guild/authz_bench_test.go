@@ -93,8 +93,9 @@ func (e *authzEnv) authorize(ctx context.Context, channelID string, need permiss
 }
 
 // TestAuthorizeWarmCost: on a warm instance, authenticating a token and
-// checking permissions in a channel costs exactly one SQL statement (the
-// question to the change log: has anything changed?); a permission change
+// checking permissions in a channel costs the question to the change log
+// (has anything changed?) and nothing else: one statement on PostgreSQL,
+// none on SQLite while the wal-index header shows no commit; a permission change
 // is seen by the very next authorization, which reads the roles again and
 // nothing else, and a change of credentials (a role taken away) by the very
 // next authentication, which reads the token again and nothing else.
@@ -120,7 +121,10 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		if kind == testenv.Postgres {
 			followed = 1
 		}
-		const warm = 1
+		warm := int64(0)
+		if kind == testenv.Postgres {
+			warm = 1
+		}
 		cost("warm-up", nil)
 		for i := range 3 {
 			if n := cost("warm", nil); n != warm {
@@ -154,7 +158,9 @@ func TestAuthorizeWarmCost(t *testing.T) {
 
 		// A write judges its caller again inside its serialized transaction,
 		// from the cache, which asks once per transaction (after
-		// PostgreSQL's write lock): a refused write costs nothing more.
+		// PostgreSQL's write lock; on SQLite the header answers, since the
+		// writer holds the only write lock): a refused write costs nothing
+		// more.
 		a, err = e.svc.Authenticate(e.svc.Request(ctx), e.alice)
 		if err != nil {
 			t.Fatal(err)
@@ -163,7 +169,7 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		if _, _, err := e.svc.SetGlobalPermissions(ctx, a, 0, guild.WriteOpts{}); !errors.Is(err, apperr.ErrForbidden) {
 			t.Fatalf("alice replacing the global permissions: %v, want 403", err)
 		}
-		writeCost := int64(1)
+		writeCost := warm
 		if kind == testenv.Postgres {
 			writeCost++ // SELECT pg_advisory_xact_lock
 		}

@@ -21,10 +21,16 @@ import (
 // this process's writer or another process on the same file (a second
 // instance, the CLI, sqlite3), so while it holds, nothing changed and the
 // log is not read. Asking it is one statement in SQLite's memory, no query
-// plan, a few microseconds.
+// plan, a few microseconds; and while the wal-index header has not changed
+// since it was last asked, it is not asked (walindex.go).
 type sqliteLog struct {
 	mu      sync.Mutex // the connection serves one statement at a time
 	conn    driver.Conn
+	shm     string      // the wal-index's file
+	wal     *walIndex   // nil: not mapped, the statement is asked every time
+	seen    walHeader   // the header read just before data_version was last asked
+	seenDV  int64       // and what it answered
+	seenOK  bool        // seen and seenDV hold
 	version driver.Stmt // PRAGMA data_version
 	since   driver.Stmt // the changes after a version
 	latest  driver.Stmt // the last version
@@ -42,13 +48,14 @@ const (
 	sqliteLastChange = "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'change_log'), 0)"
 )
 
-// openSQLiteLog opens the connection on the SQLite file at dsn.
-func openSQLiteLog(dsn string, counter *atomic.Int64, t *tracer) (*sqliteLog, error) {
+// openSQLiteLog opens the connection on the SQLite file at dsn, whose
+// wal-index is the file shm.
+func openSQLiteLog(dsn, shm string, counter *atomic.Int64, t *tracer) (*sqliteLog, error) {
 	conn, err := (&sqlite3.SQLiteDriver{}).Open(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open the change log's connection: %w", err)
 	}
-	l := &sqliteLog{conn: conn, counter: counter, tracer: t}
+	l := &sqliteLog{conn: conn, shm: shm, counter: counter, tracer: t}
 	for _, p := range []struct {
 		st  *driver.Stmt
 		sql string
@@ -70,7 +77,8 @@ func (l *sqliteLog) close() error {
 	if l.conn == nil {
 		return nil
 	}
-	var errs []error
+	errs := []error{l.wal.close()} // unmapped while the connection holds the file
+	l.wal = nil
 	for _, st := range []driver.Stmt{l.version, l.since, l.latest} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -116,14 +124,26 @@ func (l *sqliteLog) next(ctx context.Context, from position) (delta, error) {
 	if l.conn == nil {
 		return delta{}, errors.New("store closed")
 	}
+	var h walHeader
+	hok := false
+	if l.wal != nil {
+		h, hok = l.wal.header()
+		if hok && l.seenOK && h == l.seen && l.seenDV == from.dv {
+			return delta{to: from}, nil // nothing committed since data_version said from.dv
+		}
+	}
 	var dv int64
 	err := l.query(ctx, sqliteDataVersion, l.version, nil, func(d []driver.Value) error {
 		dv, _ = d[0].(int64)
 		return nil
 	}, 1)
 	if err != nil {
+		l.seenOK = false
 		return delta{}, err
 	}
+	// The header was read before the statement: a commit between the two
+	// changes the header, and the next question asks again.
+	l.seen, l.seenDV, l.seenOK = h, dv, hok
 	if dv == from.dv {
 		return delta{to: from}, nil
 	}
@@ -185,6 +205,11 @@ func (l *sqliteLog) start() (position, error) {
 			p.v, _ = row[0].(int64)
 			return nil
 		}, 1)
+	}
+	if err == nil && l.wal == nil {
+		// The connection has read the database, so it holds the wal-index
+		// open: mapped from now on, it is never truncated under the mapping.
+		l.wal = openWALIndex(l.shm)
 	}
 	return p, err
 }

@@ -66,6 +66,7 @@ type Store struct {
 	cache        *cache       // the read cache (cache.go)
 	sqliteLog    *sqliteLog   // SQLite: the change log's own connection
 	sqliteLogDSN string       // and where it opens it
+	sqliteShm    string       // the SQLite file's wal-index
 	statements   atomic.Int64 // see QueryCount
 	tracer       *tracer      // nil: tracing off (trace.go)
 	verifyMarks  bool         // Options.VerifyChangeMarks
@@ -159,6 +160,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.SetMaxIdleConns(opts.MaxOpenConns)
 		s.write, s.read = w, r
 		s.sqliteLogDSN = "file:" + path + "?" + common + "&_query_only=true"
+		s.sqliteShm = path + "-shm"
 	}
 	rdb, err := s.read.DB()
 	if err != nil {
@@ -226,7 +228,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		return nil
 	}
 	if !s.Postgres() {
-		l, err := openSQLiteLog(s.sqliteLogDSN, &s.statements, s.tracer)
+		l, err := openSQLiteLog(s.sqliteLogDSN, s.sqliteShm, &s.statements, s.tracer)
 		if err != nil {
 			return err
 		}

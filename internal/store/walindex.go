@@ -1,0 +1,64 @@
+package store
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The wal-index header: how the SQLite change log learns, without a
+// statement, that nothing was committed since it last asked.
+//
+// In WAL mode every connection to a database file, in any process, shares
+// the wal-index, the file "-shm" beside the database, mapped into memory.
+// It starts with a header in two copies (SQLite's file-format document,
+// "WAL-Index Format"), which every commit rewrites before the commit
+// returns: its change counter goes up by one and its last frame moves (a
+// checkpoint that restarts the log changes its salts). A writer writes the
+// second copy, then the first; a reader that reads the first, then the
+// second, and finds them equal has read a header that is whole, as SQLite's
+// own readers do. So if the header is the same as when PRAGMA data_version
+// was last asked, nothing was committed since, and data_version has not
+// moved: the log's question is answered by reading 96 bytes of shared
+// memory rather than running a statement (which begins and ends a read
+// transaction, and takes and releases a lock on the wal-index, each time).
+//
+// A header that differs, is torn, or cannot be read sends the question to
+// the statement as before. The mapping is opened only after the log's own
+// connection has read the database, and closed before that connection is:
+// while a connection has it open SQLite never truncates the wal-index (only
+// the first connection to open it does).
+
+// walHeaderWords is the header's size in 32-bit words: 48 bytes a copy.
+const walHeaderWords = 12
+
+type walHeader [walHeaderWords]uint32
+
+// walIndex is a read-only mapping of the start of a wal-index.
+type walIndex struct {
+	mem   []byte
+	unmap func([]byte) error
+}
+
+// header reads the header; ok is false when the copies differ (a commit is
+// writing it).
+func (w *walIndex) header() (h walHeader, ok bool) {
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&w.mem[0])), 2*walHeaderWords)
+	for i := range h {
+		h[i] = atomic.LoadUint32(&words[i])
+	}
+	for i := range h {
+		if atomic.LoadUint32(&words[walHeaderWords+i]) != h[i] {
+			return h, false
+		}
+	}
+	return h, true
+}
+
+func (w *walIndex) close() error {
+	if w == nil || w.mem == nil {
+		return nil
+	}
+	err := w.unmap(w.mem)
+	w.mem = nil
+	return err
+}

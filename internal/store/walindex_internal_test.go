@@ -1,0 +1,83 @@
+//go:build unix
+
+package store
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+)
+
+// TestSQLiteLogAsksOnlyWhenTheHeaderMoves: while nothing is committed, the
+// change log's question is answered from the wal-index header with no
+// statement; a commit from another connection (as another process makes
+// one) is seen by the very next question; a checkpoint that restarts the
+// log moves the header but not the data, so the question asks and finds
+// nothing changed.
+func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := s.sqliteLog
+	if l == nil || l.wal == nil {
+		t.Fatal("the change log did not map the wal-index")
+	}
+	other, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "guildhall.db")+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := other.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var pos position
+	// ask returns what next says after pos and how many statements it ran.
+	ask := func() (delta, int64) {
+		t.Helper()
+		before := s.statements.Load()
+		d, err := l.next(ctx, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, s.statements.Load() - before
+	}
+
+	exec("INSERT INTO settings (id, global_permissions, global_version, auth_version, created_at, updated_at) " +
+		"VALUES (1, 0, 0, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP) ON CONFLICT DO NOTHING")
+	if pos, err = l.start(); err != nil {
+		t.Fatal(err)
+	}
+	ask() // the first question asks: nothing was seen yet: nothing was seen yet
+	for range 100 {
+		if d, n := ask(); n != 0 || d.to != pos || d.reset || len(d.changes) != 0 {
+			t.Fatalf("nothing committed: next = %+v after %d statements; want %+v after none", d, n, pos)
+		}
+	}
+
+	exec("UPDATE settings SET global_permissions = global_permissions + 1")
+	d, n := ask()
+	if n == 0 || d.reset || len(d.changes) != 1 || d.changes[0].tbl != "settings" || d.to.v != pos.v+1 {
+		t.Fatalf("after another connection's commit: next = %+v after %d statements; want the settings change", d, n)
+	}
+	pos = d.to
+	if d, n := ask(); n != 0 || d.to != pos {
+		t.Fatalf("nothing committed since: next = %+v after %d statements; want %+v after none", d, n, pos)
+	}
+
+	exec("PRAGMA wal_checkpoint(TRUNCATE)")
+	if d, n := ask(); n == 0 || d.to.v != pos.v || d.reset || len(d.changes) != 0 {
+		t.Fatalf("after a checkpoint: next = %+v after %d statements; want no change, asked", d, n)
+	}
+	exec("UPDATE settings SET global_permissions = global_permissions + 1")
+	if d, n := ask(); n == 0 || len(d.changes) != 1 || d.to.v != pos.v+1 {
+		t.Fatalf("after a commit into a restarted log: next = %+v after %d statements; want the change", d, n)
+	}
+}
