@@ -164,8 +164,13 @@ func (h *Handler) budgetAfterBody(op *operation) echo.MiddlewareFunc {
 
 // deadline bounds a request that answers JSON by RequestTimeout: a database
 // that hangs makes it a 503 rather than a request that never ends.
+//
+// A request with no body has its database budget (gate) from its start to
+// its end: when that budget is the shorter, it is the request's deadline
+// too, and a second timer would never fire first.
 func (h *Handler) deadline(op *operation) echo.MiddlewareFunc {
-	bounded := h.faults.RequestTimeout > 0 && !op.streams()
+	budgeted := !op.jsonBody && h.faults.DBTimeout > 0 && h.faults.DBTimeout <= h.faults.RequestTimeout
+	bounded := h.faults.RequestTimeout > 0 && !op.streams() && !budgeted
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		if !bounded {
 			return next
