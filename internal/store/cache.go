@@ -50,7 +50,7 @@ type change struct{ tbl, key string }
 type position struct {
 	v     int64 // the last version followed
 	nonce int64 // PostgreSQL: the nonce of version v
-	dv    int64 // SQLite: PRAGMA data_version when v was read
+	dv    int64 // SQLite without a readable wal-index: PRAGMA data_version when v was read
 }
 
 // delta is what one question to the log learned: the changes after the

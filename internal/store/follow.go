@@ -21,16 +21,17 @@ import (
 // this process's writer or another process on the same file (a second
 // instance, the CLI, sqlite3), so while it holds, nothing changed and the
 // log is not read. Asking it is one statement in SQLite's memory, no query
-// plan, a few microseconds; and while the wal-index header has not changed
-// since it was last asked, it is not asked (walindex.go).
+// plan, a few microseconds. Where the wal-index header can be read
+// (walindex.go) it stands in for data_version, at no statement at all: the
+// log is read only when the header moved since it was last read.
 type sqliteLog struct {
 	mu      sync.Mutex // the connection serves one statement at a time
 	conn    driver.Conn
 	shm     string      // the wal-index's file
 	wal     *walIndex   // nil: not mapped, the statement is asked every time
-	seen    walHeader   // the header read just before data_version was last asked
-	seenDV  int64       // and what it answered
-	seenOK  bool        // seen and seenDV hold
+	seen    walHeader   // the header read just before the log was last read
+	seenAt  position    // where that read left the cache
+	seenOK  bool        // seen and seenAt hold
 	version driver.Stmt // PRAGMA data_version
 	since   driver.Stmt // the changes after a version
 	latest  driver.Stmt // the last version
@@ -124,33 +125,35 @@ func (l *sqliteLog) next(ctx context.Context, from position) (delta, error) {
 	if l.conn == nil {
 		return delta{}, errors.New("store closed")
 	}
+	d := delta{to: from}
 	var h walHeader
 	hok := false
 	if l.wal != nil {
 		h, hok = l.wal.header()
-		if hok && l.seenOK && h == l.seen && l.seenDV == from.dv {
-			return delta{to: from}, nil // nothing committed since data_version said from.dv
+		if hok && l.seenOK && h == l.seen && l.seenAt == from {
+			return d, nil // nothing committed since the log was read at from
 		}
 	}
-	var dv int64
-	err := l.query(ctx, sqliteDataVersion, l.version, nil, func(d []driver.Value) error {
-		dv, _ = d[0].(int64)
-		return nil
-	}, 1)
-	if err != nil {
-		l.seenOK = false
-		return delta{}, err
+	// Any error leaves nothing seen: the next question reads the log.
+	l.seenOK = false
+	if !hok {
+		// No header to go by: data_version says whether to read the log.
+		var dv int64
+		err := l.query(ctx, sqliteDataVersion, l.version, nil, func(d []driver.Value) error {
+			dv, _ = d[0].(int64)
+			return nil
+		}, 1)
+		if err != nil {
+			return delta{}, err
+		}
+		if dv == from.dv {
+			return d, nil
+		}
+		d.to.dv = dv
 	}
-	// The header was read before the statement: a commit between the two
-	// changes the header, and the next question asks again.
-	l.seen, l.seenDV, l.seenOK = h, dv, hok
-	if dv == from.dv {
-		return delta{to: from}, nil
-	}
-	d := delta{to: position{v: from.v, dv: dv}}
 	args := []driver.NamedValue{{Ordinal: 1, Value: from.v}, {Ordinal: 2, Value: int64(maxChangesFollowed + 1)}}
 	latest, first := int64(0), true
-	err = l.query(ctx, sqliteChangesAfter, l.since, args, func(row []driver.Value) error {
+	err := l.query(ctx, sqliteChangesAfter, l.since, args, func(row []driver.Value) error {
 		v, _ := row[0].(int64)
 		if first && row[1] == nil {
 			latest, first = v, false
@@ -186,6 +189,11 @@ func (l *sqliteLog) next(ctx context.Context, from position) (delta, error) {
 	}
 	if d.reset {
 		d.changes = nil
+	}
+	if hok {
+		// The header was read before the log: a commit between the two
+		// moved it, and the next question reads the log again.
+		l.seen, l.seenAt, l.seenOK = h, d.to, true
 	}
 	return d, nil
 }

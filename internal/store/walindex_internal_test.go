@@ -12,9 +12,9 @@ import (
 // TestSQLiteLogAsksOnlyWhenTheHeaderMoves: while nothing is committed, the
 // change log's question is answered from the wal-index header with no
 // statement; a commit from another connection (as another process makes
-// one) is seen by the very next question; a checkpoint that restarts the
-// log moves the header but not the data, so the question asks and finds
-// nothing changed.
+// one) is seen by the very next question, which reads the log in one
+// statement; a checkpoint that restarts the log moves the header but not
+// the data, so the question reads the log and finds nothing changed.
 func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -64,8 +64,8 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 
 	exec("UPDATE settings SET global_permissions = global_permissions + 1")
 	d, n := ask()
-	if n == 0 || d.reset || len(d.changes) != 1 || d.changes[0].tbl != "settings" || d.to.v != pos.v+1 {
-		t.Fatalf("after another connection's commit: next = %+v after %d statements; want the settings change", d, n)
+	if n != 1 || d.reset || len(d.changes) != 1 || d.changes[0].tbl != "settings" || d.to.v != pos.v+1 {
+		t.Fatalf("after another connection's commit: next = %+v after %d statements; want the settings change in one", d, n)
 	}
 	pos = d.to
 	if d, n := ask(); n != 0 || d.to != pos {
@@ -73,11 +73,32 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	}
 
 	exec("PRAGMA wal_checkpoint(TRUNCATE)")
-	if d, n := ask(); n == 0 || d.to.v != pos.v || d.reset || len(d.changes) != 0 {
-		t.Fatalf("after a checkpoint: next = %+v after %d statements; want no change, asked", d, n)
+	if d, n := ask(); n != 1 || d.to != pos || d.reset || len(d.changes) != 0 {
+		t.Fatalf("after a checkpoint: next = %+v after %d statements; want no change, asked in one", d, n)
 	}
 	exec("UPDATE settings SET global_permissions = global_permissions + 1")
-	if d, n := ask(); n == 0 || len(d.changes) != 1 || d.to.v != pos.v+1 {
-		t.Fatalf("after a commit into a restarted log: next = %+v after %d statements; want the change", d, n)
+	if d, n = ask(); n != 1 || len(d.changes) != 1 || d.to.v != pos.v+1 {
+		t.Fatalf("after a commit into a restarted log: next = %+v after %d statements; want the change in one", d, n)
+	}
+	pos = d.to
+
+	// Without the header (a platform with no mapping, or a header being
+	// written), PRAGMA data_version decides whether to read the log.
+	l.mu.Lock()
+	if err := l.wal.close(); err != nil {
+		t.Fatal(err)
+	}
+	l.wal = nil
+	l.mu.Unlock()
+	if d, n = ask(); n != 2 || len(d.changes) != 0 || d.reset || d.to.v != pos.v {
+		t.Fatalf("without the header, first: next = %+v after %d statements; want data_version moved, the log read, nothing new", d, n)
+	}
+	pos = d.to
+	if d, n = ask(); n != 1 || d.to != pos {
+		t.Fatalf("without the header, nothing committed: next = %+v after %d statements; want data_version alone", d, n)
+	}
+	exec("UPDATE settings SET global_permissions = global_permissions + 1")
+	if d, n = ask(); n != 2 || len(d.changes) != 1 || d.to.v != pos.v+1 {
+		t.Fatalf("without the header, after a commit: next = %+v after %d statements; want the change in two", d, n)
 	}
 }
