@@ -277,7 +277,7 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "get_user", want: "get_user"},
 		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
 		{in: "page_deep", want: "page_1,page_1000"},
-		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
+		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,list_channels,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
 		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_list_users,million_search_users,million_page_1000"},
 		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "get_usr", wantErr: true},
@@ -349,8 +349,23 @@ func TestCeiling(t *testing.T) {
 			}},
 		{"permissions in an unknown channel", "GET", "/api/users/01a0-a/permissions?channelID=zzz", "tok", "", 404, nil},
 		{"a channel", "GET", "/api/channels/bench", "tok", "", 200, func(t *testing.T, m map[string]any) {
-			if m["id"] != "bench" || m["name"] != "Bench" {
+			if m["id"] != "bench" || m["name"] != "Bench" || m["kind"] != "text" || m["parent_id"] != nil || m["synced"] != false {
 				t.Errorf("channel %v", m)
+			}
+		}},
+		{"the channels", "GET", "/api/channels", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			items := m["items"].([]any)
+			// bench, the list's, heavy and light, in the order created.
+			if len(items) != 1+listChannelCount+2 || m["next_cursor"] != nil {
+				t.Fatalf("%d channels, next_cursor %v", len(items), m["next_cursor"])
+			}
+			for i, it := range items {
+				if p := it.(map[string]any)["position"]; p != float64(i) {
+					t.Errorf("channel %d at position %v", i, p)
+				}
+			}
+			if first := items[0].(map[string]any); first["id"] != benchChannel {
+				t.Errorf("first channel %v", first)
 			}
 		}},
 		{"the heavy channel's overwrites", "GET", "/api/channels/heavy/permissions", "tok", "", 200, func(t *testing.T, m map[string]any) {

@@ -74,7 +74,11 @@ type cPerms struct {
 type cChannel struct {
 	CreatedAt time.Time `json:"created_at"`
 	ID        string    `json:"id"`
+	Kind      string    `json:"kind"`
 	Name      string    `json:"name"`
+	ParentID  *string   `json:"parent_id"`
+	Position  int       `json:"position"`
+	Synced    bool      `json:"synced"`
 	Topic     *string   `json:"topic"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -114,6 +118,7 @@ type ceiling struct {
 	users    map[string]*cUser
 	order    []string // user IDs, sorted: the keyset of the list
 	channels map[string]*cChannelData
+	list     []cChannel // every channel, in the service's tree order: by position
 	global   []cExplanation // base permissions of a user without roles
 	held     []string       // and their names
 }
@@ -197,7 +202,7 @@ func newCeiling(token, heavyUser, lightUser string, seeded []string) *ceiling {
 	c.global = explainFor(nil, nil, nil)
 	c.held = heldOf(c.global)
 	channel := func(id, name string, ows []overwriteSpec, roles []int, user string) {
-		d := &cChannelData{channel: cChannel{CreatedAt: epoch, ID: id, Name: name, UpdatedAt: epoch}}
+		d := &cChannelData{channel: cChannel{CreatedAt: epoch, ID: id, Kind: "text", Name: name, Position: len(c.list), UpdatedAt: epoch}}
 		for _, o := range ows {
 			d.overwrites = append(d.overwrites, cOverwrite{Allow: o.allow, Deny: o.deny, TargetID: o.targetID, TargetType: o.targetType})
 		}
@@ -207,6 +212,7 @@ func newCeiling(token, heavyUser, lightUser string, seeded []string) *ceiling {
 		d.explain = explainFor(roles, ows, &user)
 		d.perms = heldOf(d.explain)
 		c.channels[id] = d
+		c.list = append(c.list, d.channel)
 	}
 	overUsers := append([]string{heavyUser}, seeded[:min(len(seeded), heavyUserOvers-1)]...)
 	allRoles := make([]int, heavyRoles)
@@ -214,6 +220,9 @@ func newCeiling(token, heavyUser, lightUser string, seeded []string) *ceiling {
 		allRoles[i] = i + 1
 	}
 	channel(benchChannel, "Bench", benchOverwrites(), nil, "")
+	for _, id := range listChannels() {
+		channel(id, id, nil, nil, "")
+	}
 	channel(heavyChannel, "Heavy", heavyOverwrites(overUsers), allRoles, heavyUser)
 	channel(lightChannel, "Light", nil, nil, lightUser)
 	return c
@@ -287,6 +296,7 @@ func (c *ceiling) handler() http.Handler {
 	api.GET("/users", c.listUsers)
 	api.POST("/users", c.createUser)
 	api.GET("/users/:userID/permissions", c.getPermissions)
+	api.GET("/channels", c.listChannels)
 	api.GET("/channels/:channelID", c.getChannel)
 	api.GET("/channels/:channelID/permissions", c.listOverwrites)
 	return e
@@ -421,6 +431,10 @@ func (c *ceiling) getChannel(ec echo.Context) error {
 	}
 	ec.Response().Header().Set("ETag", `"1"`)
 	return ec.JSON(http.StatusOK, d.channel)
+}
+
+func (c *ceiling) listChannels(ec echo.Context) error {
+	return ec.JSON(http.StatusOK, cList[cChannel]{Items: c.list})
 }
 
 func (c *ceiling) listOverwrites(ec echo.Context) error {

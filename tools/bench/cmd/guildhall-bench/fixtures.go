@@ -19,6 +19,9 @@ var defaultGlobal = permissions.DefaultGlobal.Names()
 
 const (
 	benchChannel = "bench" // get_channel, get_perms_channel: a channel with a couple of overwrites
+	// listChannelCount more channels, with no overwrites, make the
+	// list of list_channels.
+	listChannelCount = 20
 	benchRole    = "bench"
 	heavyChannel = "heavy" // perms_heavy, list_overwrites_heavy
 	lightChannel = "light" // perms_light, list_overwrites_light: no overwrites
@@ -95,4 +98,14 @@ func searchPrefixes(prefix string, n int) []string {
 		out[k] = fmt.Sprintf("%s%05d", prefix, k)
 	}
 	return out
+}
+
+// listChannels are the IDs of the channels created beside the bench
+// channel for list_channels.
+func listChannels() []string {
+	ids := make([]string, listChannelCount)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("list-%02d", i+1)
+	}
+	return ids
 }

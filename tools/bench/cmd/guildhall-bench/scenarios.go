@@ -38,6 +38,7 @@ var scenarios = []scenario{
 	{name: "get_perms_channel", method: "GET", path: "/api/users/{id}/permissions?channelID=" + benchChannel},
 	{name: "get_channel", method: "GET", path: "/api/channels/" + benchChannel},
 	{name: "list_users", method: "GET", path: "/api/users?limit=50"},
+	{name: "list_channels", method: "GET", path: "/api/channels"},
 	{name: "perms_heavy", method: "GET", path: "/api/users/{heavy_user}/permissions?channelID=" + heavyChannel, needs: "perms"},
 	{name: "perms_light", method: "GET", path: "/api/users/{light_user}/permissions?channelID=" + lightChannel, needs: "perms"},
 	{name: "perms_heavy_explain", method: "GET", path: "/api/users/{heavy_user}/permissions?channelID=" + heavyChannel + "&explain=true", needs: "perms"},
@@ -58,7 +59,7 @@ var scenarios = []scenario{
 }
 
 var scenarioGroups = map[string][]string{
-	"reads":     {"get_user", "get_perms", "get_perms_channel", "get_channel", "list_users"},
+	"reads":     {"get_user", "get_perms", "get_perms_channel", "get_channel", "list_users", "list_channels"},
 	"perms":     {"perms_heavy", "perms_light", "perms_heavy_explain", "perms_light_explain", "list_overwrites_heavy", "list_overwrites_light"},
 	"latency":   {"latency_get_user", "latency_create_user"},
 	"page_deep": {"page_1", "page_1000"},

@@ -31,14 +31,19 @@ type nameBody struct {
 	Permissions []string `json:"permissions,omitempty"`
 }
 
-// setupBench creates the bench role and the bench channel with its couple
-// of overwrites.
+// setupBench creates the bench role, the bench channel with its couple
+// of overwrites, and the channels of list_channels.
 func setupBench(ctx context.Context, a *client.Client) error {
 	if err := a.Call(ctx, http.MethodPost, "/roles/"+benchRole+"/create", nameBody{Name: "Bench", Permissions: []string{"MANAGE_MESSAGES"}}, http.StatusCreated, nil); err != nil {
 		return err
 	}
 	if err := a.Call(ctx, http.MethodPost, "/channels/"+benchChannel+"/create", nameBody{Name: "Bench"}, http.StatusCreated, nil); err != nil {
 		return err
+	}
+	for _, id := range listChannels() {
+		if err := a.Call(ctx, http.MethodPost, "/channels/"+id+"/create", nameBody{Name: id}, http.StatusCreated, nil); err != nil {
+			return err
+		}
 	}
 	return setOverwrites(ctx, a, benchChannel, benchOverwrites(), 1)
 }
