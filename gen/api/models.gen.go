@@ -587,7 +587,7 @@ type AttachmentList struct {
 	// NextCursor Pass as `cursor` to get the next page; `null` on the last page.
 	//
 	// Example: eyJrIjoib3BzIn0
-	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
+	NextCursor NextCursor `json:"next_cursor"`
 }
 
 // Channel Example: {"created_at":"2026-11-22T08:15:30.123456Z","id":"ops","kind":"text","name":"Operations","parent_id":"staff","position":0,"synced":true,"topic":"Where the moderators meet.","updated_at":"2026-11-22T08:15:30.123456Z"}
@@ -620,7 +620,7 @@ type Channel struct {
 	// ParentId The category the channel is in (always a category), or `null`. A category has none.
 	//
 	// Example: staff
-	ParentId nullable.Nullable[string] `json:"parent_id"`
+	ParentId jsonfield.Nullable[string] `json:"parent_id"`
 
 	// Position The order among the channel's siblings (ties by `id`).
 	//
@@ -631,12 +631,12 @@ type Channel struct {
 	// category's (as sets). An overwrite set or removed on the category
 	// reaches its synced channels; one changed on the channel itself
 	// makes it unsynced.
-	Synced *bool `json:"synced,omitempty"`
+	Synced bool `json:"synced"`
 
 	// Topic Up to 1024 characters; tabs and line breaks allowed, no other control characters.
 	//
 	// Example: Where the moderators meet.
-	Topic nullable.Nullable[string] `json:"topic"`
+	Topic jsonfield.Nullable[string] `json:"topic"`
 
 	// UpdatedAt RFC 3339, UTC, microsecond precision.
 	//
@@ -685,7 +685,7 @@ type ChannelList struct {
 	// NextCursor Pass as `cursor` to get the next page; `null` on the last page.
 	//
 	// Example: eyJrIjoib3BzIn0
-	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
+	NextCursor NextCursor `json:"next_cursor"`
 }
 
 // ChannelMove Example: {"id":"ops","parent_id":"staff","position":0}
@@ -813,7 +813,7 @@ type EventList struct {
 	// NextCursor Pass as `cursor` to get the next page; `null` on the last page.
 	//
 	// Example: eyJrIjoib3BzIn0
-	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
+	NextCursor NextCursor `json:"next_cursor"`
 }
 
 // EventType `<resource>.<verb>`.
@@ -887,10 +887,10 @@ type Name = string
 // NextCursor Pass as `cursor` to get the next page; `null` on the last page.
 //
 // Example: eyJrIjoib3BzIn0
-type NextCursor = string
+type NextCursor = jsonfield.Nullable[string]
 
 // NoCursor Always `null`; the list comes whole.
-type NoCursor = string
+type NoCursor = jsonfield.Nullable[string]
 
 // Overwrite What a target is allowed and denied in one channel. `target_id` is a role ID
 // for `role`, a user ID for `user`, and absent for `everyone`. Only
@@ -921,7 +921,7 @@ type OverwriteList struct {
 	Items []Overwrite `json:"items"`
 
 	// NextCursor Always `null`; the list comes whole.
-	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
+	NextCursor NoCursor `json:"next_cursor"`
 }
 
 // PermissionCatalog Example: {"items":[{"description":"Every permission; bypasses channel overwrites.","name":"ADMINISTRATOR","scopes":["global"]}],"next_cursor":null}
@@ -929,7 +929,7 @@ type PermissionCatalog struct {
 	Items []PermissionInfo `json:"items"`
 
 	// NextCursor Always `null`; the list comes whole.
-	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
+	NextCursor NoCursor `json:"next_cursor"`
 }
 
 // PermissionExplanation Example: {"granted":false,"permission":"VIEW_CHANNEL","steps":[{"detail":"granted by the global permissions","effect":"allow","kind":"global"},{"detail":"denied by the everyone overwrite","effect":"deny","kind":"overwrite_everyone"}]}
@@ -1117,7 +1117,7 @@ type RenameRequest struct {
 // Role Example: {"color":"#3498db","created_at":"2026-11-22T08:15:30.123456Z","id":"mods","name":"Moderators","permissions":["MANAGE_MESSAGES"],"position":3,"updated_at":"2026-11-22T08:15:30.123456Z"}
 type Role struct {
 	// Color Example: #3498db
-	Color nullable.Nullable[string] `json:"color"`
+	Color jsonfield.Nullable[string] `json:"color"`
 
 	// CreatedAt RFC 3339, UTC, microsecond precision.
 	//
@@ -1185,7 +1185,7 @@ type RoleList struct {
 	Items []Role `json:"items"`
 
 	// NextCursor Always `null`; the list comes whole.
-	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
+	NextCursor NoCursor `json:"next_cursor"`
 }
 
 // RoleMembersChange At most 1,000 users in all, and none in both lists.
@@ -1461,7 +1461,7 @@ type TokenList struct {
 	Items []Token `json:"items"`
 
 	// NextCursor Always `null`; the list comes whole.
-	NextCursor nullable.Nullable[NoCursor] `json:"next_cursor"`
+	NextCursor NoCursor `json:"next_cursor"`
 }
 
 // User Example: {"created_at":"2026-11-22T08:15:30.123456Z","display_name":"Alice Liddell","email":"alice@example.com","id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","is_owner":false,"roles":["mods"],"status":"active","updated_at":"2026-11-22T08:15:30.123456Z","username":"alice"}
@@ -1548,7 +1548,7 @@ type UserList struct {
 	// NextCursor Pass as `cursor` to get the next page; `null` on the last page.
 	//
 	// Example: eyJrIjoib3BzIn0
-	NextCursor nullable.Nullable[NextCursor] `json:"next_cursor"`
+	NextCursor NextCursor `json:"next_cursor"`
 }
 
 // UserPatch A JSON merge patch; absent members are left as they are.
@@ -1585,7 +1585,7 @@ type UserPermissions struct {
 	// ChannelId The channel the permissions are effective in; `null` for base permissions.
 	//
 	// Example: ops
-	ChannelId nullable.Nullable[string] `json:"channel_id"`
+	ChannelId jsonfield.Nullable[string] `json:"channel_id"`
 
 	// Explain Present with `explain=true`; one entry per permission considered, in catalog order.
 	Explain *[]PermissionExplanation `json:"explain,omitempty"`

@@ -89,7 +89,7 @@ func TestCategoriesSyncByCopy(t *testing.T) {
 			}
 			var c api.Channel
 			res.JSON(t, &c)
-			if c.Kind != "text" || c.ParentId.MustGet() != "staff" || c.Synced == nil || !*c.Synced {
+			if c.Kind != "text" || c.ParentId.MustGet() != "staff" || !c.Synced {
 				t.Errorf("created in a category: %s", res.Body)
 			}
 		}
@@ -102,7 +102,7 @@ func TestCategoriesSyncByCopy(t *testing.T) {
 
 		// misc gets an overwrite of its own: unsynced.
 		e.SetOverwrite("misc", "role", "mods", []string{"VIEW_CHANNEL"}, nil)
-		if c := catGet(t, e, "misc"); *c.Synced {
+		if c := catGet(t, e, "misc"); c.Synced {
 			t.Errorf("a channel with an overwrite of its own is synced: %+v", c)
 		}
 		// A change on the category reaches ops and logs, not misc.
@@ -111,7 +111,7 @@ func TestCategoriesSyncByCopy(t *testing.T) {
 			if got, want := catOverwrites(t, e, id), catOverwrites(t, e, "staff"); got != want {
 				t.Errorf("%s has %s after the category's change, want %s", id, got, want)
 			}
-			if !*catGet(t, e, id).Synced {
+			if !catGet(t, e, id).Synced {
 				t.Errorf("%s no longer synced", id)
 			}
 		}
@@ -177,7 +177,7 @@ func TestCategoriesSyncByCopy(t *testing.T) {
 		if again.Items[0].Seq != locked.Items[0].Seq {
 			t.Errorf("locking a synced channel wrote %s", e2eJSON(again.Items))
 		}
-		if c := catGet(t, e, "misc"); !*c.Synced || catOverwrites(t, e, "misc") != catOverwrites(t, e, "staff") {
+		if c := catGet(t, e, "misc"); !c.Synced || catOverwrites(t, e, "misc") != catOverwrites(t, e, "staff") {
 			t.Errorf("after lock_permissions misc is %+v with %s", c, catOverwrites(t, e, "misc"))
 		}
 
@@ -186,7 +186,7 @@ func TestCategoriesSyncByCopy(t *testing.T) {
 		before := catOverwrites(t, e, "ops")
 		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/channels/staff/delete", Token: e.Owner})
 		c := catGet(t, e, "ops")
-		if !c.ParentId.IsNull() || *c.Synced {
+		if !c.ParentId.IsNull() || c.Synced {
 			t.Errorf("a channel of a deleted category: %+v", c)
 		}
 		if after := catOverwrites(t, e, "ops"); after != before {
@@ -281,7 +281,7 @@ func TestCategoriesMovePermissions(t *testing.T) {
 		catWant(t, res, http.StatusOK)
 		var c api.Channel
 		res.JSON(t, &c)
-		if !c.ParentId.IsNull() || *c.Synced {
+		if !c.ParentId.IsNull() || c.Synced {
 			t.Errorf("out of its category: %s", res.Body)
 		}
 		var log api.EventList
@@ -358,8 +358,8 @@ func TestCategoriesBadInputChangesNothing(t *testing.T) {
 		e.SetOverwrite("staff", "everyone", "", nil, []string{"SEND_MESSAGES"})
 		want := catOverwrites(t, e, "staff")
 		for _, c := range catChannels(t, e, e.Owner, "&parent_id=staff") {
-			if got := catOverwrites(t, e, c.Id); got != want || !*c.Synced {
-				t.Fatalf("%s: %s synced=%v, want %s", c.Id, got, *c.Synced, want)
+			if got := catOverwrites(t, e, c.Id); got != want || !c.Synced {
+				t.Fatalf("%s: %s synced=%v, want %s", c.Id, got, c.Synced, want)
 			}
 		}
 	})
@@ -392,7 +392,7 @@ func TestCategoriesReorderAllOrNothing(t *testing.T) {
 		}
 		// b and a were created outside the category: moved in, they are not
 		// synced until locked.
-		if *catGet(t, e, "a").Synced != (catOverwrites(t, e, "a") == catOverwrites(t, e, "staff")) {
+		if catGet(t, e, "a").Synced != (catOverwrites(t, e, "a") == catOverwrites(t, e, "staff")) {
 			t.Error("synced does not say whether the overwrites are the category's")
 		}
 
@@ -445,7 +445,7 @@ func TestCategoriesLockNeedsGrant(t *testing.T) {
 		}
 		// Within what bob holds, the lock goes through.
 		e.SetOverwrite("staff", "everyone", "", nil, []string{"SEND_MESSAGES"})
-		if catGet(t, e, "ops").Synced != nil && *catGet(t, e, "ops").Synced {
+		if catGet(t, e, "ops").Synced {
 			t.Fatal("ops is synced before the lock")
 		}
 		res := catPatch(e, bob.Token, "ops", `{"lock_permissions":true}`)

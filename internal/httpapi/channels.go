@@ -3,10 +3,9 @@ package httpapi
 import (
 	"context"
 
-	"github.com/oapi-codegen/nullable"
-
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/jsonfield"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
@@ -82,7 +81,7 @@ func (h *Handler) ReorderChannels(ctx context.Context, req api.ReorderChannelsRe
 	if err != nil {
 		return nil, err
 	}
-	out := api.ChannelList{Items: make([]api.Channel, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.ChannelList{Items: make([]api.Channel, len(list)), NextCursor: jsonfield.NewNullNullable[string]()}
 	for i, c := range list {
 		out.Items[i] = toChannel(c)
 	}

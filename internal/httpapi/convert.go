@@ -43,6 +43,14 @@ func parsePermissions(list []api.PermissionName, at string) (permissions.Set, er
 	return set, nil
 }
 
+// jsonNullable is p as a response's nullable string (gen/api/overlay.yaml).
+func jsonNullable(p *string) jsonfield.Nullable[string] {
+	if p == nil {
+		return jsonfield.NewNullNullable[string]()
+	}
+	return jsonfield.NewNullableWithValue(*p)
+}
+
 func nullableString(p *string) nullable.Nullable[string] {
 	if p == nil {
 		return nullable.NewNullNullable[string]()
@@ -64,17 +72,17 @@ func optional[T any](n nullable.Nullable[T]) (v *T, set bool) {
 }
 
 func toChannel(c model.Channel) api.Channel {
-	return api.Channel{Id: c.ID, Name: c.Name, Topic: nullableString(c.Topic), Kind: api.ChannelKind(c.Kind),
-		ParentId: nullableString(c.ParentID), Position: c.Position, Synced: ptr(c.Synced), CreatedAt: api.Timestamp(c.CreatedAt), UpdatedAt: api.Timestamp(c.UpdatedAt)}
+	return api.Channel{Id: c.ID, Name: c.Name, Topic: jsonNullable(c.Topic), Kind: api.ChannelKind(c.Kind),
+		ParentId: jsonNullable(c.ParentID), Position: c.Position, Synced: c.Synced, CreatedAt: api.Timestamp(c.CreatedAt), UpdatedAt: api.Timestamp(c.UpdatedAt)}
 }
 
 func toRole(r model.Role) api.Role {
-	return api.Role{Id: r.ID, Name: r.Name, Position: r.Position, Color: nullableString(r.Color),
+	return api.Role{Id: r.ID, Name: r.Name, Position: r.Position, Color: jsonNullable(r.Color),
 		Permissions: names(r.Permissions), CreatedAt: api.Timestamp(r.CreatedAt), UpdatedAt: api.Timestamp(r.UpdatedAt)}
 }
 
 func toRoles(list []model.Role) api.RoleList {
-	out := api.RoleList{Items: make([]api.Role, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.RoleList{Items: make([]api.Role, len(list)), NextCursor: jsonfield.NewNullNullable[string]()}
 	for i, r := range list {
 		out.Items[i] = toRole(r)
 	}
@@ -116,7 +124,7 @@ func toOverwrite(o model.Overwrite) api.Overwrite {
 }
 
 func toOverwrites(list []model.Overwrite) api.OverwriteList {
-	out := api.OverwriteList{Items: make([]api.Overwrite, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.OverwriteList{Items: make([]api.Overwrite, len(list)), NextCursor: jsonfield.NewNullNullable[string]()}
 	for i, o := range list {
 		out.Items[i] = toOverwrite(o)
 	}
@@ -144,7 +152,7 @@ func toEvent(e model.Event) api.Event {
 		Data: e.Data, Reason: nullableString(e.Reason), CreatedAt: api.Timestamp(e.CreatedAt)}
 }
 
-func cursorOf(c *string) nullable.Nullable[string] { return nullableString(c) }
+func cursorOf(c *string) jsonfield.Nullable[string] { return jsonNullable(c) }
 
 func toExplanations(list []permissions.Explanation) *[]api.PermissionExplanation {
 	out := make([]api.PermissionExplanation, len(list))
@@ -171,7 +179,7 @@ func toExplanations(list []permissions.Explanation) *[]api.PermissionExplanation
 }
 
 func toUserPermissions(p guild.UserPermissions) api.UserPermissions {
-	out := api.UserPermissions{UserId: p.UserID, ChannelId: nullableString(p.ChannelID), Permissions: names(p.Permissions)}
+	out := api.UserPermissions{UserId: p.UserID, ChannelId: jsonNullable(p.ChannelID), Permissions: names(p.Permissions)}
 	if p.Explain != nil {
 		out.Explain = toExplanations(p.Explain)
 	}

@@ -6,17 +6,16 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/oapi-codegen/nullable"
-
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/jsonfield"
 	"github.com/guildhall/guildhall/openapi"
 )
 
 // ListPermissions implements GET /permissions.
 func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequestObject) (api.ListPermissionsResponseObject, error) {
 	cat := h.svc.Catalog()
-	out := api.PermissionCatalog{Items: make([]api.PermissionInfo, len(cat)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.PermissionCatalog{Items: make([]api.PermissionInfo, len(cat)), NextCursor: jsonfield.NewNullNullable[string]()}
 	for i, p := range cat {
 		scopes := make([]api.PermissionInfoScopes, len(p.Scopes))
 		for j, s := range p.Scopes {

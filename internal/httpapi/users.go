@@ -4,10 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/oapi-codegen/nullable"
-
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/jsonfield"
 )
 
 // ListUsers implements GET /users.
@@ -108,7 +107,7 @@ func (h *Handler) ListTokens(ctx context.Context, req api.ListTokensRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	out := api.TokenList{Items: make([]api.Token, len(list)), NextCursor: nullable.NewNullNullable[string]()}
+	out := api.TokenList{Items: make([]api.Token, len(list)), NextCursor: jsonfield.NewNullNullable[string]()}
 	for i, t := range list {
 		out.Items[i] = toToken(t)
 	}
