@@ -42,7 +42,7 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 		chans = a.auth.Children(*parentID)
 	}
 	limit = pageLimit(limit)
-	page := Page[model.Channel]{Items: []model.Channel{}}
+	page := Page[model.Channel]{Items: make([]model.Channel, 0, min(limit, len(chans)))}
 	for _, c := range chans {
 		if after != "" && treeKey(a, c) <= after || !a.In(c.ID).Has(permissions.ViewChannel) {
 			continue
