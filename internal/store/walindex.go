@@ -16,17 +16,18 @@ import (
 // checkpoint that restarts the log changes its salts). A writer writes the
 // second copy, then the first; a reader that reads the first, then the
 // second, and finds them equal has read a header that is whole, as SQLite's
-// own readers do. So if the header is the same as when PRAGMA data_version
-// was last asked, nothing was committed since, and data_version has not
-// moved: the log's question is answered by reading 96 bytes of shared
-// memory rather than running a statement (which begins and ends a read
-// transaction, and takes and releases a lock on the wal-index, each time).
+// own readers do. So if the header is the same as just before the log was
+// last read, nothing was committed since: the log's question is answered by
+// reading 96 bytes of shared memory rather than running a statement (PRAGMA
+// data_version began and ended a read transaction, and took and released a
+// lock on the wal-index, each time).
 //
-// A header that differs, is torn, or cannot be read sends the question to
-// the statement as before. The mapping is opened only after the log's own
-// connection has read the database, and closed before that connection is:
-// while a connection has it open SQLite never truncates the wal-index (only
-// the first connection to open it does).
+// A header that moved sends the question to the log at once (one
+// statement); a torn one, or a wal-index that cannot be mapped, to PRAGMA
+// data_version, which says whether to read the log. The mapping is opened
+// only after the log's own connection has read the database, and closed
+// before that connection is: while a connection has it open SQLite never
+// truncates the wal-index (only the first connection to open it does).
 
 // walHeaderWords is the header's size in 32-bit words: 48 bytes a copy.
 const walHeaderWords = 12

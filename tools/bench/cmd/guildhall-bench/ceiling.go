@@ -118,7 +118,7 @@ type ceiling struct {
 	users    map[string]*cUser
 	order    []string // user IDs, sorted: the keyset of the list
 	channels map[string]*cChannelData
-	list     []cChannel // every channel, in the service's tree order: by position
+	list     []cChannel     // every channel, in the service's tree order: by position
 	global   []cExplanation // base permissions of a user without roles
 	held     []string       // and their names
 }

@@ -22,9 +22,9 @@ const (
 	// listChannelCount more channels, with no overwrites, make the
 	// list of list_channels.
 	listChannelCount = 20
-	benchRole    = "bench"
-	heavyChannel = "heavy" // perms_heavy, list_overwrites_heavy
-	lightChannel = "light" // perms_light, list_overwrites_light: no overwrites
+	benchRole        = "bench"
+	heavyChannel     = "heavy" // perms_heavy, list_overwrites_heavy
+	lightChannel     = "light" // perms_light, list_overwrites_light: no overwrites
 	// docs/design.md's limits are 250 roles and 500 overwrites per channel; the bench
 	// role and the 248 heavy roles make 249 roles, and the heavy channel gets
 	// everyone + 248 roles + 250 users = 499 overwrites.
