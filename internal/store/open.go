@@ -160,7 +160,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.SetMaxIdleConns(opts.MaxOpenConns)
 		s.write, s.read = w, r
 		s.sqliteLogDSN = "file:" + path + "?" + common + "&_query_only=true"
+		// SQLite names the wal-index after the database's path with its
+		// symbolic links resolved.
 		s.sqliteShm = path + "-shm"
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			s.sqliteShm = real + "-shm"
+		}
 	}
 	rdb, err := s.read.DB()
 	if err != nil {

@@ -26,8 +26,11 @@ import (
 // statement); a torn one, or a wal-index that cannot be mapped, to PRAGMA
 // data_version, which says whether to read the log. The mapping is opened
 // only after the log's own connection has read the database, and closed
-// before that connection is: while a connection has it open SQLite never
-// truncates the wal-index (only the first connection to open it does).
+// before that connection is: while a connection of any process uses the
+// wal-index, SQLite does not reset it (only the first connection to open
+// it does, which it tells by a lock on the file; walindex_unix.go keeps
+// that lock in place). A mapped file whose header is not a wal-index's is
+// not used.
 
 // walHeaderWords is the header's size in 32-bit words: 48 bytes a copy.
 const walHeaderWords = 12
@@ -53,6 +56,18 @@ func (w *walIndex) header() (h walHeader, ok bool) {
 		}
 	}
 	return h, true
+}
+
+// walIndexVersion is the header's first word in every wal-index SQLite
+// writes (WALINDEX_MAX_VERSION).
+const walIndexVersion = 3007000
+
+// valid reports whether the mapping holds a wal-index: its header whole,
+// of the version SQLite writes, and initialized (the isInit byte, at
+// offset 12).
+func (w *walIndex) valid() bool {
+	h, ok := w.header()
+	return ok && h[0] == walIndexVersion && w.mem[12] != 0
 }
 
 func (w *walIndex) close() error {

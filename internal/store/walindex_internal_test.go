@@ -5,7 +5,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -100,5 +104,55 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	exec("UPDATE settings SET global_permissions = global_permissions + 1")
 	if d, n = ask(); n != 2 || len(d.changes) != 1 || d.to.v != pos.v+1 {
 		t.Fatalf("without the header, after a commit: next = %+v after %d statements; want the change in two", d, n)
+	}
+}
+
+// TestWALIndexKeepsSQLiteLocks: mapping the wal-index leaves the process's
+// locks on it in place. SQLite holds a shared lock on byte 128 of the
+// wal-index while this process uses it; closing any descriptor of the file
+// would drop it, and the next process to open the database would take
+// itself for the first and reset the wal-index under this one.
+func TestWALIndexKeepsSQLiteLocks(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skipf("no /proc/locks to read the process's locks from: %v", err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.sqliteLog == nil || s.sqliteLog.wal == nil {
+		t.Fatal("the change log did not map the wal-index")
+	}
+	// A second store on the same file maps the same wal-index again.
+	s2, err := Open(ctx, Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "guildhall.db-shm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fi.Sys().(*syscall.Stat_t).Ino
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "1: POSIX  ADVISORY  READ 4242 08:01:123456 128 128"
+	held := false
+	for _, line := range strings.Split(string(locks), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[1] == "POSIX" && f[4] == strconv.Itoa(os.Getpid()) &&
+			strings.HasSuffix(f[5], ":"+strconv.FormatUint(ino, 10)) && f[6] == "128" {
+			held = true
+		}
+	}
+	if !held {
+		t.Fatalf("the process holds no lock on byte 128 of the wal-index (inode %d) with a store open:\n%s", ino, locks)
 	}
 }
