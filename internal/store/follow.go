@@ -29,6 +29,7 @@ type sqliteLog struct {
 	conn    driver.Conn
 	shm     string      // the wal-index's file
 	wal     *walIndex   // nil: not mapped, the statement is asked every time
+	release func()      // gives the wal-index's file back (releaseWALIndex)
 	seen    walHeader   // the header read just before the log was last read
 	seenAt  position    // where that read left the cache
 	seenOK  bool        // seen and seenAt hold
@@ -214,12 +215,23 @@ func (l *sqliteLog) start() (position, error) {
 			return nil
 		}, 1)
 	}
-	if err == nil && l.wal == nil {
+	if err == nil && l.release == nil {
 		// The connection has read the database, so it holds the wal-index
-		// open: mapped from now on, it is never truncated under the mapping.
-		l.wal = openWALIndex(l.shm)
+		// open: mapped from now on, it is not reset under the mapping.
+		l.wal, l.release = openWALIndex(l.shm)
 	}
 	return p, err
+}
+
+// releaseWALIndex gives the wal-index's file back, once the store's
+// connections are closed (walindex_unix.go says why not before).
+func (l *sqliteLog) releaseWALIndex() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.release != nil {
+		l.release()
+		l.release = func() {}
+	}
 }
 
 func text(v driver.Value) string {

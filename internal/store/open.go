@@ -368,6 +368,9 @@ func (s *Store) Close() error {
 			break
 		}
 	}
+	if s.sqliteLog != nil {
+		s.sqliteLog.releaseWALIndex() // after every connection of the store
+	}
 	return errors.Join(errs...)
 }
 

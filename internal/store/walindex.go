@@ -29,7 +29,7 @@ import (
 // before that connection is: while a connection of any process uses the
 // wal-index, SQLite does not reset it (only the first connection to open
 // it does, which it tells by a lock on the file; walindex_unix.go keeps
-// that lock in place). A mapped file whose header is not a wal-index's is
+// that lock in place until the store's connections are closed). A mapped file whose header is not a wal-index's is
 // not used.
 
 // walHeaderWords is the header's size in 32-bit words: 48 bytes a copy.
