@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -16,22 +15,36 @@ import (
 //
 //	go test -run '^$' -bench Stack -benchmem ./internal/httpapi
 
+// benchStack measures one request, sent again and again; a body, when
+// there is one, is a format whose %d takes a number unique to the request.
 func benchStack(b *testing.B, setup func(e *testenv.Env) (method, path, body string)) {
+	benchStackSeq(b, func(e *testenv.Env) func(int) (string, string, string) {
+		method, path, body := setup(e)
+		return func(n int) (string, string, string) {
+			if body == "" {
+				return method, path, ""
+			}
+			return method, path, fmt.Sprintf(body, n+1)
+		}
+	})
+}
+
+// benchStackSeq is benchStack for requests that differ from one iteration
+// to the next: next gives the n-th request.
+func benchStackSeq(b *testing.B, setup func(e *testenv.Env) (next func(n int) (method, path, body string))) {
 	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
 		b.Run(kind, func(b *testing.B) {
 			e := testenv.StartUnchecked(b, kind)
-			method, path, body := setup(e)
+			next := setup(e)
 			h := e.App.HTTP.Echo
 			n := 0
 			b.ReportAllocs()
 			for b.Loop() {
-				var req *http.Request
+				method, path, body := next(n)
+				n++
+				req := httptest.NewRequest(method, path, strings.NewReader(body))
 				if body != "" {
-					n++
-					req = httptest.NewRequest(method, path, strings.NewReader(fmt.Sprintf(body, n)))
 					req.Header.Set("Content-Type", "application/json")
-				} else {
-					req = httptest.NewRequest(method, path, nil)
 				}
 				req.Header.Set("Authorization", "Bearer "+e.Owner)
 				w := httptest.NewRecorder()

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/guildhall/guildhall/internal/testenv"
@@ -15,32 +13,6 @@ import (
 // works at (their goals: docs/performance.md, "Admin work at scale"):
 //
 //	go test -run '^$' -bench 'Stack(BulkMembers|Preview|CategoryOverwrite)' -benchmem ./internal/httpapi
-
-// benchStackSeq is benchStack for requests that differ from one iteration
-// to the next: next gives the n-th request.
-func benchStackSeq(b *testing.B, setup func(e *testenv.Env) (next func(n int) (method, path, body string))) {
-	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
-		b.Run(kind, func(b *testing.B) {
-			e := testenv.StartUnchecked(b, kind)
-			next := setup(e)
-			h := e.App.HTTP.Echo
-			n := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				method, path, body := next(n)
-				n++
-				req := httptest.NewRequest(method, path, strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+e.Owner)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code >= 300 {
-					b.Fatal(w.Code, w.Body.String())
-				}
-			}
-		})
-	}
-}
 
 // BenchmarkStackBulkMembers1000 adds 1,000 users to a role, then removes
 // them, by turns: each request changes 1,000 memberships and writes 1,000

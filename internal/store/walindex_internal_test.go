@@ -13,6 +13,21 @@ import (
 	"testing"
 )
 
+// openMapped opens a store on dir, closed with the test, whose change log
+// mapped the wal-index.
+func openMapped(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if s.sqliteLog == nil || s.sqliteLog.wal == nil {
+		t.Fatal("the change log did not map the wal-index")
+	}
+	return s
+}
+
 // TestSQLiteLogAsksOnlyWhenTheHeaderMoves: while nothing is committed, the
 // change log's question is answered from the wal-index header with no
 // statement; a commit from another connection (as another process makes
@@ -22,15 +37,8 @@ import (
 func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openMapped(t, dir)
 	l := s.sqliteLog
-	if l == nil || l.wal == nil {
-		t.Fatal("the change log did not map the wal-index")
-	}
 	other, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "guildhall.db")+"?_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
@@ -116,18 +124,10 @@ func TestWALIndexKeepsSQLiteLocks(t *testing.T) {
 	if _, err := os.Stat("/proc/locks"); err != nil {
 		t.Skipf("no /proc/locks to read the process's locks from: %v", err)
 	}
-	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, Options{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if s.sqliteLog == nil || s.sqliteLog.wal == nil {
-		t.Fatal("the change log did not map the wal-index")
-	}
+	openMapped(t, dir)
 	// A second store on the same file maps the same wal-index again.
-	s2, err := Open(ctx, Options{DataDir: dir})
+	s2, err := Open(context.Background(), Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
