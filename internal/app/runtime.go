@@ -29,9 +29,10 @@ func TuneGC() int {
 // LimitMemory sets the runtime's soft memory limit to limit bytes
 // (GUILDHALL_MEMORY_LIMIT) unless GOMEMLIMIT is set or limit is 0, and
 // returns the value set (0 when unchanged). With GOGC at 400 the heap
-// would otherwise grow to five times what is live before a collection,
-// as far as what clients send pushes it. Near the limit the collector runs sooner instead, so what clients send
-// moves the collector's work, not the memory held.
+// would otherwise grow to five times what is live before a collection, as
+// far as what clients send pushes it. Near the limit the collector runs
+// sooner instead, so what clients send moves the collector's work, not the
+// memory held.
 func LimitMemory(limit int64) int64 {
 	if os.Getenv("GOMEMLIMIT") != "" || limit <= 0 {
 		return 0
