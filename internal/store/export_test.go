@@ -61,3 +61,15 @@ func ChangeLogTables() (logged, unlogged []string) {
 	}
 	return logged, unloggedTables
 }
+
+// ChangeLogBackend is the process ID of the PostgreSQL backend that answers
+// the change log's questions (0: none open).
+func (s *Store) ChangeLogBackend() uint32 {
+	l := s.pgLog
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return 0
+	}
+	return l.conn.PID()
+}
