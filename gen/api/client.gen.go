@@ -1236,12 +1236,17 @@ type ClientInterface interface {
 	// - `q`: a prefix of the username or the display name, ignoring case
 	//   (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
 	//   it also matches a prefix of the email; for everyone else it never
-	//   looks at emails, which they cannot see.
+	//   looks at emails, which they cannot see. A search lists its matches
+	//   in the order of the name they match by, lower-cased, then by ID; a
+	//   user matching by two names is listed once, by the lesser (the
+	//   username's, on a tie). So `q=al` lists a user with username
+	//   `alistair` and display name `Al` under `al`, before `alice`.
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
-	// Each filter is served by an index, so a search costs what a plain page
-	// costs, plus the number of users whose name starts with `q`.
+	// Each filter is served by an index. A page of a search reads each
+	// name's index from where the previous page ended: it costs what its
+	// own matches cost, however many users match `q`.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -3505,12 +3510,17 @@ func (c *Client) RenameRole(ctx context.Context, roleID RoleID, params *RenameRo
 //   - `q`: a prefix of the username or the display name, ignoring case
 //     (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
 //     it also matches a prefix of the email; for everyone else it never
-//     looks at emails, which they cannot see.
+//     looks at emails, which they cannot see. A search lists its matches
+//     in the order of the name they match by, lower-cased, then by ID; a
+//     user matching by two names is listed once, by the lesser (the
+//     username's, on a tie). So `q=al` lists a user with username
+//     `alistair` and display name `Al` under `al`, before `alice`.
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
-// Each filter is served by an index, so a search costs what a plain page
-// costs, plus the number of users whose name starts with `q`.
+// Each filter is served by an index. A page of a search reads each
+// name's index from where the previous page ended: it costs what its
+// own matches cost, however many users match `q`.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.
@@ -9974,12 +9984,17 @@ type ClientWithResponsesInterface interface {
 	// - `q`: a prefix of the username or the display name, ignoring case
 	//   (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
 	//   it also matches a prefix of the email; for everyone else it never
-	//   looks at emails, which they cannot see.
+	//   looks at emails, which they cannot see. A search lists its matches
+	//   in the order of the name they match by, lower-cased, then by ID; a
+	//   user matching by two names is listed once, by the lesser (the
+	//   username's, on a tie). So `q=al` lists a user with username
+	//   `alistair` and display name `Al` under `al`, before `alice`.
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
-	// Each filter is served by an index, so a search costs what a plain page
-	// costs, plus the number of users whose name starts with `q`.
+	// Each filter is served by an index. A page of a search reads each
+	// name's index from where the previous page ended: it costs what its
+	// own matches cost, however many users match `q`.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -27513,12 +27528,17 @@ func (c *ClientWithResponses) RenameRoleWithResponse(ctx context.Context, roleID
 //   - `q`: a prefix of the username or the display name, ignoring case
 //     (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
 //     it also matches a prefix of the email; for everyone else it never
-//     looks at emails, which they cannot see.
+//     looks at emails, which they cannot see. A search lists its matches
+//     in the order of the name they match by, lower-cased, then by ID; a
+//     user matching by two names is listed once, by the lesser (the
+//     username's, on a tie). So `q=al` lists a user with username
+//     `alistair` and display name `Al` under `al`, before `alice`.
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
-// Each filter is served by an index, so a search costs what a plain page
-// costs, plus the number of users whose name starts with `q`.
+// Each filter is served by an index. A page of a search reads each
+// name's index from where the previous page ended: it costs what its
+// own matches cost, however many users match `q`.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.

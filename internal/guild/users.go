@@ -31,11 +31,17 @@ type UserFilter struct {
 	Status string
 }
 
-// ListUsers pages through users in creation order, filtered. The query
-// matches emails only for callers who may see them (MANAGE_USERS): anyone
-// else could otherwise probe for an address one prefix at a time.
+// ListUsers pages through users in creation order, filtered; a search (a
+// query) lists its matches in the order of the name they match by. The
+// query matches emails only for callers who may see them (MANAGE_USERS):
+// anyone else could otherwise probe for an address one prefix at a time.
 func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCursor string, limit int) (Page[model.User], error) {
 	filters := []string{"users"}
+	if f.Query != "" {
+		// A search's cursor holds a position in another order: one made
+		// for the ID order, before searches had theirs, is refused.
+		filters[0] = "users by key"
+	}
 	if f != (UserFilter{}) {
 		filters = append(filters, f.Query, f.RoleID, f.Status)
 	}
@@ -45,7 +51,7 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	}
 	sf := store.UserFilter{Prefix: f.Query, RoleID: f.RoleID, Status: f.Status,
 		MatchEmail: a.Base().Has(permissions.ManageUsers)}
-	users, more, err := s.store.ListUsers(ctx, sf, after, pageLimit(limit))
+	users, next, err := s.store.ListUsers(ctx, sf, after, pageLimit(limit))
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -53,8 +59,8 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	for i := range page.Items {
 		s.hideEmail(a, &page.Items[i])
 	}
-	if more {
-		page.NextCursor = s.cursors.encode(users[len(users)-1].ID, filters...)
+	if next != "" {
+		page.NextCursor = s.cursors.encode(next, filters...)
 	}
 	return page, nil
 }

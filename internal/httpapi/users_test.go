@@ -503,9 +503,10 @@ func TestUsersGetAndList(t *testing.T) {
 }
 
 // Searching users: q is a case-insensitive prefix of the username or display
-// name (and of the email, only for MANAGE_USERS), role and status filter
-// exactly, filters combine, pages walk every match once, and a cursor is
-// bound to its filters.
+// name (and of the email, only for MANAGE_USERS), matches are listed in the
+// order of the name they match by, role and status filter exactly, filters
+// combine, pages walk every match once, and a cursor is bound to its
+// filters.
 func TestUsersSearch(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {
@@ -539,11 +540,13 @@ func TestUsersSearch(t *testing.T) {
 			name, token, query string
 			want               []string
 		}{
-			{"username or display name prefix, any case", e.Owner, "q=ALI", []string{alice, alistair, bob}},
+			// In the order of the name matched: "alice", "alien bob", "alistair".
+			{"username or display name prefix, any case", e.Owner, "q=ALI", []string{alice, bob, alistair}},
 			{"display name after the first word is no prefix", e.Owner, "q=liddell", nil},
 			{"email prefix for MANAGE_USERS", e.Owner, "q=wonder", []string{alice}},
 			{"email never matches without MANAGE_USERS", viewer.Token, "q=wonder", nil},
-			{"names still match without MANAGE_USERS", viewer.Token, "q=al", []string{alice, alistair, bob}},
+			// Alistair by the least of the names that match: "al" (display), not "alistair".
+			{"names still match without MANAGE_USERS", viewer.Token, "q=al", []string{alistair, alice, bob}},
 			{"non-ASCII lower-cased", e.Owner, "q=" + url.QueryEscape("ZOË"), []string{zoe}},
 			{"LIKE wildcards are literal", e.Owner, "q=" + url.QueryEscape("100%"), []string{pct}},
 			{"underscore is literal", e.Owner, "q=per_", []string{pct}},

@@ -61,11 +61,11 @@ func TestCacheRealSize(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	search := func() error {
 		// A prefix of 1 to 5 digits after "seed": pages of 20 full, short
-		// and empty; half of them past a cursor, half matching emails.
+		// and empty; half of them past a position, half matching emails.
 		q := "seed" + fmt.Sprintf("%05d", rng.IntN(100000))[:1+rng.IntN(5)]
 		after := ""
 		if rng.IntN(2) == 0 {
-			after = ids[rng.IntN(len(ids))]
+			after = q + "\x00" + ids[rng.IntN(len(ids))] // the position of a user matching q
 		}
 		_, _, err := s.ListUsers(s.ReadScope(ctx), UserFilter{Prefix: q, MatchEmail: rng.IntN(2) == 0}, after, 20)
 		return err

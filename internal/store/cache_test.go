@@ -105,12 +105,12 @@ func cachedReads(f cacheFixture) map[string]func(ctx context.Context, s *store.S
 			return fmt.Sprintf("%s %s %v", u.DisplayName, u.Status, u.Roles), err
 		},
 		"page of users": func(ctx context.Context, s *store.Store) (string, error) {
-			users, more, err := s.ListUsers(ctx, store.UserFilter{}, "", 10)
+			users, next, err := s.ListUsers(ctx, store.UserFilter{}, "", 10)
 			var names []string
 			for _, u := range users {
 				names = append(names, u.DisplayName+" "+u.Status+fmt.Sprint(u.Roles))
 			}
-			return fmt.Sprint(names, more), err
+			return fmt.Sprint(names, next != ""), err
 		},
 		"credentials": func(ctx context.Context, s *store.Store) (string, error) {
 			c, err := s.Credentials(ctx, f.hash)

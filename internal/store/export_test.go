@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 
 	"github.com/guildhall/guildhall/internal/model"
 )
@@ -45,7 +46,7 @@ func (s *Store) UserFromDatabaseForTest(ctx context.Context, id string) (model.U
 }
 
 // ListUsersFromDatabaseForTest reads a page of users past the cache.
-func (s *Store) ListUsersFromDatabaseForTest(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+func (s *Store) ListUsersFromDatabaseForTest(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	return s.queries.listUsers(ctx, f, after, limit)
 }
 
@@ -72,4 +73,35 @@ func (s *Store) ChangeLogBackend() uint32 {
 		return 0
 	}
 	return l.conn.PID()
+}
+
+// ExplainListUsersForTest returns how the database runs a page of users:
+// on SQLite its query plan, one step a line; on PostgreSQL the plan as run
+// (EXPLAIN ANALYZE, JSON), with the rows each step read.
+func (s *Store) ExplainListUsersForTest(ctx context.Context, f UserFilter, after string, limit int) (string, error) {
+	key, id := strings.ToLower(f.Prefix), after
+	if i := strings.LastIndexByte(after, 0); i >= 0 {
+		key, id = after[:i], after[i+1:]
+	}
+	text, args := s.sql().listUsers(f, key, id, limit+1)
+	if s.Postgres() {
+		var plan string
+		err := s.read.WithContext(ctx).Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+text, args...).Row().Scan(&plan)
+		return plan, err
+	}
+	rows, err := s.read.WithContext(ctx).Raw("EXPLAIN QUERY PLAN "+text, args...).Rows()
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return "", err
+		}
+		b.WriteString(detail + "\n")
+	}
+	return b.String(), rows.Err()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -167,12 +168,24 @@ type UserFilter struct {
 	Status     string
 }
 
-// ListUsers returns up to limit users with IDs after the given one that pass
-// the filter, in ID order, and whether more follow, as of the request's
-// scope: one statement, role IDs included. Every filter is an index range:
-// the prefix is one range per key, so a search costs what its matches cost,
-// never a scan of every user.
-func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+// ListUsers returns up to limit users after the position after that pass
+// the filter, and the position after the last of them when more follow
+// ("" when none do), as of the request's scope: one statement, role IDs
+// included. Every filter is an index range, so a page reads what it
+// returns, never a scan of every user:
+//
+//   - Without a prefix, users are in ID order and a position is the last
+//     ID.
+//   - With a prefix, users are in the order of the key they match it by
+//     (lower-cased username, display name, or email when MatchEmail is
+//     set; a user matching by two keys is listed once, by the least), then
+//     by ID, and a position is that key and the ID. Each key's index range
+//     is read from the position on, and the ranges are merged: a page
+//     reads at most its own users from each, plus those a range skips
+//     because they were listed by a lesser key.
+//
+// A position is the store's own; callers pass back what it returned.
+func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	key := cacheKey{kind: cacheUserPage, a: f.Prefix, b: f.RoleID, c: f.Status, d: after, n: limit, flag: f.MatchEmail}
 	p, err := cachedRead(ctx, s.cache, key, func(userPage) []dep { return pageDeps }, userPage.bytes,
 		func(p userPage) userPage {
@@ -180,66 +193,184 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 			for i, u := range p.users {
 				users[i] = copyUser(u)
 			}
-			return userPage{users: users, more: p.more}
+			return userPage{users: users, next: p.next}
 		},
 		func() (userPage, error) {
-			users, more, err := s.queries.listUsers(ctx, f, after, limit)
+			users, next, err := s.queries.listUsers(ctx, f, after, limit)
 			// The page is kept: not the read's slice, whose capacity is
 			// the limit's, but one as long as the page.
-			return userPage{slices.Clone(users[:len(users):len(users)]), more}, err
+			return userPage{slices.Clone(users[:len(users):len(users)]), next}, err
 		})
-	return p.users, p.more, err
+	return p.users, p.next, err
 }
 
 type userPage struct {
 	users []model.User
-	more  bool
+	next  string
 }
 
 // bytes estimates what keeping a page's value costs: its box, and its
 // users, whose slice the read made exactly as long as the page.
 func (p userPage) bytes() int {
-	n := 32 + allocBytes(len(p.users)*int(unsafe.Sizeof(model.User{}))) - len(p.users)*int(unsafe.Sizeof(model.User{}))
+	n := 32 + len(p.next) + allocBytes(len(p.users)*int(unsafe.Sizeof(model.User{}))) - len(p.users)*int(unsafe.Sizeof(model.User{}))
 	for _, u := range p.users {
 		n += userBytes(u)
 	}
 	return n
 }
 
-func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, bool, error) {
+func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
+	if f.Prefix != "" {
+		return q.searchUsers(ctx, f, after, limit)
+	}
 	// The plan is chosen here, not left to the planner's guesses (SQLite
-	// has no statistics): a prefix drives the query from its index ranges,
-	// else a role from its holders in ID order, else the status index, else
-	// the primary key. Each combination of filters is one constant
-	// statement, prepared once.
-	text, args := q.sql().listUsers(f, after, limit)
+	// has no statistics): a role drives the query from its holders in ID
+	// order, else the status index, else the primary key. Each combination
+	// of filters is one constant statement, prepared once.
+	text, args := q.sql().listUsers(f, "", after, limit+1)
+	out, err := q.readUsers(ctx, text, args, limit+1, nil)
+	if err != nil || len(out) <= limit {
+		return out, "", err
+	}
+	return out[:limit], out[limit-1].ID, nil
+}
+
+// searchUsers reads a page of a prefix search (ListUsers says in what
+// order). Each round reads the next entries of every key's range, as many
+// as the page could still take, merged in key order, and keeps, of those
+// it has read every entry before, the ones that list their user: the user's
+// least matching key. An entry passed over was listed (or will be) at its
+// user's lesser key, so a page reads its own users, plus the other keys of
+// users near it in the order; more rounds only where many entries in a row
+// are passed over.
+func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
+	lo := strings.ToLower(f.Prefix)
+	at := searchPos{key: lo}
+	if after != "" {
+		i := strings.LastIndexByte(after, 0)
+		if i < 0 {
+			return nil, "", fmt.Errorf("list users: a search's position without its key: %q", after)
+		}
+		at = searchPos{key: after[:i], id: after[i+1:]}
+	}
+	out := make([]model.User, 0, min(limit+1, 64))
+	var outPos []searchPos
+	nkeys := len(f.keys())
+	for len(out) <= limit {
+		want := limit + 1 - len(out)
+		text, args := q.sql().listUsers(f, at.key, at.id, want)
+		var entries []searchEntry
+		users, err := q.readUsers(ctx, text, args, nkeys*want, &entries)
+		if err != nil {
+			return nil, "", err
+		}
+		// Every entry up to the least of the last entries of the ranges
+		// that filled their share has been read, of every range.
+		horizon, full := searchPos{}, false
+		var last [3]searchPos
+		var count [3]int
+		for _, e := range entries {
+			last[e.s] = e.pos
+			count[e.s]++
+		}
+		for s := range nkeys {
+			if count[s] == want && (!full || last[s].less(horizon)) {
+				horizon, full = last[s], true
+			}
+		}
+		for i, e := range entries {
+			if full && horizon.less(e.pos) {
+				break
+			}
+			at = e.pos
+			if e.listed(lo, f.MatchEmail) {
+				out = append(out, users[i])
+				outPos = append(outPos, e.pos)
+			}
+		}
+		if !full {
+			break // every range read to its end
+		}
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	p := outPos[limit-1]
+	return out[:limit], p.key + "\x00" + p.id, nil
+}
+
+// searchPos is a place in a search's order: a key, then an ID.
+type searchPos struct{ key, id string }
+
+func (p searchPos) less(o searchPos) bool {
+	return p.key < o.key || p.key == o.key && p.id < o.id
+}
+
+// searchEntry is a row of a search's read: a user's entry in one key's
+// range (s, the index of the key in searchKeys) and the user's keys.
+type searchEntry struct {
+	pos               searchPos
+	s                 int
+	username, display string
+	email             sql.NullString
+}
+
+// listed says whether e is the entry its user is listed by: the least of
+// the user's keys that start with the prefix lo, the earlier key of two
+// equal ones.
+func (e searchEntry) listed(lo string, matchEmail bool) bool {
+	keys := [3]string{e.username, e.display, e.email.String}
+	n := 2
+	if matchEmail && e.email.Valid {
+		n = 3
+	}
+	for s := range n {
+		if s == e.s || !strings.HasPrefix(keys[s], lo) {
+			continue
+		}
+		if keys[s] < e.pos.key || keys[s] == e.pos.key && s < e.s {
+			return false
+		}
+	}
+	return true
+}
+
+// readUsers runs a statement of userColumns and returns its users, at most
+// n; with entries, each row also carries a search entry, which it appends
+// there.
+func (q queries) readUsers(ctx context.Context, text string, args []any, n int, entries *[]searchEntry) ([]model.User, error) {
 	rows, err := q.query(ctx, text, args...)
 	if err != nil {
-		return nil, false, fmt.Errorf("list users: %w", err)
+		return nil, fmt.Errorf("list users: %w", err)
 	}
 	defer rows.Close()
-	out := make([]model.User, 0, min(limit+1, 64))
+	out := make([]model.User, 0, min(n, 64))
 	scan := newUserScanner()
+	var e searchEntry
+	if entries != nil {
+		scan.dest = append(scan.dest, &e.pos.key, &e.s, &e.username, &e.display, &e.email)
+	}
 	for rows.Next() {
 		u, err := scan.scan(rows)
 		if err != nil {
-			return nil, false, fmt.Errorf("list users: %w", err)
+			return nil, fmt.Errorf("list users: %w", err)
 		}
 		out = append(out, u)
+		if entries != nil {
+			e.pos.id = u.ID
+			*entries = append(*entries, e)
+		}
 	}
 	if err := rows.Close(); err != nil {
-		return nil, false, fmt.Errorf("list users: %w", err)
+		return nil, fmt.Errorf("list users: %w", err)
 	}
-	more := len(out) > limit
-	if more {
-		out = out[:limit]
-	}
-	return out, more, nil
+	return out, nil
 }
 
 // listUsers returns the statement of a page of users for the filter's shape
-// (built once per shape) and its arguments.
-func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any) {
+// (built once per shape) and its arguments: n rows (of each key's range,
+// for a search) from the position on (atKey is a search's).
+func (h *hotSQL) listUsers(f UserFilter, atKey, atID string, n int) (string, []any) {
 	shape := 0
 	if f.Prefix != "" {
 		shape |= 1
@@ -253,80 +384,128 @@ func (h *hotSQL) listUsers(f UserFilter, after string, limit int) (string, []any
 	if f.Status != "" {
 		shape |= 8
 	}
-	args := make([]any, 0, 10)
+	st, ok := h.listUsersByShape.Load(shape)
+	if !ok {
+		text, slots := buildListUsers(h.dialect, f)
+		st, _ = h.listUsersByShape.LoadOrStore(shape, listStatement{text, slots})
+	}
+	ls := st.(listStatement)
+	hi := ""
 	if f.Prefix != "" {
-		lo := strings.ToLower(f.Prefix)
-		hi := prefixEnd(lo)
-		n := 2
-		if f.MatchEmail {
-			n = 3
-		}
-		for range n {
-			args = append(args, lo, hi)
-		}
-		if f.Status != "" {
-			args = append(args, f.Status)
-		}
-		if f.RoleID != "" {
-			args = append(args, f.RoleID)
-		}
-	} else {
-		if f.RoleID != "" {
-			args = append(args, f.RoleID)
-		}
-		if f.Status != "" {
-			args = append(args, f.Status)
+		hi = prefixEnd(strings.ToLower(f.Prefix))
+	}
+	args := make([]any, len(ls.slots))
+	for i, sl := range ls.slots {
+		switch sl {
+		case slotHi:
+			args[i] = hi
+		case slotAtKey:
+			args[i] = atKey
+		case slotAtID:
+			args[i] = atID
+		case slotStatus:
+			args[i] = f.Status
+		case slotRole:
+			args[i] = f.RoleID
+		case slotLimit:
+			args[i] = n
 		}
 	}
-	args = append(args, after, limit+1)
-	if text, ok := h.listUsersByShape.Load(shape); ok {
-		return text.(string), args
-	}
-	text := buildListUsers(h.dialect, f)
-	h.listUsersByShape.Store(shape, text)
-	return text, args
+	return ls.text, args
 }
 
-func buildListUsers(d dialect, f UserFilter) string {
+// listStatement is a page of users' statement for one shape of filter, and
+// what each of its parameters is.
+type listStatement struct {
+	text  string
+	slots []slot
+}
+
+type slot uint8
+
+const (
+	slotHi     slot = iota // prefixEnd of the prefix, lower-cased
+	slotAtKey              // the position's key (a search's first page: the prefix)
+	slotAtID               // the position's ID ("" on a first page)
+	slotStatus             // the status filter
+	slotRole               // the role filter
+	slotLimit              // how many rows (of each key's range)
+)
+
+// searchKeys are the keys a prefix matches, in the order that breaks a tie
+// between two keys of one user: a user is listed by the least key that
+// matches, the earlier of two equal ones.
+var searchKeys = []string{"username_key", "display_name_key", "email_key"}
+
+// keys are the keys f's prefix matches.
+func (f UserFilter) keys() []string {
+	if f.MatchEmail {
+		return searchKeys
+	}
+	return searchKeys[:2]
+}
+
+func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 	var b strings.Builder
+	var slots []slot
+	arg := func(sl slot) string {
+		slots = append(slots, sl)
+		return "?"
+	}
+	filters := func(u string) {
+		if f.Status != "" {
+			// "|| ''" keeps SQLite, which has no statistics to tell, from
+			// preferring the status index to the key's range.
+			b.WriteString(" AND " + u + ".status || '' = " + arg(slotStatus))
+		}
+		if f.RoleID != "" {
+			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = " + u + ".id AND x.role_id = " + arg(slotRole) + ")")
+		}
+	}
+	if f.Prefix != "" {
+		// Each key's index range from the position on, its first rows
+		// (every match of the key, also those listed by a lesser key:
+		// searchUsers passes over them), merged in key order. The keys
+		// come along: they say which entry of a user is the one listed.
+		b.WriteString("SELECT " + userColumns(d) + ", m.k, m.s, u.username_key, u.display_name_key, u.email_key FROM (")
+		for i, k := range f.keys() {
+			if i > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			b.WriteString("SELECT * FROM (SELECT c.id, c." + k + " AS k, " + strconv.Itoa(i) + " AS s FROM users c WHERE ")
+			order := "c." + k
+			if k == "display_name_key" {
+				// Display names repeat: the index holds (key, id), and the
+				// range starts right after the position.
+				b.WriteString("(c." + k + ", c.id) > (" + arg(slotAtKey) + ", " + arg(slotAtID) + ")")
+				order += ", c.id"
+			} else {
+				// Unique: at most one row has the position's key.
+				b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR c.id > " + arg(slotAtID) + ")")
+			}
+			b.WriteString(" AND c." + k + " < " + arg(slotHi))
+			filters("c")
+			b.WriteString(" ORDER BY " + order + " LIMIT " + arg(slotLimit) + ") s" + strconv.Itoa(i))
+		}
+		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, m.id, m.s")
+		return b.String(), slots
+	}
 	b.WriteString("SELECT " + userColumns(d) + " FROM users u")
 	order := "u.id"
 	switch {
-	case f.Prefix != "":
-		keys := []string{"username_key", "display_name_key"}
-		if f.MatchEmail {
-			keys = append(keys, "email_key")
-		}
-		b.WriteString(" WHERE u.id IN (")
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(" UNION ")
-			}
-			b.WriteString("SELECT id FROM users WHERE " + k + " >= ? AND " + k + " < ?")
-		}
-		b.WriteString(")")
-		if f.Status != "" {
-			// "|| ''" keeps SQLite, which has no statistics to tell, from
-			// preferring the status index to the prefix ranges.
-			b.WriteString(" AND u.status || '' = ?")
-		}
-		if f.RoleID != "" {
-			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = ?)")
-		}
-		b.WriteString(" AND")
 	case f.RoleID != "":
-		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = ? WHERE")
+		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = " + arg(slotRole) + " WHERE")
 		order = "h.user_id" // the order of the role's index
 		if f.Status != "" {
-			b.WriteString(" u.status = ? AND")
+			b.WriteString(" u.status = " + arg(slotStatus) + " AND")
 		}
 	case f.Status != "":
-		b.WriteString(" WHERE u.status = ? AND")
+		b.WriteString(" WHERE u.status = " + arg(slotStatus) + " AND")
 	default:
 		b.WriteString(" WHERE")
 	}
-	b.WriteString(" " + order + " > ? ORDER BY " + order + " LIMIT ?")
-	return b.String()
+	b.WriteString(" " + order + " > " + arg(slotAtID) + " ORDER BY " + order + " LIMIT " + arg(slotLimit))
+	return b.String(), slots
 }
 
 // hotSQL is the text of the hot statements for one dialect, built once.
@@ -335,7 +514,7 @@ type hotSQL struct {
 	getUser                               string
 	tokenByHash, tokenByID, credentialsOf string
 	insertUser                            string
-	listUsersByShape                      sync.Map // int -> string
+	listUsersByShape                      sync.Map // int -> listStatement
 }
 
 func newHotSQL(d dialect) *hotSQL {

@@ -204,6 +204,14 @@ CREATE TABLE deployment_keys (
 		}
 		return tx.Exec("INSERT INTO deployment_keys (name, key_hex) VALUES ('cursor', ?)", hex.EncodeToString(key)).Error
 	}},
+	// A search lists its matches in key order, then ID order (hot.go): the
+	// display-name key's index carries the ID, so equal display names are
+	// in order in it too and a page starts where the last one ended. The
+	// username and email keys are unique: their own indexes are in order.
+	{id: "0015_user_search_order", sql: `
+DROP INDEX users_display_name_key;
+CREATE INDEX users_display_name_key ON users(display_name_key, id);
+`},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

@@ -1,8 +1,14 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,4 +136,214 @@ func TestUserRolesByPositionDescending(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSearchOrderAndPages: a prefix search lists each match once, in the
+// order of the least key it matches by (username, then display name, then
+// email for who may search emails, on a tie), then by ID, and walking the
+// pages by the positions the store returns gives exactly that list, for
+// every page size, with and without a status filter, on both stores. The
+// names are drawn from two letters so that prefixes, keys of one user and
+// display names of many users collide.
+func TestSearchOrderAndPages(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		rng := rand.New(rand.NewPCG(7, uint64(len(kind))))
+		word := func(letters string, n int) string {
+			b := make([]byte, 1+rng.IntN(n))
+			for i := range b {
+				b[i] = letters[rng.IntN(len(letters))]
+			}
+			return string(b)
+		}
+		var users []model.User
+		if _, err := s.Write(ctx, func(tx *store.Tx) error {
+			for i := range 160 {
+				u := newUser(fmt.Sprintf("%s%d", word("aAbB", 3), i))
+				switch rng.IntN(3) {
+				case 0:
+					u.DisplayName = u.Username // two keys of one user tie
+				default:
+					u.DisplayName = word("aAbB", 4) // shared by many
+				}
+				if rng.IntN(2) == 0 {
+					e := fmt.Sprintf("%s%d@x.example", word("ab", 2), i)
+					u.Email = &e
+				}
+				if rng.IntN(4) == 0 {
+					u.Status = model.StatusSuspended
+				}
+				u, err := tx.InsertUser(ctx, u)
+				if err != nil {
+					return err
+				}
+				users = append(users, u)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// want is the search's list, worked out here.
+		want := func(f store.UserFilter) []string {
+			type match struct{ key, id string }
+			var ms []match
+			for _, u := range users {
+				if f.Status != "" && u.Status != f.Status {
+					continue
+				}
+				keys := []string{strings.ToLower(u.Username), strings.ToLower(u.DisplayName)}
+				if f.MatchEmail && u.Email != nil {
+					keys = append(keys, strings.ToLower(*u.Email))
+				}
+				best := ""
+				for _, k := range keys { // the earlier of equal keys: the same string
+					if strings.HasPrefix(k, strings.ToLower(f.Prefix)) && (best == "" || k < best) {
+						best = k
+					}
+				}
+				if best != "" {
+					ms = append(ms, match{best, u.ID})
+				}
+			}
+			slices.SortFunc(ms, func(a, b match) int {
+				return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.id, b.id))
+			})
+			ids := make([]string, len(ms))
+			for i, m := range ms {
+				ids[i] = m.id
+			}
+			return ids
+		}
+		for _, prefix := range []string{"a", "B", "ab", "ba", "aB", "abab", "b1", "x"} {
+			for _, email := range []bool{false, true} {
+				for _, status := range []string{"", model.StatusActive} {
+					f := store.UserFilter{Prefix: prefix, MatchEmail: email, Status: status}
+					wanted := want(f)
+					for _, limit := range []int{1, 3, 50} {
+						var got []string
+						after := ""
+						for page := 0; ; page++ {
+							if page > len(users) {
+								t.Fatalf("%+v, %d a page: the pages never end", f, limit)
+							}
+							us, next, err := s.ListUsers(s.ReadScope(ctx), f, after, limit)
+							if err != nil {
+								t.Fatalf("%+v after %q: %v", f, after, err)
+							}
+							if len(us) > limit || next != "" && len(us) < limit {
+								t.Fatalf("%+v: a page of %d of %d, next %q", f, len(us), limit, next)
+							}
+							for _, u := range us {
+								got = append(got, u.ID)
+							}
+							if next == "" {
+								break
+							}
+							after = next
+						}
+						if !slices.Equal(got, wanted) {
+							t.Errorf("%+v, %d a page:\n got %v\nwant %v", f, limit, got, wanted)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestSearchReadsOnlyItsPage: a prefix search reads each key's index from
+// its position on, never every match: deep in 3,000 users who share the
+// prefix (by username, display name and email alike), a page of 20 reads on
+// PostgreSQL at most one page and one row from each key's range (the
+// executed plan's rows, those its filters dropped included), and SQLite's
+// plan searches an index for each key and scans no table. The page is one
+// statement.
+func TestSearchReadsOnlyItsPage(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		if _, err := s.Write(ctx, func(tx *store.Tx) error {
+			for i := range 3000 {
+				u := newUser(fmt.Sprintf("m%05d", i))
+				u.DisplayName = fmt.Sprintf("M %d", i%700) // display names repeat
+				e := fmt.Sprintf("m%05d@x.example", i)
+				u.Email = &e
+				if _, err := tx.InsertUser(ctx, u); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if kind == testenv.Postgres {
+			if err := s.ExecForTest("ANALYZE users"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const limit = 20
+		f := store.UserFilter{Prefix: "M", MatchEmail: true}
+		after := ""
+		for range 60 { // page 61: past the display names, deep in the usernames
+			_, next, err := s.ListUsers(s.ReadScope(ctx), f, after, limit)
+			if err != nil || next == "" {
+				t.Fatalf("next %q, %v", next, err)
+			}
+			after = next
+		}
+		before := s.QueryCount()
+		if page, _, err := s.ListUsersFromDatabaseForTest(ctx, f, after, limit); err != nil || len(page) != limit {
+			t.Fatalf("%d users, %v", len(page), err)
+		}
+		if n := s.QueryCount() - before; n != 1 {
+			t.Errorf("the page took %d statements, want 1", n)
+		}
+		plan, err := s.ExplainListUsersForTest(ctx, f, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind == testenv.SQLite {
+			if len(regexp.MustCompile(`SEARCH c USING (COVERING )?INDEX`).FindAllString(plan, -1)) != 3 || strings.Contains(plan, "SCAN c") {
+				t.Errorf("the plan does not search each key's index:\n%s", plan)
+			}
+			return
+		}
+		var root []struct{ Plan pgPlan }
+		if err := json.Unmarshal([]byte(plan), &root); err != nil || len(root) != 1 {
+			t.Fatalf("%v: %s", err, plan)
+		}
+		read := 0
+		root[0].Plan.walk(func(p pgPlan) {
+			if p.Relation == "users" && p.Alias != "u" {
+				if !strings.Contains(p.NodeType, "Index") {
+					t.Errorf("a key's range is read by a %s", p.NodeType)
+				}
+				read += int(p.ActualRows*p.ActualLoops) + int(p.RowsRemovedByFilter)
+			}
+		})
+		if read == 0 || read > 3*(limit+1) {
+			t.Errorf("the page read %d rows of the keys' ranges, want 1 to %d:\n%s", read, 3*(limit+1), plan)
+		}
+	})
+}
+
+// pgPlan is a node of PostgreSQL's EXPLAIN (FORMAT JSON).
+type pgPlan struct {
+	NodeType            string   `json:"Node Type"`
+	Relation            string   `json:"Relation Name"`
+	Alias               string   `json:"Alias"`
+	ActualRows          float64  `json:"Actual Rows"`
+	ActualLoops         float64  `json:"Actual Loops"`
+	RowsRemovedByFilter float64  `json:"Rows Removed by Filter"`
+	Plans               []pgPlan `json:"Plans"`
+}
+
+func (p pgPlan) walk(fn func(pgPlan)) {
+	fn(p)
+	for _, c := range p.Plans {
+		c.walk(fn)
+	}
 }
