@@ -494,61 +494,6 @@ func TestCacheWithoutADataVersionRow(t *testing.T) {
 	}
 }
 
-// TestChangeLogConnectionComesBack: on PostgreSQL the change log is asked
-// on a connection of its own. When an administrator terminates it (or the
-// server restarts), the next read asks again on a new connection, answers
-// without an error, and sees what changed meanwhile.
-func TestChangeLogConnectionComesBack(t *testing.T) {
-	testenv.RequirePostgres(t)
-	t.Parallel()
-	ctx := context.Background()
-	s, schema, alice, operator := pgSchema(t)
-	users := pgx.Identifier{schema, "users"}.Sanitize()
-	read := func() string {
-		t.Helper()
-		u, err := s.User(request(s), alice.ID)
-		if err != nil {
-			t.Fatalf("a read after the change log's connection was terminated: %v", err)
-		}
-		return u.DisplayName
-	}
-	read()
-	for round := range 2 {
-		pid := s.ChangeLogBackend()
-		if pid == 0 {
-			t.Fatal("no connection asks the change log")
-		}
-		var app string
-		if err := operator.QueryRow(ctx, "SELECT application_name FROM pg_stat_activity WHERE pid = $1", pid).Scan(&app); err != nil ||
-			app != "guildhall change log" {
-			t.Fatalf("the change log's backend %d is named %q (%v)", pid, app, err)
-		}
-		if _, err := operator.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-			t.Fatal(err)
-		}
-		for gone := false; !gone; {
-			if err := operator.QueryRow(ctx, "SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&gone); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if round == 1 {
-			// Idle past a second: the broken connection is found before
-			// the question is sent, not by its failure.
-			time.Sleep(1100 * time.Millisecond)
-		}
-		name := fmt.Sprintf("after termination %d", round)
-		if _, err := operator.Exec(ctx, "UPDATE "+users+" SET display_name = $1 WHERE id = $2", name, alice.ID); err != nil {
-			t.Fatal(err)
-		}
-		if got := read(); got != name {
-			t.Fatalf("read %q, want %q", got, name)
-		}
-		if now := s.ChangeLogBackend(); now == pid || now == 0 {
-			t.Fatalf("the change log is asked on backend %d, before %d", now, pid)
-		}
-	}
-}
-
 // TestChangeLogPrunedPastTheCache: an instance whose place in the change
 // log was pruned (it answered nothing for a long while) finds the hole and
 // starts over, on both stores.

@@ -62,19 +62,6 @@ func ChangeLogTables() (logged, unlogged []string) {
 	}
 	return logged, unloggedTables
 }
-
-// ChangeLogBackend is the process ID of the PostgreSQL backend that answers
-// the change log's questions (0: none open).
-func (s *Store) ChangeLogBackend() uint32 {
-	l := s.pgLog
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn == nil {
-		return 0
-	}
-	return l.conn.PID()
-}
-
 // ExplainListUsersForTest returns how the database runs a page of users:
 // on SQLite its query plan, one step a line; on PostgreSQL the plan as run
 // (EXPLAIN ANALYZE, JSON), with the rows each step read.

@@ -2,22 +2,19 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/mattn/go-sqlite3"
 )
 
 // How the cache asks the change log what changed (cache.go): on SQLite, on
-// a connection of its own; on PostgreSQL, in rounds on a connection of its
-// own too.
+// a connection of its own; on PostgreSQL, in rounds on the read pool.
 
 // sqliteLog reads SQLite's change log on a connection that never writes:
 // PRAGMA data_version on it moves whenever any other connection commits,
@@ -252,161 +249,44 @@ func text(v driver.Value) string {
 // none when the data_version row is missing (someone deleted it: nothing is
 // cached until a write puts it back).
 const pgChangesAfter = `SELECT d.v, d.nonce, c.v, c.prev, c.tbl, c.key FROM data_version d
-LEFT JOIN LATERAL (SELECT v, prev, tbl, key FROM change_log WHERE v > $1 AND v <= d.v ORDER BY v LIMIT $2) c ON true
+LEFT JOIN LATERAL (SELECT v, prev, tbl, key FROM change_log WHERE v > ? AND v <= d.v ORDER BY v LIMIT ?) c ON true
 WHERE d.id = 1`
 
-// pgLogStatement names pgChangesAfter, prepared on pgLog's connection.
-const pgLogStatement = "guildhall_changes_after"
-
-// pgLog asks PostgreSQL's change log on a connection of its own, below
-// database/sql and pgx's type system: questions are sent one at a time
-// (rounds), so one connection serves them all, and the question is a
-// prepared statement with text parameters and text results. On the read
-// pool, database/sql's bookkeeping and pgx's per-parameter type lookups
-// cost twice what the statement's own round trip costs the client.
-//
-// The connection is opened on the first question and again after it breaks
-// (the server restarted, an administrator terminated it): the question is
-// a read, so one that failed on a broken connection is asked again on a new
-// one at once.
-type pgLog struct {
-	url     string
-	mu      sync.Mutex // one question at a time; guards conn
-	conn    *pgconn.PgConn
-	used    time.Time // when conn last answered
-	timeout time.Duration
-	counter *atomic.Int64
-	tracer  *tracer
-	args    [2][]byte // the question's parameters, reused
-}
-
-// pgLogAppName is the connection's application_name, which names it in
-// pg_stat_activity.
-const pgLogAppName = "guildhall change log"
-
-func newPGLog(url string, timeout time.Duration, counter *atomic.Int64, t *tracer) *pgLog {
-	return &pgLog{url: url, timeout: timeout, counter: counter, tracer: t}
-}
-
-// connect opens the connection and prepares the question on it.
-func (l *pgLog) connect(ctx context.Context) error {
-	cfg, err := pgconn.ParseConfig(l.url)
+// pgNext returns what changed after from, read through q (the read pool).
+func pgNext(ctx context.Context, q queries, from position) (delta, error) {
+	rows, err := q.query(ctx, pgChangesAfter, from.v, maxChangesFollowed+1)
 	if err != nil {
-		return fmt.Errorf("open the change log's connection: %w", err)
+		return delta{}, err
 	}
-	if _, set := cfg.RuntimeParams["application_name"]; !set {
-		cfg.RuntimeParams["application_name"] = pgLogAppName
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("open the change log's connection: %w", err)
-	}
-	if _, err := conn.Prepare(ctx, pgLogStatement, pgChangesAfter, nil); err != nil {
-		_ = conn.Close(ctx)
-		return fmt.Errorf("prepare the change log's question: %w", err)
-	}
-	l.conn = conn
-	return nil
-}
-
-// close closes the connection, if open.
-func (l *pgLog) close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	err := l.conn.Close(ctx)
-	l.conn = nil
-	return err
-}
-
-// next returns what changed after from. Each attempt is bounded by the
-// statement timeout.
-func (l *pgLog) next(ctx context.Context, from position) (d delta, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.counter.Add(1)
-	if sp := l.tracer.statement(ctx, pgChangesAfter); sp != nil {
-		defer func() { endSpan(sp, err) }()
-	}
-	for attempt := 0; ; attempt++ {
-		d, err = l.ask(ctx, from)
-		if err == nil || attempt > 0 || ctx.Err() != nil || l.conn != nil {
-			return d, err
-		}
-		// The connection broke under the question: ask again on a new one.
-	}
-}
-
-// ask sends the question once, on the connection (opened first if it is
-// not). It leaves l.conn nil when the connection is no longer usable.
-func (l *pgLog) ask(ctx context.Context, from position) (delta, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	if l.conn != nil && (l.conn.IsClosed() || time.Since(l.used) > time.Second && l.conn.CheckConn() != nil) {
-		// Idle for a while: a server that went away in the meantime is
-		// noticed before the question, not by its failure.
-		_ = l.conn.Close(ctx)
-		l.conn = nil
-	}
-	if l.conn == nil {
-		if err := l.connect(ctx); err != nil {
-			return delta{}, err
-		}
-	}
-	l.args[0] = strconv.AppendInt(l.args[0][:0], from.v, 10)
-	l.args[1] = strconv.AppendInt(l.args[1][:0], maxChangesFollowed+1, 10)
-	rr := l.conn.ExecPrepared(ctx, pgLogStatement, l.args[:], nil, nil)
-	d, derr := readPGChanges(rr, from)
-	if _, err := rr.Close(); err != nil || derr != nil {
-		if l.conn.IsClosed() {
-			l.conn = nil
-		}
-		return delta{}, errors.Join(err, derr)
-	}
-	l.used = time.Now()
-	return d, nil
-}
-
-// readPGChanges reads pgChangesAfter's rows (text format) into what changed
-// after from.
-func readPGChanges(rr *pgconn.ResultReader, from position) (delta, error) {
+	defer rows.Close()
 	var d delta
 	found := false
 	var last int64
-	for rr.NextRow() {
-		vals := rr.Values()
-		if len(vals) != 6 {
-			return delta{}, fmt.Errorf("change log: %d columns, want 6", len(vals))
-		}
-		dv, err1 := strconv.ParseInt(string(vals[0]), 10, 64)
-		dn, err2 := strconv.ParseInt(string(vals[1]), 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return delta{}, fmt.Errorf("change log: %w", err)
+	for rows.Next() {
+		var dv, dn int64
+		var v, prev sql.NullInt64
+		var tbl, key sql.NullString
+		if err := rows.Scan(&dv, &dn, &v, &prev, &tbl, &key); err != nil {
+			return delta{}, err
 		}
 		found = true
 		d.to = position{v: dv, nonce: dn}
-		if vals[2] == nil {
+		if !v.Valid {
 			continue
 		}
-		v, err1 := strconv.ParseInt(string(vals[2]), 10, 64)
-		prev, err2 := strconv.ParseInt(string(vals[3]), 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return delta{}, fmt.Errorf("change log: %w", err)
-		}
 		switch {
-		case len(d.changes) == 0 && (v != from.v+1 || prev != from.nonce):
+		case len(d.changes) == 0 && (v.Int64 != from.v+1 || prev.Int64 != from.nonce):
 			// A hole where the cache stood, or a history that is not the
 			// one it followed.
 			d.reset = true
-		case v != last && last != 0 && v != last+1:
+		case v.Int64 != last && last != 0 && v.Int64 != last+1:
 			d.reset = true
 		}
-		last = v
-		d.changes = append(d.changes, change{tbl: string(vals[4]), key: string(vals[5])})
+		last = v.Int64
+		d.changes = append(d.changes, change{tbl: tbl.String, key: key.String})
+	}
+	if err := rows.Close(); err != nil {
+		return delta{}, err
 	}
 	switch {
 	case !found:

@@ -67,8 +67,6 @@ type Store struct {
 	sqliteLog    *sqliteLog   // SQLite: the change log's own connection
 	sqliteLogDSN string       // and where it opens it
 	sqliteShm    string       // the SQLite file's wal-index
-	pgLog        *pgLog       // PostgreSQL: the change log's own connection
-	pgURL        string       // and where it opens it
 	statements   atomic.Int64 // see QueryCount
 	tracer       *tracer      // nil: tracing off (trace.go)
 	verifyMarks  bool         // Options.VerifyChangeMarks
@@ -122,7 +120,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		sqlDB.SetMaxIdleConns(opts.MaxOpenConns)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 		s.write, s.read = db, db
-		s.pgURL = opts.DatabaseURL
 	case opts.DatabaseURL != "":
 		return nil, fmt.Errorf("unsupported database URL %q: only postgres:// URLs are supported", redact(opts.DatabaseURL))
 	default:
@@ -262,8 +259,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		}
 		return nil
 	}
-	s.pgLog = newPGLog(s.pgURL, s.statementTimeout, &s.statements, s.tracer)
-	d, err := s.pgLog.next(ctx, position{v: -1})
+	d, err := pgNext(ctx, s.queries, position{v: -1})
 	if err != nil {
 		return fmt.Errorf("read the change log: %w", err)
 	}
@@ -272,7 +268,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		c.mu.Lock()
 		from := c.pos
 		c.mu.Unlock()
-		d, err := s.pgLog.next(ctx, from)
+		d, err := pgNext(ctx, s.queries, from)
 		if err != nil {
 			return err
 		}
@@ -360,9 +356,6 @@ func (s *Store) Close() error {
 	var errs []error
 	if s.sqliteLog != nil {
 		errs = append(errs, s.sqliteLog.close())
-	}
-	if s.pgLog != nil {
-		errs = append(errs, s.pgLog.close())
 	}
 	for _, g := range []*gorm.DB{s.write, s.read} {
 		if g == nil {
