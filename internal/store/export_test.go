@@ -62,6 +62,7 @@ func ChangeLogTables() (logged, unlogged []string) {
 	}
 	return logged, unloggedTables
 }
+
 // ExplainListUsersForTest returns how the database runs a page of users:
 // on SQLite its query plan, one step a line; on PostgreSQL the plan as run
 // (EXPLAIN ANALYZE, JSON), with the rows each step read.

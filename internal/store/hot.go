@@ -170,19 +170,20 @@ type UserFilter struct {
 
 // ListUsers returns up to limit users after the position after that pass
 // the filter, and the position after the last of them when more follow
-// ("" when none do), as of the request's scope: one statement, role IDs
-// included. Every filter is an index range, so a page reads what it
-// returns, never a scan of every user:
+// ("" when none do), as of the request's scope, role IDs included. Every
+// filter is an index range, so a page reads what it returns, never a scan
+// of every user:
 //
 //   - Without a prefix, users are in ID order and a position is the last
-//     ID.
+//     ID: one statement.
 //   - With a prefix, users are in the order of the key they match it by
 //     (lower-cased username, display name, or email when MatchEmail is
 //     set; a user matching by two keys is listed once, by the least), then
 //     by ID, and a position is that key and the ID. Each key's index range
-//     is read from the position on, and the ranges are merged: a page
-//     reads at most its own users from each, plus those a range skips
-//     because they were listed by a lesser key.
+//     is read from the position on, and the ranges are merged
+//     (searchUsers): a page reads its own users, plus the entries it
+//     passes over (a user's other keys), in one statement unless many in
+//     a row are passed over.
 //
 // A position is the store's own; callers pass back what it returned.
 func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
