@@ -1229,9 +1229,9 @@ type ClientInterface interface {
 
 	// ListUsers List users
 	//
-	// Users ordered by ID (creation order), paged with a cursor, optionally
-	// filtered. Filters combine with AND; a cursor is bound to the filters it
-	// was made with.
+	// Users ordered by ID (creation order), or, with `q`, in the order
+	// described below; paged with a cursor, optionally filtered. Filters
+	// combine with AND; a cursor is bound to the filters it was made with.
 	//
 	// - `q`: a prefix of the username or the display name, ignoring case
 	//   (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
@@ -1240,13 +1240,14 @@ type ClientInterface interface {
 	//   in the order of the name they match by, lower-cased, then by ID; a
 	//   user matching by two names is listed once, by the lesser (the
 	//   username's, on a tie). So `q=al` lists a user with username
-	//   `alistair` and display name `Al` under `al`, before `alice`.
+	//   `alistair` and display name `Al` under `al`, before `alice`. A user
+	//   renamed while a client pages may be listed on two pages, or on none.
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
 	// Each filter is served by an index. A page of a search reads each
-	// name's index from where the previous page ended: it costs what its
-	// own matches cost, however many users match `q`.
+	// name's index from where the previous page ended, not every match of
+	// `q`: its own users, and the other names of users it passes over.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -3503,9 +3504,9 @@ func (c *Client) RenameRole(ctx context.Context, roleID RoleID, params *RenameRo
 
 // ListUsers List users
 //
-// Users ordered by ID (creation order), paged with a cursor, optionally
-// filtered. Filters combine with AND; a cursor is bound to the filters it
-// was made with.
+// Users ordered by ID (creation order), or, with `q`, in the order
+// described below; paged with a cursor, optionally filtered. Filters
+// combine with AND; a cursor is bound to the filters it was made with.
 //
 //   - `q`: a prefix of the username or the display name, ignoring case
 //     (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
@@ -3514,13 +3515,14 @@ func (c *Client) RenameRole(ctx context.Context, roleID RoleID, params *RenameRo
 //     in the order of the name they match by, lower-cased, then by ID; a
 //     user matching by two names is listed once, by the lesser (the
 //     username's, on a tie). So `q=al` lists a user with username
-//     `alistair` and display name `Al` under `al`, before `alice`.
+//     `alistair` and display name `Al` under `al`, before `alice`. A user
+//     renamed while a client pages may be listed on two pages, or on none.
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
 // Each filter is served by an index. A page of a search reads each
-// name's index from where the previous page ended: it costs what its
-// own matches cost, however many users match `q`.
+// name's index from where the previous page ended, not every match of
+// `q`: its own users, and the other names of users it passes over.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.
@@ -9977,9 +9979,9 @@ type ClientWithResponsesInterface interface {
 
 	// ListUsersWithResponse List users
 	//
-	// Users ordered by ID (creation order), paged with a cursor, optionally
-	// filtered. Filters combine with AND; a cursor is bound to the filters it
-	// was made with.
+	// Users ordered by ID (creation order), or, with `q`, in the order
+	// described below; paged with a cursor, optionally filtered. Filters
+	// combine with AND; a cursor is bound to the filters it was made with.
 	//
 	// - `q`: a prefix of the username or the display name, ignoring case
 	//   (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
@@ -9988,13 +9990,14 @@ type ClientWithResponsesInterface interface {
 	//   in the order of the name they match by, lower-cased, then by ID; a
 	//   user matching by two names is listed once, by the lesser (the
 	//   username's, on a tie). So `q=al` lists a user with username
-	//   `alistair` and display name `Al` under `al`, before `alice`.
+	//   `alistair` and display name `Al` under `al`, before `alice`. A user
+	//   renamed while a client pages may be listed on two pages, or on none.
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
 	// Each filter is served by an index. A page of a search reads each
-	// name's index from where the previous page ended: it costs what its
-	// own matches cost, however many users match `q`.
+	// name's index from where the previous page ended, not every match of
+	// `q`: its own users, and the other names of users it passes over.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -27521,9 +27524,9 @@ func (c *ClientWithResponses) RenameRoleWithResponse(ctx context.Context, roleID
 
 // ListUsersWithResponse List users
 //
-// Users ordered by ID (creation order), paged with a cursor, optionally
-// filtered. Filters combine with AND; a cursor is bound to the filters it
-// was made with.
+// Users ordered by ID (creation order), or, with `q`, in the order
+// described below; paged with a cursor, optionally filtered. Filters
+// combine with AND; a cursor is bound to the filters it was made with.
 //
 //   - `q`: a prefix of the username or the display name, ignoring case
 //     (`ali` finds `Alice` and `Alistair`). For holders of `MANAGE_USERS`
@@ -27532,13 +27535,14 @@ func (c *ClientWithResponses) RenameRoleWithResponse(ctx context.Context, roleID
 //     in the order of the name they match by, lower-cased, then by ID; a
 //     user matching by two names is listed once, by the lesser (the
 //     username's, on a tie). So `q=al` lists a user with username
-//     `alistair` and display name `Al` under `al`, before `alice`.
+//     `alistair` and display name `Al` under `al`, before `alice`. A user
+//     renamed while a client pages may be listed on two pages, or on none.
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
 // Each filter is served by an index. A page of a search reads each
-// name's index from where the previous page ended: it costs what its
-// own matches cost, however many users match `q`.
+// name's index from where the previous page ended, not every match of
+// `q`: its own users, and the other names of users it passes over.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.

@@ -1,6 +1,7 @@
 package guild
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -77,7 +78,14 @@ func newCursors(key []byte) cursors {
 }
 
 func (cs cursors) encode(key string, filters ...string) *string {
-	plain, _ := json.Marshal(cursor{Key: key, Filters: filterHash(filters...)})
+	// Without HTML escaping, each of "<", ">" and "&" in a key (a search's
+	// position holds a name) takes one byte, not six: the longest name
+	// stays within the cursor's length in the contract.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(cursor{Key: key, Filters: filterHash(filters...)})
+	plain := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	mac := hmac.New(sha256.New, cs.nonceKey)
 	mac.Write(plain)
 	nonce := mac.Sum(nil)[:cs.aead.NonceSize()]

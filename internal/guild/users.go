@@ -37,10 +37,15 @@ type UserFilter struct {
 // anyone else could otherwise probe for an address one prefix at a time.
 func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCursor string, limit int) (Page[model.User], error) {
 	filters := []string{"users"}
+	matchEmail := a.Base().Has(permissions.ManageUsers)
 	if f.Query != "" {
 		// A search's cursor holds a position in another order: one made
-		// for the ID order, before searches had theirs, is refused.
+		// for the ID order, before searches had theirs, is refused. It may
+		// be at an email: it serves only who searches emails too.
 		filters[0] = "users by key"
+		if matchEmail {
+			filters[0] = "users by key or email"
+		}
 	}
 	if f != (UserFilter{}) {
 		filters = append(filters, f.Query, f.RoleID, f.Status)
@@ -49,8 +54,7 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	if err != nil {
 		return Page[model.User]{}, err
 	}
-	sf := store.UserFilter{Prefix: f.Query, RoleID: f.RoleID, Status: f.Status,
-		MatchEmail: a.Base().Has(permissions.ManageUsers)}
+	sf := store.UserFilter{Prefix: f.Query, RoleID: f.RoleID, Status: f.Status, MatchEmail: matchEmail}
 	users, next, err := s.store.ListUsers(ctx, sf, after, pageLimit(limit))
 	if err != nil {
 		return Page[model.User]{}, err

@@ -566,6 +566,24 @@ func TestUsersSearch(t *testing.T) {
 			})
 		}
 
+		t.Run("a page ending at the longest name has a cursor the list takes", func(t *testing.T) {
+			// A search's cursor holds the name it stopped at: 100 emoji
+			// (400 bytes) and 100 of "<", which JSON would escape.
+			long := mk("emoji", strings.Repeat("😀", 100), "")
+			longer := mk("emoji2", strings.Repeat("😀", 99)+"😃", "")
+			angles := mk("angles", strings.Repeat("<", 100), "")
+			if got, want := e2eWalk(t, e, e.Owner, "/users?q="+url.QueryEscape("😀"), 1, nil), []string{long, longer}; !slices.Equal(got, want) {
+				t.Errorf("q=😀: %v, want %v", got, want)
+			}
+			if got := e2eWalk(t, e, e.Owner, "/users?q="+url.QueryEscape("<"), 1, nil); !slices.Equal(got, []string{angles}) {
+				t.Errorf("q=<: %v", got)
+			}
+			mk("angles2", strings.Repeat("<", 99)+">", "")
+			if got := e2eWalk(t, e, e.Owner, "/users?q="+url.QueryEscape("<<"), 1, nil); len(got) != 2 || got[0] != angles {
+				t.Errorf("q=<<: %v", got)
+			}
+		})
+
 		t.Run("a cursor is bound to its filters", func(t *testing.T) {
 			p := e2eFetchPage(t, e, e.Owner, "/users?q=al", "", 1)
 			if p.Next == "" {

@@ -213,7 +213,7 @@ type userPage struct {
 // bytes estimates what keeping a page's value costs: its box, and its
 // users, whose slice the read made exactly as long as the page.
 func (p userPage) bytes() int {
-	n := 32 + len(p.next) + allocBytes(len(p.users)*int(unsafe.Sizeof(model.User{}))) - len(p.users)*int(unsafe.Sizeof(model.User{}))
+	n := 32 + allocBytes(len(p.next)) + allocBytes(len(p.users)*int(unsafe.Sizeof(model.User{}))) - len(p.users)*int(unsafe.Sizeof(model.User{}))
 	for _, u := range p.users {
 		n += userBytes(u)
 	}
@@ -257,8 +257,9 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 	out := make([]model.User, 0, min(limit+1, 64))
 	var outPos []searchPos
 	nkeys := len(f.keys())
+	grow := 1 // doubles after a round that kept nobody
 	for len(out) <= limit {
-		want := limit + 1 - len(out)
+		want := min((limit+1-len(out))*grow, maxSearchRound)
 		text, args := q.sql().listUsers(f, at.key, at.id, want)
 		var entries []searchEntry
 		users, err := q.readUsers(ctx, text, args, nkeys*want, &entries)
@@ -279,6 +280,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 				horizon, full = last[s], true
 			}
 		}
+		kept, from := len(out), at
 		for i, e := range entries {
 			if full && horizon.less(e.pos) {
 				break
@@ -292,6 +294,16 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 		if !full {
 			break // every range read to its end
 		}
+		if at == from {
+			// Every range's order is the store's string order (the keys
+			// and IDs compare byte by byte on both databases), so the
+			// horizon is always past the position. Were it not, the next
+			// round would read the same entries again.
+			return nil, "", fmt.Errorf("list users: a search made no progress at %q", at.key)
+		}
+		if len(out) == kept {
+			grow = min(grow*2, maxSearchRound)
+		}
 	}
 	if len(out) <= limit {
 		return out, "", nil
@@ -299,6 +311,10 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 	p := outPos[limit-1]
 	return out[:limit], p.key + "\x00" + p.id, nil
 }
+
+// maxSearchRound bounds the entries a search's round reads of each key's
+// range.
+const maxSearchRound = 1000
 
 // searchPos is a place in a search's order: a key, then an ID.
 type searchPos struct{ key, id string }
@@ -475,20 +491,21 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 			}
 			b.WriteString("SELECT * FROM (SELECT c.id, c." + k + " AS k, " + strconv.Itoa(i) + " AS s FROM users c WHERE ")
 			order := "c." + k
+			id := d.bytewise("c.id")
 			if k == "display_name_key" {
 				// Display names repeat: the index holds (key, id), and the
 				// range starts right after the position.
-				b.WriteString("(c." + k + ", c.id) > (" + arg(slotAtKey) + ", " + arg(slotAtID) + ")")
-				order += ", c.id"
+				b.WriteString("(c." + k + ", " + id + ") > (" + arg(slotAtKey) + ", " + arg(slotAtID) + ")")
+				order += ", " + id
 			} else {
 				// Unique: at most one row has the position's key.
-				b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR c.id > " + arg(slotAtID) + ")")
+				b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR " + id + " > " + arg(slotAtID) + ")")
 			}
 			b.WriteString(" AND c." + k + " < " + arg(slotHi))
 			filters("c")
 			b.WriteString(" ORDER BY " + order + " LIMIT " + arg(slotLimit) + ") s" + strconv.Itoa(i))
 		}
-		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, m.id, m.s")
+		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
 		return b.String(), slots
 	}
 	b.WriteString("SELECT " + userColumns(d) + " FROM users u")

@@ -208,10 +208,14 @@ CREATE TABLE deployment_keys (
 	// display-name key's index carries the ID, so equal display names are
 	// in order in it too and a page starts where the last one ended. The
 	// username and email keys are unique: their own indexes are in order.
-	{id: "0015_user_search_order", sql: `
-DROP INDEX users_display_name_key;
-CREATE INDEX users_display_name_key ON users(display_name_key, id);
-`},
+	// On PostgreSQL the ID is ordered byte by byte (COLLATE "C"), as the
+	// keys are and as the store compares positions.
+	{id: "0015_user_search_order", run: func(tx *gorm.DB, d dialect) error {
+		if err := tx.Exec("DROP INDEX users_display_name_key").Error; err != nil {
+			return err
+		}
+		return tx.Exec("CREATE INDEX users_display_name_key ON users(display_name_key, " + d.bytewise("id") + ")").Error
+	}},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

@@ -347,3 +347,49 @@ func (p pgPlan) walk(fn func(pgPlan)) {
 		c.walk(fn)
 	}
 }
+
+// TestSearchPassesOverInFewRounds: where a long run of entries lists no
+// one (here every username, since each user's display name "P n" sorts
+// before every username "p0…"), a page reads it in rounds that double, not
+// in rounds of a page each.
+func TestSearchPassesOverInFewRounds(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		const n = 2000
+		if _, err := s.Write(ctx, func(tx *store.Tx) error {
+			for i := range n {
+				u := newUser(fmt.Sprintf("p%04d", i))
+				u.DisplayName = fmt.Sprintf("P %d", i)
+				if _, err := tx.InsertUser(ctx, u); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		f := store.UserFilter{Prefix: "p"}
+		before := s.QueryCount()
+		seen, pages, after := 0, 0, ""
+		for {
+			users, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen += len(users)
+			pages++
+			if next == "" {
+				break
+			}
+			after = next
+		}
+		// 20 pages of display names, a statement each; the last, looking
+		// for one more user, passes over the 2,000 usernames in rounds of
+		// 1, 2, 4 … 1,000 entries: 11 more statements, not 2,000.
+		if statements := s.QueryCount() - before; seen != n || pages != 20 || statements > int64(pages)+11 {
+			t.Errorf("%d users in %d pages and %d statements, want %d in 20 pages and at most 31", seen, pages, statements, n)
+		}
+	})
+}
