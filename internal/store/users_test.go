@@ -158,33 +158,23 @@ func TestSearchOrderAndPages(t *testing.T) {
 			}
 			return string(b)
 		}
-		var users []model.User
-		if _, err := s.Write(ctx, func(tx *store.Tx) error {
-			for i := range 160 {
-				u := newUser(fmt.Sprintf("%s%d", word("aAbB", 3), i))
-				switch rng.IntN(3) {
-				case 0:
-					u.DisplayName = u.Username // two keys of one user tie
-				default:
-					u.DisplayName = word("aAbB", 4) // shared by many
-				}
-				if rng.IntN(2) == 0 {
-					e := fmt.Sprintf("%s%d@x.example", word("ab", 2), i)
-					u.Email = &e
-				}
-				if rng.IntN(4) == 0 {
-					u.Status = model.StatusSuspended
-				}
-				u, err := tx.InsertUser(ctx, u)
-				if err != nil {
-					return err
-				}
-				users = append(users, u)
+		users := insertUsers(t, s, 160, func(i int) model.User {
+			u := newUser(fmt.Sprintf("%s%d", word("aAbB", 3), i))
+			switch rng.IntN(3) {
+			case 0:
+				u.DisplayName = u.Username // two keys of one user tie
+			default:
+				u.DisplayName = word("aAbB", 4) // shared by many
 			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+			if rng.IntN(2) == 0 {
+				e := fmt.Sprintf("%s%d@x.example", word("ab", 2), i)
+				u.Email = &e
+			}
+			if rng.IntN(4) == 0 {
+				u.Status = model.StatusSuspended
+			}
+			return u
+		})
 		// want is the search's list, worked out here.
 		want := func(f store.UserFilter) []string {
 			type match struct{ key, id string }
@@ -265,20 +255,13 @@ func TestSearchReadsOnlyItsPage(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		s := openStore(t, kind)
-		if _, err := s.Write(ctx, func(tx *store.Tx) error {
-			for i := range 3000 {
-				u := newUser(fmt.Sprintf("m%05d", i))
-				u.DisplayName = fmt.Sprintf("M %d", i%700) // display names repeat
-				e := fmt.Sprintf("m%05d@x.example", i)
-				u.Email = &e
-				if _, err := tx.InsertUser(ctx, u); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		insertUsers(t, s, 3000, func(i int) model.User {
+			u := newUser(fmt.Sprintf("m%05d", i))
+			u.DisplayName = fmt.Sprintf("M %d", i%700) // display names repeat
+			e := fmt.Sprintf("m%05d@x.example", i)
+			u.Email = &e
+			return u
+		})
 		if kind == testenv.Postgres {
 			if err := s.ExecForTest("ANALYZE users"); err != nil {
 				t.Fatal(err)
@@ -358,18 +341,11 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 		ctx := context.Background()
 		s := openStore(t, kind)
 		const n = 2000
-		if _, err := s.Write(ctx, func(tx *store.Tx) error {
-			for i := range n {
-				u := newUser(fmt.Sprintf("p%04d", i))
-				u.DisplayName = fmt.Sprintf("P %d", i)
-				if _, err := tx.InsertUser(ctx, u); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		insertUsers(t, s, n, func(i int) model.User {
+			u := newUser(fmt.Sprintf("p%04d", i))
+			u.DisplayName = fmt.Sprintf("P %d", i)
+			return u
+		})
 		f := store.UserFilter{Prefix: "p"}
 		before := s.QueryCount()
 		seen, pages, after := 0, 0, ""
@@ -392,4 +368,26 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 			t.Errorf("%d users in %d pages and %d statements, want %d in 20 pages and at most 31", seen, pages, statements, n)
 		}
 	})
+}
+
+// insertUsers inserts n users, made by user(i), in one write, and returns
+// them as stored.
+func insertUsers(t *testing.T, s *store.Store, n int, user func(i int) model.User) []model.User {
+	t.Helper()
+	ctx := context.Background()
+	users := make([]model.User, 0, n)
+	if _, err := s.Write(ctx, func(tx *store.Tx) error {
+		users = users[:0] // a write may run again
+		for i := range n {
+			u, err := tx.InsertUser(ctx, user(i))
+			if err != nil {
+				return err
+			}
+			users = append(users, u)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return users
 }
