@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,9 @@ import (
 // and the authorization state (authstate.go: the global permissions, the
 // roles, every channel and its overwrites), which is refreshed part by
 // part. Values handed out are the caller's own (copies) or immutable
-// (AuthState). Entries are bounded by an estimate of their size; past it,
-// some are dropped at random.
+// (AuthState). Entries are bounded by an estimate of their size; once it is
+// reached, a read that missed is kept only if it missed recently too
+// (admitLocked), and makes room by dropping entries at random.
 
 // dep is what a cached value depends on: a key of a logged table, or the
 // whole table (key "").
@@ -89,9 +91,40 @@ type cacheKey struct {
 }
 
 type entry struct {
+	key   cacheKey
 	value any
 	deps  []dep
 	bytes int
+}
+
+// entrySet is the entries that depend on one dep. Most deps have one (a
+// user's key: that user's entry; a token's: its credentials), which is
+// held inline; a map is made only for a second.
+type entrySet struct {
+	one  *entry
+	more map[*entry]struct{}
+}
+
+func (s *entrySet) add(e *entry) {
+	switch {
+	case s.more != nil:
+		s.more[e] = struct{}{}
+	case s.one == nil:
+		s.one = e
+	default:
+		s.more = map[*entry]struct{}{s.one: {}, e: {}}
+		s.one = nil
+	}
+}
+
+// remove removes e, and says whether the set is now empty.
+func (s *entrySet) remove(e *entry) bool {
+	if s.one == e {
+		s.one = nil
+	} else {
+		delete(s.more, e)
+	}
+	return s.one == nil && len(s.more) == 0
 }
 
 type cache struct {
@@ -104,12 +137,15 @@ type cache struct {
 	pos   position
 	gen   uint64 // moves with every change followed: a read kept at another gen is not kept
 	m     map[cacheKey]*entry
-	byDep map[dep]map[cacheKey]struct{}
+	byDep map[dep]entrySet
 	bytes int
 	max   int
 	// removed counts the entries removed since the maps were compacted.
 	removed int
-	auth    authView
+	// seen admits entries into a full cache (admitLocked).
+	seen     []uint32
+	seenSeed maphash.Seed
+	auth     authView
 
 	// afterRead, when set (tests), runs between a read that missed and
 	// its keeping.
@@ -124,8 +160,37 @@ func newCache(max int) *cache {
 	if max <= 0 {
 		max = DefaultCacheBytes
 	}
-	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]map[cacheKey]struct{}{},
+	// About one slot per entry the cache can hold (at ~700 bytes an
+	// entry), a power of two.
+	slots := 1024
+	for slots < max/1024 {
+		slots <<= 1
+	}
+	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]entrySet{},
+		seen: make([]uint32, slots), seenSeed: maphash.MakeSeed(),
 		auth: authView{building: make(chan struct{}, 1)}}
+}
+
+// admitLocked decides whether a value read while the cache is full may
+// evict others: only when the same read missed recently too. Reads spread
+// evenly over more than the cache holds (a million users read at random,
+// a client walking every user once) would otherwise evict an entry at each
+// miss, each as unlikely to be read again as the one it evicts, and pay
+// for keeping it; the entries read again and again (the active users'
+// credentials) would go with them. seen remembers a fingerprint of the
+// last read that missed in each of its slots (a doorkeeper, as in
+// TinyLFU): a key missed twice before its slot is taken by another is
+// admitted.
+func (c *cache) admitLocked(k cacheKey) bool {
+	h := maphash.Comparable(c.seenSeed, k)
+	slot := &c.seen[h&uint64(len(c.seen)-1)]
+	fp := uint32(h>>32) | 1 // never 0, an empty slot
+	if *slot == fp {
+		*slot = 0
+		return true
+	}
+	*slot = fp
+	return false
 }
 
 // apply follows a delta: it drops what depends on the changes and moves
@@ -156,31 +221,34 @@ func (c *cache) apply(d delta) {
 }
 
 func (c *cache) clearLocked() {
-	c.m, c.byDep, c.bytes, c.removed = map[cacheKey]*entry{}, map[dep]map[cacheKey]struct{}{}, 0, 0
+	c.m, c.byDep, c.bytes, c.removed = map[cacheKey]*entry{}, map[dep]entrySet{}, 0, 0
 	c.auth.markAll(c.gen + 1)
 }
 
 // dropLocked drops the entries that depend on d.
 func (c *cache) dropLocked(d dep) {
-	for k := range c.byDep[d] {
-		c.removeLocked(k)
-	}
-}
-
-func (c *cache) removeLocked(k cacheKey) {
-	e, ok := c.m[k]
+	set, ok := c.byDep[d]
 	if !ok {
 		return
 	}
-	delete(c.m, k)
+	if set.one != nil {
+		c.removeLocked(set.one)
+	}
+	for e := range set.more {
+		c.removeLocked(e)
+	}
+}
+
+func (c *cache) removeLocked(e *entry) {
+	delete(c.m, e.key)
 	c.bytes -= e.bytes
 	c.removed++
 	for _, d := range e.deps {
-		if set := c.byDep[d]; set != nil {
-			delete(set, k)
-			if len(set) == 0 {
-				delete(c.byDep, d)
-			}
+		set := c.byDep[d]
+		if set.remove(e) {
+			delete(c.byDep, d)
+		} else {
+			c.byDep[d] = set
 		}
 	}
 }
@@ -199,14 +267,15 @@ func (c *cache) lookup(k cacheKey) (any, bool, uint64) {
 
 // What keeping an entry costs beside its value's own estimate: its slot
 // in the map of entries (the key inline) with the entry and the value's
-// box; per dependency, its slot in that dependency's set of keys, and a
-// set of its own when it is the first to depend on it (a user's key). Set
-// from heap profiles of a cache filled with users and with search pages
-// (TestCacheRealSize), with a margin: the bound holds what the heap holds.
+// box; per dependency, its slot in that dependency's set (nothing for the
+// first: it is inline), and the set's slot in the map of dependencies when
+// it is the first to depend on it (a user's key). Set from heap profiles
+// of a cache filled with users and with search pages (TestCacheRealSize),
+// with a margin: the bound holds what the heap holds.
 const (
 	entryOverhead  = 400
-	depOverhead    = 200
-	newSetOverhead = 900
+	depOverhead    = 48
+	newSetOverhead = 150
 )
 
 // entryBytes is what keeping a value of the given estimate under k, with
@@ -214,8 +283,9 @@ const (
 func (c *cache) entryBytesLocked(k cacheKey, deps []dep, value int) int {
 	n := value + entryOverhead + allocBytes(len(k.a)) + allocBytes(len(k.b)) + allocBytes(len(k.c)) + allocBytes(len(k.d))
 	for _, d := range deps {
-		n += depOverhead
-		if c.byDep[d] == nil {
+		if _, ok := c.byDep[d]; ok {
+			n += depOverhead
+		} else {
 			n += newSetOverhead + allocBytes(len(d.key))
 		}
 	}
@@ -230,7 +300,9 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 	if c.gen != gen {
 		return
 	}
-	c.removeLocked(k)
+	if e, ok := c.m[k]; ok {
+		c.removeLocked(e)
+	}
 	if c.removed > max(len(c.m), 1024) {
 		c.compactLocked() // entries dropped by changes followed, as many as are kept
 	}
@@ -239,37 +311,39 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 		return // one value that large would crowd out the rest
 	}
 	if c.bytes+bytes > c.max {
-		c.evictLocked(c.max*3/4 - bytes)
+		if !c.admitLocked(k) {
+			return
+		}
+		c.evictLocked(c.max - bytes)
 	}
-	c.m[k] = &entry{value: value, deps: deps, bytes: bytes}
+	e := &entry{key: k, value: value, deps: deps, bytes: bytes}
+	c.m[k] = e
 	c.bytes += bytes
 	for _, d := range deps {
 		set := c.byDep[d]
-		if set == nil {
-			set = map[cacheKey]struct{}{}
-			c.byDep[d] = set
-		}
-		set[k] = struct{}{}
+		set.add(e)
+		c.byDep[d] = set
 	}
 }
 
 // evictLocked drops entries (in the map's random order) until the estimate
-// is at most target, then compacts the maps.
+// is at most target: as few as make room, so that the admission of the
+// next miss is decided on a full cache again. The maps are compacted once
+// as many entries were removed as are kept (keep).
 func (c *cache) evictLocked(target int) {
-	for k := range c.m {
+	for _, e := range c.m {
 		if c.bytes <= target {
 			break
 		}
-		c.removeLocked(k)
+		c.removeLocked(e)
 	}
-	c.compactLocked()
 }
 
-// compactLocked copies the map of entries, and every large set of keys,
-// into maps of their size. A Go map never shrinks, and one that entries
-// keep entering and leaving holds the deleted slots too: measured, the
-// maps of a cache full of search pages held 1,270 bytes an entry, where
-// a fresh copy holds a third of that.
+// compactLocked copies the map of entries, the map of dependencies and
+// every large set of entries into maps of their size. A Go map never
+// shrinks, and one that entries keep entering and leaving holds the
+// deleted slots too: measured, the maps of a cache full of search pages
+// held 1,270 bytes an entry, where a fresh copy holds a third of that.
 func (c *cache) compactLocked() {
 	c.removed = 0
 	m := make(map[cacheKey]*entry, len(c.m))
@@ -277,16 +351,18 @@ func (c *cache) compactLocked() {
 		m[k] = e
 	}
 	c.m = m
+	byDep := make(map[dep]entrySet, len(c.byDep))
 	for d, set := range c.byDep {
-		if len(set) <= 8 {
-			continue
+		if len(set.more) > 8 {
+			fresh := make(map[*entry]struct{}, len(set.more))
+			for e := range set.more {
+				fresh[e] = struct{}{}
+			}
+			set.more = fresh
 		}
-		fresh := make(map[cacheKey]struct{}, len(set))
-		for k := range set {
-			fresh[k] = struct{}{}
-		}
-		c.byDep[d] = fresh
+		byDep[d] = set
 	}
+	c.byDep = byDep
 }
 
 // scopeKey keys a request's read scope in its context.

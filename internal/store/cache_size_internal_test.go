@@ -41,7 +41,7 @@ func TestCacheRealSize(t *testing.T) {
 	defer s.Close()
 	var ids []string
 	if _, err := s.Write(ctx, func(tx *Tx) error {
-		for i := range 3000 {
+		for i := range 8000 {
 			now := model.Now()
 			u := model.User{ID: uuid.Must(uuid.NewV7()).String(), Username: fmt.Sprintf("seed%05d", i),
 				DisplayName: fmt.Sprintf("Member %d", i), Status: model.StatusActive, CreatedAt: now, UpdatedAt: now}
