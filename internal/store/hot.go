@@ -24,7 +24,19 @@ import (
 // of the request's scope.
 func (s *Store) User(ctx context.Context, id string) (model.User, error) {
 	return cachedRead(ctx, s.cache, cacheKey{kind: cacheUser, a: id}, userDeps, userBytes, copyUser,
-		func() (model.User, error) { return s.queries.getUser(ctx, id) })
+		func() (model.User, error) {
+			if s.userBatches == nil {
+				return s.queries.getUser(ctx, id)
+			}
+			u, ok, err := s.userBatches.get(ctx, id)
+			switch {
+			case err != nil:
+				return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+			case !ok:
+				return model.User{}, apperr.NotFound("User %q does not exist.", id)
+			}
+			return copyUser(u), nil // the batch's value is every reader's of it
+		})
 }
 
 // GetUser returns one user with their role IDs, as the transaction sees it.
@@ -68,6 +80,25 @@ func (q queries) getUser(ctx context.Context, id string) (model.User, error) {
 		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
 	}
 	return u, rows.Close()
+}
+
+// getUsers reads the users of ids (distinct) in one statement, by ID.
+func (q queries) getUsers(ctx context.Context, ids []string) (map[string]model.User, error) {
+	rows, err := q.query(ctx, q.sql().getUsers, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]model.User, len(ids))
+	scan := newUserScanner()
+	for rows.Next() {
+		u, err := scan.scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[u.ID] = u
+	}
+	return out, rows.Close()
 }
 
 // userBytes estimates what keeping a user's value costs: the struct, and
@@ -530,6 +561,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 type hotSQL struct {
 	dialect                               dialect
 	getUser                               string
+	getUsers                              string // PostgreSQL: by an array of IDs
 	tokenByHash, tokenByID, credentialsOf string
 	insertUser                            string
 	listUsersByShape                      sync.Map // int -> listStatement
@@ -541,6 +573,7 @@ func newHotSQL(d dialect) *hotSQL {
 	return &hotSQL{
 		dialect:       d,
 		getUser:       "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
+		getUsers:      "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ANY(?)",
 		tokenByHash:   token + "t.hash = ?",
 		tokenByID:     token + "t.id = ?",
 		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u WHERE u.id = ?",

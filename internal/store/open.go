@@ -29,6 +29,8 @@ import (
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/guildhall/guildhall/internal/model"
 )
 
 // Options say where the store lives.
@@ -71,6 +73,10 @@ type Store struct {
 	tracer       *tracer      // nil: tracing off (trace.go)
 	verifyMarks  bool         // Options.VerifyChangeMarks
 	cursorKey    []byte       // seals list cursors (CursorKey)
+
+	// userBatches: PostgreSQL's reads of users that miss the cache, shared
+	// (batch.go); nil on SQLite, where a read is no round trip.
+	userBatches *batches[model.User]
 
 	writer *writer
 	// migrateUpTo, when positive, applies only the first migrations (tests
@@ -180,6 +186,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
 		counter: &s.statements, tracer: s.tracer}
 	s.wstmts = s.queries.stmts
+	if s.dialect.name() == "postgres" {
+		s.userBatches = &batches[model.User]{read: s.queries.getUsers, traced: s.tracer != nil}
+	}
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
 	}

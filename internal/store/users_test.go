@@ -391,3 +391,65 @@ func insertUsers(t *testing.T, s *store.Store, n int, user func(i int) model.Use
 	}
 	return users
 }
+
+// TestUserReadsConcurrently: many requests reading users at once, past a
+// cache too small to hold them (on PostgreSQL their misses share
+// statements), each get the user they asked for, with their roles, or a
+// not-found for an ID nobody has.
+func TestUserReadsConcurrently(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := sameDatabase(t, kind, func(o *store.Options) { o.CacheBytes = 32 << 10 })()
+		var users []model.User
+		write(t, s, func(ctx context.Context, tx *store.Tx) error {
+			now := model.Now()
+			role, err := tx.InsertRole(ctx, model.Role{ID: "mods", Name: "mods", CreatedAt: now, UpdatedAt: now})
+			if err != nil {
+				return err
+			}
+			for i := range 300 {
+				u, err := tx.InsertUser(ctx, newUser(fmt.Sprintf("c%03d", i)))
+				if err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					if _, err := tx.AddUserRole(ctx, u.ID, role.ID, now); err != nil {
+						return err
+					}
+					u.Roles = []string{role.ID}
+				}
+				users = append(users, u)
+			}
+			return nil
+		})
+		errs := make(chan error, 32)
+		for g := range 32 {
+			go func() {
+				rng := rand.New(rand.NewPCG(uint64(g), 7))
+				for range 200 {
+					if rng.IntN(10) == 0 {
+						_, err := s.User(s.ReadScope(ctx), "no-such-user")
+						if !errors.Is(err, apperr.ErrNotFound) {
+							errs <- fmt.Errorf("a missing user: %v", err)
+							return
+						}
+						continue
+					}
+					want := users[rng.IntN(len(users))]
+					got, err := s.User(s.ReadScope(ctx), want.ID)
+					if err != nil || got.Username != want.Username || !slices.Equal(got.Roles, want.Roles) {
+						errs <- fmt.Errorf("user %s: %+v, %v", want.Username, got, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range 32 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
