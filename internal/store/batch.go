@@ -53,9 +53,7 @@ func (b *batches[V]) get(ctx context.Context, key string) (V, bool, error) {
 		}
 		go b.send(sctx, bt)
 	}
-	if !slices.Contains(bt.keys, key) {
-		bt.keys = append(bt.keys, key)
-	}
+	bt.keys = append(bt.keys, key)
 	b.mu.Unlock()
 	var zero V
 	select {
@@ -78,6 +76,8 @@ func (b *batches[V]) send(ctx context.Context, bt *batch[V]) {
 	b.next = nil // closed: later reads open the next batch
 	keys := bt.keys
 	b.mu.Unlock()
+	slices.Sort(keys)
+	keys = slices.Compact(keys) // a key read by several requests at once
 	defer func() {
 		if v := recover(); v != nil {
 			bt.err = fmt.Errorf("panic in a batch of reads: %v\n%s", v, debug.Stack())

@@ -114,7 +114,7 @@ func TestBatchesShareAStatementSentAfterEachRead(t *testing.T) {
 	b2 := s.getAsync(ctx, "b")
 	missing := s.getAsync(ctx, "missing")
 	a2 := s.getAsync(ctx, "a") // a again: statement 1 may predate a commit it must see
-	s.waitJoined(t, 4)
+	s.waitJoined(t, 5)         // b twice: each read joins, the statement sends b once
 	select {
 	case r := <-b:
 		t.Fatalf("a read arriving during statement 1 was answered (%+v) before it", r)

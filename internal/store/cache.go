@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -37,9 +36,8 @@ import (
 // and the authorization state (authstate.go: the global permissions, the
 // roles, every channel and its overwrites), which is refreshed part by
 // part. Values handed out are the caller's own (copies) or immutable
-// (AuthState). Entries are bounded by an estimate of their size; once it is
-// reached, a read that missed is kept only if it missed recently too
-// (admitLocked), and makes room by dropping entries at random.
+// (AuthState). Entries are bounded by an estimate of their size; past it,
+// entries are dropped at random, as few as make room.
 
 // dep is what a cached value depends on: a key of a logged table, or the
 // whole table (key "").
@@ -142,10 +140,7 @@ type cache struct {
 	max   int
 	// removed counts the entries removed since the maps were compacted.
 	removed int
-	// seen admits entries into a full cache (admitLocked).
-	seen     []uint32
-	seenSeed maphash.Seed
-	auth     authView
+	auth    authView
 
 	// afterRead, when set (tests), runs between a read that missed and
 	// its keeping.
@@ -160,37 +155,8 @@ func newCache(max int) *cache {
 	if max <= 0 {
 		max = DefaultCacheBytes
 	}
-	// About one slot per entry the cache can hold (at ~700 bytes an
-	// entry), a power of two.
-	slots := 1024
-	for slots < max/1024 {
-		slots <<= 1
-	}
 	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]entrySet{},
-		seen: make([]uint32, slots), seenSeed: maphash.MakeSeed(),
 		auth: authView{building: make(chan struct{}, 1)}}
-}
-
-// admitLocked decides whether a value read while the cache is full may
-// evict others: only when the same read missed recently too. Reads spread
-// evenly over more than the cache holds (a million users read at random,
-// a client walking every user once) would otherwise evict an entry at each
-// miss, each as unlikely to be read again as the one it evicts, and pay
-// for keeping it; the entries read again and again (the active users'
-// credentials) would go with them. seen remembers a fingerprint of the
-// last read that missed in each of its slots (a doorkeeper, as in
-// TinyLFU): a key missed twice before its slot is taken by another is
-// admitted.
-func (c *cache) admitLocked(k cacheKey) bool {
-	h := maphash.Comparable(c.seenSeed, k)
-	slot := &c.seen[h&uint64(len(c.seen)-1)]
-	fp := uint32(h>>32) | 1 // never 0, an empty slot
-	if *slot == fp {
-		*slot = 0
-		return true
-	}
-	*slot = fp
-	return false
 }
 
 // apply follows a delta: it drops what depends on the changes and moves
@@ -311,9 +277,6 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 		return // one value that large would crowd out the rest
 	}
 	if c.bytes+bytes > c.max {
-		if !c.admitLocked(k) {
-			return
-		}
 		c.evictLocked(c.max - bytes)
 	}
 	e := &entry{key: k, value: value, deps: deps, bytes: bytes}
@@ -327,9 +290,10 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 }
 
 // evictLocked drops entries (in the map's random order) until the estimate
-// is at most target: as few as make room, so that the admission of the
-// next miss is decided on a full cache again. The maps are compacted once
-// as many entries were removed as are kept (keep).
+// is at most target: as few as make room, so that reads spread over more
+// than the cache holds pay one removal per miss, not a sweep of a quarter
+// of the cache. The maps are compacted once as many entries were removed
+// as are kept (keep).
 func (c *cache) evictLocked(target int) {
 	for _, e := range c.m {
 		if c.bytes <= target {

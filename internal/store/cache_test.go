@@ -447,58 +447,6 @@ func TestCacheStaysWithinItsBound(t *testing.T) {
 	})
 }
 
-// TestCacheFullAdmitsWhatIsReadAgain: once the cache is full, a read
-// that misses for the first time evicts nothing, and one that misses again
-// is kept. A client walking every user once leaves the users read again
-// and again where they were.
-func TestCacheFullAdmitsWhatIsReadAgain(t *testing.T) {
-	testenv.Stores(t, func(t *testing.T, kind string) {
-		t.Parallel()
-		const bound = 64 << 10 // some tens of users
-		s := sameDatabase(t, kind, func(o *store.Options) { o.CacheBytes = bound })()
-		var ids []string
-		write(t, s, func(ctx context.Context, tx *store.Tx) error {
-			for i := range 1000 {
-				u, err := tx.InsertUser(ctx, newUser(fmt.Sprintf("u%04d", i)))
-				if err != nil {
-					return err
-				}
-				ids = append(ids, u.ID)
-			}
-			return nil
-		})
-		read := func(id string) {
-			t.Helper()
-			if _, err := s.User(request(s), id); err != nil {
-				t.Fatal(err)
-			}
-		}
-		hot := ids[:10]
-		for _, id := range hot {
-			read(id)
-		}
-		for _, id := range ids[10:] { // fills the cache, then walks past it
-			read(id)
-		}
-		before := s.CacheStats()
-		for _, id := range hot {
-			read(id)
-		}
-		if st := s.CacheStats(); st.Misses != before.Misses || st.Hits != before.Hits+int64(len(hot)) {
-			t.Errorf("the users read before the walk: %d hits, %d misses after it; want %d hits, no miss",
-				st.Hits-before.Hits, st.Misses-before.Misses, len(hot))
-		}
-		last := ids[len(ids)-1] // read once, in the walk over a full cache
-		before = s.CacheStats()
-		read(last)
-		read(last)
-		if st := s.CacheStats(); st.Misses != before.Misses+1 || st.Hits != before.Hits+1 {
-			t.Errorf("a user read twice more after one miss: %d hits, %d misses; want the second read to miss, the third to hit",
-				st.Hits-before.Hits, st.Misses-before.Misses)
-		}
-	})
-}
-
 // TestCacheClosesItsConnection: closing a store releases the change log's
 // connection with the others: no file of the data directory stays open,
 // and SQLite, closing its last connection, checkpoints and removes the
