@@ -42,11 +42,11 @@ func TestParse(t *testing.T) {
 		}, ""},
 		{"an unknown exporter", []string{"--tracing=zipkin"}, nil, "tracing"},
 		{"a sample ratio over 1", []string{"--tracing-sample-ratio=2"}, nil, "sample ratio"},
-		{"the memory limit bounds the cache by default", nil, func(c config.Config) bool {
-			return c.MemoryLimit == 96<<20 && c.CacheBound() == 32<<20
+		{"the defaults: a 96 MiB memory limit, a 16 MiB cache", nil, func(c config.Config) bool {
+			return c.MemoryLimit == 96<<20 && c.CacheBound() == 16<<20
 		}, ""},
-		{"a lower memory limit lowers the cache's bound", []string{"--memory-limit=50331648"}, func(c config.Config) bool {
-			return c.CacheBound() == 16<<20
+		{"a lower memory limit lowers the cache's bound", []string{"--memory-limit=25165824"}, func(c config.Config) bool {
+			return c.CacheBound() == 8<<20
 		}, ""},
 		{"no memory limit leaves the cache's bound", []string{"--memory-limit=0", "--cache-bytes=1048576"}, func(c config.Config) bool {
 			return c.CacheBound() == 1<<20

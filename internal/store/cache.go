@@ -69,8 +69,10 @@ type delta struct {
 const maxChangesFollowed = 10_000
 
 // DefaultCacheBytes bounds the cache's estimated size when Options say
-// nothing.
-const DefaultCacheBytes = 32 << 20
+// nothing: enough for ten thousand users and their pages. A bigger bound
+// costs more than its hits where the cache fills (a million users read at
+// random): a full cache is a live heap that every collection marks.
+const DefaultCacheBytes = 16 << 20
 
 type cacheKind uint8
 
