@@ -93,3 +93,13 @@ func (s *Store) ExplainListUsersForTest(ctx context.Context, f UserFilter, after
 	}
 	return b.String(), rows.Err()
 }
+
+// PlanCacheModesForTest returns PostgreSQL's plan_cache_mode on the pool
+// searches run on, and on the read pool.
+func (s *Store) PlanCacheModesForTest(ctx context.Context) (search, read string, err error) {
+	if err := s.searchStmts.db.QueryRowContext(ctx, "SHOW plan_cache_mode").Scan(&search); err != nil {
+		return "", "", err
+	}
+	err = s.read.WithContext(ctx).Raw("SHOW plan_cache_mode").Row().Scan(&read)
+	return search, read, err
+}

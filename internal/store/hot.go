@@ -228,7 +228,11 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 			return userPage{users: users, next: p.next}
 		},
 		func() (userPage, error) {
-			users, next, err := s.queries.listUsers(ctx, f, after, limit)
+			q := s.queries
+			if f.Prefix != "" && s.searchStmts != nil {
+				q.stmts = s.searchStmts // PostgreSQL: generic plans (openSearchPool)
+			}
+			users, next, err := q.listUsers(ctx, f, after, limit)
 			// The page is kept: not the read's slice, whose capacity is
 			// the limit's, but one as long as the page.
 			return userPage{slices.Clone(users[:len(users):len(users)]), next}, err

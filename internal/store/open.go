@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mattn/go-sqlite3"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
@@ -74,6 +76,9 @@ type Store struct {
 	verifyMarks  bool         // Options.VerifyChangeMarks
 	cursorKey    []byte       // seals list cursors (CursorKey)
 
+	// searchStmts: PostgreSQL's prepared statements of searches, on a pool
+	// of their own (openSearchPool); nil on SQLite.
+	searchStmts *stmtCache
 	// userBatches: PostgreSQL's reads of users that miss the cache, shared
 	// (batch.go); nil on SQLite, where a read is no round trip.
 	userBatches *batches[model.User]
@@ -188,6 +193,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.wstmts = s.queries.stmts
 	if s.dialect.name() == "postgres" {
 		s.userBatches = &batches[model.User]{read: s.queries.getUsers, traced: s.tracer != nil}
+		sdb, err := openSearchPool(opts.DatabaseURL, max(2, opts.MaxOpenConns/4))
+		if err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		s.searchStmts = newStmtCache(sdb, s.dialect).withTimeout(s.statementTimeout)
 	}
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -357,12 +368,15 @@ func (s *Store) Close() error {
 	if s.writer != nil {
 		s.writer.stop()
 	}
-	for _, c := range []*stmtCache{s.queries.stmts, s.wstmts} {
+	for _, c := range []*stmtCache{s.queries.stmts, s.wstmts, s.searchStmts} {
 		if c != nil {
 			c.close()
 		}
 	}
 	var errs []error
+	if s.searchStmts != nil {
+		errs = append(errs, s.searchStmts.db.Close())
+	}
 	if s.sqliteLog != nil {
 		errs = append(errs, s.sqliteLog.close())
 	}
@@ -381,6 +395,27 @@ func (s *Store) Close() error {
 		s.sqliteLog.releaseWALIndex() // after every connection of the store
 	}
 	return errors.Join(errs...)
+}
+
+// openSearchPool opens the connections PostgreSQL's searches run on, with
+// generic plans forced. A search's statement is prepared, but with its
+// bounds unknown the generic plan's estimate is far above a custom plan's,
+// so PostgreSQL would plan it anew at every run: over a million users
+// that planning is half of the search's cost (200 searches in process:
+// 754 µs each with custom plans, 398 µs with the generic one, which walks
+// the same indexes). The setting is the pool's, so it reaches no other
+// statement.
+func openSearchPool(databaseURL string, conns int) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
 }
 
 func redact(u string) string {

@@ -453,3 +453,21 @@ func TestUserReadsConcurrently(t *testing.T) {
 		}
 	})
 }
+
+// TestSearchPlansOnce: on PostgreSQL, searches run on connections of
+// their own that plan their statements once (generic plans), and no other
+// statement does; the pages they answer are those of
+// TestSearchOrderAndPages.
+func TestSearchPlansOnce(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		if kind != "postgres" {
+			t.Skip("SQLite plans a prepared statement once")
+		}
+		t.Parallel()
+		s := openStore(t, kind)
+		search, read, err := s.PlanCacheModesForTest(context.Background())
+		if err != nil || search != "force_generic_plan" || read != "auto" {
+			t.Fatalf("plan_cache_mode: %q on the search pool, %q on the read pool (%v); want force_generic_plan and auto", search, read, err)
+		}
+	})
+}
