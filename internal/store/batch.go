@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -28,7 +29,8 @@ type batches[V any] struct {
 	mu       sync.Mutex
 	next     *batch[V] // the batch arriving reads join; nil when none is open
 	inflight sync.Mutex
-	traced   bool // tracing on (trace.go)
+	sent     atomic.Int64 // statements sent
+	traced   bool         // tracing on (trace.go)
 }
 
 type batch[V any] struct {
@@ -78,6 +80,7 @@ func (b *batches[V]) send(ctx context.Context, bt *batch[V]) {
 	b.mu.Unlock()
 	slices.Sort(keys)
 	keys = slices.Compact(keys) // a key read by several requests at once
+	b.sent.Add(1)
 	defer func() {
 		if v := recover(); v != nil {
 			bt.err = fmt.Errorf("panic in a batch of reads: %v\n%s", v, debug.Stack())

@@ -235,15 +235,17 @@ func (c *cache) lookup(k cacheKey) (any, bool, uint64) {
 
 // What keeping an entry costs beside its value's own estimate: its slot
 // in the map of entries (the key inline) with the entry and the value's
-// box; per dependency, its slot in that dependency's set (nothing for the
-// first: it is inline), and the set's slot in the map of dependencies when
-// it is the first to depend on it (a user's key). Set from heap profiles
-// of a cache filled with users and with search pages (TestCacheRealSize),
-// with a margin: the bound holds what the heap holds.
+// box; per dependency, the set's slot in the map of dependencies when it
+// is the first to depend on it (a user's key; it is then held inline),
+// the set's map when it is the second (a user's credentials beside the
+// user), and its slot in that map after. Set from heap profiles of a
+// cache filled with users, credentials and search pages
+// (TestCacheRealSize), with a margin: the bound holds what the heap holds.
 const (
 	entryOverhead  = 400
 	depOverhead    = 48
 	newSetOverhead = 150
+	setMapOverhead = 300
 )
 
 // entryBytes is what keeping a value of the given estimate under k, with
@@ -251,10 +253,13 @@ const (
 func (c *cache) entryBytesLocked(k cacheKey, deps []dep, value int) int {
 	n := value + entryOverhead + allocBytes(len(k.a)) + allocBytes(len(k.b)) + allocBytes(len(k.c)) + allocBytes(len(k.d))
 	for _, d := range deps {
-		if _, ok := c.byDep[d]; ok {
-			n += depOverhead
-		} else {
+		switch set, ok := c.byDep[d]; {
+		case !ok:
 			n += newSetOverhead + allocBytes(len(d.key))
+		case set.more == nil:
+			n += depOverhead + setMapOverhead
+		default:
+			n += depOverhead
 		}
 	}
 	return n
@@ -274,12 +279,15 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 	if c.removed > max(len(c.m), 1024) {
 		c.compactLocked() // entries dropped by changes followed, as many as are kept
 	}
-	bytes = c.entryBytesLocked(k, deps, bytes)
+	valueBytes := bytes
+	bytes = c.entryBytesLocked(k, deps, valueBytes)
 	if bytes > c.max/4 {
 		return // one value that large would crowd out the rest
 	}
-	if c.bytes+bytes > c.max {
+	for c.bytes+bytes > c.max && len(c.m) > 0 {
 		c.evictLocked(c.max - bytes)
+		// Evicting may have removed a set this entry would have joined.
+		bytes = c.entryBytesLocked(k, deps, valueBytes)
 	}
 	e := &entry{key: k, value: value, deps: deps, bytes: bytes}
 	c.m[k] = e
@@ -308,8 +316,7 @@ func (c *cache) evictLocked(target int) {
 // compactLocked copies the map of entries, the map of dependencies and
 // every large set of entries into maps of their size. A Go map never
 // shrinks, and one that entries keep entering and leaving holds the
-// deleted slots too: measured, the maps of a cache full of search pages
-// held 1,270 bytes an entry, where a fresh copy holds a third of that.
+// deleted slots too, several times what a fresh copy holds.
 func (c *cache) compactLocked() {
 	c.removed = 0
 	m := make(map[cacheKey]*entry, len(c.m))

@@ -24,7 +24,7 @@ func liveHeap() uint64 {
 
 // TestCacheRealSize: a cache filled far past its bound, with search pages
 // (GET /api/users?q=, what a client can send as many of as it likes), with
-// users, with both, and with both between writes that drop every page,
+// users, with users and their credentials, with pages and users, and with both between writes that drop every page,
 // holds no more heap than its bound: the heap in use
 // after a collection, with the cache full and then emptied, differs by at
 // most the bound. Not parallel: the heap is the process's.
@@ -50,6 +50,10 @@ func TestCacheRealSize(t *testing.T) {
 				u.Email = &e
 			}
 			if _, err := tx.InsertUser(ctx, u); err != nil {
+				return err
+			}
+			if err := tx.InsertToken(ctx, model.Token{ID: uuid.Must(uuid.NewV7()).String(), UserID: u.ID, Name: "t",
+				CreatedAt: now}, fmt.Sprintf("hash%05d", i)); err != nil {
 				return err
 			}
 			ids = append(ids, u.ID)
@@ -86,12 +90,22 @@ func TestCacheRealSize(t *testing.T) {
 		_, err := s.User(s.ReadScope(ctx), ids[rng.IntN(len(ids))])
 		return err
 	}
+	// A user and their credentials: two entries depending on one key.
+	userAndCredentials := func() error {
+		i := rng.IntN(len(ids))
+		if _, err := s.User(s.ReadScope(ctx), ids[i]); err != nil {
+			return err
+		}
+		_, err := s.Credentials(s.ReadScope(ctx), fmt.Sprintf("hash%05d", i))
+		return err
+	}
 	for _, tc := range []struct {
 		name  string
 		reads []func() error
 	}{
 		{"search pages", []func() error{search}},
 		{"users", []func() error{user}},
+		{"users and their credentials", []func() error{userAndCredentials}},
 		{"both", []func() error{search, user}},
 		{"searches between writes", append(slices.Repeat([]func() error{search, user}, 150), write)},
 	} {

@@ -103,3 +103,20 @@ func (s *Store) PlanCacheModesForTest(ctx context.Context) (search, read string,
 	err = s.read.WithContext(ctx).Raw("SHOW plan_cache_mode").Row().Scan(&read)
 	return search, read, err
 }
+
+// UserBatchesSentForTest returns how many statements the batches of user
+// reads sent (PostgreSQL; 0 on SQLite, which has none).
+func (s *Store) UserBatchesSentForTest() int64 {
+	if s.userBatches == nil {
+		return 0
+	}
+	return s.userBatches.sent.Load()
+}
+
+// SearchStatementsForTest returns how many statements are prepared on the
+// pool searches run on (PostgreSQL).
+func (s *Store) SearchStatementsForTest() int {
+	s.searchStmts.mu.RLock()
+	defer s.searchStmts.mu.RUnlock()
+	return len(s.searchStmts.m)
+}

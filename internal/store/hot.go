@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -98,7 +99,10 @@ func (q queries) getUsers(ctx context.Context, ids []string) (map[string]model.U
 		}
 		out[u.ID] = u
 	}
-	return out, rows.Close()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err // a user left out would read as missing
+	}
+	return out, nil
 }
 
 // userBytes estimates what keeping a user's value costs: the struct, and
@@ -413,7 +417,9 @@ func (q queries) readUsers(ctx context.Context, text string, args []any, n int, 
 			*entries = append(*entries, e)
 		}
 	}
-	if err := rows.Close(); err != nil {
+	// Rows that end on an error (a deadline, a connection lost) close
+	// themselves: the error is Err's, not Close's.
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
 	return out, nil

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mattn/go-sqlite3"
 	"go.opentelemetry.io/otel/trace"
@@ -199,6 +200,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.searchStmts = newStmtCache(sdb, s.dialect).withTimeout(s.statementTimeout)
+		if err := sdb.PingContext(ctx); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("open postgres (search pool): %w", err)
+		}
 	}
 	if wdb != rdb {
 		s.wstmts = newStmtCache(wdb, s.dialect).withTimeout(s.statementTimeout)
@@ -400,18 +405,24 @@ func (s *Store) Close() error {
 // openSearchPool opens the connections PostgreSQL's searches run on, with
 // generic plans forced. A search's statement is prepared, but with its
 // bounds unknown the generic plan's estimate is far above a custom plan's,
-// so PostgreSQL would plan it anew at every run: over a million users
-// that planning is half of the search's cost (200 searches in process:
-// 754 µs each with custom plans, 398 µs with the generic one, which walks
-// the same indexes). The setting is the pool's, so it reaches no other
-// statement.
+// so PostgreSQL would plan it anew at every run, and planning it costs
+// more than running it; the generic plan walks the same indexes. The
+// setting is the pool's, so it reaches no other statement. It is SET once
+// a connection is open, not sent at startup, which a pooler may refuse;
+// a server that lacks it (before PostgreSQL 12) plans as the read pool
+// does.
 func openSearchPool(databaseURL string, conns int) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	db := stdlib.OpenDB(*cfg)
+	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42704" { // undefined_object
+			return nil
+		}
+		return err
+	}))
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)

@@ -451,13 +451,20 @@ func TestUserReadsConcurrently(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		st := s.CacheStats()
+		switch sent := s.UserBatchesSentForTest(); {
+		case kind == "postgres" && (sent == 0 || sent > st.Misses):
+			t.Errorf("%d batched statements for %d misses; want at least one, and no more than the misses", sent, st.Misses)
+		case kind == "sqlite" && sent != 0:
+			t.Errorf("SQLite sent %d batched statements; want none (a read there is no round trip)", sent)
+		}
 	})
 }
 
 // TestSearchPlansOnce: on PostgreSQL, searches run on connections of
 // their own that plan their statements once (generic plans), and no other
-// statement does; the pages they answer are those of
-// TestSearchOrderAndPages.
+// statement does; a search runs there. What the searches answer is what
+// the other search tests check.
 func TestSearchPlansOnce(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		if kind != "postgres" {
@@ -468,6 +475,13 @@ func TestSearchPlansOnce(t *testing.T) {
 		search, read, err := s.PlanCacheModesForTest(context.Background())
 		if err != nil || search != "force_generic_plan" || read != "auto" {
 			t.Fatalf("plan_cache_mode: %q on the search pool, %q on the read pool (%v); want force_generic_plan and auto", search, read, err)
+		}
+		before := s.SearchStatementsForTest()
+		if _, _, err := s.ListUsers(s.ReadScope(context.Background()), store.UserFilter{Prefix: "a"}, "", 20); err != nil {
+			t.Fatal(err)
+		}
+		if after := s.SearchStatementsForTest(); after <= before {
+			t.Errorf("a search prepared nothing on the search pool (%d statements before, %d after)", before, after)
 		}
 	})
 }
