@@ -1245,9 +1245,12 @@ type ClientInterface interface {
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
-	// Each filter is served by an index. A page of a search reads each
-	// name's index from where the previous page ended, not every match of
-	// `q`: its own users, and the other names of users it passes over.
+	// Without `q`, each filter is served by an index. A page of a search
+	// reads each name's index from where the previous page ended, not
+	// every match of `q`: its own users, and the entries it passes over
+	// (users' other names, and users that `role` or `status` leave out),
+	// at most 1,000 of each name's index. A page that reaches that bound
+	// ends short, even empty, with a `next_cursor` to go on from.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -3520,9 +3523,12 @@ func (c *Client) RenameRole(ctx context.Context, roleID RoleID, params *RenameRo
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
-// Each filter is served by an index. A page of a search reads each
-// name's index from where the previous page ended, not every match of
-// `q`: its own users, and the other names of users it passes over.
+// Without `q`, each filter is served by an index. A page of a search
+// reads each name's index from where the previous page ended, not
+// every match of `q`: its own users, and the entries it passes over
+// (users' other names, and users that `role` or `status` leave out),
+// at most 1,000 of each name's index. A page that reaches that bound
+// ends short, even empty, with a `next_cursor` to go on from.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.
@@ -9995,9 +10001,12 @@ type ClientWithResponsesInterface interface {
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
-	// Each filter is served by an index. A page of a search reads each
-	// name's index from where the previous page ended, not every match of
-	// `q`: its own users, and the other names of users it passes over.
+	// Without `q`, each filter is served by an index. A page of a search
+	// reads each name's index from where the previous page ended, not
+	// every match of `q`: its own users, and the entries it passes over
+	// (users' other names, and users that `role` or `status` leave out),
+	// at most 1,000 of each name's index. A page that reaches that bound
+	// ends short, even empty, with a `next_cursor` to go on from.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -27540,9 +27549,12 @@ func (c *ClientWithResponses) RenameRoleWithResponse(ctx context.Context, roleID
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
-// Each filter is served by an index. A page of a search reads each
-// name's index from where the previous page ended, not every match of
-// `q`: its own users, and the other names of users it passes over.
+// Without `q`, each filter is served by an index. A page of a search
+// reads each name's index from where the previous page ended, not
+// every match of `q`: its own users, and the entries it passes over
+// (users' other names, and users that `role` or `status` leave out),
+// at most 1,000 of each name's index. A page that reaches that bound
+// ends short, even empty, with a `next_cursor` to go on from.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.

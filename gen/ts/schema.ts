@@ -1088,9 +1088,12 @@ export interface paths {
          *     - `role`: only users holding this role (an unknown role matches nobody).
          *     - `status`: only `active` or only `suspended` users.
          *
-         *     Each filter is served by an index. A page of a search reads each
-         *     name's index from where the previous page ended, not every match of
-         *     `q`: its own users, and the other names of users it passes over.
+         *     Without `q`, each filter is served by an index. A page of a search
+         *     reads each name's index from where the previous page ended, not
+         *     every match of `q`: its own users, and the entries it passes over
+         *     (users' other names, and users that `role` or `status` leave out),
+         *     at most 1,000 of each name's index. A page that reaches that bound
+         *     ends short, even empty, with a `next_cursor` to go on from.
          *
          *     **Permission:** any authenticated user. `email` is shown only on the
          *     caller's own entry, or to holders of `MANAGE_USERS`.

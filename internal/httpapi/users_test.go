@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -8,10 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/oapi-codegen/nullable"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
 	"github.com/guildhall/guildhall/gen/api"
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -588,6 +592,38 @@ func TestUsersSearch(t *testing.T) {
 			mk("angles2", strings.Repeat("<", 99)+">", "")
 			if got := e2eWalk(t, e, e.Owner, "/users?q="+url.QueryEscape("<<"), 1, nil); len(got) != 2 || got[0] != angles {
 				t.Errorf("q=<<: %v", got)
+			}
+		})
+
+		t.Run("a filter few pass ends a page short, not reading every match", func(t *testing.T) {
+			// 1,100 users named "hx…", of whom the last alone is suspended:
+			// a page reads at most 1,000 entries of each name's index, so
+			// the first page is empty and goes on, and the walk finds them.
+			const n = 1100
+			var last string
+			if _, err := e.App.Store.Write(t.Context(), func(tx *store.Tx) error {
+				for i := range n {
+					now := model.Now()
+					u := model.User{ID: uuid.Must(uuid.NewV7()).String(), Username: fmt.Sprintf("hx%04d", i),
+						DisplayName: fmt.Sprintf("hx%04d", i), Status: model.StatusActive, CreatedAt: now, UpdatedAt: now}
+					if i == n-1 {
+						u.Status = model.StatusSuspended
+						last = u.ID
+					}
+					if _, err := tx.InsertUser(t.Context(), u); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			first := e2eFetchPage(t, e, e.Owner, "/users?q=hx&status=suspended", "", 50)
+			if len(first.IDs) != 0 || first.Next == "" {
+				t.Errorf("first page: %d users, next %q; want none and a cursor", len(first.IDs), first.Next)
+			}
+			if got := e2eWalk(t, e, e.Owner, "/users?q=hx&status=suspended", 50, nil); !slices.Equal(got, []string{last}) {
+				t.Errorf("q=hx&status=suspended: %v, want [%s]", got, last)
 			}
 		})
 

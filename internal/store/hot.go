@@ -204,21 +204,23 @@ type UserFilter struct {
 }
 
 // ListUsers returns up to limit users after the position after that pass
-// the filter, and the position after the last of them when more follow
-// ("" when none do), as of the request's scope, role IDs included. Every
-// filter is an index range, so a page reads what it returns, never a scan
-// of every user:
+// the filter, and the position to go on from when more may follow ("" when
+// none do), as of the request's scope, role IDs included. A page reads a
+// bounded number of index entries, never a scan of every user:
 //
 //   - Without a prefix, users are in ID order and a position is the last
-//     ID: one statement.
+//     ID; each filter is an index range (the role's holders, the status
+//     index): one statement.
 //   - With a prefix, users are in the order of the key they match it by
 //     (lower-cased username, display name, or email when MatchEmail is
 //     set; a user matching by two keys is listed once, by the least), then
 //     by ID, and a position is that key and the ID. Each key's index range
 //     is read from the position on, and the ranges are merged
 //     (searchUsers): a page reads its own users, plus the entries it
-//     passes over (a user's other keys), in one statement unless many in
-//     a row are passed over.
+//     passes over (a user's other keys, users the role and status filters
+//     leave out), in one statement unless many in a row are passed over,
+//     and at most maxSearchRead entries of each range: past that it ends
+//     short, even empty, with the position it reached.
 //
 // A position is the store's own; callers pass back what it returned.
 func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
@@ -297,8 +299,15 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 	var outPos []searchPos
 	nkeys := len(f.keys())
 	grow := 1 // doubles after a round that kept nobody
+	read := 0 // entries of each key's range the page has asked for
 	for len(out) <= limit {
-		want := min((limit+1-len(out))*grow, maxSearchRound)
+		if read == maxSearchRead {
+			// The page's bound: what it found, and its place, where the
+			// next page goes on (a short page is not the end).
+			return out, at.key + "\x00" + at.id, nil
+		}
+		want := min((limit+1-len(out))*grow, maxSearchRead-read)
+		read += want
 		text, args := q.sql().listUsers(f, at.key, at.id, want)
 		var entries []searchEntry
 		users, err := q.readUsers(ctx, text, args, nkeys*want, &entries)
@@ -325,7 +334,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 				break
 			}
 			at = e.pos
-			if e.listed(lo, f.MatchEmail) {
+			if e.passes && e.listed(lo, f.MatchEmail) {
 				out = append(out, users[i])
 				outPos = append(outPos, e.pos)
 			}
@@ -341,7 +350,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 			return nil, "", fmt.Errorf("list users: a search made no progress at %q", at.key)
 		}
 		if len(out) == kept {
-			grow = min(grow*2, maxSearchRound)
+			grow = min(grow*2, maxSearchRead)
 		}
 	}
 	if len(out) <= limit {
@@ -351,9 +360,11 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 	return out[:limit], p.key + "\x00" + p.id, nil
 }
 
-// maxSearchRound bounds the entries a search's round reads of each key's
-// range.
-const maxSearchRound = 1000
+// maxSearchRead bounds the entries a page of a search reads of each key's
+// range, over all its rounds: where the filters pass few users, or many
+// entries in a row are passed over, a page ends short (even empty) with a
+// position to go on from, rather than reading a range to its end.
+const maxSearchRead = 1000
 
 // searchPos is a place in a search's order: a key, then an ID.
 type searchPos struct{ key, id string }
@@ -363,12 +374,14 @@ func (p searchPos) less(o searchPos) bool {
 }
 
 // searchEntry is a row of a search's read: a user's entry in one key's
-// range (s, the index of the key in searchKeys) and the user's keys.
+// range (s, the index of the key in searchKeys), the user's keys, and
+// whether the user passes the search's other filters.
 type searchEntry struct {
 	pos               searchPos
 	s                 int
 	username, display string
 	email             sql.NullString
+	passes            bool
 }
 
 // listed says whether e is the entry its user is listed by: the least of
@@ -404,7 +417,7 @@ func (q queries) readUsers(ctx context.Context, text string, args []any, n int, 
 	scan := newUserScanner()
 	var e searchEntry
 	if entries != nil {
-		scan.dest = append(scan.dest, &e.pos.key, &e.s, &e.username, &e.display, &e.email)
+		scan.dest = append(scan.dest, &e.pos.key, &e.s, &e.username, &e.display, &e.email, &e.passes)
 	}
 	for rows.Next() {
 		u, err := scan.scan(rows)
@@ -510,22 +523,26 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 		slots = append(slots, sl)
 		return "?"
 	}
-	filters := func(u string) {
-		if f.Status != "" {
-			// "|| ''" keeps SQLite, which has no statistics to tell, from
-			// preferring the status index to the key's range.
-			b.WriteString(" AND " + u + ".status || '' = " + arg(slotStatus))
-		}
-		if f.RoleID != "" {
-			b.WriteString(" AND EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = " + u + ".id AND x.role_id = " + arg(slotRole) + ")")
-		}
-	}
 	if f.Prefix != "" {
 		// Each key's index range from the position on, its first rows
-		// (every match of the key, also those listed by a lesser key:
-		// searchUsers passes over them), merged in key order. The keys
-		// come along: they say which entry of a user is the one listed.
-		b.WriteString("SELECT " + userColumns(d) + ", m.k, m.s, u.username_key, u.display_name_key, u.email_key FROM (")
+		// (every match of the key, also those listed by a lesser key or
+		// that the filters leave out: searchUsers passes over them),
+		// merged in key order. The keys come along: they say which entry
+		// of a user is the one listed. The filters are a column, not a
+		// condition of the ranges: a LIMIT then bounds what a range reads,
+		// where a condition few rows pass would read the whole range.
+		b.WriteString("SELECT " + userColumns(d) + ", m.k, m.s, u.username_key, u.display_name_key, u.email_key, ")
+		var passes []string
+		if f.Status != "" {
+			passes = append(passes, "u.status = "+arg(slotStatus))
+		}
+		if f.RoleID != "" {
+			passes = append(passes, "EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id AND x.role_id = "+arg(slotRole)+")")
+		}
+		if len(passes) == 0 {
+			passes = append(passes, "1 = 1")
+		}
+		b.WriteString("(" + strings.Join(passes, " AND ") + ") FROM (")
 		for i, k := range f.keys() {
 			if i > 0 {
 				b.WriteString(" UNION ALL ")
@@ -543,7 +560,6 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 				b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR " + id + " > " + arg(slotAtID) + ")")
 			}
 			b.WriteString(" AND c." + k + " < " + arg(slotHi))
-			filters("c")
 			b.WriteString(" ORDER BY " + order + " LIMIT " + arg(slotLimit) + ") s" + strconv.Itoa(i))
 		}
 		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")

@@ -142,7 +142,8 @@ func TestUserRolesByPositionDescending(t *testing.T) {
 // order of the least key it matches by (username, then display name, then
 // email for who may search emails, on a tie), then by ID, and walking the
 // pages by the positions the store returns gives exactly that list, for
-// every page size, with and without a status filter, on both stores. The
+// every page size, with and without a role and a status filter, on both
+// stores. The
 // names are drawn from two letters so that prefixes, keys of one user and
 // display names of many users collide.
 func TestSearchOrderAndPages(t *testing.T) {
@@ -175,12 +176,29 @@ func TestSearchOrderAndPages(t *testing.T) {
 			}
 			return u
 		})
+		held := map[string]bool{} // the users holding the role "r"
+		write(t, s, func(ctx context.Context, tx *store.Tx) error {
+			clear(held) // a write may run again
+			now := model.Now()
+			if _, err := tx.InsertRole(ctx, model.Role{ID: "r", Name: "r", CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+			for _, u := range users {
+				if rng.IntN(3) == 0 {
+					if _, err := tx.AddUserRole(ctx, u.ID, "r", now); err != nil {
+						return err
+					}
+					held[u.ID] = true
+				}
+			}
+			return nil
+		})
 		// want is the search's list, worked out here.
 		want := func(f store.UserFilter) []string {
 			type match struct{ key, id string }
 			var ms []match
 			for _, u := range users {
-				if f.Status != "" && u.Status != f.Status {
+				if f.Status != "" && u.Status != f.Status || f.RoleID != "" && !held[u.ID] {
 					continue
 				}
 				keys := []string{strings.ToLower(u.Username), strings.ToLower(u.DisplayName)}
@@ -208,8 +226,8 @@ func TestSearchOrderAndPages(t *testing.T) {
 		}
 		for _, prefix := range []string{"a", "B", "ab", "ba", "aB", "abab", "b1", "x"} {
 			for _, email := range []bool{false, true} {
-				for _, status := range []string{"", model.StatusActive} {
-					f := store.UserFilter{Prefix: prefix, MatchEmail: email, Status: status}
+				for _, filter := range []store.UserFilter{{}, {Status: model.StatusActive}, {RoleID: "r"}, {RoleID: "r", Status: model.StatusSuspended}} {
+					f := store.UserFilter{Prefix: prefix, MatchEmail: email, Status: filter.Status, RoleID: filter.RoleID}
 					wanted := want(f)
 					for _, limit := range []int{1, 3, 50} {
 						var got []string
@@ -334,7 +352,8 @@ func (p pgPlan) walk(fn func(pgPlan)) {
 // TestSearchPassesOverInFewRounds: where a long run of entries lists no
 // one (here every username, since each user's display name "P n" sorts
 // before every username "p0…"), a page reads it in rounds that double, not
-// in rounds of a page each.
+// in rounds of a page each, and no further than its bound: past 1,000
+// entries of a range it ends with the position it reached.
 func TestSearchPassesOverInFewRounds(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
@@ -347,12 +366,16 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 			return u
 		})
 		f := store.UserFilter{Prefix: "p"}
-		before := s.QueryCount()
+		start := s.QueryCount()
 		seen, pages, after := 0, 0, ""
 		for {
+			before := s.QueryCount()
 			users, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, 100)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if st := s.QueryCount() - before; st > 11 {
+				t.Errorf("page %d took %d statements, want at most 11", pages+1, st)
 			}
 			seen += len(users)
 			pages++
@@ -361,11 +384,82 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 			}
 			after = next
 		}
-		// 20 pages of display names, a statement each; the last, looking
-		// for one more user, passes over the 2,000 usernames in rounds of
-		// 1, 2, 4 … 1,000 entries: 11 more statements, not 2,000.
-		if statements := s.QueryCount() - before; seen != n || pages != 20 || statements > int64(pages)+11 {
-			t.Errorf("%d users in %d pages and %d statements, want %d in 20 pages and at most 31", seen, pages, statements, n)
+		// 20 pages of display names, a statement each, the last of them
+		// looking for one more user past the usernames in rounds of 1, 2,
+		// 4 … up to its bound (10 more statements); then two pages with no
+		// one, each passing over up to 1,000 usernames (4 and 1
+		// statements): 35, not 2,000.
+		if statements := s.QueryCount() - start; seen != n || pages != 22 || statements > 35 {
+			t.Errorf("%d users in %d pages and %d statements, want %d in 22 pages and at most 35", seen, pages, statements, n)
+		}
+	})
+}
+
+// TestSearchFilterReadsABoundedPage: a search whose role or status filter
+// passes few of the users its prefix matches reads at most 1,000 entries
+// of each key's range a page, not the whole range: over 2,500 matches, of
+// whom only the first and the last hold the role (and are suspended), the
+// pages end short, with a position to go on from, and walking them lists
+// exactly those two, in at most 7 statements a page (rounds of 21, 42 …
+// entries, doubling after each that keeps nobody, up to the bound).
+func TestSearchFilterReadsABoundedPage(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		const n = 2500
+		users := insertUsers(t, s, n, func(i int) model.User {
+			u := newUser(fmt.Sprintf("f%04d", i))
+			if i == 0 || i == n-1 {
+				u.Status = model.StatusSuspended
+			}
+			return u
+		})
+		write(t, s, func(ctx context.Context, tx *store.Tx) error {
+			now := model.Now()
+			if _, err := tx.InsertRole(ctx, model.Role{ID: "rare", Name: "rare", CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+			for _, u := range []model.User{users[0], users[n-1]} {
+				if _, err := tx.AddUserRole(ctx, u.ID, "rare", now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, f := range []store.UserFilter{
+			{Prefix: "f", Status: model.StatusSuspended},
+			{Prefix: "F", RoleID: "rare"},
+			{Prefix: "f", RoleID: "rare", Status: model.StatusSuspended},
+		} {
+			var got []string
+			pages, after := 0, ""
+			for {
+				before := s.QueryCount()
+				page, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, 20)
+				if err != nil {
+					t.Fatalf("%+v: %v", f, err)
+				}
+				if st := s.QueryCount() - before; st > 7 {
+					t.Errorf("%+v: page %d took %d statements, want at most 7", f, pages+1, st)
+				}
+				pages++
+				for _, u := range page {
+					got = append(got, u.Username)
+				}
+				if next == "" {
+					break
+				}
+				if pages > 10 {
+					t.Fatalf("%+v: the pages never end", f)
+				}
+				after = next
+			}
+			// The display names ("F0000 …") match too: each user has two
+			// entries, 5,000 in all, at most 2,000 a page.
+			if want := []string{"f0000", fmt.Sprintf("f%04d", n-1)}; !slices.Equal(got, want) || pages != 3 {
+				t.Errorf("%+v: %v in %d pages, want %v in 3", f, got, pages, want)
+			}
 		}
 	})
 }

@@ -132,7 +132,9 @@ export function UsersPage(): JSX.Element {
         {page === null ? (
           <p class="loading">Loading…</p>
         ) : page.items.length === 0 ? (
-          <p class="muted">No users match.</p>
+          // A search's page reads a bounded part of the index: an empty one
+          // with a next cursor is not the end.
+          <p class="muted">{page.next ? "No users on this page; the search goes on: Next →" : "No users match."}</p>
         ) : (
           <ul class="items picks" data-testid="user-list">
             {page.items.map((u) => (
