@@ -104,6 +104,12 @@ type ClientInterface interface {
 	// fewer entries than `limit` for that reason; only `next_cursor: null` ends
 	// the walk.
 	//
+	// A page reads at most 1,000 events, in one index's order: the
+	// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
+	// whole log's. The other filters are checked on each event read, so
+	// where they pass few of them (a `type` prefix, a time range) a page
+	// ends short, even empty, with a `next_cursor` to go on from.
+	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /audit-log (the `ListAuditLog` operationId).
@@ -1569,6 +1575,12 @@ type ClientInterface interface {
 // are answered like those of a channel that never existed. A page may hold
 // fewer entries than `limit` for that reason; only `next_cursor: null` ends
 // the walk.
+//
+// A page reads at most 1,000 events, in one index's order: the
+// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
+// whole log's. The other filters are checked on each event read, so
+// where they pass few of them (a `type` prefix, a time range) a page
+// ends short, even empty, with a `next_cursor` to go on from.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -8777,6 +8789,12 @@ type ClientWithResponsesInterface interface {
 	// are answered like those of a channel that never existed. A page may hold
 	// fewer entries than `limit` for that reason; only `next_cursor: null` ends
 	// the walk.
+	//
+	// A page reads at most 1,000 events, in one index's order: the
+	// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
+	// whole log's. The other filters are checked on each event read, so
+	// where they pass few of them (a `type` prefix, a time range) a page
+	// ends short, even empty, with a `next_cursor` to go on from.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -25837,6 +25855,12 @@ func (r HeadTokenResponse) ContentType() string {
 // are answered like those of a channel that never existed. A page may hold
 // fewer entries than `limit` for that reason; only `next_cursor: null` ends
 // the walk.
+//
+// A page reads at most 1,000 events, in one index's order: the
+// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
+// whole log's. The other filters are checked on each event read, so
+// where they pass few of them (a `type` prefix, a time range) a page
+// ends short, even empty, with a `next_cursor` to go on from.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //

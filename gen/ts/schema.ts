@@ -1421,6 +1421,12 @@ export interface paths {
          *     fewer entries than `limit` for that reason; only `next_cursor: null` ends
          *     the walk.
          *
+         *     A page reads at most 1,000 events, in one index's order: the
+         *     `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
+         *     whole log's. The other filters are checked on each event read, so
+         *     where they pass few of them (a `type` prefix, a time range) a page
+         *     ends short, even empty, with a `next_cursor` to go on from.
+         *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
         get: operations["listAuditLog"];

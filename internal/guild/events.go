@@ -56,15 +56,15 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 	} else {
 		sf.Type = f.Type
 	}
-	events, more, err := s.store.ListEvents(ctx, sf, pageLimit(limit))
+	events, next, err := s.store.ListEvents(ctx, sf, pageLimit(limit))
 	if err != nil {
 		return Page[model.Event]{}, err
 	}
 	page := Page[model.Event]{}
-	if more {
+	if next > 0 {
 		// The seq of the last entry read, shown or not: it tells nothing of
 		// what it was about.
-		page.NextCursor = s.cursors.encode(fmt.Sprint(events[len(events)-1].Seq), filters...)
+		page.NextCursor = s.cursors.encode(fmt.Sprint(next), filters...)
 	}
 	if page.Items, err = s.visibleEvents(ctx, a, events); err != nil {
 		return Page[model.Event]{}, err

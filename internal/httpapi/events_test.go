@@ -925,6 +925,29 @@ func TestEventsAuditLogPaging(t *testing.T) {
 			}
 		})
 
+		t.Run("a filter few events pass ends pages short", func(t *testing.T) {
+			// 1,200 events after the channels' (written here in one
+			// transaction): a page reads at most 1,000 events, so the
+			// channels' events are on a later page than the first.
+			if _, err := e.App.Store.Write(t.Context(), func(tx *store.Tx) error {
+				for i := range 1200 {
+					if err := tx.AppendEvent(t.Context(), model.Event{Type: "user.updated", Subject: "user:filler" + strconv.Itoa(i)}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			first := evPage(t, e, "type=channel.*&limit=50")
+			if len(first.Items) != 0 || first.NextCursor.IsNull() {
+				t.Errorf("first page: %d events, next_cursor %s; want none and a cursor", len(first.Items), evJSON(first.NextCursor))
+			}
+			if got := evWalk(t, e, url.Values{"type": {"channel.*"}}, 50); len(got) != 7 {
+				t.Errorf("type=channel.*: %d events, want the 7 channels'", len(got))
+			}
+		})
+
 		first := evPage(t, e, "limit=2")
 		cur := first.NextCursor.MustGet()
 		second := evPage(t, e, "limit=2&cursor="+url.QueryEscape(cur))

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,44 +21,93 @@ type EventFilter struct {
 	BeforeSeq  int64      // keyset: only seq < BeforeSeq (0 = no bound)
 }
 
-// ListEvents returns up to limit events, newest first, and whether more follow.
-func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]model.Event, bool, error) {
-	db := q.with(ctx).Model(&eventRow{})
-	if f.ActorID != "" {
-		db = db.Where("actor_id = ?", f.ActorID)
+// ListEvents returns up to limit events that pass the filter, newest
+// first, and the seq to go on before (0 when no more follow).
+//
+// A page reads at most maxEventsRead events, whatever the filters pass:
+// one index range in seq order (a subject's, else an actor's, else an
+// exact type's, else the whole log's), its other filters checked on each
+// event read, so that a filter few recent events pass (a type prefix, a
+// time range) does not read the log to its start. A page that reaches the
+// bound ends short, even empty, with the seq of the last event it read.
+func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]model.Event, int64, error) {
+	drive := q.with(ctx).Model(&eventRow{})
+	var rest []string
+	var args []any
+	check := func(cond string, arg any) {
+		rest = append(rest, cond)
+		args = append(args, arg)
 	}
-	if f.Type != "" {
-		db = db.Where("type = ?", f.Type)
+	driven := false
+	by := func(col, v string) {
+		switch {
+		case v == "":
+		case !driven:
+			drive, driven = drive.Where(col+" = ?", v), true
+		default:
+			check(col+" = ?", v)
+		}
 	}
+	by("subject", f.Subject)
+	by("actor_id", f.ActorID)
+	by("type", f.Type)
 	if f.TypePrefix != "" {
-		db = db.Where("type LIKE ? "+q.dialect.likeEscape(), escapeLike(f.TypePrefix)+"%")
-	}
-	if f.Subject != "" {
-		db = db.Where("subject = ?", f.Subject)
+		check("type LIKE ? "+q.dialect.likeEscape(), escapeLike(f.TypePrefix)+"%")
 	}
 	if f.Since != nil {
-		db = db.Where("created_at >= ?", microsOf(*f.Since))
+		check("created_at >= ?", microsOf(*f.Since))
 	}
 	if f.Until != nil {
-		db = db.Where("created_at < ?", microsOf(*f.Until))
+		check("created_at < ?", microsOf(*f.Until))
 	}
 	if f.BeforeSeq > 0 {
-		db = db.Where("seq < ?", f.BeforeSeq)
+		drive = drive.Where("seq < ?", f.BeforeSeq)
 	}
-	var rows []eventRow
-	if err := db.Order("seq DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
-		return nil, false, fmt.Errorf("list events: %w", err)
+	drive = drive.Order("seq DESC").Limit(maxEventsRead)
+	passes := "1 = 1"
+	if len(rest) > 0 {
+		passes = strings.Join(rest, " AND ")
 	}
-	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
+	rows, err := q.with(ctx).Table("(?) AS e", drive).Select("e.*, ("+passes+") AS passes", args...).Order("e.seq DESC").Rows()
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
-	out := make([]model.Event, len(rows))
-	for i, r := range rows {
-		out[i] = r.model()
+	defer rows.Close()
+	var out []model.Event
+	var last int64
+	read := 0
+	for rows.Next() {
+		var r eventListRow
+		if err := q.db.ScanRows(rows, &r); err != nil {
+			return nil, 0, fmt.Errorf("list events: %w", err)
+		}
+		read++
+		last = r.Event.Seq
+		if !r.Passes {
+			continue
+		}
+		if len(out) == limit { // one more than the page: it goes on
+			return out, out[limit-1].Seq, nil
+		}
+		out = append(out, r.Event.model())
 	}
-	return out, more, nil
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	if read == maxEventsRead {
+		return out, last, nil
+	}
+	return out, 0, nil
 }
+
+// eventListRow is an event a page read, and whether it passes the filters.
+type eventListRow struct {
+	Event  eventRow `gorm:"embedded"`
+	Passes bool
+}
+
+// maxEventsRead bounds the events a page of the audit log reads.
+const maxEventsRead = 1000
 
 // EventsAfter returns up to limit events with seq > after, oldest first.
 func (q queries) EventsAfter(ctx context.Context, after int64, limit int) ([]model.Event, error) {

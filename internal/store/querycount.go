@@ -14,7 +14,11 @@ func (s *Store) QueryCount() int64 { return s.statements.Load() }
 
 // countStatements makes every statement sent through db move QueryCount.
 func (s *Store) countStatements(db *gorm.DB) error {
-	count := func(*gorm.DB) { s.statements.Add(1) }
+	count := func(db *gorm.DB) {
+		if !db.DryRun { // a subquery is built by a dry run of its own: not sent
+			s.statements.Add(1)
+		}
+	}
 	cb := db.Callback()
 	const name = "guildhall:count_statements"
 	for _, err := range []error{

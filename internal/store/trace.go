@@ -184,7 +184,7 @@ func (s *Store) traceStatements(db *gorm.DB) error {
 	const key = "guildhall:span"
 	start := func(db *gorm.DB) {
 		ctx := db.Statement.Context
-		if ctx == nil {
+		if ctx == nil || db.DryRun { // a subquery's build: nothing is sent
 			return
 		}
 		if _, ok := s.tracer.recording(ctx); !ok {

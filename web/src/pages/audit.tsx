@@ -126,7 +126,9 @@ export function AuditPage(): JSX.Element {
       {items === null ? (
         <p class="loading">Loading…</p>
       ) : items.length === 0 ? (
-        <p class="muted">No events match.</p>
+        // A page reads a bounded part of the log: empty with a next cursor
+        // is not the end.
+        <p class="muted">{next ? "No events match among the latest read; Older events reads on." : "No events match."}</p>
       ) : (
         <div class="scroll">
           <NamesContext.Provider value={names}>
