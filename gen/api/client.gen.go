@@ -104,11 +104,12 @@ type ClientInterface interface {
 	// fewer entries than `limit` for that reason; only `next_cursor: null` ends
 	// the walk.
 	//
-	// A page reads at most 1,000 events, in one index's order: the
-	// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
-	// whole log's. The other filters are checked on each event read, so
-	// where they pass few of them (a `type` prefix, a time range) a page
-	// ends short, even empty, with a `next_cursor` to go on from.
+	// A page reads one index in its order: the `subject`'s, else the
+	// `actorID`'s, else an exact `type`'s, else the whole log's. The
+	// other filters (a `type` prefix, `since`, `until`, a second exact
+	// one) are checked on at most 1,000 events of it a page: where few
+	// pass, a page may end short, even empty, with a `next_cursor` to go
+	// on from. A non-null `next_cursor` does not promise more events.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -1251,12 +1252,16 @@ type ClientInterface interface {
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
-	// Without `q`, each filter is served by an index. A page of a search
-	// reads each name's index from where the previous page ended, not
-	// every match of `q`: its own users, and the entries it passes over
-	// (users' other names, and users that `role` or `status` leave out),
-	// at most 1,000 of each name's index. A page that reaches that bound
-	// ends short, even empty, with a `next_cursor` to go on from.
+	// A page reads a bounded part of an index, never every match: without
+	// `q`, the users (or the role's holders, or the users with the
+	// status) from where the previous page ended; with `q`, each name's
+	// index from there, its own users and the entries it passes over
+	// (users' other names). A filter the index does not serve (`status`
+	// beside `role`; `role` and `status` beside `q`) is checked on each
+	// entry read, at most 1,000 entries of each index a page: where few
+	// pass, or many entries in a row are passed over, a page may end
+	// short, even empty, with a `next_cursor` to go on from. A non-null
+	// `next_cursor` does not promise more users.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -1576,11 +1581,12 @@ type ClientInterface interface {
 // fewer entries than `limit` for that reason; only `next_cursor: null` ends
 // the walk.
 //
-// A page reads at most 1,000 events, in one index's order: the
-// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
-// whole log's. The other filters are checked on each event read, so
-// where they pass few of them (a `type` prefix, a time range) a page
-// ends short, even empty, with a `next_cursor` to go on from.
+// A page reads one index in its order: the `subject`'s, else the
+// `actorID`'s, else an exact `type`'s, else the whole log's. The
+// other filters (a `type` prefix, `since`, `until`, a second exact
+// one) are checked on at most 1,000 events of it a page: where few
+// pass, a page may end short, even empty, with a `next_cursor` to go
+// on from. A non-null `next_cursor` does not promise more events.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -3535,12 +3541,16 @@ func (c *Client) RenameRole(ctx context.Context, roleID RoleID, params *RenameRo
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
-// Without `q`, each filter is served by an index. A page of a search
-// reads each name's index from where the previous page ended, not
-// every match of `q`: its own users, and the entries it passes over
-// (users' other names, and users that `role` or `status` leave out),
-// at most 1,000 of each name's index. A page that reaches that bound
-// ends short, even empty, with a `next_cursor` to go on from.
+// A page reads a bounded part of an index, never every match: without
+// `q`, the users (or the role's holders, or the users with the
+// status) from where the previous page ended; with `q`, each name's
+// index from there, its own users and the entries it passes over
+// (users' other names). A filter the index does not serve (`status`
+// beside `role`; `role` and `status` beside `q`) is checked on each
+// entry read, at most 1,000 entries of each index a page: where few
+// pass, or many entries in a row are passed over, a page may end
+// short, even empty, with a `next_cursor` to go on from. A non-null
+// `next_cursor` does not promise more users.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.
@@ -8790,11 +8800,12 @@ type ClientWithResponsesInterface interface {
 	// fewer entries than `limit` for that reason; only `next_cursor: null` ends
 	// the walk.
 	//
-	// A page reads at most 1,000 events, in one index's order: the
-	// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
-	// whole log's. The other filters are checked on each event read, so
-	// where they pass few of them (a `type` prefix, a time range) a page
-	// ends short, even empty, with a `next_cursor` to go on from.
+	// A page reads one index in its order: the `subject`'s, else the
+	// `actorID`'s, else an exact `type`'s, else the whole log's. The
+	// other filters (a `type` prefix, `since`, `until`, a second exact
+	// one) are checked on at most 1,000 events of it a page: where few
+	// pass, a page may end short, even empty, with a `next_cursor` to go
+	// on from. A non-null `next_cursor` does not promise more events.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -10019,12 +10030,16 @@ type ClientWithResponsesInterface interface {
 	// - `role`: only users holding this role (an unknown role matches nobody).
 	// - `status`: only `active` or only `suspended` users.
 	//
-	// Without `q`, each filter is served by an index. A page of a search
-	// reads each name's index from where the previous page ended, not
-	// every match of `q`: its own users, and the entries it passes over
-	// (users' other names, and users that `role` or `status` leave out),
-	// at most 1,000 of each name's index. A page that reaches that bound
-	// ends short, even empty, with a `next_cursor` to go on from.
+	// A page reads a bounded part of an index, never every match: without
+	// `q`, the users (or the role's holders, or the users with the
+	// status) from where the previous page ended; with `q`, each name's
+	// index from there, its own users and the entries it passes over
+	// (users' other names). A filter the index does not serve (`status`
+	// beside `role`; `role` and `status` beside `q`) is checked on each
+	// entry read, at most 1,000 entries of each index a page: where few
+	// pass, or many entries in a row are passed over, a page may end
+	// short, even empty, with a `next_cursor` to go on from. A non-null
+	// `next_cursor` does not promise more users.
 	//
 	// **Permission:** any authenticated user. `email` is shown only on the
 	// caller's own entry, or to holders of `MANAGE_USERS`.
@@ -25856,11 +25871,12 @@ func (r HeadTokenResponse) ContentType() string {
 // fewer entries than `limit` for that reason; only `next_cursor: null` ends
 // the walk.
 //
-// A page reads at most 1,000 events, in one index's order: the
-// `subject`'s, else the `actorID`'s, else an exact `type`'s, else the
-// whole log's. The other filters are checked on each event read, so
-// where they pass few of them (a `type` prefix, a time range) a page
-// ends short, even empty, with a `next_cursor` to go on from.
+// A page reads one index in its order: the `subject`'s, else the
+// `actorID`'s, else an exact `type`'s, else the whole log's. The
+// other filters (a `type` prefix, `since`, `until`, a second exact
+// one) are checked on at most 1,000 events of it a page: where few
+// pass, a page may end short, even empty, with a `next_cursor` to go
+// on from. A non-null `next_cursor` does not promise more events.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -27573,12 +27589,16 @@ func (c *ClientWithResponses) RenameRoleWithResponse(ctx context.Context, roleID
 //   - `role`: only users holding this role (an unknown role matches nobody).
 //   - `status`: only `active` or only `suspended` users.
 //
-// Without `q`, each filter is served by an index. A page of a search
-// reads each name's index from where the previous page ended, not
-// every match of `q`: its own users, and the entries it passes over
-// (users' other names, and users that `role` or `status` leave out),
-// at most 1,000 of each name's index. A page that reaches that bound
-// ends short, even empty, with a `next_cursor` to go on from.
+// A page reads a bounded part of an index, never every match: without
+// `q`, the users (or the role's holders, or the users with the
+// status) from where the previous page ended; with `q`, each name's
+// index from there, its own users and the entries it passes over
+// (users' other names). A filter the index does not serve (`status`
+// beside `role`; `role` and `status` beside `q`) is checked on each
+// entry read, at most 1,000 entries of each index a page: where few
+// pass, or many entries in a row are passed over, a page may end
+// short, even empty, with a `next_cursor` to go on from. A non-null
+// `next_cursor` does not promise more users.
 //
 // **Permission:** any authenticated user. `email` is shown only on the
 // caller's own entry, or to holders of `MANAGE_USERS`.

@@ -2,10 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/guildhall/guildhall/internal/model"
 )
@@ -24,90 +25,100 @@ type EventFilter struct {
 // ListEvents returns up to limit events that pass the filter, newest
 // first, and the seq to go on before (0 when no more follow).
 //
-// A page reads at most maxEventsRead events, whatever the filters pass:
-// one index range in seq order (a subject's, else an actor's, else an
-// exact type's, else the whole log's), its other filters checked on each
-// event read, so that a filter few recent events pass (a type prefix, a
-// time range) does not read the log to its start. A page that reaches the
-// bound ends short, even empty, with the seq of the last event it read.
+// A page reads one index range in seq order: a subject's, else an
+// actor's, else an exact type's, else the whole log's. The other filters
+// (a type prefix, a time range, a second exact one) are checked on each
+// event read, in rounds of as many events as the page still needs,
+// doubling after a round that kept none, and on at most maxEventsRead
+// events a page, so that a filter few recent events pass does not read the
+// log to its start: such a page may end short, even empty, with the seq of
+// the last event it checked.
 func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]model.Event, int64, error) {
-	drive := q.with(ctx).Model(&eventRow{})
+	var driver, value string
 	var rest []string
 	var args []any
-	check := func(cond string, arg any) {
-		rest = append(rest, cond)
-		args = append(args, arg)
-	}
-	driven := false
-	by := func(col, v string) {
+	for _, c := range []struct{ col, v string }{{"subject", f.Subject}, {"actor_id", f.ActorID}, {"type", f.Type}} {
 		switch {
-		case v == "":
-		case !driven:
-			drive, driven = drive.Where(col+" = ?", v), true
+		case c.v == "":
+		case driver == "":
+			driver, value = c.col, c.v
 		default:
-			check(col+" = ?", v)
+			rest, args = append(rest, c.col+" = ?"), append(args, c.v)
 		}
 	}
-	by("subject", f.Subject)
-	by("actor_id", f.ActorID)
-	by("type", f.Type)
 	if f.TypePrefix != "" {
-		check("type LIKE ? "+q.dialect.likeEscape(), escapeLike(f.TypePrefix)+"%")
+		rest, args = append(rest, "type LIKE ? "+q.dialect.likeEscape()), append(args, escapeLike(f.TypePrefix)+"%")
 	}
 	if f.Since != nil {
-		check("created_at >= ?", microsOf(*f.Since))
+		rest, args = append(rest, "created_at >= ?"), append(args, microsOf(*f.Since))
 	}
 	if f.Until != nil {
-		check("created_at < ?", microsOf(*f.Until))
+		rest, args = append(rest, "created_at < ?"), append(args, microsOf(*f.Until))
 	}
-	if f.BeforeSeq > 0 {
-		drive = drive.Where("seq < ?", f.BeforeSeq)
-	}
-	drive = drive.Order("seq DESC").Limit(maxEventsRead)
-	passes := "1 = 1"
+	// Never NULL: a nullable column compared (actor_id) is NULL.
+	passes := gorm.Expr("1")
 	if len(rest) > 0 {
-		passes = strings.Join(rest, " AND ")
+		passes = gorm.Expr("CASE WHEN "+strings.Join(rest, " AND ")+" THEN 1 ELSE 0 END", args...)
 	}
-	rows, err := q.with(ctx).Table("(?) AS e", drive).Select("e.*, ("+passes+") AS passes", args...).Order("e.seq DESC").Rows()
-	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Event
-	var last int64
-	read := 0
-	for rows.Next() {
-		var r eventListRow
-		if err := q.db.ScanRows(rows, &r); err != nil {
+	out := make([]model.Event, 0, min(limit, 64))
+	before := f.BeforeSeq
+	grow, read := 1, 0
+	for {
+		if read == maxEventsRead {
+			return out, before, nil
+		}
+		want := min((limit+1-len(out))*grow, maxEventsRead-read)
+		read += want
+		span := q.with(ctx).Model(&eventRow{})
+		if driver != "" {
+			span = span.Where(driver+" = ?", value)
+		}
+		if before > 0 {
+			span = span.Where("seq < ?", before)
+		}
+		var rows []eventListRow
+		if err := q.with(ctx).Table("(?) AS e", span.Order("seq DESC").Limit(want)).
+			Select("e.*, ? AS passes", passes).Order("e.seq DESC").Find(&rows).Error; err != nil {
 			return nil, 0, fmt.Errorf("list events: %w", err)
 		}
-		read++
-		last = r.Event.Seq
-		if !r.Passes {
-			continue
+		kept := len(out)
+		for _, r := range rows {
+			before = r.Event.Seq
+			if !r.Passes {
+				continue
+			}
+			if len(out) == limit { // one more than the page: it goes on
+				return out, out[limit-1].Seq, nil
+			}
+			out = append(out, r.Event.model())
 		}
-		if len(out) == limit { // one more than the page: it goes on
-			return out, out[limit-1].Seq, nil
+		if len(rows) < want {
+			return out, 0, nil // the range read to its start
 		}
-		out = append(out, r.Event.model())
+		if len(out) == kept {
+			grow *= 2 // want stays within the page's bound
+		}
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	if read == maxEventsRead {
-		return out, last, nil
-	}
-	return out, 0, nil
 }
 
-// eventListRow is an event a page read, and whether it passes the filters.
+// eventListRow is an event a page read, and whether it passes the filters
+// its index does not serve.
 type eventListRow struct {
 	Event  eventRow `gorm:"embedded"`
 	Passes bool
 }
 
-// maxEventsRead bounds the events a page of the audit log reads.
+// maxEventsRead bounds the events a page of the audit log checks against
+// the filters its index does not serve.
 const maxEventsRead = 1000
+
+func eventModels(rows []eventRow) []model.Event {
+	out := make([]model.Event, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out
+}
 
 // EventsAfter returns up to limit events with seq > after, oldest first.
 func (q queries) EventsAfter(ctx context.Context, after int64, limit int) ([]model.Event, error) {
@@ -115,11 +126,7 @@ func (q queries) EventsAfter(ctx context.Context, after int64, limit int) ([]mod
 	if err := q.with(ctx).Where("seq > ?", after).Order("seq").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	out := make([]model.Event, len(rows))
-	for i, r := range rows {
-		out[i] = r.model()
-	}
-	return out, nil
+	return eventModels(rows), nil
 }
 
 // LastEventSeq is the newest event's seq (0 when there are none).

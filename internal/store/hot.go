@@ -209,8 +209,9 @@ type UserFilter struct {
 // bounded number of index entries, never a scan of every user:
 //
 //   - Without a prefix, users are in ID order and a position is the last
-//     ID; each filter is an index range (the role's holders, the status
-//     index): one statement.
+//     ID; a filter is an index range (the role's holders, the status
+//     index): one statement. A role and a status: the holders' range, the
+//     status checked on each (listHoldersByStatus), bounded as a search.
 //   - With a prefix, users are in the order of the key they match it by
 //     (lower-cased username, display name, or email when MatchEmail is
 //     set; a user matching by two keys is listed once, by the least), then
@@ -219,8 +220,9 @@ type UserFilter struct {
 //     (searchUsers): a page reads its own users, plus the entries it
 //     passes over (a user's other keys, users the role and status filters
 //     leave out), in one statement unless many in a row are passed over,
-//     and at most maxSearchRead entries of each range: past that it ends
-//     short, even empty, with the position it reached.
+//     and at most maxSearchRead entries of each range: there it stops,
+//     short or even empty where few were kept, with the position it
+//     reached.
 //
 // A position is the store's own; callers pass back what it returned.
 func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
@@ -269,12 +271,56 @@ func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limi
 	// has no statistics): a role drives the query from its holders in ID
 	// order, else the status index, else the primary key. Each combination
 	// of filters is one constant statement, prepared once.
+	if f.RoleID != "" && f.Status != "" {
+		return q.listHoldersByStatus(ctx, f, after, limit)
+	}
 	text, args := q.sql().listUsers(f, "", after, limit+1)
-	out, err := q.readUsers(ctx, text, args, limit+1, nil)
+	out, err := q.readUsers(ctx, text, args, limit+1, nil, nil)
 	if err != nil || len(out) <= limit {
 		return out, "", err
 	}
 	return out[:limit], out[limit-1].ID, nil
+}
+
+// listHoldersByStatus reads a page of a role's holders with a status. The
+// holders' index gives their order, and the status is checked on each
+// holder read, at most maxSearchRead a page, in rounds that double where
+// few pass: where a role is held widely and the status is rare, the page
+// ends short, even empty, with the last holder read as its position.
+func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
+	out := make([]model.User, 0, min(limit+1, 64))
+	grow, read := 1, 0
+	for {
+		if read == maxSearchRead {
+			return out, after, nil
+		}
+		want := min((limit+1-len(out))*grow, maxSearchRead-read)
+		read += want
+		text, args := q.sql().listUsers(f, "", after, want)
+		var passes []bool
+		var p bool
+		users, err := q.readUsers(ctx, text, args, want, []any{&p}, func(model.User) { passes = append(passes, p) })
+		if err != nil {
+			return nil, "", err
+		}
+		kept := len(out)
+		for i, u := range users {
+			after = u.ID
+			if !passes[i] {
+				continue
+			}
+			if len(out) == limit { // one more than the page: it goes on
+				return out, out[limit-1].ID, nil
+			}
+			out = append(out, u)
+		}
+		if len(users) < want {
+			return out, "", nil // the holders read to their end
+		}
+		if len(out) == kept {
+			grow *= 2
+		}
+	}
 }
 
 // searchUsers reads a page of a prefix search (ListUsers says in what
@@ -310,7 +356,13 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 		read += want
 		text, args := q.sql().listUsers(f, at.key, at.id, want)
 		var entries []searchEntry
-		users, err := q.readUsers(ctx, text, args, nkeys*want, &entries)
+		var e searchEntry
+		users, err := q.readUsers(ctx, text, args, nkeys*want,
+			[]any{&e.pos.key, &e.s, &e.username, &e.display, &e.email, &e.passes},
+			func(u model.User) {
+				e.pos.id = u.ID
+				entries = append(entries, e)
+			})
 		if err != nil {
 			return nil, "", err
 		}
@@ -350,7 +402,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 			return nil, "", fmt.Errorf("list users: a search made no progress at %q", at.key)
 		}
 		if len(out) == kept {
-			grow = min(grow*2, maxSearchRead)
+			grow *= 2 // want stays within the page's bound
 		}
 	}
 	if len(out) <= limit {
@@ -405,9 +457,9 @@ func (e searchEntry) listed(lo string, matchEmail bool) bool {
 }
 
 // readUsers runs a statement of userColumns and returns its users, at most
-// n; with entries, each row also carries a search entry, which it appends
-// there.
-func (q queries) readUsers(ctx context.Context, text string, args []any, n int, entries *[]searchEntry) ([]model.User, error) {
+// n. Columns after userColumns are scanned into extra, and row, when set,
+// runs after each row is scanned (to keep what extra holds).
+func (q queries) readUsers(ctx context.Context, text string, args []any, n int, extra []any, row func(model.User)) ([]model.User, error) {
 	rows, err := q.query(ctx, text, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
@@ -415,19 +467,15 @@ func (q queries) readUsers(ctx context.Context, text string, args []any, n int, 
 	defer rows.Close()
 	out := make([]model.User, 0, min(n, 64))
 	scan := newUserScanner()
-	var e searchEntry
-	if entries != nil {
-		scan.dest = append(scan.dest, &e.pos.key, &e.s, &e.username, &e.display, &e.email, &e.passes)
-	}
+	scan.dest = append(scan.dest, extra...)
 	for rows.Next() {
 		u, err := scan.scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list users: %w", err)
 		}
 		out = append(out, u)
-		if entries != nil {
-			e.pos.id = u.ID
-			*entries = append(*entries, e)
+		if row != nil {
+			row(u)
 		}
 	}
 	// Rows that end on an error (a deadline, a connection lost) close
@@ -565,15 +613,18 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
 		return b.String(), slots
 	}
-	b.WriteString("SELECT " + userColumns(d) + " FROM users u")
+	b.WriteString("SELECT " + userColumns(d))
+	if f.RoleID != "" && f.Status != "" {
+		// A column, not a condition: the LIMIT bounds the holders read
+		// (listHoldersByStatus).
+		b.WriteString(", u.status = " + arg(slotStatus))
+	}
+	b.WriteString(" FROM users u")
 	order := "u.id"
 	switch {
 	case f.RoleID != "":
 		b.WriteString(" JOIN user_roles h ON h.user_id = u.id AND h.role_id = " + arg(slotRole) + " WHERE")
 		order = "h.user_id" // the order of the role's index
-		if f.Status != "" {
-			b.WriteString(" u.status = " + arg(slotStatus) + " AND")
-		}
 	case f.Status != "":
 		b.WriteString(" WHERE u.status = " + arg(slotStatus) + " AND")
 	default:

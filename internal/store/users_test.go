@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -143,7 +144,8 @@ func TestUserRolesByPositionDescending(t *testing.T) {
 // email for who may search emails, on a tie), then by ID, and walking the
 // pages by the positions the store returns gives exactly that list, for
 // every page size, with and without a role and a status filter, on both
-// stores. The
+// stores. Its few users never reach a page's bound (1,000 entries of each
+// range), so every page but the last is full. The
 // names are drawn from two letters so that prefixes, keys of one user and
 // display names of many users collide.
 func TestSearchOrderAndPages(t *testing.T) {
@@ -395,70 +397,86 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 	})
 }
 
-// TestSearchFilterReadsABoundedPage: a search whose role or status filter
-// passes few of the users its prefix matches reads at most 1,000 entries
-// of each key's range a page, not the whole range: over 2,500 matches, of
-// whom only the first and the last hold the role (and are suspended), the
-// pages end short, with a position to go on from, and walking them lists
-// exactly those two, in at most 7 statements a page (rounds of 21, 42 …
-// entries, doubling after each that keeps nobody, up to the bound).
+// TestSearchFilterReadsABoundedPage: a list whose filters pass few of the
+// users it reads (a search with a role or a status filter, a role's
+// holders with a status) reads at most 1,000 entries of each index range a
+// page, not the whole range: over 2,500 users who all match the prefix and
+// hold the role "all", of whom four alone are suspended and hold "rare"
+// (the first, the 1,000th and 1,001st, where a page's bound falls, and the
+// last), the pages end short, with a position to go on from, in few
+// statements each (rounds of limit+1 entries, doubling after each that
+// keeps nobody, up to the bound: at most 2 + log2(1,000/(limit+1))), and
+// walking them lists exactly those four, once each, at every page size.
 func TestSearchFilterReadsABoundedPage(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		ctx := context.Background()
 		s := openStore(t, kind)
 		const n = 2500
+		few := map[int]bool{0: true, 999: true, 1000: true, n - 1: true}
 		users := insertUsers(t, s, n, func(i int) model.User {
-			u := newUser(fmt.Sprintf("f%04d", i))
-			if i == 0 || i == n-1 {
+			u := newUser(fmt.Sprintf("f%04d", i)) // display name "f…" too
+			if few[i] {
 				u.Status = model.StatusSuspended
 			}
 			return u
 		})
 		write(t, s, func(ctx context.Context, tx *store.Tx) error {
 			now := model.Now()
-			if _, err := tx.InsertRole(ctx, model.Role{ID: "rare", Name: "rare", CreatedAt: now, UpdatedAt: now}); err != nil {
-				return err
-			}
-			for _, u := range []model.User{users[0], users[n-1]} {
-				if _, err := tx.AddUserRole(ctx, u.ID, "rare", now); err != nil {
+			for _, r := range []string{"all", "rare"} {
+				if _, err := tx.InsertRole(ctx, model.Role{ID: r, Name: r, CreatedAt: now, UpdatedAt: now}); err != nil {
 					return err
+				}
+			}
+			for i, u := range users {
+				if _, err := tx.AddUserRole(ctx, u.ID, "all", now); err != nil {
+					return err
+				}
+				if few[i] {
+					if _, err := tx.AddUserRole(ctx, u.ID, "rare", now); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
 		})
+		want := []string{"f0000", "f0999", "f1000", fmt.Sprintf("f%04d", n-1)}
 		for _, f := range []store.UserFilter{
 			{Prefix: "f", Status: model.StatusSuspended},
 			{Prefix: "F", RoleID: "rare"},
 			{Prefix: "f", RoleID: "rare", Status: model.StatusSuspended},
+			{RoleID: "all", Status: model.StatusSuspended},
 		} {
-			var got []string
-			pages, after := 0, ""
-			for {
-				before := s.QueryCount()
-				page, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, 20)
-				if err != nil {
-					t.Fatalf("%+v: %v", f, err)
+			for _, limit := range []int{1, 20, 200} {
+				var got []string
+				pages, after := 0, ""
+				for {
+					before := s.QueryCount()
+					page, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, limit)
+					if err != nil {
+						t.Fatalf("%+v: %v", f, err)
+					}
+					if st, most := s.QueryCount()-before, int64(2+bits.Len(uint(1000/(limit+1)))); st > most {
+						t.Errorf("%+v, %d a page: page %d took %d statements, want at most %d", f, limit, pages+1, st, most)
+					}
+					pages++
+					for _, u := range page {
+						got = append(got, u.Username)
+					}
+					if next == "" {
+						break
+					}
+					if pages > 20 {
+						t.Fatalf("%+v: the pages never end", f)
+					}
+					after = next
 				}
-				if st := s.QueryCount() - before; st > 7 {
-					t.Errorf("%+v: page %d took %d statements, want at most 7", f, pages+1, st)
+				// Each user has two entries in a search (username and
+				// display name), at most 2,000 a page; a role's holders
+				// one, at most 1,000 a page.
+				if !slices.Equal(got, want) || limit == 20 && pages != 3 {
+					t.Errorf("%+v, %d a page: %v in %d pages, want %v (in 3 at 20 a page)", f, limit, got, pages, want)
 				}
-				pages++
-				for _, u := range page {
-					got = append(got, u.Username)
-				}
-				if next == "" {
-					break
-				}
-				if pages > 10 {
-					t.Fatalf("%+v: the pages never end", f)
-				}
-				after = next
-			}
-			// The display names ("F0000 …") match too: each user has two
-			// entries, 5,000 in all, at most 2,000 a page.
-			if want := []string{"f0000", fmt.Sprintf("f%04d", n-1)}; !slices.Equal(got, want) || pages != 3 {
-				t.Errorf("%+v: %v in %d pages, want %v in 3", f, got, pages, want)
 			}
 		}
 	})

@@ -128,7 +128,7 @@ export function AuditPage(): JSX.Element {
       ) : items.length === 0 ? (
         // A page reads a bounded part of the log: empty with a next cursor
         // is not the end.
-        <p class="muted">{next ? "No events match among the latest read; Older events reads on." : "No events match."}</p>
+        <p class="muted">{next ? "No matching events among those read so far; Older events reads further back." : "No events match."}</p>
       ) : (
         <div class="scroll">
           <NamesContext.Provider value={names}>
