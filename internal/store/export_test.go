@@ -113,6 +113,9 @@ func (s *Store) UserBatchesSentForTest() int64 {
 	return s.userBatches.sent.Load()
 }
 
+// CloseSearchPoolForTest closes the pool searches run on (PostgreSQL).
+func (s *Store) CloseSearchPoolForTest() error { return s.searchStmts.db.Close() }
+
 // SearchStatementsForTest returns how many statements are prepared on the
 // pool searches run on (PostgreSQL).
 func (s *Store) SearchStatementsForTest() int {

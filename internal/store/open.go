@@ -358,13 +358,22 @@ func (s *Store) CursorKey() []byte { return s.cursorKey }
 func (s *Store) Postgres() bool { return s.dialect.name() == "postgres" }
 
 // Ping checks that the database answers (on the read pool: SQLite's one
-// writer connection may be busy with a write for a while).
+// writer connection may be busy with a write for a while), and on
+// PostgreSQL on the searches' pool too, whose connections are its own.
 func (s *Store) Ping(ctx context.Context) error {
 	db, err := s.read.DB()
 	if err != nil {
 		return err
 	}
-	return db.PingContext(ctx)
+	if err := db.PingContext(ctx); err != nil {
+		return err
+	}
+	if s.searchStmts != nil {
+		if err := s.searchStmts.db.PingContext(ctx); err != nil {
+			return fmt.Errorf("the searches' pool: %w", err)
+		}
+	}
+	return nil
 }
 
 // Close stops the writer (after the writes already queued) and releases

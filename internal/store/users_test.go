@@ -575,8 +575,8 @@ func TestUserReadsConcurrently(t *testing.T) {
 
 // TestSearchPlansOnce: on PostgreSQL, searches run on connections of
 // their own that plan their statements once (generic plans), and no other
-// statement does; a search runs there. What the searches answer is what
-// the other search tests check.
+// statement does; a search runs there; Ping (readiness) fails without
+// them. What the searches answer is what the other search tests check.
 func TestSearchPlansOnce(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		if kind != "postgres" {
@@ -594,6 +594,16 @@ func TestSearchPlansOnce(t *testing.T) {
 		}
 		if after := s.SearchStatementsForTest(); after <= before {
 			t.Errorf("a search prepared nothing on the search pool (%d statements before, %d after)", before, after)
+		}
+		// Readiness covers the searches' pool: searches fail without it.
+		if err := s.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CloseSearchPoolForTest(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(context.Background()); err == nil {
+			t.Error("Ping answers nil with the searches' pool closed")
 		}
 	})
 }
