@@ -359,7 +359,6 @@ func (p pgPlan) walk(fn func(pgPlan)) {
 func TestSearchPassesOverInFewRounds(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
-		ctx := context.Background()
 		s := openStore(t, kind)
 		const n = 2000
 		insertUsers(t, s, n, func(i int) model.User {
@@ -367,25 +366,9 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 			u.DisplayName = fmt.Sprintf("P %d", i)
 			return u
 		})
-		f := store.UserFilter{Prefix: "p"}
 		start := s.QueryCount()
-		seen, pages, after := 0, 0, ""
-		for {
-			before := s.QueryCount()
-			users, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st := s.QueryCount() - before; st > 11 {
-				t.Errorf("page %d took %d statements, want at most 11", pages+1, st)
-			}
-			seen += len(users)
-			pages++
-			if next == "" {
-				break
-			}
-			after = next
-		}
+		got, pages := walkUsersInDatabase(t, s, store.UserFilter{Prefix: "p"}, 100, 11)
+		seen := len(got)
 		// 20 pages of display names, a statement each, the last of them
 		// looking for one more user past the usernames in rounds of 1, 2,
 		// 4 … up to its bound (10 more statements); then two pages with no
@@ -410,7 +393,6 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 func TestSearchFilterReadsABoundedPage(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
-		ctx := context.Background()
 		s := openStore(t, kind)
 		const n = 2500
 		few := map[int]bool{0: true, 999: true, 1000: true, n - 1: true}
@@ -448,29 +430,7 @@ func TestSearchFilterReadsABoundedPage(t *testing.T) {
 			{RoleID: "all", Status: model.StatusSuspended},
 		} {
 			for _, limit := range []int{1, 20, 200} {
-				var got []string
-				pages, after := 0, ""
-				for {
-					before := s.QueryCount()
-					page, next, err := s.ListUsersFromDatabaseForTest(ctx, f, after, limit)
-					if err != nil {
-						t.Fatalf("%+v: %v", f, err)
-					}
-					if st, most := s.QueryCount()-before, int64(2+bits.Len(uint(1000/(limit+1)))); st > most {
-						t.Errorf("%+v, %d a page: page %d took %d statements, want at most %d", f, limit, pages+1, st, most)
-					}
-					pages++
-					for _, u := range page {
-						got = append(got, u.Username)
-					}
-					if next == "" {
-						break
-					}
-					if pages > 20 {
-						t.Fatalf("%+v: the pages never end", f)
-					}
-					after = next
-				}
+				got, pages := walkUsersInDatabase(t, s, f, limit, int64(2+bits.Len(uint(1000/(limit+1)))))
 				// Each user has two entries in a search (username and
 				// display name), at most 2,000 a page; a role's holders
 				// one, at most 1,000 a page.
@@ -480,6 +440,36 @@ func TestSearchFilterReadsABoundedPage(t *testing.T) {
 			}
 		}
 	})
+}
+
+// walkUsersInDatabase walks every page of a list of users in the database
+// (past the read cache), limit a page, and returns the usernames listed
+// and the pages; each page may take at most statements statements.
+func walkUsersInDatabase(t *testing.T, s *store.Store, f store.UserFilter, limit int, statements int64) ([]string, int) {
+	t.Helper()
+	var got []string
+	pages, after := 0, ""
+	for {
+		before := s.QueryCount()
+		page, next, err := s.ListUsersFromDatabaseForTest(context.Background(), f, after, limit)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		if st := s.QueryCount() - before; st > statements {
+			t.Errorf("%+v, %d a page: page %d took %d statements, want at most %d", f, limit, pages+1, st, statements)
+		}
+		pages++
+		for _, u := range page {
+			got = append(got, u.Username)
+		}
+		if next == "" {
+			return got, pages
+		}
+		if pages > 100 {
+			t.Fatalf("%+v, %d a page: the pages never end", f, limit)
+		}
+		after = next
+	}
 }
 
 // insertUsers inserts n users, made by user(i), in one write, and returns
