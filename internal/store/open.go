@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -365,15 +366,30 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		return err
 	}
 	if s.searchStmts != nil {
-		if err := s.searchStmts.db.PingContext(ctx); err != nil {
+		if err := ping(ctx, s.searchStmts.db); err != nil {
 			return fmt.Errorf("the searches' pool: %w", err)
 		}
 	}
 	return nil
+}
+
+// ping pings a pool past its stale connections: database/sql retries
+// getting a connection, not the ping on it, so after the database
+// restarted each idle connection that has not been used since fails one
+// ping (and is closed) before a fresh one answers.
+func ping(ctx context.Context, db *sql.DB) error {
+	err := db.PingContext(ctx)
+	for range db.Stats().Idle + 1 {
+		if !errors.Is(err, driver.ErrBadConn) {
+			break
+		}
+		err = db.PingContext(ctx)
+	}
+	return err
 }
 
 // Close stops the writer (after the writes already queued) and releases
