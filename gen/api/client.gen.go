@@ -106,7 +106,7 @@ type ClientInterface interface {
 	//
 	// A page reads one index in its order: the `subject`'s, else the
 	// `actorID`'s, else an exact `type`'s, else the whole log's. The
-	// other filters (a `type` prefix, `since`, `until`, a second exact
+	// other filters (a `type` prefix, `since`, `until`, the other exact
 	// one) are checked on at most 1,000 events of it a page: where few
 	// pass, a page may end short, even empty, with a `next_cursor` to go
 	// on from. A non-null `next_cursor` does not promise more events.
@@ -1583,7 +1583,7 @@ type ClientInterface interface {
 //
 // A page reads one index in its order: the `subject`'s, else the
 // `actorID`'s, else an exact `type`'s, else the whole log's. The
-// other filters (a `type` prefix, `since`, `until`, a second exact
+// other filters (a `type` prefix, `since`, `until`, the other exact
 // one) are checked on at most 1,000 events of it a page: where few
 // pass, a page may end short, even empty, with a `next_cursor` to go
 // on from. A non-null `next_cursor` does not promise more events.
@@ -8802,7 +8802,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// A page reads one index in its order: the `subject`'s, else the
 	// `actorID`'s, else an exact `type`'s, else the whole log's. The
-	// other filters (a `type` prefix, `since`, `until`, a second exact
+	// other filters (a `type` prefix, `since`, `until`, the other exact
 	// one) are checked on at most 1,000 events of it a page: where few
 	// pass, a page may end short, even empty, with a `next_cursor` to go
 	// on from. A non-null `next_cursor` does not promise more events.
@@ -25873,7 +25873,7 @@ func (r HeadTokenResponse) ContentType() string {
 //
 // A page reads one index in its order: the `subject`'s, else the
 // `actorID`'s, else an exact `type`'s, else the whole log's. The
-// other filters (a `type` prefix, `since`, `until`, a second exact
+// other filters (a `type` prefix, `since`, `until`, the other exact
 // one) are checked on at most 1,000 events of it a page: where few
 // pass, a page may end short, even empty, with a `next_cursor` to go
 // on from. A non-null `next_cursor` does not promise more events.

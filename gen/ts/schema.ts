@@ -1427,7 +1427,7 @@ export interface paths {
          *
          *     A page reads one index in its order: the `subject`'s, else the
          *     `actorID`'s, else an exact `type`'s, else the whole log's. The
-         *     other filters (a `type` prefix, `since`, `until`, a second exact
+         *     other filters (a `type` prefix, `since`, `until`, the other exact
          *     one) are checked on at most 1,000 events of it a page: where few
          *     pass, a page may end short, even empty, with a `next_cursor` to go
          *     on from. A non-null `next_cursor` does not promise more events.

@@ -27,10 +27,10 @@ type EventFilter struct {
 //
 // A page reads one index range in seq order: a subject's, else an
 // actor's, else an exact type's, else the whole log's. The other filters
-// (a type prefix, a time range, a second exact one) are checked on each
-// event read, in rounds of as many events as the page still needs,
-// doubling after a round that kept none, and on at most maxEventsRead
-// events a page, so that a filter few recent events pass does not read the
+// (a type prefix, a time range, the other exact ones) are checked on each
+// event read, in rounds of limit+1 events, then twice, four times as many
+// … while the page is unfinished, and on at most maxEventsRead events a
+// page, so that a filter few recent events pass does not read the
 // log to its start: such a page may end short, even empty, with the seq of
 // the last event it checked.
 func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]model.Event, int64, error) {
@@ -55,7 +55,8 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 	if f.Until != nil {
 		rest, args = append(rest, "created_at < ?"), append(args, microsOf(*f.Until))
 	}
-	// Never NULL: a nullable column compared (actor_id) is NULL.
+	// Never NULL: a nullable column compared (actor_id) may be; CASE makes
+	// that 0.
 	passes := gorm.Expr("1")
 	if len(rest) > 0 {
 		passes = gorm.Expr("CASE WHEN "+strings.Join(rest, " AND ")+" THEN 1 ELSE 0 END", args...)
@@ -67,7 +68,7 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 		if read == maxEventsRead {
 			return out, before, nil
 		}
-		want := min((limit+1-len(out))*grow, maxEventsRead-read)
+		want := min((limit+1)*grow, maxEventsRead-read)
 		read += want
 		span := q.with(ctx).Model(&eventRow{})
 		if driver != "" {
@@ -81,7 +82,6 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 			Select("e.*, ? AS passes", passes).Order("e.seq DESC").Find(&rows).Error; err != nil {
 			return nil, 0, fmt.Errorf("list events: %w", err)
 		}
-		kept := len(out)
 		for _, r := range rows {
 			before = r.Event.Seq
 			if !r.Passes {
@@ -95,9 +95,7 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 		if len(rows) < want {
 			return out, 0, nil // the range read to its start
 		}
-		if len(out) == kept {
-			grow *= 2 // want stays within the page's bound
-		}
+		grow *= 2
 	}
 }
 

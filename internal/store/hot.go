@@ -284,9 +284,10 @@ func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limi
 
 // listHoldersByStatus reads a page of a role's holders with a status. The
 // holders' index gives their order, and the status is checked on each
-// holder read, at most maxSearchRead a page, in rounds that double where
-// few pass: where a role is held widely and the status is rare, the page
-// ends short, even empty, with the last holder read as its position.
+// holder read, at most maxSearchRead a page, in rounds of limit+1 holders,
+// then twice, four times as many … until the page is full: where a role is
+// held widely and the status is rare, the page ends short, even empty,
+// with the last holder read as its position.
 func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	out := make([]model.User, 0, min(limit+1, 64))
 	grow, read := 1, 0
@@ -294,7 +295,7 @@ func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after st
 		if read == maxSearchRead {
 			return out, after, nil
 		}
-		want := min((limit+1-len(out))*grow, maxSearchRead-read)
+		want := min((limit+1)*grow, maxSearchRead-read)
 		read += want
 		text, args := q.sql().listUsers(f, "", after, want)
 		var passes []bool
@@ -303,7 +304,6 @@ func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after st
 		if err != nil {
 			return nil, "", err
 		}
-		kept := len(out)
 		for i, u := range users {
 			after = u.ID
 			if !passes[i] {
@@ -317,20 +317,19 @@ func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after st
 		if len(users) < want {
 			return out, "", nil // the holders read to their end
 		}
-		if len(out) == kept {
-			grow *= 2
-		}
+		grow *= 2
 	}
 }
 
 // searchUsers reads a page of a prefix search (ListUsers says in what
-// order). Each round reads the next entries of every key's range, as many
-// as the page could still take, merged in key order, and keeps, of those
-// it has read every entry before, the ones that list their user: the user's
-// least matching key. An entry passed over was listed (or will be) at its
-// user's lesser key, so a page reads its own users, plus the other keys of
-// users near it in the order; more rounds only where many entries in a row
-// are passed over.
+// order). Each round reads the next entries of every key's range (limit+1,
+// then twice, four times as many … while the page is unfinished), merged in
+// key order, and keeps, of those it has read every entry before, the ones
+// that list their user and pass the filters: the user's least matching
+// key. An entry passed over was listed (or will be) at its user's lesser
+// key, so a page reads its own users, plus the other keys of users near it
+// in the order; more rounds only where many entries in a row are passed
+// over, and at most maxSearchRead entries of each range a page.
 func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	lo := strings.ToLower(f.Prefix)
 	at := searchPos{key: lo}
@@ -344,7 +343,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 	out := make([]model.User, 0, min(limit+1, 64))
 	var outPos []searchPos
 	nkeys := len(f.keys())
-	grow := 1 // doubles after a round that kept nobody
+	grow := 1 // doubles after each round that leaves the page unfinished
 	read := 0 // entries of each key's range the page has asked for
 	for len(out) <= limit {
 		if read == maxSearchRead {
@@ -352,7 +351,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 			// next page goes on (a short page is not the end).
 			return out, at.key + "\x00" + at.id, nil
 		}
-		want := min((limit+1-len(out))*grow, maxSearchRead-read)
+		want := min((limit+1)*grow, maxSearchRead-read)
 		read += want
 		text, args := q.sql().listUsers(f, at.key, at.id, want)
 		var entries []searchEntry
@@ -380,7 +379,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 				horizon, full = last[s], true
 			}
 		}
-		kept, from := len(out), at
+		from := at
 		for i, e := range entries {
 			if full && horizon.less(e.pos) {
 				break
@@ -401,9 +400,7 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 			// round would read the same entries again.
 			return nil, "", fmt.Errorf("list users: a search made no progress at %q", at.key)
 		}
-		if len(out) == kept {
-			grow *= 2 // want stays within the page's bound
-		}
+		grow *= 2
 	}
 	if len(out) <= limit {
 		return out, "", nil

@@ -367,15 +367,15 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 			return u
 		})
 		start := s.QueryCount()
-		got, pages := walkUsersInDatabase(t, s, store.UserFilter{Prefix: "p"}, 100, 11)
+		got, pages := walkUsersInDatabase(t, s, store.UserFilter{Prefix: "p"}, 100, 6)
 		seen := len(got)
-		// 20 pages of display names, a statement each, the last of them
-		// looking for one more user past the usernames in rounds of 1, 2,
-		// 4 … up to its bound (10 more statements); then two pages with no
-		// one, each passing over up to 1,000 usernames (4 and 1
-		// statements): 35, not 2,000.
-		if statements := s.QueryCount() - start; seen != n || pages != 22 || statements > 35 {
-			t.Errorf("%d users in %d pages and %d statements, want %d in 22 pages and at most 35", seen, pages, statements, n)
+		// 19 pages of display names, a statement each; the 20th lists the
+		// last 100 and looks for one more past the usernames in rounds of
+		// 101, 202, 404 and 293 entries (its bound: 1,000); the 21st
+		// passes over the next 1,000 usernames the same way, and the 22nd
+		// finds the end in one: 28 statements, not 2,000.
+		if statements := s.QueryCount() - start; seen != n || pages != 22 || statements > 28 {
+			t.Errorf("%d users in %d pages and %d statements, want %d in 22 pages and at most 28", seen, pages, statements, n)
 		}
 	})
 }
@@ -387,8 +387,8 @@ func TestSearchPassesOverInFewRounds(t *testing.T) {
 // hold the role "all", of whom four alone are suspended and hold "rare"
 // (the first, the 1,000th and 1,001st, where a page's bound falls, and the
 // last), the pages end short, with a position to go on from, in few
-// statements each (rounds of limit+1 entries, doubling after each that
-// keeps nobody, up to the bound: at most 2 + log2(1,000/(limit+1))), and
+// statements each (rounds of limit+1 entries, doubling while the page is
+// unfinished, up to the bound: at most 2 + log2(1,000/(limit+1))), and
 // walking them lists exactly those four, once each, at every page size.
 func TestSearchFilterReadsABoundedPage(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
