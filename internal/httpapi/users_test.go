@@ -560,6 +560,8 @@ func TestUsersSearch(t *testing.T) {
 			{"status suspended", e.Owner, "status=suspended", []string{bob}},
 			{"status active", e.Owner, "status=active", []string{owner, alice, alistair, zoe, pct, viewer.ID}},
 			{"filters combine", e.Owner, "q=ali&status=active&role=mods", []string{alice}},
+			{"role and status without q", e.Owner, "role=mods&status=active", []string{alice, zoe}},
+			{"role and a status none of its holders has", e.Owner, "role=mods&status=suspended", nil},
 			{"no match", e.Owner, "q=xyz", nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
