@@ -61,42 +61,30 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 	if len(rest) > 0 {
 		passes = gorm.Expr("CASE WHEN "+strings.Join(rest, " AND ")+" THEN 1 ELSE 0 END", args...)
 	}
-	out := make([]model.Event, 0, min(limit, 64))
-	before := f.BeforeSeq
-	grow, read := 1, 0
-	for {
-		if read == maxEventsRead {
-			return out, before, nil
-		}
-		want := min((limit+1)*grow, maxEventsRead-read)
-		read += want
-		span := q.with(ctx).Model(&eventRow{})
-		if driver != "" {
-			span = span.Where(driver+" = ?", value)
-		}
-		if before > 0 {
-			span = span.Where("seq < ?", before)
-		}
-		var rows []eventListRow
-		if err := q.with(ctx).Table("(?) AS e", span.Order("seq DESC").Limit(want)).
-			Select("e.*, ? AS passes", passes).Order("e.seq DESC").Find(&rows).Error; err != nil {
-			return nil, 0, fmt.Errorf("list events: %w", err)
-		}
-		for _, r := range rows {
-			before = r.Event.Seq
-			if !r.Passes {
-				continue
+	rows, next, err := filteredPage(limit, maxEventsRead, f.BeforeSeq, func(r eventRow) int64 { return r.Seq },
+		func(before int64, n int) ([]eventRow, []bool, error) {
+			span := q.with(ctx).Model(&eventRow{})
+			if driver != "" {
+				span = span.Where(driver+" = ?", value)
 			}
-			if len(out) == limit { // one more than the page: it goes on
-				return out, out[limit-1].Seq, nil
+			if before > 0 {
+				span = span.Where("seq < ?", before)
 			}
-			out = append(out, r.Event.model())
-		}
-		if len(rows) < want {
-			return out, 0, nil // the range read to its start
-		}
-		grow *= 2
+			var read []eventListRow
+			if err := q.with(ctx).Table("(?) AS e", span.Order("seq DESC").Limit(n)).
+				Select("e.*, ? AS passes", passes).Order("e.seq DESC").Find(&read).Error; err != nil {
+				return nil, nil, err
+			}
+			rows, pass := make([]eventRow, len(read)), make([]bool, len(read))
+			for i, r := range read {
+				rows[i], pass[i] = r.Event, r.Passes
+			}
+			return rows, pass, nil
+		})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
+	return eventModels(rows), next, nil
 }
 
 // eventListRow is an event a page read, and whether it passes the filters

@@ -284,41 +284,18 @@ func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limi
 
 // listHoldersByStatus reads a page of a role's holders with a status. The
 // holders' index gives their order, and the status is checked on each
-// holder read, at most maxSearchRead a page, in rounds of limit+1 holders,
-// then twice, four times as many … until the page is full: where a role is
-// held widely and the status is rare, the page ends short, even empty,
-// with the last holder read as its position.
+// holder read (filteredPage): where a role is held widely and the status
+// is rare, the page ends short, even empty, with the last holder read as
+// its position.
 func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
-	out := make([]model.User, 0, min(limit+1, 64))
-	grow, read := 1, 0
-	for {
-		if read == maxSearchRead {
-			return out, after, nil
-		}
-		want := min((limit+1)*grow, maxSearchRead-read)
-		read += want
-		text, args := q.sql().listUsers(f, "", after, want)
-		var passes []bool
-		var p bool
-		users, err := q.readUsers(ctx, text, args, want, []any{&p}, func(model.User) { passes = append(passes, p) })
-		if err != nil {
-			return nil, "", err
-		}
-		for i, u := range users {
-			after = u.ID
-			if !passes[i] {
-				continue
-			}
-			if len(out) == limit { // one more than the page: it goes on
-				return out, out[limit-1].ID, nil
-			}
-			out = append(out, u)
-		}
-		if len(users) < want {
-			return out, "", nil // the holders read to their end
-		}
-		grow *= 2
-	}
+	return filteredPage(limit, maxSearchRead, after, func(u model.User) string { return u.ID },
+		func(after string, n int) ([]model.User, []bool, error) {
+			text, args := q.sql().listUsers(f, "", after, n)
+			var passes []bool
+			var p bool
+			users, err := q.readUsers(ctx, text, args, n, []any{&p}, func(model.User) { passes = append(passes, p) })
+			return users, passes, err
+		})
 }
 
 // searchUsers reads a page of a prefix search (ListUsers says in what
@@ -410,7 +387,8 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 }
 
 // maxSearchRead bounds the entries a page of a search reads of each key's
-// range, over all its rounds: where the filters pass few users, or many
+// range, over all its rounds (and the holders a page of a role's holders
+// with a status reads): where the filters pass few users, or many
 // entries in a row are passed over, a page ends short (even empty) with a
 // position to go on from, rather than reading a range to its end.
 const maxSearchRead = 1000
