@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -83,14 +84,9 @@ func (h *Handler) faultHeaders(c echo.Context, status int, err error) {
 	}
 }
 
-// streams reports whether an operation answers with a stream of bytes rather
-// than JSON (attachment bytes, Server-Sent Events) or takes a raw body: its
-// duration is the client's, so the request deadline does not apply to it.
-func (op *operation) streams() bool {
-	if op.rawBody {
-		return true
-	}
-	for code, ref := range op.route.Operation.Responses.Map() {
+// answersBytes reports whether an operation's success is anything but JSON.
+func answersBytes(op *openapi3.Operation) bool {
+	for code, ref := range op.Responses.Map() {
 		if !strings.HasPrefix(code, "2") || ref.Value == nil {
 			continue
 		}
@@ -147,7 +143,7 @@ func (h *Handler) pauseBudget(base context.Context, start time.Time) context.Con
 // client took to send it is not the database's.
 func (h *Handler) budgetAfterBody(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		if !op.jsonBody || op.streams() || h.faults.DBTimeout <= 0 {
+		if !op.jsonBody || op.streams || h.faults.DBTimeout <= 0 {
 			return next
 		}
 		return func(c echo.Context) error {
@@ -170,7 +166,7 @@ func (h *Handler) budgetAfterBody(op *operation) echo.MiddlewareFunc {
 // too, and a second timer would never fire first.
 func (h *Handler) deadline(op *operation) echo.MiddlewareFunc {
 	budgeted := !op.jsonBody && h.faults.DBTimeout > 0 && h.faults.DBTimeout <= h.faults.RequestTimeout
-	bounded := h.faults.RequestTimeout > 0 && !op.streams() && !budgeted
+	bounded := h.faults.RequestTimeout > 0 && !op.streams && !budgeted
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		if !bounded {
 			return next

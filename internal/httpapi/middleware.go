@@ -38,7 +38,12 @@ type operation struct {
 	ticket   bool // also accepts ?ticket= (the event stream)
 	jsonBody bool // has a JSON request body
 	rawBody  bool // streamed body, not validated (attachment upload)
-	legacy   string
+	// streams: the operation answers with a stream of bytes rather than
+	// JSON (attachment bytes, Server-Sent Events) or takes a raw body: its
+	// duration is the client's, so the request deadline does not apply to
+	// it.
+	streams bool
+	legacy  string
 }
 
 // gate applies the rate limit (429) and then authenticates the caller (401):
@@ -49,7 +54,7 @@ type operation struct {
 func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 	// The client's time comes after the authentication (a body), or the
 	// operation bounds its own opening (a stream): the budget is paused.
-	pause := op.jsonBody || op.streams()
+	pause := op.jsonBody || op.streams
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			// The limit comes before the credential lookup (ratelimit.go).

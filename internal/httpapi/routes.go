@@ -38,12 +38,47 @@ func newHeadRouter(r api.EchoRouter, ops []*operation, mws map[string][]echo.Mid
 }
 
 func (h *headRouter) GET(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
-	route := h.EchoRouter.GET(path, handler, m...)
+	route := h.EchoRouter.GET(path, compose(handler, m))
 	if mw, ok := h.head[path]; ok {
-		h.EchoRouter.HEAD(path, handler, mw...)
+		h.EchoRouter.HEAD(path, compose(handler, mw))
 		h.twins[path] = true
 	}
 	return route
+}
+
+// The other methods the contract uses register their handler behind its
+// middlewares the same way, composed once.
+
+func (h *headRouter) HEAD(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return h.EchoRouter.HEAD(path, compose(handler, m))
+}
+
+func (h *headRouter) POST(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return h.EchoRouter.POST(path, compose(handler, m))
+}
+
+func (h *headRouter) PUT(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return h.EchoRouter.PUT(path, compose(handler, m))
+}
+
+func (h *headRouter) PATCH(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return h.EchoRouter.PATCH(path, compose(handler, m))
+}
+
+func (h *headRouter) DELETE(path string, handler echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return h.EchoRouter.DELETE(path, compose(handler, m))
+}
+
+// compose puts a handler behind its route's middlewares, the first
+// outermost, as Echo would. Echo v4 composes a route's middlewares anew on
+// every request (a closure per middleware, and whatever each does before
+// returning its handler); composed once at registration, a request only
+// runs them.
+func compose(handler echo.HandlerFunc, m []echo.MiddlewareFunc) echo.HandlerFunc {
+	for i := len(m) - 1; i >= 0; i-- {
+		handler = m[i](handler)
+	}
+	return handler
 }
 
 // raw registers the plain Echo handlers of operations (by operation ID) at

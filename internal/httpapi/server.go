@@ -234,6 +234,7 @@ func operations(doc *openapi3.T) ([]*operation, error) {
 					}
 				}
 			}
+			o.streams = o.rawBody || answersBytes(op)
 			if op.Deprecated {
 				succ, ok := legacySuccessors[op.OperationID]
 				if !ok {
