@@ -21,10 +21,11 @@ import (
 //
 //   - The hot reads, the ones a request makes on every call and the cache
 //     answers (credentials, a user, a page of users), the change log's
-//     questions, and the one hot write, a new user (every member who joins
-//     makes it), are constant SQL in hot.go, run as statements prepared
-//     once per pool (sql.go) and scanned by hand into the model, without
-//     reflection.
+//     questions, and the two hot writes, a new user (every member who
+//     joins makes it) and the audit events (every write appends them:
+//     insertEvents), are constant SQL in hot.go and tx.go, run as
+//     statements prepared once per pool (sql.go) and scanned by hand into
+//     the model, without reflection.
 //   - Everything else, the writes, the reads of a write transaction that
 //     are not hot, the cold reads and the authorization state's parts
 //     (authstate.go), goes through GORM's builder on the row types of

@@ -139,39 +139,77 @@ func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 	return nil
 }
 
-// eventChunk bounds the rows of one events INSERT (7 parameters each).
-const eventChunk = 1000
+// eventChunk bounds the rows of one events INSERT: a transaction's events
+// (one or more per request, maxBatch requests) go in statements of at most
+// this many rows, so that at most eventChunk texts are prepared (one per
+// number of rows), and a few thousand events (an import, a bulk change)
+// stay far within SQLite's and PostgreSQL's bounds on parameters.
+const eventChunk = maxBatch
+
+// eventsInsert holds the INSERT of n events (index n), RETURNING their
+// seqs: built once.
+var eventsInsert = func() [eventChunk + 1]string {
+	var out [eventChunk + 1]string
+	for n := 1; n <= eventChunk; n++ {
+		out[n] = "INSERT INTO events (type, actor_id, subject, data, reason, created_at) VALUES " +
+			strings.Repeat("(?, ?, ?, ?, ?, ?), ", n-1) + "(?, ?, ?, ?, ?, ?) RETURNING seq"
+	}
+	return out
+}()
 
 // insertEvents writes the events of the requests that succeeded, in their
-// order, and assigns their seqs; it returns the last seq
-// (0 when there are none). The write lock keeps other transactions from
-// taking seqs meanwhile, so the rows are numbered in the order of the
-// statement's values; RETURNING is not promised to list them in that
-// order, so the seqs are sorted.
+// order, and assigns their seqs; it returns the last seq (0 when there are
+// none). The write lock keeps other transactions from taking seqs
+// meanwhile, so the rows are numbered in the order of the statements'
+// values; RETURNING is not promised to list them in that order, so the seqs
+// are sorted.
+//
+// It is the other hot write (queries.go): every write appends its events,
+// and GORM's builder, reflecting over each row, cost a create 5% of its
+// CPU.
 func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64, error) {
-	var rows []eventRow
+	n := 0
 	for _, r := range results {
-		for k, ev := range r.events {
-			rows = append(rows, eventRow{Type: ev.Type, ActorID: ev.ActorID, Subject: ev.Subject, Data: r.eventData[k],
-				Reason: ev.Reason, CreatedAt: microsOf(ev.CreatedAt)})
-		}
+		n += len(r.events)
 	}
-	if len(rows) == 0 {
+	if n == 0 {
 		return 0, nil
 	}
-	// In statements of eventChunk rows: one statement for all would pass
-	// SQLite's and PostgreSQL's bounds on parameters past a few thousand
-	// events (an import, bulk changes sharing a batch). The chunks are
-	// numbered in their order too.
-	for lo := 0; lo < len(rows); lo += eventChunk {
-		chunk := rows[lo:min(lo+eventChunk, len(rows))]
-		if err := q.with(ctx).Create(&chunk).Error; err != nil {
+	seqs := make([]int64, 0, n)
+	args := make([]any, 0, 6*min(n, eventChunk))
+	flush := func() error {
+		rows, err := q.query(ctx, eventsInsert[len(args)/6], args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var seq int64
+			if err := rows.Scan(&seq); err != nil {
+				return err
+			}
+			seqs = append(seqs, seq)
+		}
+		args = args[:0]
+		return rows.Err()
+	}
+	for _, r := range results {
+		for k, ev := range r.events {
+			args = append(args, ev.Type, ev.ActorID, ev.Subject, r.eventData[k], ev.Reason, int64(microsOf(ev.CreatedAt)))
+			if len(args) == 6*eventChunk {
+				if err := flush(); err != nil {
+					return 0, fmt.Errorf("append events: %w", err)
+				}
+			}
+		}
+	}
+	if len(args) > 0 {
+		if err := flush(); err != nil {
 			return 0, fmt.Errorf("append events: %w", err)
 		}
 	}
-	seqs := make([]int64, len(rows))
-	for i, r := range rows {
-		seqs[i] = r.Seq
+	if len(seqs) != n {
+		return 0, fmt.Errorf("append events: %d seqs returned for %d events", len(seqs), n)
 	}
 	slices.Sort(seqs)
 	i := 0
@@ -181,7 +219,7 @@ func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64
 			i++
 		}
 	}
-	return seqs[len(seqs)-1], nil
+	return seqs[n-1], nil
 }
 
 type settingsRow struct {
@@ -644,7 +682,7 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 // found by the unique indexes themselves (no query before the insert).
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
 	tx.mark("users", u.ID)
-	// Constant SQL, the one hot write (queries.go): every member who joins
+	// Constant SQL, a hot write (queries.go): every member who joins
 	// makes it, and GORM's builder cost it as much CPU as the INSERT.
 	if _, err := tx.exec(ctx, tx.sql().insertUser, u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName,
 		strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email), u.Status, u.IsOwner,

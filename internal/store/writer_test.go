@@ -251,6 +251,58 @@ func TestGroupCommitWithoutFailuresRunsOnce(t *testing.T) {
 	})
 }
 
+// TestEventsOfOneWriteInSeveralStatements: a write's events go in
+// statements of a bounded number of rows; more of them than one statement
+// holds (a bulk change) are all stored, numbered in their order, with their
+// NULLs and values.
+func TestEventsOfOneWriteInSeveralStatements(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		const n = 150 // two full statements and part of a third
+		events, err := s.Write(ctx, func(tx *store.Tx) error {
+			for i := range n {
+				ev := model.Event{Type: "role.member_added", Subject: fmt.Sprintf("role:r/%03d", i)}
+				if i%3 == 0 {
+					actor, reason := fmt.Sprintf("u%03d", i), fmt.Sprintf("why %03d", i)
+					ev.ActorID, ev.Reason = &actor, &reason
+				}
+				if err := tx.AppendEvent(ctx, ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || len(events) != n {
+			t.Fatalf("%d events, %v", len(events), err)
+		}
+		for i, ev := range events {
+			if i > 0 && ev.Seq <= events[i-1].Seq {
+				t.Fatalf("event %d: seq %d after %d", i, ev.Seq, events[i-1].Seq)
+			}
+		}
+		listed, _, err := s.ListEvents(ctx, store.EventFilter{}, n+10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != n {
+			t.Fatalf("%d events stored, want %d", len(listed), n)
+		}
+		for k, ev := range listed { // newest first
+			i := n - 1 - k
+			if ev.Seq != events[i].Seq || ev.Subject != fmt.Sprintf("role:r/%03d", i) {
+				t.Fatalf("stored event %d: seq %d %s, want seq %d of event %d", k, ev.Seq, ev.Subject, events[i].Seq, i)
+			}
+			if withActor := ev.ActorID != nil && *ev.ActorID == fmt.Sprintf("u%03d", i) &&
+				ev.Reason != nil && *ev.Reason == fmt.Sprintf("why %03d", i); withActor != (i%3 == 0) ||
+				i%3 != 0 && (ev.ActorID != nil || ev.Reason != nil) {
+				t.Fatalf("stored event %d: actor %v, reason %v", i, ev.ActorID, ev.Reason)
+			}
+		}
+	})
+}
+
 // TestGroupCommitDatabaseFailureIsNotRunAgain: when a write of a batch fails
 // because the database did (a statement's deadline, a lost connection),
 // the batch fails as a whole at once: running it again, with savepoints,
