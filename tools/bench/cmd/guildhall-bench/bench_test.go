@@ -278,7 +278,7 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
 		{in: "page_deep", want: "page_1,page_1000"},
 		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,list_channels,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
-		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_list_users,million_search_users,million_page_1000"},
+		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_get_user_zipf,million_get_perms_zipf,million_list_users,million_search_users,million_page_1000"},
 		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},

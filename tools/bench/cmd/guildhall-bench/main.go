@@ -626,6 +626,9 @@ func (b *bench) source(sc scenario, t *target) (*client.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", sc.name, t.name, err)
 	}
+	if sc.skew > 0 {
+		src.Skewed(sc.skew)
+	}
 	status, snippet, err := preflight(t.addr, src)
 	switch {
 	case err != nil:

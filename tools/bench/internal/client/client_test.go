@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -389,5 +390,68 @@ func TestDechunk(t *testing.T) {
 				t.Fatalf("got %q, %v; want %q (error: %v)", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestSkewedKeys: a skewed source reads a few keys often and most rarely,
+// the often-read ones spread over the keys' order, every key a valid one.
+func TestSkewedKeys(t *testing.T) {
+	const n = 10_000
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("k%05d", i)
+	}
+	tpl, err := NewTemplate("GET", "/api/users/{id}", "", "127.0.0.1:1", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counter atomic.Uint64
+	src, err := NewSource(tpl, ids, "tag", &counter, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Skewed(1.1)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var bufs RenderBufs
+	count := map[string]int{}
+	const draws = 200_000
+	for range draws {
+		raw := src.Next(rng, &bufs)
+		path := strings.Fields(string(raw))[1]
+		id := strings.TrimPrefix(path, "/api/users/")
+		if len(id) != 6 || id[0] != 'k' {
+			t.Fatalf("request for %q, not one of the keys", path)
+		}
+		count[id]++
+	}
+	freq := make([]int, 0, len(count))
+	for _, c := range count {
+		freq = append(freq, c)
+	}
+	slices.Sort(freq)
+	slices.Reverse(freq)
+	top := 0
+	for _, c := range freq[:n/100] {
+		top += c
+	}
+	// A Zipf exponent of 1.1 over 10,000 ranks gives the 100 first 65% of
+	// the draws; uniform draws would give them about 1%.
+	if share := float64(top) / draws; share < 0.55 || share > 0.75 {
+		t.Fatalf("the 1%% most drawn keys took %.2f of the draws, want about 0.65", share)
+	}
+	// The most drawn key is not the first one created, nor its neighbours:
+	// the ranks are shuffled over the keys.
+	best, bestN := "", 0
+	for id, c := range count {
+		if c > bestN {
+			best, bestN = id, c
+		}
+	}
+	if best < "k00100" {
+		t.Fatalf("the most drawn key is %s, among the first created", best)
+	}
+	// The caller's keys are left in their order.
+	if ids[0] != "k00000" || ids[n-1] != fmt.Sprintf("k%05d", n-1) {
+		t.Fatal("Skewed reordered the caller's keys")
 	}
 }

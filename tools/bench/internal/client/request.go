@@ -3,6 +3,7 @@ package client
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -162,6 +163,27 @@ type Source struct {
 	prebuilt [][]byte
 	tag      string         // makes {uniq} unique across runs of the bench
 	counter  *atomic.Uint64 // shared by every connection of every run
+	skew     float64        // Skewed: the Zipf exponent of the keys' ranks
+}
+
+// Skewed makes s pick its keys by rank from a Zipf distribution of exponent
+// skew (> 1) rather than uniformly: the key of rank r (from 0) is picked
+// with a probability in proportion to 1/(r+1)^skew, so a few are read
+// often and most rarely, as the members of a community are. The ranks are
+// given to the keys in an order shuffled with a fixed seed, so that the
+// often-read keys are spread over the key space (not the first IDs
+// created, which sit side by side in every index). It returns s.
+func (s *Source) Skewed(skew float64) *Source {
+	if skew <= 1 {
+		panic(fmt.Sprintf("client: Zipf exponent %g, want > 1", skew))
+	}
+	s.skew = skew
+	if len(s.prebuilt) > 1 {
+		s.prebuilt = nil // picked uniformly: build each as it is sent
+	}
+	s.keys = slices.Clone(s.keys)
+	rand.New(rand.NewPCG(7, 11)).Shuffle(len(s.keys), func(i, j int) { s.keys[i], s.keys[j] = s.keys[j], s.keys[i] })
+	return s
 }
 
 // NewSource returns the requests of t, with {id} picked at random from keys
@@ -210,7 +232,13 @@ func (s *Source) Next(rng *rand.Rand, b *RenderBufs) []byte {
 		return s.prebuilt[rng.IntN(len(s.prebuilt))]
 	}
 	key := ""
-	if s.tpl.hasKey {
+	switch {
+	case s.tpl.hasKey && s.skew > 0:
+		if b.zipf == nil || b.zipfOf != s {
+			b.zipf, b.zipfOf = rand.NewZipf(rng, s.skew, 1, uint64(len(s.keys)-1)), s
+		}
+		key = s.keys[b.zipf.Uint64()]
+	case s.tpl.hasKey:
 		key = s.keys[rng.IntN(len(s.keys))]
 	}
 	if s.tpl.hasUnq {
@@ -222,4 +250,8 @@ func (s *Source) Next(rng *rand.Rand, b *RenderBufs) []byte {
 
 // RenderBufs are one connection's buffers for requests built as they are
 // sent.
-type RenderBufs struct{ req, body, uniq []byte }
+type RenderBufs struct {
+	req, body, uniq []byte
+	zipf            *rand.Zipf // the connection's draw of skewed keys, for zipfOf
+	zipfOf          *Source
+}
