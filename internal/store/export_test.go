@@ -123,3 +123,6 @@ func (s *Store) SearchStatementsForTest() int {
 	defer s.searchStmts.mu.RUnlock()
 	return len(s.searchStmts.m)
 }
+
+// EventChunk is the most events one INSERT writes.
+const EventChunk = eventChunk

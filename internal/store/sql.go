@@ -19,7 +19,10 @@ import (
 // per connection) and, inside a write transaction, reused through
 // sql.Tx.StmtContext, which finds the statement already prepared on the
 // writer connection. GORM's statements inside a write transaction go
-// through it too (stmtPool), up to maxStatements statements in all.
+// through it too (stmtPool), while fewer than maxStatements are kept: the
+// hot statements are a fixed set of texts (up to 16 shapes of a page of
+// users, and the events' INSERT for each count of rows up to eventChunk), kept
+// whatever the bound, and GORM's varied ones fill the rest.
 
 // micros is a timestamp as the store keeps it: microseconds since the Unix
 // epoch, UTC, in a BIGINT column on both databases. Reading one is an
@@ -263,7 +266,8 @@ type stmtPool struct {
 	stmts *stmtCache
 }
 
-// maxStatements bounds the statements a stmtCache keeps.
+// maxStatements bounds the statements a stmtCache keeps for GORM; the hot
+// statements, a fixed set, are kept past it.
 const maxStatements = 512
 
 func (p stmtPool) stmt(ctx context.Context, query string) (*sql.Stmt, bool, error) {

@@ -140,11 +140,12 @@ func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error {
 }
 
 // eventChunk bounds the rows of one events INSERT: a transaction's events
-// (one or more per request, maxBatch requests) go in statements of at most
-// this many rows, so that at most eventChunk texts are prepared (one per
-// number of rows), and a few thousand events (an import, a bulk change)
-// stay far within SQLite's and PostgreSQL's bounds on parameters.
-const eventChunk = maxBatch
+// (one or more per request) go in statements of at most this many rows, so
+// that at most eventChunk texts are prepared (one per number of rows), and
+// a few thousand events (an import, a bulk change) stay far within
+// SQLite's and PostgreSQL's bounds on parameters. A group commit of
+// creates (a request, an event) fits one statement.
+const eventChunk = 64
 
 // eventsInsert holds the INSERT of n events (index n), RETURNING their
 // seqs: built once.
@@ -165,8 +166,7 @@ var eventsInsert = func() [eventChunk + 1]string {
 // are sorted.
 //
 // It is the other hot write (queries.go): every write appends its events,
-// and GORM's builder, reflecting over each row, cost a create 5% of its
-// CPU.
+// and GORM's builder reflects over each row.
 func (q queries) insertEvents(ctx context.Context, results []writeResult) (int64, error) {
 	n := 0
 	for _, r := range results {

@@ -260,7 +260,8 @@ func TestEventsOfOneWriteInSeveralStatements(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		s := openStore(t, kind)
-		const n = 150 // two full statements and part of a third
+		const n = 2*store.EventChunk + 22 // two full statements and part of a third
+		statements := s.QueryCount()
 		events, err := s.Write(ctx, func(tx *store.Tx) error {
 			for i := range n {
 				ev := model.Event{Type: "role.member_added", Subject: fmt.Sprintf("role:r/%03d", i)}
@@ -276,6 +277,13 @@ func TestEventsOfOneWriteInSeveralStatements(t *testing.T) {
 		})
 		if err != nil || len(events) != n {
 			t.Fatalf("%d events, %v", len(events), err)
+		}
+		want := int64(3) // the three INSERTs
+		if kind == testenv.Postgres {
+			want = 1 + 3 + 1 // the write lock, the INSERTs and the NOTIFY
+		}
+		if used := s.QueryCount() - statements; used != want {
+			t.Fatalf("%d statements for %d events, want %d", used, n, want)
 		}
 		for i, ev := range events {
 			if i > 0 && ev.Seq <= events[i-1].Seq {

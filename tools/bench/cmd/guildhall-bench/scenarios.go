@@ -33,9 +33,9 @@ type scenario struct {
 
 // zipfSkew is the exponent of the skewed million scenarios. Among a
 // million members the 1% most read take about four fifths of the reads
-// (among ten thousand, two thirds), and the 20,000 most read, about what
-// the default read cache holds, 85%. Activity in online communities is
-// commonly modelled with Zipf exponents near 1.
+// (among ten thousand, two thirds), and the 20,000 most read 85%.
+// Activity in online communities is commonly modelled with Zipf exponents
+// near 1.
 const zipfSkew = 1.1
 
 const createBody = `{"username":"u{uniq}","display_name":"Bench {uniq}"}`
