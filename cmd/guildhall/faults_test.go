@@ -214,7 +214,7 @@ func startOn(t *testing.T, name string, pg *cluster, env ...string) (*instance, 
 // unavailable with Retry-After within the database timeout plus one second
 // (docs/design.md §13) instead of hanging, /readyz answers 503 within a
 // second and a half, and once the database is thawed the instance serves
-// again by itself: a request that waited for each of its statements' own
+// again by itself, /readyz included: a request that waited for each of its statements' own
 // timeouts would take several database timeouts.
 // The time bounds are the requirement of a fault's answer, with a second of
 // slack for a busy machine (less than the timeout, so a doubled wait still
@@ -278,9 +278,15 @@ func TestFaultDatabaseFrozen(t *testing.T) {
 	})
 	t.Logf("first 200 %v after the thaw", back)
 	must(t, c, in.URL, http.StatusCreated, "POST", "/channels/thawed/create", s.token, map[string]any{"name": "thawed"})
-	if st, _, _, _ := get(c, in.URL+"/readyz", ""); st != http.StatusOK {
-		t.Errorf("/readyz after the thaw: %d", st)
-	}
+	// A probe is retried by its caller; what must hold is that readiness
+	// comes back by itself. Right after the thaw the pools may first have
+	// to replace the connections the freeze broke, and on a loaded machine
+	// a fresh connection can take longer than one probe's second.
+	ready := eventually(t, 5*time.Second, "/readyz ready after the thaw", func() bool {
+		st, _, _, _ := get(c, in.URL+"/readyz", "")
+		return st == http.StatusOK
+	})
+	t.Logf("/readyz ready %v after the first 200", ready)
 }
 
 // TestFaultDatabaseStoppedAndResumed stops PostgreSQL: requests answer 503
