@@ -107,7 +107,7 @@ func (s *serveCmd) Run(io *streams) error {
 		log.Info("GC target set (GOGC unset)", "gogc", n)
 	}
 	if n := app.LimitMemory(cfg.MemoryLimit); n > 0 {
-		log.Info("soft memory limit set (GOMEMLIMIT unset)", "bytes", n, "cache_bytes", cfg.CacheBound())
+		log.Info("soft memory limit set (GOMEMLIMIT unset)", "bytes", n, "cache_bytes", cfg.CacheBytes)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

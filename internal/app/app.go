@@ -69,7 +69,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 		}
 	}()
 	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, StatementTimeout: cfg.DBTimeout,
-		CacheBytes: cfg.CacheBound(), VerifyChangeMarks: cfg.VerifyChangeMarks, Tracer: tp.TracerProvider()})
+		CacheBytes: cfg.CacheBytes, MaxCacheEntryBytes: cfg.CacheEntryLimit(), VerifyChangeMarks: cfg.VerifyChangeMarks, Tracer: tp.TracerProvider()})
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 			Help: "Times the read cache started over because the change log could not tell what changed."},
 			func() float64 { return float64(st.CacheStats().Resets) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_store_read_cache_bytes",
-			Help: "Estimated size of the read cache's entries, bounded by its configured size."},
+			Help: "Estimated size of the read cache (its entries and its packed users), bounded by its configured size."},
 			func() float64 { return float64(st.CacheStats().Bytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_event_stream_subscribers",
 			Help: "Event streams (Server-Sent Events) open on this instance."},
@@ -155,7 +155,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 
 // Background starts the instance's background work until ctx ends: the
 // PostgreSQL event listener (events committed by any instance), the sweep of
-// deleted database blobs and the audit-log retention.
+// deleted database blobs, the audit-log retention, and the memory limit's
+// following of the read cache's packed users.
 func (a *App) Background(ctx context.Context) {
 	if a.Store.Postgres() {
 		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, a.Store.EventChannel(), a.log)
@@ -181,6 +182,7 @@ func (a *App) Background(ctx context.Context) {
 		})
 	}
 	go a.every(ctx, time.Minute, "pruned the change log", a.Store.PruneChangeLog)
+	go followMemoryLimit(ctx, time.Second, func() int { return a.Store.CacheStats().UserBytes })
 	if a.Config.EventRetention > 0 {
 		go a.every(ctx, time.Hour, "purged events", func(ctx context.Context) (int64, error) {
 			return a.Store.PurgeEvents(ctx, time.Now().Add(-a.Config.EventRetention))

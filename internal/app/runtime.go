@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
+	"time"
 )
 
 // gcPercent is the GC target of a serving process when GOGC is not set.
@@ -38,7 +41,41 @@ func LimitMemory(limit int64) int64 {
 		return 0
 	}
 	debug.SetMemoryLimit(limit)
+	memoryLimit.Store(limit)
 	return limit
+}
+
+// memoryLimit is the limit LimitMemory set; 0 when it set none.
+var memoryLimit atomic.Int64
+
+// followMemoryLimit keeps the runtime's soft memory limit, when
+// LimitMemory set it, at that limit plus what the read cache's packed
+// users hold (their share of GUILDHALL_CACHE_BYTES bounds them), looking
+// every interval until ctx ends. Those users are live, so counted inside
+// the limit they would leave the collector less room as they fill the
+// cache, and it would run ever more often; the limit is there to bound
+// the garbage that requests leave, which is what stays under it.
+func followMemoryLimit(ctx context.Context, interval time.Duration, packed func() int) {
+	base := memoryLimit.Load()
+	if base <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	set := base
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Moved by a mebibyte at least: the arena grows by doubling, the
+		// index by a slot at a time.
+		if want := base + int64(packed()); want > set+1<<20 || want < set-1<<20 {
+			debug.SetMemoryLimit(want)
+			set = want
+		}
+	}
 }
 
 // minProcs is the fewest Ps a serving process runs with.

@@ -50,8 +50,8 @@ type Config struct {
 	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
 	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
 	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
-	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"16777216" help:"Bound of the read cache's size in bytes (16 MiB by default), at most a third of GUILDHALL_MEMORY_LIMIT."`
-	MemoryLimit        int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"100663296" help:"Soft memory limit of the Go runtime in bytes (96 MiB by default; GOMEMLIMIT, when set, wins); the read cache gets at most a third of it; 0: no limit."`
+	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"134217728" help:"Bound of the read cache's size in bytes (128 MiB by default): a quarter, at most 16 MiB and a third of GUILDHALL_MEMORY_LIMIT, for credentials and pages; the rest for users, kept packed."`
+	MemoryLimit        int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"100663296" help:"Soft memory limit of the Go runtime in bytes (96 MiB by default; GOMEMLIMIT, when set, wins), raised by what the read cache's packed users hold; 0: no limit."`
 	Tracing            string        `name:"tracing" env:"GUILDHALL_TRACING" default:"off" enum:"off,otlp" help:"off, or otlp: send OpenTelemetry traces over OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)."`
 	TracingSampleRatio float64       `name:"tracing-sample-ratio" env:"GUILDHALL_TRACING_SAMPLE_RATIO" default:"1" help:"Share of the traces this instance starts that are recorded, 0 to 1; a request with a traceparent header follows its caller's decision."`
 
@@ -118,13 +118,16 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// CacheBound is the read cache's bound: CacheBytes, and at most a third
-// of the memory limit, so that a limit set low bounds the cache with it.
-func (c Config) CacheBound() int {
-	if c.MemoryLimit > 0 && int64(c.CacheBytes) > c.MemoryLimit/3 {
+// CacheEntryLimit caps the read cache's entries on the heap (credentials,
+// pages; by default a quarter of CacheBytes, at most 16 MiB) at a third of
+// the memory limit, so that a limit set low bounds them with it; 0 when
+// no limit is set. The rest of the cache, its users kept packed, is beside
+// the limit (app.LimitMemory).
+func (c Config) CacheEntryLimit() int {
+	if c.MemoryLimit > 0 {
 		return int(c.MemoryLimit / 3)
 	}
-	return c.CacheBytes
+	return 0
 }
 
 // Validate checks the store's location.

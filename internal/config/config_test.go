@@ -42,14 +42,14 @@ func TestParse(t *testing.T) {
 		}, ""},
 		{"an unknown exporter", []string{"--tracing=zipkin"}, nil, "tracing"},
 		{"a sample ratio over 1", []string{"--tracing-sample-ratio=2"}, nil, "sample ratio"},
-		{"the defaults: a 96 MiB memory limit, a 16 MiB cache", nil, func(c config.Config) bool {
-			return c.MemoryLimit == 96<<20 && c.CacheBound() == 16<<20
+		{"the defaults: a 96 MiB memory limit, a 128 MiB cache", nil, func(c config.Config) bool {
+			return c.MemoryLimit == 96<<20 && c.CacheBytes == 128<<20 && c.CacheEntryLimit() == 32<<20
 		}, ""},
-		{"a lower memory limit lowers the cache's bound", []string{"--memory-limit=25165824"}, func(c config.Config) bool {
-			return c.CacheBound() == 8<<20
+		{"a lower memory limit lowers the cap of the cache's entries", []string{"--memory-limit=25165824"}, func(c config.Config) bool {
+			return c.CacheEntryLimit() == 8<<20
 		}, ""},
-		{"no memory limit leaves the cache's bound", []string{"--memory-limit=0", "--cache-bytes=1048576"}, func(c config.Config) bool {
-			return c.CacheBound() == 1<<20
+		{"no memory limit, no cap of the cache's entries", []string{"--memory-limit=0", "--cache-bytes=1048576"}, func(c config.Config) bool {
+			return c.CacheEntryLimit() == 0 && c.CacheBytes == 1<<20
 		}, ""},
 		{"a negative memory limit", []string{"--memory-limit=-1"}, nil, "must not be negative"},
 	}

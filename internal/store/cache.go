@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/guildhall/guildhall/internal/model"
 )
 
 // The read cache: the one place that decides whether a value read before
@@ -32,12 +34,14 @@ import (
 // data version and what was logged since, which every read waiting when it
 // is sent shares (rounds).
 //
-// What is cached: credentials by token hash, users by ID, pages of users,
-// and the authorization state (authstate.go: the global permissions, the
-// roles, every channel and its overwrites), which is refreshed part by
-// part. Values handed out are the caller's own (copies) or immutable
-// (AuthState). Entries are bounded by an estimate of their size; past it,
-// entries are dropped at random, as few as make room.
+// What is cached: users by ID, packed outside the collector's view
+// (packed.go); credentials by token hash and pages of users, as entries
+// on the heap; and the authorization state (authstate.go: the global
+// permissions, the roles, every channel and its overwrites), which is
+// refreshed part by part. Values handed out are the caller's own (copies)
+// or immutable (AuthState). The users and the entries share the cache's
+// bound (splitBound); past their share, users are dropped oldest first and
+// entries at random, as few as make room.
 
 // dep is what a cached value depends on: a key of a logged table, or the
 // whole table (key "").
@@ -69,10 +73,26 @@ type delta struct {
 const maxChangesFollowed = 10_000
 
 // DefaultCacheBytes bounds the cache's estimated size when Options say
-// nothing: enough for ten thousand users and their pages. A bigger bound
-// costs more than its hits where the cache fills (a million users read at
-// random): a full cache is a live heap that every collection marks.
-const DefaultCacheBytes = 16 << 20
+// nothing.
+const DefaultCacheBytes = 128 << 20
+
+// maxEntryBytes bounds the entries' share of the cache (credentials,
+// pages): entries are objects on the heap, which every collection marks,
+// so a bigger share costs more than its hits where it fills (searches
+// spread over a big community), while packed users cost the collector
+// nothing.
+const maxEntryBytes = 16 << 20
+
+// splitBound shares a cache's bound between its entries (a quarter, at
+// most maxEntryBytes and capEntries when it is not 0) and its packed users
+// (the rest).
+func splitBound(max, capEntries int) (entries, users int) {
+	entries = min(max/4, maxEntryBytes)
+	if capEntries > 0 {
+		entries = min(entries, capEntries)
+	}
+	return entries, max - entries
+}
 
 type cacheKind uint8
 
@@ -138,8 +158,9 @@ type cache struct {
 	gen   uint64 // moves with every change followed: a read kept at another gen is not kept
 	m     map[cacheKey]*entry
 	byDep map[dep]entrySet
-	bytes int
-	max   int
+	bytes int // the entries' estimate
+	max   int // the entries' bound
+	users *packedUsers
 	// removed counts the entries removed since the maps were compacted.
 	removed int
 	auth    authView
@@ -153,11 +174,12 @@ type cache struct {
 	tracer                          *tracer      // nil: tracing off
 }
 
-func newCache(max int) *cache {
+func newCache(max, capEntries int) *cache {
 	if max <= 0 {
 		max = DefaultCacheBytes
 	}
-	return &cache{max: max, m: map[cacheKey]*entry{}, byDep: map[dep]entrySet{},
+	entries, users := splitBound(max, capEntries)
+	return &cache{max: entries, users: newPackedUsers(users), m: map[cacheKey]*entry{}, byDep: map[dep]entrySet{},
 		auth: authView{building: make(chan struct{}, 1)}}
 }
 
@@ -179,6 +201,7 @@ func (c *cache) apply(d delta) {
 		if ch.key != "" {
 			c.dropLocked(dep{ch.tbl, ""})
 		}
+		c.dropUsersLocked(ch)
 		c.auth.mark(ch, c.gen+1)
 	}
 	if d.reset || len(d.changes) > 0 {
@@ -190,6 +213,7 @@ func (c *cache) apply(d delta) {
 
 func (c *cache) clearLocked() {
 	c.m, c.byDep, c.bytes, c.removed = map[cacheKey]*entry{}, map[dep]entrySet{}, 0, 0
+	c.users.clear()
 	c.auth.markAll(c.gen + 1)
 }
 
@@ -407,14 +431,10 @@ func cachedRead[T any](ctx context.Context, c *cache, k cacheKey, deps func(T) [
 		return zero, err
 	}
 	v, hit, gen := c.lookup(k)
-	if c.tracer != nil {
-		c.tracer.decided(ctx, cacheReads[k.kind], hit)
-	}
+	c.decided(ctx, k.kind, hit)
 	if hit {
-		c.hits.Add(1)
 		return copyOut(v.(T)), nil
 	}
-	c.misses.Add(1)
 	value, err := read()
 	if err != nil {
 		return value, err
@@ -426,22 +446,72 @@ func cachedRead[T any](ctx context.Context, c *cache, k cacheKey, deps func(T) [
 	return copyOut(value), nil
 }
 
+// decided counts (and traces) a read answered from memory or not.
+func (c *cache) decided(ctx context.Context, kind cacheKind, hit bool) {
+	if c.tracer != nil {
+		c.tracer.decided(ctx, cacheReads[kind], hit)
+	}
+	if hit {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+}
+
+// lookupUser returns a kept user, and the gen a read that misses must be
+// kept at.
+func (c *cache) lookupUser(id string) (model.User, bool, uint64) {
+	c.mu.Lock()
+	rec, ok := c.users.get(id)
+	gen := c.gen
+	c.mu.Unlock()
+	if !ok {
+		return model.User{}, false, gen
+	}
+	return decodeUser(rec), true, gen
+}
+
+// keepUser keeps a user read at gen, unless a change was followed since.
+func (c *cache) keepUser(gen uint64, u model.User) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == gen {
+		c.users.put(u)
+	}
+}
+
+// dropUsersLocked drops the users a change may have changed: a user
+// changes with their row and their roles (logged as theirs), and with any
+// role's position, which orders their role IDs.
+func (c *cache) dropUsersLocked(ch change) {
+	switch {
+	case ch.tbl == "users" && ch.key != "":
+		c.users.drop(ch.key)
+	case ch.tbl == "users" || ch.tbl == "roles":
+		c.users.clear()
+	}
+}
+
 // CacheStats counts what the read cache answered from memory, what it sent
 // to the database, the questions it asked the change log, and the times it
-// started over; Entries and Bytes are its size now (Bytes an estimate).
+// started over; Entries and Bytes are its size now (Bytes an estimate),
+// users included.
 type CacheStats struct {
 	Hits, Misses, Questions, Resets int64
 	Entries, Bytes                  int
+	// UserBytes is the part of Bytes that the packed users hold.
+	UserBytes int
 }
 
 // CacheStats returns the read cache's counters since the store was opened.
 func (s *Store) CacheStats() CacheStats {
 	c := s.cache
 	c.mu.Lock()
-	n, b := len(c.m), c.bytes
+	n, ub := len(c.m)+c.users.len(), c.users.bytes()
+	b := c.bytes + ub
 	c.mu.Unlock()
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Entries: n, Bytes: b}
+		Resets: c.resets.Load(), Entries: n, Bytes: b, UserBytes: ub}
 }
 
 // rounds share questions among concurrent reads: a read joins the round

@@ -22,30 +22,47 @@ import (
 // and their cached form.
 
 // User returns one user with their role IDs (by position descending), as
-// of the request's scope.
+// of the request's scope: the caller's own value, decoded afresh from the
+// cache's packed users (packed.go) or read from the database.
 func (s *Store) User(ctx context.Context, id string) (model.User, error) {
-	return cachedRead(ctx, s.cache, cacheKey{kind: cacheUser, a: id}, userDeps, userBytes, copyUser,
-		func() (model.User, error) {
-			if s.userBatches == nil {
-				return s.queries.getUser(ctx, id)
-			}
-			u, ok, err := s.userBatches.get(ctx, id)
-			switch {
-			case err != nil:
-				return model.User{}, fmt.Errorf("read user %q: %w", id, err)
-			case !ok:
-				return model.User{}, apperr.NotFound("User %q does not exist.", id)
-			}
-			return copyUser(u), nil // the batch's value is every reader's of it
-		})
+	c := s.cache
+	if err := c.fresh(ctx); err != nil {
+		return model.User{}, err
+	}
+	u, hit, gen := c.lookupUser(id)
+	c.decided(ctx, cacheUser, hit)
+	if hit {
+		return u, nil
+	}
+	u, err := s.readUser(ctx, id)
+	if err != nil {
+		return u, err
+	}
+	if c.afterRead != nil {
+		c.afterRead()
+	}
+	c.keepUser(gen, u)
+	return u, nil
+}
+
+// readUser reads one user from the database: on PostgreSQL in a batch with
+// the misses that arrive with it (batch.go).
+func (s *Store) readUser(ctx context.Context, id string) (model.User, error) {
+	if s.userBatches == nil {
+		return s.queries.getUser(ctx, id)
+	}
+	u, ok, err := s.userBatches.get(ctx, id)
+	switch {
+	case err != nil:
+		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
+	case !ok:
+		return model.User{}, apperr.NotFound("User %q does not exist.", id)
+	}
+	return copyUser(u), nil // the batch's value is every reader's of it
 }
 
 // GetUser returns one user with their role IDs, as the transaction sees it.
 func (tx *Tx) GetUser(ctx context.Context, id string) (model.User, error) { return tx.getUser(ctx, id) }
-
-// userDeps: a user changes with their row and their roles (logged as
-// theirs), and with any role's position, which orders their role IDs.
-func userDeps(u model.User) []dep { return []dep{{"users", u.ID}, {"roles", ""}} }
 
 // pageDeps: a page of users changes with any user, and any role's position.
 var pageDeps = []dep{{"users", ""}, {"roles", ""}}

@@ -51,6 +51,9 @@ type Options struct {
 	// CacheBytes bounds the read cache's estimated size (cache.go);
 	// DefaultCacheBytes when 0.
 	CacheBytes int
+	// MaxCacheEntryBytes, when not 0, caps the share of CacheBytes that
+	// the cache's entries on the heap get (splitBound).
+	MaxCacheEntryBytes int
 	// Tracer, when set, traces what the store does for a caller whose
 	// context carries a recording span (trace.go); nil: no tracing.
 	Tracer trace.TracerProvider
@@ -110,7 +113,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = DefaultStatementTimeout
 	}
-	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout, cache: newCache(opts.CacheBytes),
+	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout, cache: newCache(opts.CacheBytes, opts.MaxCacheEntryBytes),
 		verifyMarks: opts.VerifyChangeMarks}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):

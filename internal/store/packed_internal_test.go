@@ -1,0 +1,239 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/guildhall/guildhall/internal/model"
+)
+
+func packedUser(i int, rng *rand.Rand) model.User {
+	t := time.UnixMicro(1_700_000_000_000_000 + int64(i)).UTC()
+	u := model.User{ID: uuid.Must(uuid.NewV7()).String(), Username: fmt.Sprintf("u%d", i), DisplayName: fmt.Sprintf("Member %d", i),
+		Status: model.StatusActive, Version: int64(i), CreatedAt: t, UpdatedAt: t.Add(time.Second), Roles: []string{}}
+	if rng.IntN(2) == 0 {
+		e := fmt.Sprintf("u%d@example.com", i)
+		u.Email = &e
+	}
+	for range rng.IntN(4) {
+		u.Roles = append(u.Roles, uuid.Must(uuid.NewV7()).String())
+	}
+	return u
+}
+
+// TestPackedUserRoundTrip: a user comes out of the tier as it went in,
+// every field and flag, no role IDs as an empty list (as read from the
+// database).
+func TestPackedUserRoundTrip(t *testing.T) {
+	email := "a@example.com"
+	until := time.UnixMicro(1_800_000_000_123_456).UTC()
+	for _, u := range []model.User{
+		{ID: "1", Username: "a", DisplayName: "A", Status: model.StatusActive, Roles: []string{}},
+		{ID: "2", Username: "ünï", DisplayName: "Zoë 🎉", Email: &email, EmailHidden: true, Status: "suspended",
+			IsOwner: true, Roles: []string{"r1", "r2"}, TimeoutUntil: &until, Version: 1 << 40,
+			CreatedAt: time.UnixMicro(-5).UTC(), UpdatedAt: time.UnixMicro(1_700_000_000_000_001).UTC()},
+		{ID: uuid.Must(uuid.NewV7()).String(), Email: new(string), Roles: []string{"", uuid.Must(uuid.NewV7()).String()}},
+		// Not as the service writes UUIDs: kept as written.
+		{ID: "0189F0C2-7A4B-7C3D-8E5F-0123456789AB", Roles: []string{"0189f0c2-7a4b-7c3d-8e5f-0123456789a", "0189f0c2x7a4b-7c3d-8e5f-0123456789ab"}},
+	} {
+		p := newPackedUsers(1 << 20)
+		p.put(u)
+		rec, ok := p.get(u.ID)
+		if !ok {
+			t.Fatalf("%s: not kept", u.ID)
+		}
+		if got := decodeUser(rec); !reflect.DeepEqual(got, u) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, u)
+		}
+	}
+}
+
+// FuzzPackedUser: any user's fields survive the tier.
+func FuzzPackedUser(f *testing.F) {
+	f.Add("id", "name", "Display", "active", "e@x", true, false, int64(3), int64(-1), int64(7), "r1,r2", int64(0))
+	f.Add("0189f0c2-7a4b-7c3d-8e5f-0123456789ab", "n", "", "active", "", false, true, int64(1), int64(1<<52), int64(-1<<52),
+		"0189f0c2-7a4b-7c3d-8e5f-0123456789ab,0189F0C2-7A4B-7C3D-8E5F-0123456789AB", int64(5))
+	f.Fuzz(func(t *testing.T, id, username, display, status, email string, hasEmail, owner bool, version, created, updated int64, roles string, timeout int64) {
+		u := model.User{ID: id, Username: username, DisplayName: display, Status: status, IsOwner: owner, Version: version,
+			CreatedAt: micros(created).time(), UpdatedAt: micros(updated).time(), Roles: splitIDs(roles)}
+		if hasEmail {
+			u.Email = &email
+		}
+		if timeout != 0 {
+			tt := micros(timeout).time()
+			u.TimeoutUntil = &tt
+		}
+		p := newPackedUsers(1 << 20)
+		p.put(u)
+		rec, ok := p.get(id)
+		if !ok {
+			if recHeader+len(encodeUser(nil, u)) > p.max/16 {
+				return // too large to keep, by design
+			}
+			t.Fatalf("not kept: %+v", u)
+		}
+		if got := decodeUser(rec); !reflect.DeepEqual(got, u) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, u)
+		}
+	})
+}
+
+// TestPackedUsersRing: past its bound the tier goes on keeping the user
+// last put, serves every user it still has as last put (never a user
+// overwritten in the arena, never another's), forgets dropped users, and
+// stays within its bound.
+func TestPackedUsersRing(t *testing.T) {
+	const bound = 96 << 10
+	t.Run("one chunk", func(t *testing.T) { testPackedUsersRing(t, newPackedUsers(bound), bound) })
+	// Chunks of 1 KiB: records of 100-200 bytes often leave a filler at a
+	// chunk's end.
+	t.Run("many chunks", func(t *testing.T) { testPackedUsersRing(t, newPackedUsersChunked(64<<10, 1<<10), bound) })
+}
+
+func testPackedUsersRing(t *testing.T, p *packedUsers, bound int) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	last := map[string]model.User{}
+	var ids []string
+	for i := range 20000 {
+		var u model.User
+		var prev model.User
+		var again bool
+		if len(ids) > 0 && rng.IntN(4) == 0 {
+			prev, again = last[ids[rng.IntN(len(ids))]]
+		}
+		if again {
+			// A user kept again, changed.
+			u = prev
+			u.Version++
+			u.DisplayName += "!"
+		} else {
+			u = packedUser(i, rng)
+			ids = append(ids, u.ID)
+		}
+		p.put(u)
+		last[u.ID] = u
+		if rec, ok := p.get(u.ID); !ok || !reflect.DeepEqual(decodeUser(rec), u) {
+			t.Fatalf("put %d: the user just put is not served as put", i)
+		}
+		if rng.IntN(10) == 0 {
+			id := ids[rng.IntN(len(ids))]
+			p.drop(id)
+			delete(last, id)
+			if _, ok := p.get(id); ok {
+				t.Fatalf("put %d: a dropped user is served", i)
+			}
+		}
+		if b := p.bytes(); b > bound {
+			t.Fatalf("put %d: %d bytes, over the bound of %d", i, b, bound)
+		}
+	}
+	kept := 0
+	for _, id := range ids {
+		rec, ok := p.get(id)
+		if !ok {
+			continue
+		}
+		kept++
+		if want, ok := last[id]; !ok || !reflect.DeepEqual(decodeUser(rec), want) {
+			t.Fatalf("user %s served as %+v, want %+v (dropped: %v)", id, decodeUser(rec), want, !ok)
+		}
+	}
+	if p.laps < 2 {
+		t.Fatalf("the ring came round %d times", p.laps)
+	}
+	checkSlots(t, p)
+	// Records are ~100-200 bytes: most of the arena holds live users.
+	if kept < p.max/400 {
+		t.Errorf("only %d users kept in an arena of %d bytes", kept, p.max)
+	}
+	if kept != p.len() {
+		t.Errorf("%d users served, %d in the index", kept, p.len())
+	}
+	p.clear()
+	for _, id := range ids {
+		if _, ok := p.get(id); ok {
+			t.Fatalf("user %s served after clear", id)
+		}
+	}
+}
+
+// TestPackedUsersRealSize: a tier filled many times over, users coming and
+// going, holds no more heap than its bound (the heap in use after a
+// collection, the tier full against no tier). Not parallel: the heap is
+// the process's.
+func TestPackedUsersRealSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a tier many times over")
+	}
+	const bound = 8 << 20
+	rng := rand.New(rand.NewPCG(5, 6))
+	users := make([]model.User, 150_000)
+	for i := range users {
+		users[i] = packedUser(i, rng)
+	}
+	empty := liveHeap()
+	p := newPackedUsers(bound)
+	for range 4 * len(users) {
+		p.put(users[rng.IntN(len(users))])
+		if rng.IntN(8) == 0 {
+			p.drop(users[rng.IntN(len(users))].ID)
+		}
+	}
+	full := liveHeap()
+	runtime.KeepAlive(users)
+	real := int64(full) - int64(empty)
+	t.Logf("%d users: heap %d bytes (%.0f a user), estimate %d, bound %d", p.len(), real, float64(real)/float64(p.len()), p.bytes(), bound)
+	if real > bound {
+		t.Errorf("the tier holds %d bytes of heap, over its bound of %d (its estimate: %d)", real, bound, p.bytes())
+	}
+	if p.bytes() > bound {
+		t.Errorf("the estimate, %d bytes, is over the bound of %d", p.bytes(), bound)
+	}
+	if p.len() < 20_000 {
+		t.Errorf("only %d users kept", p.len())
+	}
+	runtime.KeepAlive(p)
+}
+
+// checkSlots: every user in the table is found where find looks for them,
+// and the count is right.
+func checkSlots(t *testing.T, p *packedUsers) {
+	t.Helper()
+	n := 0
+	for i, s := range p.slots {
+		if s == 0 {
+			continue
+		}
+		n++
+		key, _ := readID(p.payload(slotOffset(s)))
+		if j, ok := p.find(key, uint64(uint32(s>>32))); !ok || j != i {
+			t.Fatalf("slot %d: its user is found at %d (%v)", i, j, ok)
+		}
+	}
+	if n != p.n {
+		t.Fatalf("%d slots in use, count %d", n, p.n)
+	}
+}
+
+// TestSplitBound: a cache's entries get a quarter of its bound, at most
+// maxEntryBytes and the cap when one is set; its users the rest.
+func TestSplitBound(t *testing.T) {
+	for _, tc := range []struct{ bound, cap, entries, users int }{
+		{128 << 20, 0, 16 << 20, 112 << 20},
+		{16 << 20, 0, 4 << 20, 12 << 20},
+		{1 << 30, 0, 16 << 20, 1<<30 - 16<<20},
+		{128 << 20, 8 << 20, 8 << 20, 120 << 20},
+		{4 << 20, 8 << 20, 1 << 20, 3 << 20},
+	} {
+		e, u := splitBound(tc.bound, tc.cap)
+		if e != tc.entries || u != tc.users {
+			t.Errorf("splitBound(%d, %d) = %d, %d; want %d, %d", tc.bound, tc.cap, e, u, tc.entries, tc.users)
+		}
+	}
+}
