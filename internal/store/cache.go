@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -35,8 +36,8 @@ import (
 // is sent shares (rounds).
 //
 // What is cached: users by ID, packed outside the collector's view
-// (packed.go); credentials by token hash and pages of users, as entries
-// on the heap; and the authorization state (authstate.go: the global
+// (packed.go); credentials by token hash and pages of users (their IDs,
+// lookupPage), as entries on the heap; and the authorization state (authstate.go: the global
 // permissions, the roles, every channel and its overwrites), which is
 // refreshed part by part. Values handed out are the caller's own (copies)
 // or immutable (AuthState). The users and the entries share the cache's
@@ -294,9 +295,12 @@ func (c *cache) entryBytesLocked(k cacheKey, deps []dep, value int) int {
 func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen {
-		return
+	if c.gen == gen {
+		c.keepLocked(k, deps, value, bytes)
 	}
+}
+
+func (c *cache) keepLocked(k cacheKey, deps []dep, value any, bytes int) {
 	if e, ok := c.m[k]; ok {
 		c.removeLocked(e)
 	}
@@ -462,13 +466,56 @@ func (c *cache) decided(ctx context.Context, kind cacheKind, hit bool) {
 // kept at.
 func (c *cache) lookupUser(id string) (model.User, bool, uint64) {
 	c.mu.Lock()
-	rec, ok := c.users.get(id)
-	gen := c.gen
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	u, ok := c.users.user(id)
+	return u, ok, c.gen
+}
+
+// lookupPage returns a kept page of users, and the gen a read that misses
+// must be kept at. A page is kept as its users' IDs (keepPage) and served
+// only while each of its users is kept too, at the same moment.
+func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
 	if !ok {
-		return model.User{}, false, gen
+		return nil, "", false, c.gen
 	}
-	return decodeUser(rec), true, gen
+	p := e.value.(userPage)
+	recs := make([][]byte, len(p.ids))
+	room := 0
+	for i, id := range p.ids {
+		rec, ok := c.users.get(id)
+		if !ok {
+			return nil, "", false, c.gen // a user gave way: the page is read again
+		}
+		recs[i] = rec
+		room += userRoom(rec)
+	}
+	users := make([]model.User, len(p.ids))
+	buf := make([]byte, 0, room) // the strings of the page's users
+	for i := range users {
+		users[i], buf = decodeUser(buf, recs[i])
+	}
+	return users, p.next, true, c.gen
+}
+
+// keepPage keeps a page of users read at gen, unless a change was followed
+// since: its users, and their IDs as the page.
+func (c *cache) keepPage(gen uint64, k cacheKey, users []model.User, next string) {
+	p := userPage{ids: make([]string, len(users)), next: next}
+	for i, u := range users {
+		p.ids[i] = strings.Clone(u.ID) // not a part of what the read allocated
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	for _, u := range users {
+		c.users.put(u)
+	}
+	c.keepLocked(k, pageDeps, p, p.bytes())
 }
 
 // keepUser keeps a user read at gen, unless a change was followed since.

@@ -52,11 +52,11 @@ type packedUsers struct {
 //	[0:4] the record's length in the arena (a multiple of recAlign)
 //	[4:8] the payload's length; 0 for a filler (bytes left by the ring,
 //	or at the end of a chunk, which no record crosses)
-//	payload: the ID (appendID), the username, display name and status
-//	(each a uvarint length then the bytes), one byte of flags, the email
-//	and the timeout when flagged, the version, the creation time and the
-//	update time's distance from it (varints, microseconds), the count of
-//	role IDs and each of them (appendID).
+//	payload: the ID, the count of role IDs and each of them (appendID),
+//	the username, display name and status (each a uvarint length then the
+//	bytes), one byte of flags, the email and the timeout when flagged, the
+//	version, the creation time and the update time's distance from it
+//	(varints, microseconds).
 const (
 	recAlign  = 8
 	recHeader = 8
@@ -171,19 +171,29 @@ func idKey(buf []byte, id string) ([]byte, uint64) {
 	return key, maphash.Bytes(packedSeed, key)
 }
 
-// get returns a copy of the record of the user with id, when kept, for
-// decodeUser (which may run outside the cache's lock).
-func (p *packedUsers) get(id string) (string, bool) {
+// get returns the record of the user with id, when kept: the arena's
+// bytes, for decodeUser under the cache's lock.
+func (p *packedUsers) get(id string) ([]byte, bool) {
 	if p.n == 0 {
-		return "", false
+		return nil, false
 	}
 	var buf [40]byte
 	key, h := idKey(buf[:], id)
 	i, ok := p.find(key, h)
 	if !ok {
-		return "", false
+		return nil, false
 	}
-	return string(p.payload(slotOffset(p.slots[i]))), true
+	return p.payload(slotOffset(p.slots[i])), true
+}
+
+// user returns the user with id, decoded, when kept.
+func (p *packedUsers) user(id string) (model.User, bool) {
+	rec, ok := p.get(id)
+	if !ok {
+		return model.User{}, false
+	}
+	u, _ := decodeUser(make([]byte, 0, userRoom(rec)), rec)
+	return u, true
 }
 
 // drop forgets the user with id.
@@ -307,7 +317,7 @@ func appendID(b []byte, id string) []byte {
 }
 
 // readID splits an encoded ID from what follows it. Its form is
-// appendID's: decodeID makes it a string.
+// appendID's: idText makes it a string.
 func readID(b []byte) (id, rest []byte) {
 	n, k := binary.Uvarint(b)
 	if n == 0 {
@@ -316,25 +326,7 @@ func readID(b []byte) (id, rest []byte) {
 	return b[:k+int(n)-1], b[k+int(n)-1:]
 }
 
-func decodeID(enc []byte) string {
-	n, k := binary.Uvarint(enc)
-	if n == 0 {
-		var s [36]byte
-		hex.Encode(s[0:8], enc[1:5])
-		s[8] = '-'
-		hex.Encode(s[9:13], enc[5:7])
-		s[13] = '-'
-		hex.Encode(s[14:18], enc[7:9])
-		s[18] = '-'
-		hex.Encode(s[19:23], enc[9:11])
-		s[23] = '-'
-		hex.Encode(s[24:], enc[11:17])
-		return string(s[:])
-	}
-	return string(enc[k:])
-}
-
-// parseUUID parses a UUID written as decodeID writes it (lower-case hex),
+// parseUUID parses a UUID written as idText writes it (lower-case hex),
 // so that only those IDs are kept as 16 bytes that come back the same.
 func parseUUID(s string) ([16]byte, bool) {
 	var u [16]byte
@@ -375,7 +367,7 @@ func appendString(b []byte, s string) []byte {
 
 // readString reads a string encoded by appendString, and what follows it.
 // The string aliases b, which must not change while it is used: a decoded
-// user's own copy.
+// user's own copy (decodeUser).
 func readString(b []byte) (string, []byte) {
 	n, k := binary.Uvarint(b)
 	b = b[k:]
@@ -384,6 +376,10 @@ func readString(b []byte) (string, []byte) {
 
 func encodeUser(b []byte, u model.User) []byte {
 	b = appendID(b, u.ID)
+	b = binary.AppendUvarint(b, uint64(len(u.Roles)))
+	for _, r := range u.Roles {
+		b = appendID(b, r)
+	}
 	b = appendString(b, u.Username)
 	b = appendString(b, u.DisplayName)
 	b = appendString(b, u.Status)
@@ -410,23 +406,38 @@ func encodeUser(b []byte, u model.User) []byte {
 	b = binary.AppendVarint(b, u.Version)
 	created := int64(microsOf(u.CreatedAt))
 	b = binary.AppendVarint(b, created)
-	b = binary.AppendVarint(b, int64(microsOf(u.UpdatedAt))-created)
-	b = binary.AppendUvarint(b, uint64(len(u.Roles)))
-	for _, r := range u.Roles {
-		b = appendID(b, r)
-	}
-	return b
+	return binary.AppendVarint(b, int64(microsOf(u.UpdatedAt))-created)
 }
 
-// decodeUser decodes a record of encodeUser, copied out of the arena
-// (get): the user's strings share its allocation, but for IDs kept as
-// UUIDs, which are written out afresh.
-func decodeUser(rec string) model.User {
-	b := unsafe.Slice(unsafe.StringData(rec), len(rec))
+// userRoom is what decodeUser appends to its buffer for a record, at most:
+// a copy of the record, and its IDs written out.
+func userRoom(rec []byte) int {
+	_, rest := readID(rec)
+	roles, _ := binary.Uvarint(rest)
+	return len(rec) + 36*(1+int(roles))
+}
+
+// decodeUser decodes a record of encodeUser (the arena's bytes, read under
+// the cache's lock) into a user whose strings are in buf, which it returns
+// grown by at most userRoom: a copy of the record, and after it the UUIDs
+// written out. Made with room for them, buf holds every string of the
+// user, or of a page of users, in one allocation. The strings alias buf's
+// array, which nothing writes again where they are.
+func decodeUser(buf, rec []byte) (model.User, []byte) {
+	start := len(buf)
+	buf = append(buf, rec...)
+	b := buf[start:len(buf):len(buf)] // the copy, read from here on
 	var u model.User
 	var id []byte
 	id, b = readID(b)
-	u.ID = decodeID(id)
+	u.ID, buf = idText(buf, id)
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	u.Roles = make([]string, n)
+	for i := range u.Roles {
+		id, b = readID(b)
+		u.Roles[i], buf = idText(buf, id)
+	}
 	u.Username, b = readString(b)
 	u.DisplayName, b = readString(b)
 	u.Status, b = readString(b)
@@ -452,12 +463,25 @@ func decodeUser(rec string) model.User {
 		b = b[k:]
 	}
 	u.Version, u.CreatedAt, u.UpdatedAt = v[0], micros(v[1]).time(), micros(v[1]+v[2]).time()
-	n, k := binary.Uvarint(b)
-	b = b[k:]
-	u.Roles = make([]string, n)
-	for i := range u.Roles {
-		id, b = readID(b)
-		u.Roles[i] = decodeID(id)
+	return u, buf
+}
+
+// idText is an encoded ID (in a decoded copy) as a string: a UUID written
+// out at the end of buf, other IDs in place.
+func idText(buf, enc []byte) (string, []byte) {
+	n, k := binary.Uvarint(enc)
+	if n != 0 {
+		s := enc[k:]
+		return unsafe.String(unsafe.SliceData(s), len(s)), buf
 	}
-	return u
+	start := len(buf)
+	buf = append(buf, "00000000-0000-0000-0000-000000000000"...)
+	s := buf[start:]
+	u := enc[1:17]
+	hex.Encode(s[0:8], u[0:4])
+	hex.Encode(s[9:13], u[4:6])
+	hex.Encode(s[14:18], u[6:8])
+	hex.Encode(s[19:23], u[8:10])
+	hex.Encode(s[24:36], u[10:16])
+	return unsafe.String(unsafe.SliceData(s), len(s)), buf
 }

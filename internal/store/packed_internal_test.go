@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -44,11 +45,11 @@ func TestPackedUserRoundTrip(t *testing.T) {
 	} {
 		p := newPackedUsers(1 << 20)
 		p.put(u)
-		rec, ok := p.get(u.ID)
+		got, ok := p.user(u.ID)
 		if !ok {
 			t.Fatalf("%s: not kept", u.ID)
 		}
-		if got := decodeUser(rec); !reflect.DeepEqual(got, u) {
+		if !reflect.DeepEqual(got, u) {
 			t.Errorf("round trip:\n got %+v\nwant %+v", got, u)
 		}
 	}
@@ -71,14 +72,14 @@ func FuzzPackedUser(f *testing.F) {
 		}
 		p := newPackedUsers(1 << 20)
 		p.put(u)
-		rec, ok := p.get(id)
+		got, ok := p.user(id)
 		if !ok {
 			if recHeader+len(encodeUser(nil, u)) > p.max/16 {
 				return // too large to keep, by design
 			}
 			t.Fatalf("not kept: %+v", u)
 		}
-		if got := decodeUser(rec); !reflect.DeepEqual(got, u) {
+		if !reflect.DeepEqual(got, u) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, u)
 		}
 	})
@@ -118,7 +119,7 @@ func testPackedUsersRing(t *testing.T, p *packedUsers, bound int) {
 		}
 		p.put(u)
 		last[u.ID] = u
-		if rec, ok := p.get(u.ID); !ok || !reflect.DeepEqual(decodeUser(rec), u) {
+		if got, ok := p.user(u.ID); !ok || !reflect.DeepEqual(got, u) {
 			t.Fatalf("put %d: the user just put is not served as put", i)
 		}
 		if rng.IntN(10) == 0 {
@@ -135,13 +136,13 @@ func testPackedUsersRing(t *testing.T, p *packedUsers, bound int) {
 	}
 	kept := 0
 	for _, id := range ids {
-		rec, ok := p.get(id)
+		got, ok := p.user(id)
 		if !ok {
 			continue
 		}
 		kept++
-		if want, ok := last[id]; !ok || !reflect.DeepEqual(decodeUser(rec), want) {
-			t.Fatalf("user %s served as %+v, want %+v (dropped: %v)", id, decodeUser(rec), want, !ok)
+		if want, ok := last[id]; !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("user %s served as %+v, want %+v (dropped: %v)", id, got, want, !ok)
 		}
 	}
 	if p.laps < 2 {
@@ -236,4 +237,57 @@ func TestSplitBound(t *testing.T) {
 			t.Errorf("splitBound(%d, %d) = %d, %d; want %d, %d", tc.bound, tc.cap, e, u, tc.entries, tc.users)
 		}
 	}
+}
+
+// TestPageServedOnlyWithItsUsers: a page of users is kept as their IDs and
+// served from memory only while every one of its users is kept too; once
+// one has given way, the page is read again, and the same either way.
+func TestPageServedOnlyWithItsUsers(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ids []string
+	if _, err := s.Write(ctx, func(tx *Tx) error {
+		for i := range 3 {
+			now := model.Now()
+			u := model.User{ID: uuid.Must(uuid.NewV7()).String(), Username: fmt.Sprintf("p%d", i), DisplayName: "P",
+				Status: model.StatusActive, CreatedAt: now, UpdatedAt: now}
+			if _, err := tx.InsertUser(ctx, u); err != nil {
+				return err
+			}
+			ids = append(ids, u.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	page := func(wantHit bool) []model.User {
+		t.Helper()
+		before := s.CacheStats()
+		users, _, err := s.ListUsers(s.ReadScope(ctx), UserFilter{Prefix: "p"}, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hit := s.CacheStats().Hits > before.Hits; hit != wantHit {
+			t.Fatalf("page answered from memory: %v, want %v", hit, wantHit)
+		}
+		return users
+	}
+	first := page(false)
+	if len(first) != 3 {
+		t.Fatalf("%d users, want 3", len(first))
+	}
+	if again := page(true); !reflect.DeepEqual(again, first) {
+		t.Fatalf("from memory:\n%+v\nread:\n%+v", again, first)
+	}
+	s.cache.mu.Lock()
+	s.cache.users.drop(ids[1]) // as if it had given way in the ring
+	s.cache.mu.Unlock()
+	if again := page(false); !reflect.DeepEqual(again, first) {
+		t.Fatalf("read again:\n%+v\nfirst:\n%+v", again, first)
+	}
+	page(true)
 }
