@@ -21,6 +21,7 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -51,6 +52,7 @@ type config struct {
 	rate             float64
 	mixedRate        float64
 	millionUsers     int
+	millionCold      bool
 	quick            bool
 	bin              string
 	pgURL            string
@@ -70,6 +72,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.targets, "targets", "ceiling,sqlite,postgres", "targets to run, in this order")
 	fs.IntVar(&c.users, "users", 10000, "users to seed through the API (and in bulk into the smaller instance of the million scenarios)")
 	fs.IntVar(&c.millionUsers, "million-users", 1_000_000, "users seeded in bulk into the bigger instance of the million scenarios")
+	fs.BoolVar(&c.millionCold, "million-cold", false, "measure the million instances cold: without first reading each of their users once")
 	fs.IntVar(&c.deepUsers, "deep-users", 100000, "users in all for page_deep")
 	fs.IntVar(&c.conns, "conns", 32, "connections of the closed loop")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "length of a measured round")
@@ -312,6 +315,11 @@ func (b *bench) run(ctx context.Context) error {
 	if needMillion {
 		b.say("- million: per store, an instance with %s users and one with %s, seeded in bulk into the database before the server serves them\n",
 			thousands(int64(b.cfg.users)), thousands(int64(b.cfg.millionUsers)))
+		if b.cfg.millionCold {
+			b.say("- million: measured cold (-million-cold): the servers' read caches fill as the scenarios read\n")
+		} else {
+			b.say("- million: each user read once before the scenarios, as a server that has run a while has: the read caches hold what they would\n")
+		}
 	}
 	if b.skipped != "" {
 		b.say("- %s\n", b.skipped)
@@ -578,6 +586,16 @@ func (b *bench) startBulk(ctx context.Context, store string, n int, ref *target)
 		t.deepReady = true
 	}
 	progress("%s: pid %d on %s; page %d found\n", name, t.proc.pid(), addr, t.deepPage)
+	if !b.cfg.millionCold {
+		start := time.Now()
+		err := client.Parallel(ctx, len(t.ids), b.cfg.conns, func(ctx context.Context, i int) error {
+			return t.api.Call(ctx, "GET", "/users/"+t.ids[i], nil, http.StatusOK, nil)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading every user once: %w", name, err)
+		}
+		progress("%s: read every user once in %v\n", name, time.Since(start).Round(time.Millisecond))
+	}
 	return t, nil
 }
 
