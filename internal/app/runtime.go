@@ -11,10 +11,11 @@ import (
 
 // gcPercent is the GC target of a serving process when GOGC is not set.
 //
-// The server's live heap is small (the read cache, bounded by its
-// configured size, and prepared statements), while each request leaves
-// kilobytes of garbage, so with Go's default of 100 the collector runs
-// often and takes a noticeable share of a cheap read's CPU. At 400 reads
+// What the collector marks of the server's live heap is small (the read
+// cache's entries, bounded by their share of its size, and prepared
+// statements; its packed users hold no pointer), while each request
+// leaves kilobytes of garbage, so with Go's default of 100 the collector
+// runs often and takes a noticeable share of a cheap read's CPU. At 400 reads
 // cost less CPU and a busy instance's peak RSS grows (docs/performance.md).
 // GOGC and GOMEMLIMIT set by the operator win.
 const gcPercent = 400
@@ -69,8 +70,8 @@ func followMemoryLimit(ctx context.Context, interval time.Duration, packed func(
 			return
 		case <-t.C:
 		}
-		// Moved by a mebibyte at least: the arena grows by doubling, the
-		// index by a slot at a time.
+		// Moved by a mebibyte at least: the arena grows a chunk (a
+		// mebibyte) at a time, the table by doubling.
 		if want := base + int64(packed()); want > set+1<<20 || want < set-1<<20 {
 			debug.SetMemoryLimit(want)
 			set = want

@@ -53,8 +53,12 @@ func TestMemoryLimitFollowsPackedUsers(t *testing.T) {
 		t.Fatal("LimitMemory did not set the limit")
 	}
 	ctx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	go followMemoryLimit(ctx, time.Millisecond, func() int { return int(packed.Load()) })
+	stopped := make(chan struct{})
+	go func() {
+		followMemoryLimit(ctx, time.Millisecond, func() int { return int(packed.Load()) })
+		close(stopped)
+	}()
+	defer func() { cancel(); <-stopped }() // before the cleanup restores the limit
 	waitFor(base + 8<<20)
 	packed.Store(48 << 20)
 	waitFor(base + 48<<20)

@@ -472,8 +472,10 @@ func (c *cache) lookupUser(id string) (model.User, bool, uint64) {
 }
 
 // lookupPage returns a kept page of users, and the gen a read that misses
-// must be kept at. A page is kept as its users' IDs (keepPage) and served
-// only while each of its users is kept too, at the same moment.
+// must be kept at. A page is kept as its users' IDs and versions
+// (keepPage), and served only while each of its users is kept too, as the
+// page read them: a user kept again since, read after a change that was
+// not followed yet, would mix two moments in one answer.
 func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -496,6 +498,9 @@ func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 	buf := make([]byte, 0, room) // the strings of the page's users
 	for i := range users {
 		users[i], buf = decodeUser(buf, recs[i])
+		if users[i].Version != p.versions[i] {
+			return nil, "", false, c.gen
+		}
 	}
 	return users, p.next, true, c.gen
 }
@@ -503,9 +508,10 @@ func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 // keepPage keeps a page of users read at gen, unless a change was followed
 // since: its users, and their IDs as the page.
 func (c *cache) keepPage(gen uint64, k cacheKey, users []model.User, next string) {
-	p := userPage{ids: make([]string, len(users)), next: next}
+	p := userPage{ids: make([]string, len(users)), versions: make([]int64, len(users)), next: next}
 	for i, u := range users {
 		p.ids[i] = strings.Clone(u.ID) // not a part of what the read allocated
+		p.versions[i] = u.Version
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -246,19 +246,20 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 	return users, next, nil
 }
 
-// userPage is a page of users as the cache keeps it: their IDs, the users
-// themselves being kept packed (lookupPage). A page of 20 thus holds ~1.3
-// KB of the entries' share instead of its users' ~17 KB, and the pages of
-// a big community's searches fit in it.
+// userPage is a page of users as the cache keeps it: their IDs and
+// versions, the users themselves being kept packed (lookupPage). A page
+// holds a few bytes per user instead of its users' values, so the pages
+// of a big community's searches fit in the entries' share.
 type userPage struct {
-	ids  []string
-	next string
+	ids      []string
+	versions []int64
+	next     string
 }
 
-// bytes estimates what keeping a page's value costs: its box, its slice
-// of IDs and their strings.
+// bytes estimates what keeping a page's value costs: its box, its slices
+// of IDs and versions, and the IDs' strings.
 func (p userPage) bytes() int {
-	n := 32 + allocBytes(len(p.next)) + allocBytes(16*len(p.ids))
+	n := 48 + allocBytes(len(p.next)) + allocBytes(16*len(p.ids)) + allocBytes(8*len(p.versions))
 	for _, id := range p.ids {
 		n += allocBytes(len(id))
 	}

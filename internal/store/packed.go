@@ -20,8 +20,11 @@ import (
 //
 // The arena is a ring of chunks, allocated as the ring first reaches them
 // (so it never copies itself to grow, which would hold it twice for a
-// moment): once round, a record is written where the oldest ones were,
-// which leave the table first (first in, first out). A user dropped (a
+// moment), and only while at least half of what is allocated is kept:
+// users kept again after a change leave their old records behind, and a
+// small community's arena must not grow with them. Once round, a record
+// is written where the oldest ones were, which leave the table first
+// (first in, first out); a user kept unchanged is not written again. A user dropped (a
 // change followed) leaves only the table; their bytes wait for the ring
 // to come round.
 //
@@ -44,6 +47,7 @@ type packedUsers struct {
 	// at most three quarters full.
 	slots []uint64
 	n     int // users in slots
+	live  int // bytes of the records in slots
 	buf   []byte
 }
 
@@ -126,6 +130,7 @@ func (p *packedUsers) find(key []byte, h uint64) (int, bool) {
 func (p *packedUsers) remove(i int) {
 	mask := len(p.slots) - 1
 	p.n--
+	p.live -= p.size(slotOffset(p.slots[i]))
 	for {
 		p.slots[i] = 0
 		j := i
@@ -209,13 +214,25 @@ func (p *packedUsers) drop(id string) {
 }
 
 // clear forgets every user. The arena stays allocated: it fills again.
-func (p *packedUsers) clear() { p.slots, p.n = nil, 0 }
+func (p *packedUsers) clear() { p.slots, p.n, p.live = nil, 0, 0 }
 
 // put keeps u, over what the tier held for their ID.
 func (p *packedUsers) put(u model.User) {
 	p.buf = encodeUser(p.buf[:0], u)
 	n := max(recHeader+len(p.buf), minRecord)
 	n = (n + recAlign - 1) &^ (recAlign - 1)
+	key, _ := readID(p.buf)
+	h := maphash.Bytes(packedSeed, key)
+	if p.n > 0 {
+		if i, ok := p.find(key, h); ok {
+			if bytes.Equal(p.payload(slotOffset(p.slots[i])), p.buf) {
+				return // kept as it is: a second copy would only push others out
+			}
+			if n > min(p.max/16, p.chunk) {
+				p.remove(i) // not the user as they are now
+			}
+		}
+	}
 	if n > min(p.max/16, p.chunk) {
 		return // one user that large (thousands of roles) would crowd out many
 	}
@@ -227,8 +244,11 @@ func (p *packedUsers) put(u model.User) {
 		p.head += rest
 		p.written = max(p.written, p.head)
 	}
-	if p.head == p.max {
-		p.head = 0 // round again
+	if end := len(p.chunks) * p.chunk; p.head == end && (end == p.max || 2*p.live < end) {
+		// Round again: at the bound, or while less than half of what is
+		// allocated is kept (the rest: users dropped, or kept again since),
+		// so that the arena stays within twice what the tier holds.
+		p.head = 0
 		p.laps++
 	}
 	if c := p.head / p.chunk; c == len(p.chunks) {
@@ -246,12 +266,13 @@ func (p *packedUsers) put(u model.User) {
 	if 4*(p.n+1) > 3*len(p.slots) {
 		p.grow()
 	}
-	key, _ := readID(p.buf)
-	h := maphash.Bytes(packedSeed, key)
 	i, ok := p.find(key, h)
-	if !ok {
+	if ok {
+		p.live -= p.size(slotOffset(p.slots[i]))
+	} else {
 		p.n++
 	}
+	p.live += n
 	p.slots[i] = uint64(uint32(h))<<32 | uint64(off/recAlign+1)
 }
 
@@ -298,6 +319,9 @@ func (p *packedUsers) removeAt(h uint64, off int) {
 	}
 }
 
+// size is the length of the record at off.
+func (p *packedUsers) size(off int) int { return int(binary.LittleEndian.Uint32(p.at(off))) }
+
 func (p *packedUsers) payload(off int) []byte {
 	b := p.at(off)
 	n := int(binary.LittleEndian.Uint32(b[4:]))
@@ -326,18 +350,22 @@ func readID(b []byte) (id, rest []byte) {
 	return b[:k+int(n)-1], b[k+int(n)-1:]
 }
 
-// parseUUID parses a UUID written as idText writes it (lower-case hex),
-// so that only those IDs are kept as 16 bytes that come back the same.
+// parseUUID parses a UUID written as idText writes it (lower-case hex,
+// dashes at 8, 13, 18 and 23, 36 characters in all), so that only those
+// IDs are kept as 16 bytes that come back the same.
 func parseUUID(s string) ([16]byte, bool) {
 	var u [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+	if len(s) != 36 {
 		return u, false
 	}
 	j := 0
-	for i := 0; i < 36; {
-		if s[i] == '-' {
+	for i := 0; i < 36; i += 2 {
+		switch i {
+		case 8, 13, 18, 23:
+			if s[i] != '-' {
+				return u, false
+			}
 			i++
-			continue
 		}
 		hi, ok1 := lowerHex(s[i])
 		lo, ok2 := lowerHex(s[i+1])
@@ -345,7 +373,7 @@ func parseUUID(s string) ([16]byte, bool) {
 			return u, false
 		}
 		u[j] = hi<<4 | lo
-		i, j = i+2, j+1
+		j++
 	}
 	return u, true
 }

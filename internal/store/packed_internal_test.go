@@ -40,8 +40,10 @@ func TestPackedUserRoundTrip(t *testing.T) {
 			IsOwner: true, Roles: []string{"r1", "r2"}, TimeoutUntil: &until, Version: 1 << 40,
 			CreatedAt: time.UnixMicro(-5).UTC(), UpdatedAt: time.UnixMicro(1_700_000_000_000_001).UTC()},
 		{ID: uuid.Must(uuid.NewV7()).String(), Email: new(string), Roles: []string{"", uuid.Must(uuid.NewV7()).String()}},
-		// Not as the service writes UUIDs: kept as written.
+		// Not as the service writes UUIDs: kept as written. Role IDs are
+		// the client's choice, dashes anywhere.
 		{ID: "0189F0C2-7A4B-7C3D-8E5F-0123456789AB", Roles: []string{"0189f0c2-7a4b-7c3d-8e5f-0123456789a", "0189f0c2x7a4b-7c3d-8e5f-0123456789ab"}},
+		{ID: "00000000-0000-0000-0000--00000000000", Roles: []string{"ab-cd-ef-0000-0000-0000-000000000000", "00000000-0000-0000-0000--00000000000"}},
 	} {
 		p := newPackedUsers(1 << 20)
 		p.put(u)
@@ -60,6 +62,8 @@ func FuzzPackedUser(f *testing.F) {
 	f.Add("id", "name", "Display", "active", "e@x", true, false, int64(3), int64(-1), int64(7), "r1,r2", int64(0))
 	f.Add("0189f0c2-7a4b-7c3d-8e5f-0123456789ab", "n", "", "active", "", false, true, int64(1), int64(1<<52), int64(-1<<52),
 		"0189f0c2-7a4b-7c3d-8e5f-0123456789ab,0189F0C2-7A4B-7C3D-8E5F-0123456789AB", int64(5))
+	f.Add("ab-cd-ef-0000-0000-0000-000000000000", "n", "", "active", "", false, false, int64(1), int64(0), int64(0),
+		"00000000-0000-0000-0000--00000000000", int64(0))
 	f.Fuzz(func(t *testing.T, id, username, display, status, email string, hasEmail, owner bool, version, created, updated int64, roles string, timeout int64) {
 		u := model.User{ID: id, Username: username, DisplayName: display, Status: status, IsOwner: owner, Version: version,
 			CreatedAt: micros(created).time(), UpdatedAt: micros(updated).time(), Roles: splitIDs(roles)}
@@ -290,4 +294,50 @@ func TestPageServedOnlyWithItsUsers(t *testing.T) {
 		t.Fatalf("read again:\n%+v\nfirst:\n%+v", again, first)
 	}
 	page(true)
+	// A user kept again as read after a change not followed yet: the page,
+	// read before it, is not served with it.
+	newer := first[2]
+	newer.Version++
+	newer.DisplayName = "Q"
+	s.cache.mu.Lock()
+	s.cache.users.put(newer)
+	s.cache.mu.Unlock()
+	if again := page(false); !reflect.DeepEqual(again, first) {
+		t.Fatalf("read again:\n%+v\nfirst:\n%+v", again, first)
+	}
+}
+
+// TestPackedUsersArenaFollowsWhatItHolds: a few users kept again and
+// again, changed, and kept again unchanged, do not grow the arena towards
+// its bound: it stays within twice what the tier holds, and a user kept
+// unchanged takes no new record.
+func TestPackedUsersArenaFollowsWhatItHolds(t *testing.T) {
+	p := newPackedUsersChunked(8<<20, 4<<10)
+	rng := rand.New(rand.NewPCG(7, 8))
+	users := make([]model.User, 100)
+	for i := range users {
+		users[i] = packedUser(i, rng)
+	}
+	for i := range 50_000 {
+		u := &users[rng.IntN(len(users))]
+		if i%2 == 0 {
+			u.Version++
+		}
+		head := p.head
+		unchanged := false
+		if got, ok := p.user(u.ID); ok && reflect.DeepEqual(got, *u) {
+			unchanged = true
+		}
+		p.put(*u)
+		if unchanged && p.head != head {
+			t.Fatalf("put %d: a user kept unchanged took a new record", i)
+		}
+		if i%1000 == 0 {
+			p.clear() // a role changed: every user dropped
+		}
+	}
+	if arena, limit := len(p.chunks)*p.chunk, 2*p.live+2*p.chunk; arena > limit && arena > 4*p.chunk {
+		t.Errorf("arena of %d bytes for %d bytes kept (%d users)", arena, p.live, p.n)
+	}
+	checkSlots(t, p)
 }
