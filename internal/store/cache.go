@@ -37,9 +37,9 @@ import (
 //
 // What is cached: users by ID, packed outside the collector's view
 // (packed.go); credentials by token hash and pages of users (their IDs,
-// lookupPage), as entries on the heap; and the authorization state (authstate.go: the global
-// permissions, the roles, every channel and its overwrites), which is
-// refreshed part by part. Values handed out are the caller's own (copies)
+// lookupPage), as entries on the heap; and the authorization state
+// (authstate.go: the global permissions, the roles, every channel and its
+// overwrites), which is refreshed part by part. Values handed out are the caller's own (copies)
 // or immutable (AuthState). The users and the entries share the cache's
 // bound (splitBound); past their share, users are dropped oldest first and
 // entries at random, as few as make room.
