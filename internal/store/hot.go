@@ -586,7 +586,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 				b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR " + id + " > " + arg(slotAtID) + ")")
 			}
 			b.WriteString(" AND c." + k + " < " + arg(slotHi))
-			b.WriteString(" ORDER BY " + order + " LIMIT " + arg(slotLimit) + ") s" + strconv.Itoa(i))
+			b.WriteString(" ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)) + ") s" + strconv.Itoa(i))
 		}
 		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
 		return b.String(), slots
@@ -608,7 +608,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 	default:
 		b.WriteString(" WHERE")
 	}
-	b.WriteString(" " + order + " > " + arg(slotAtID) + " ORDER BY " + order + " LIMIT " + arg(slotLimit))
+	b.WriteString(" " + order + " > " + arg(slotAtID) + " ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)))
 	return b.String(), slots
 }
 

@@ -570,7 +570,7 @@ func TestUserReadsConcurrently(t *testing.T) {
 func TestSearchPlansOnce(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		if kind != "postgres" {
-			t.Skip("SQLite plans a prepared statement once")
+			t.Skip("SQLite plans a prepared statement once (TestSQLiteLimitsAreNotPlanned)")
 		}
 		t.Parallel()
 		s := openStore(t, kind)

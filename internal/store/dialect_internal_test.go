@@ -1,0 +1,30 @@
+package store
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+)
+
+// TestSQLiteLimitsAreNotPlanned: no prepared SQLite statement gives its
+// LIMIT as a plain parameter, which SQLite's planner reads and then
+// prepares the statement again at every run (sqliteDialect.limit): every
+// shape of a page of users, and the change log's question.
+func TestSQLiteLimitsAreNotPlanned(t *testing.T) {
+	plain := regexp.MustCompile(`(?i)LIMIT\s+\?`)
+	texts := map[string]string{"the change log's question": sqliteChangesAfter}
+	for _, f := range []UserFilter{{}, {Status: "active"}, {RoleID: "r"}, {RoleID: "r", Status: "active"},
+		{Prefix: "a"}, {Prefix: "a", MatchEmail: true}, {Prefix: "a", RoleID: "r", Status: "active"}} {
+		text, _ := buildListUsers(sqliteDialect{}, f)
+		texts[fmt.Sprintf("a page of users %+v", f)] = text
+	}
+	for name, text := range texts {
+		if plain.MatchString(text) {
+			t.Errorf("%s: a plain LIMIT parameter in %s", name, text)
+		}
+	}
+	// The statement still limits: the parameter is there, hidden.
+	if text, _ := buildListUsers(sqliteDialect{}, UserFilter{}); !regexp.MustCompile(`LIMIT \+\?$`).MatchString(text) {
+		t.Errorf("a page of users: %s; want it to end in LIMIT +?", text)
+	}
+}
