@@ -171,6 +171,7 @@ type cache struct {
 	afterRead func()
 
 	hits, misses, questions, resets atomic.Int64
+	keptSearches                    atomic.Int64 // pages of searches whose users were kept (searchKept)
 	changes                         atomic.Int64 // changes followed (for tracing)
 	tracer                          *tracer      // nil: tracing off
 }
@@ -484,25 +485,41 @@ func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 		return nil, "", false, c.gen
 	}
 	p := e.value.(userPage)
-	recs := make([][]byte, len(p.ids))
+	users, ok := c.keptUsersLocked(p.ids, p.versions)
+	if !ok {
+		return nil, "", false, c.gen // a user gave way or changed: the page is read again
+	}
+	return users, p.next, true, c.gen
+}
+
+// keptUsers returns the kept users of ids, each at its version of
+// versions, or false when one of them is not kept at it.
+func (c *cache) keptUsers(ids []string, versions []int64) ([]model.User, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keptUsersLocked(ids, versions)
+}
+
+func (c *cache) keptUsersLocked(ids []string, versions []int64) ([]model.User, bool) {
+	recs := make([][]byte, len(ids))
 	room := 0
-	for i, id := range p.ids {
+	for i, id := range ids {
 		rec, ok := c.users.get(id)
 		if !ok {
-			return nil, "", false, c.gen // a user gave way: the page is read again
+			return nil, false
 		}
 		recs[i] = rec
 		room += userRoom(rec)
 	}
-	users := make([]model.User, len(p.ids))
-	buf := make([]byte, 0, room) // the strings of the page's users
+	users := make([]model.User, len(ids))
+	buf := make([]byte, 0, room) // the strings of the users
 	for i := range users {
 		users[i], buf = decodeUser(buf, recs[i])
-		if users[i].Version != p.versions[i] {
-			return nil, "", false, c.gen
+		if users[i].Version != versions[i] {
+			return nil, false
 		}
 	}
-	return users, p.next, true, c.gen
+	return users, true
 }
 
 // keepPage keeps a page of users read at gen, unless a change was followed
@@ -554,6 +571,9 @@ type CacheStats struct {
 	Entries, Bytes                  int
 	// UserBytes is the part of Bytes that the packed users hold.
 	UserBytes int
+	// KeptSearches counts the pages of searches the database answered
+	// with their entries alone, their users being kept.
+	KeptSearches int64
 }
 
 // CacheStats returns the read cache's counters since the store was opened.
@@ -564,7 +584,7 @@ func (s *Store) CacheStats() CacheStats {
 	b := c.bytes + ub
 	c.mu.Unlock()
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Entries: n, Bytes: b, UserBytes: ub}
+		Resets: c.resets.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load()}
 }
 
 // rounds share questions among concurrent reads: a read joins the round

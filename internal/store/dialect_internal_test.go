@@ -9,7 +9,8 @@ import (
 // TestSQLiteLimitsAreNotPlanned: no prepared SQLite statement gives its
 // LIMIT as a plain parameter, which SQLite's planner reads and then
 // prepares the statement again at every run (sqliteDialect.limit): every
-// shape of a page of users, and the change log's question.
+// shape of a page of users, of a search's entries, and the change log's
+// question.
 func TestSQLiteLimitsAreNotPlanned(t *testing.T) {
 	plain := regexp.MustCompile(`(?i)LIMIT\s+\?`)
 	texts := map[string]string{"the change log's question": sqliteChangesAfter}
@@ -17,6 +18,10 @@ func TestSQLiteLimitsAreNotPlanned(t *testing.T) {
 		{Prefix: "a"}, {Prefix: "a", MatchEmail: true}, {Prefix: "a", RoleID: "r", Status: "active"}} {
 		text, _ := buildListUsers(sqliteDialect{}, f)
 		texts[fmt.Sprintf("a page of users %+v", f)] = text
+		if f.Prefix != "" {
+			text, _ = buildSearchEntries(sqliteDialect{}, f)
+			texts[fmt.Sprintf("a search's entries %+v", f)] = text
+		}
 	}
 	for name, text := range texts {
 		if plain.MatchString(text) {

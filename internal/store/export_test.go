@@ -50,6 +50,20 @@ func (s *Store) ListUsersFromDatabaseForTest(ctx context.Context, f UserFilter, 
 	return s.queries.listUsers(ctx, f, after, limit)
 }
 
+// ErrNotKeptForTest is errNotKept.
+var ErrNotKeptForTest = errNotKept
+
+// SearchKeptForTest reads a page of a search with the kept users alone
+// (searchKept), past the cached pages.
+func (s *Store) SearchKeptForTest(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, error) {
+	q := s.queries
+	if s.searchStmts != nil {
+		q.stmts = s.searchStmts
+	}
+	users, _, err := s.searchKept(ctx, q, f, after, limit)
+	return users, err
+}
+
 // AfterCachedReadForTest runs fn between a read the cache missed and its
 // keeping.
 func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.afterRead = fn }

@@ -217,7 +217,8 @@ type UserFilter struct {
 //     leave out), in one statement unless many in a row are passed over,
 //     and at most maxSearchRead entries of each range: there it stops,
 //     short or even empty where few were kept, with the position it
-//     reached.
+//     reached. Where the cache keeps the users the entries are of, the
+//     statement reads the entries alone (searchKept).
 //
 // A position is the store's own; callers pass back what it returned.
 func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
@@ -235,7 +236,16 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 	if f.Prefix != "" && s.searchStmts != nil {
 		q.stmts = s.searchStmts // PostgreSQL: generic plans (openSearchPool)
 	}
-	users, next, err := q.listUsers(ctx, f, after, limit)
+	err := errNotKept
+	if f.Prefix != "" {
+		users, next, err = s.searchKept(ctx, q, f, after, limit)
+		if err == nil {
+			c.keptSearches.Add(1)
+		}
+	}
+	if errors.Is(err, errNotKept) {
+		users, next, err = q.listUsers(ctx, f, after, limit)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -301,7 +311,89 @@ func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after st
 		})
 }
 
-// searchUsers reads a page of a prefix search (ListUsers says in what
+// errNotKept says that a search's entries are of users the cache does not
+// keep as the entries found them: the page is read with its users.
+var errNotKept = errors.New("a search's users are not kept")
+
+// searchKept reads a page of a prefix search whose users are kept: the
+// database gives each round's entries alone (IDs, keys and versions: the
+// keys' indexes and the rows they point to), and the packed users give
+// the users, each at the version its entry was read with. A user's version
+// moves with everything their representation shows (their row, their
+// roles, the order of their roles), so the page is the database's at the
+// moment its statement read, as searchUsers would have read it, without
+// reading, scanning and decoding every user's columns and roles. Where
+// one entry's user is not kept at its version (never read, given way,
+// changed since), it returns errNotKept.
+func (s *Store) searchKept(ctx context.Context, q queries, f UserFilter, after string, limit int) ([]model.User, string, error) {
+	return searchPage(f, after, limit, func(at searchPos, want int) ([]searchEntry, []model.User, error) {
+		text, args := q.sql().searchEntries(f, at.key, at.id, want)
+		rows, err := q.query(ctx, text, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list users: %w", err)
+		}
+		defer rows.Close()
+		entries := make([]searchEntry, 0, min(want, 64))
+		var ids []string
+		var versions []int64
+		var e searchEntry
+		var v int64
+		for rows.Next() {
+			if err := rows.Scan(&e.pos.id, &e.pos.key, &e.s, &v); err != nil {
+				return nil, nil, fmt.Errorf("list users: %w", err)
+			}
+			entries = append(entries, e)
+			ids = append(ids, e.pos.id)
+			versions = append(versions, v)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, nil, fmt.Errorf("list users: %w", err)
+		}
+		users, ok := s.cache.keptUsers(ids, versions)
+		if !ok {
+			return nil, nil, errNotKept
+		}
+		for i, u := range users {
+			e := &entries[i]
+			e.username, e.display = strings.ToLower(u.Username), strings.ToLower(u.DisplayName)
+			if u.Email != nil {
+				e.email = sql.NullString{String: strings.ToLower(*u.Email), Valid: true}
+			}
+			// The keys are the names lower-cased as a write stores them;
+			// a row whose key says otherwise (written by other means)
+			// is read as the database has it.
+			if [3]string{e.username, e.display, e.email.String}[e.s] != e.pos.key {
+				return nil, nil, errNotKept
+			}
+			e.passes = (f.Status == "" || u.Status == f.Status) && (f.RoleID == "" || slices.Contains(u.Roles, f.RoleID))
+		}
+		return entries, users, nil
+	})
+}
+
+// searchUsers reads a page of a prefix search in the database: each
+// round's entries with their users, in one statement (searchPage).
+func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
+	nkeys := len(f.keys())
+	return searchPage(f, after, limit, func(at searchPos, want int) ([]searchEntry, []model.User, error) {
+		text, args := q.sql().listUsers(f, at.key, at.id, want)
+		var entries []searchEntry
+		var e searchEntry
+		users, err := q.readUsers(ctx, text, args, nkeys*want,
+			[]any{&e.pos.key, &e.s, &e.username, &e.display, &e.email, &e.passes},
+			func(u model.User) {
+				e.pos.id = u.ID
+				entries = append(entries, e)
+			})
+		return entries, users, err
+	})
+}
+
+// searchRound reads the next entries of every key's range of a search from
+// at on, want of each, in the search's order, and the users they are of.
+type searchRound func(at searchPos, want int) ([]searchEntry, []model.User, error)
+
+// searchPage reads a page of a prefix search (ListUsers says in what
 // order). Each round reads the next entries of every key's range (limit+1,
 // then twice, four times as many … while the page is unfinished), merged in
 // key order, and keeps, of those it has read every entry before, the ones
@@ -310,7 +402,7 @@ func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after st
 // key, so a page reads its own users, plus the other keys of users near it
 // in the order; more rounds only where many entries in a row are passed
 // over, and at most maxSearchRead entries of each range a page.
-func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
+func searchPage(f UserFilter, after string, limit int, read searchRound) ([]model.User, string, error) {
 	lo := strings.ToLower(f.Prefix)
 	at := searchPos{key: lo}
 	if after != "" {
@@ -323,25 +415,17 @@ func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, li
 	out := make([]model.User, 0, min(limit+1, 64))
 	var outPos []searchPos
 	nkeys := len(f.keys())
-	grow := 1 // doubles after each round that leaves the page unfinished
-	read := 0 // entries of each key's range the page has asked for
+	grow := 1  // doubles after each round that leaves the page unfinished
+	asked := 0 // entries of each key's range the page has asked for
 	for len(out) <= limit {
-		if read == maxSearchRead {
+		if asked == maxSearchRead {
 			// The page's bound: what it found, and its place, where the
 			// next page goes on (a short page is not the end).
 			return out, at.key + "\x00" + at.id, nil
 		}
-		want := min((limit+1)*grow, maxSearchRead-read)
-		read += want
-		text, args := q.sql().listUsers(f, at.key, at.id, want)
-		var entries []searchEntry
-		var e searchEntry
-		users, err := q.readUsers(ctx, text, args, nkeys*want,
-			[]any{&e.pos.key, &e.s, &e.username, &e.display, &e.email, &e.passes},
-			func(u model.User) {
-				e.pos.id = u.ID
-				entries = append(entries, e)
-			})
+		want := min((limit+1)*grow, maxSearchRead-asked)
+		asked += want
+		entries, users, err := read(at, want)
 		if err != nil {
 			return nil, "", err
 		}
@@ -481,9 +565,27 @@ func (h *hotSQL) listUsers(f UserFilter, atKey, atID string, n int) (string, []a
 	if f.Status != "" {
 		shape |= 8
 	}
+	return h.statement(f, shape, buildListUsers, atKey, atID, n)
+}
+
+// searchEntries returns the statement of a search's entries from the
+// position on (buildSearchEntries), n of each key's range, and its
+// arguments.
+func (h *hotSQL) searchEntries(f UserFilter, atKey, atID string, n int) (string, []any) {
+	shape := 16 | 1 // the filters are not the statement's
+	if f.MatchEmail {
+		shape |= 2
+	}
+	return h.statement(f, shape, buildSearchEntries, atKey, atID, n)
+}
+
+// statement returns the statement of a shape (built once) and its
+// arguments.
+func (h *hotSQL) statement(f UserFilter, shape int, build func(dialect, UserFilter) (string, []slot),
+	atKey, atID string, n int) (string, []any) {
 	st, ok := h.listUsersByShape.Load(shape)
 	if !ok {
-		text, slots := buildListUsers(h.dialect, f)
+		text, slots := build(h.dialect, f)
 		st, _ = h.listUsersByShape.LoadOrStore(shape, listStatement{text, slots})
 	}
 	ls := st.(listStatement)
@@ -550,13 +652,13 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 		return "?"
 	}
 	if f.Prefix != "" {
-		// Each key's index range from the position on, its first rows
-		// (every match of the key, also those listed by a lesser key or
-		// that the filters leave out: searchUsers passes over them),
-		// merged in key order. The keys come along: they say which entry
-		// of a user is the one listed. The filters are a column, not a
-		// condition of the ranges: a LIMIT then bounds what a range reads,
-		// where a condition few rows pass would read the whole range.
+		// The users of each key's first entries (every match of the key,
+		// also those listed by a lesser key or that the filters leave out:
+		// searchPage passes over them), in key order. The keys come along:
+		// they say which entry of a user is the one listed. The filters are
+		// a column, not a condition of the ranges: a LIMIT then bounds what
+		// a range reads, where a condition few rows pass would read the
+		// whole range.
 		b.WriteString("SELECT " + userColumns(d) + ", m.k, m.s, u.username_key, u.display_name_key, u.email_key, ")
 		var passes []string
 		if f.Status != "" {
@@ -569,25 +671,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 			passes = append(passes, "1 = 1")
 		}
 		b.WriteString("(" + strings.Join(passes, " AND ") + ") FROM (")
-		for i, k := range f.keys() {
-			if i > 0 {
-				b.WriteString(" UNION ALL ")
-			}
-			b.WriteString("SELECT * FROM (SELECT c.id, c." + k + " AS k, " + strconv.Itoa(i) + " AS s FROM users c WHERE ")
-			order := "c." + k
-			id := d.bytewise("c.id")
-			if k == "display_name_key" {
-				// Display names repeat: the index holds (key, id), and the
-				// range starts right after the position.
-				b.WriteString("(c." + k + ", " + id + ") > (" + arg(slotAtKey) + ", " + arg(slotAtID) + ")")
-				order += ", " + id
-			} else {
-				// Unique: at most one row has the position's key.
-				b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR " + id + " > " + arg(slotAtID) + ")")
-			}
-			b.WriteString(" AND c." + k + " < " + arg(slotHi))
-			b.WriteString(" ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)) + ") s" + strconv.Itoa(i))
-		}
+		writeSearchRanges(&b, d, f, false, arg)
 		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
 		return b.String(), slots
 	}
@@ -610,6 +694,52 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 	}
 	b.WriteString(" " + order + " > " + arg(slotAtID) + " ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)))
 	return b.String(), slots
+}
+
+// buildSearchEntries is the statement of a search's entries alone: each
+// key's range from the position on, its first entries as IDs, keys and
+// versions, in the search's order (searchKept): of each entry's user only
+// the row's ID and version, no other column and no roles.
+func buildSearchEntries(d dialect, f UserFilter) (string, []slot) {
+	var b strings.Builder
+	var slots []slot
+	arg := func(sl slot) string {
+		slots = append(slots, sl)
+		return "?"
+	}
+	b.WriteString("SELECT m.id, m.k, m.s, m.v FROM (")
+	writeSearchRanges(&b, d, f, true, arg)
+	b.WriteString(") m ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
+	return b.String(), slots
+}
+
+// writeSearchRanges writes each of f's keys' index range from the position
+// on, its first entries (ID, key as k, the key's index in searchKeys as s,
+// and with versions the user's version as v), one after the other.
+func writeSearchRanges(b *strings.Builder, d dialect, f UserFilter, versions bool, arg func(slot) string) {
+	v := ""
+	if versions {
+		v = ", c.version AS v"
+	}
+	for i, k := range f.keys() {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT * FROM (SELECT c.id, c." + k + " AS k, " + strconv.Itoa(i) + " AS s" + v + " FROM users c WHERE ")
+		order := "c." + k
+		id := d.bytewise("c.id")
+		if k == "display_name_key" {
+			// Display names repeat: the index holds (key, id), and the
+			// range starts right after the position.
+			b.WriteString("(c." + k + ", " + id + ") > (" + arg(slotAtKey) + ", " + arg(slotAtID) + ")")
+			order += ", " + id
+		} else {
+			// Unique: at most one row has the position's key.
+			b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR " + id + " > " + arg(slotAtID) + ")")
+		}
+		b.WriteString(" AND c." + k + " < " + arg(slotHi))
+		b.WriteString(" ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)) + ") s" + strconv.Itoa(i))
+	}
 }
 
 // hotSQL is the text of the hot statements for one dialect, built once.

@@ -226,39 +226,59 @@ func TestSearchOrderAndPages(t *testing.T) {
 			}
 			return ids
 		}
+		// Every search below is a page the cache does not hold, of users
+		// it keeps (each read once here): the database gives the entries,
+		// the kept users their users (searchKept). The same walks in the
+		// database alone, users and all, list the same.
+		for _, u := range users {
+			if _, err := s.User(s.ReadScope(ctx), u.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		searches, kept := 0, s.CacheStats().KeptSearches
 		for _, prefix := range []string{"a", "B", "ab", "ba", "aB", "abab", "b1", "x"} {
 			for _, email := range []bool{false, true} {
 				for _, filter := range []store.UserFilter{{}, {Status: model.StatusActive}, {RoleID: "r"}, {RoleID: "r", Status: model.StatusSuspended}} {
 					f := store.UserFilter{Prefix: prefix, MatchEmail: email, Status: filter.Status, RoleID: filter.RoleID}
 					wanted := want(f)
-					for _, limit := range []int{1, 3, 50} {
-						var got []string
-						after := ""
-						for page := 0; ; page++ {
-							if page > len(users) {
-								t.Fatalf("%+v, %d a page: the pages never end", f, limit)
+					for _, walk := range []struct {
+						name  string
+						list  func(ctx context.Context, f store.UserFilter, after string, limit int) ([]model.User, string, error)
+						count int
+					}{{"ListUsers", s.ListUsers, 1}, {"the database", s.ListUsersFromDatabaseForTest, 0}} {
+						for _, limit := range []int{1, 3, 50} {
+							var got []string
+							after := ""
+							for page := 0; ; page++ {
+								if page > len(users) {
+									t.Fatalf("%s, %+v, %d a page: the pages never end", walk.name, f, limit)
+								}
+								us, next, err := walk.list(s.ReadScope(ctx), f, after, limit)
+								if err != nil {
+									t.Fatalf("%s, %+v after %q: %v", walk.name, f, after, err)
+								}
+								searches += walk.count
+								if len(us) > limit || next != "" && len(us) < limit {
+									t.Fatalf("%+v: a page of %d of %d, next %q", f, len(us), limit, next)
+								}
+								for _, u := range us {
+									got = append(got, u.ID)
+								}
+								if next == "" {
+									break
+								}
+								after = next
 							}
-							us, next, err := s.ListUsers(s.ReadScope(ctx), f, after, limit)
-							if err != nil {
-								t.Fatalf("%+v after %q: %v", f, after, err)
+							if !slices.Equal(got, wanted) {
+								t.Errorf("%s, %+v, %d a page:\n got %v\nwant %v", walk.name, f, limit, got, wanted)
 							}
-							if len(us) > limit || next != "" && len(us) < limit {
-								t.Fatalf("%+v: a page of %d of %d, next %q", f, len(us), limit, next)
-							}
-							for _, u := range us {
-								got = append(got, u.ID)
-							}
-							if next == "" {
-								break
-							}
-							after = next
-						}
-						if !slices.Equal(got, wanted) {
-							t.Errorf("%+v, %d a page:\n got %v\nwant %v", f, limit, got, wanted)
 						}
 					}
 				}
 			}
+		}
+		if got := s.CacheStats().KeptSearches - kept; got != int64(searches) {
+			t.Errorf("%d of %d searches were answered with the kept users; want all", got, searches)
 		}
 	})
 }
