@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -485,7 +484,17 @@ func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 		return nil, "", false, c.gen
 	}
 	p := e.value.(userPage)
-	users, ok := c.keptUsersLocked(p.ids, p.versions)
+	recs := make([][]byte, 0, p.n)
+	versions := make([]int64, 0, p.n)
+	ok = p.each(func(id []byte, v int64) bool {
+		rec, ok := c.users.getEncoded(id)
+		recs, versions = append(recs, rec), append(versions, v)
+		return ok
+	})
+	var users []model.User
+	if ok {
+		users, ok = decodeAt(recs, versions)
+	}
 	if !ok {
 		return nil, "", false, c.gen // a user gave way or changed: the page is read again
 	}
@@ -497,21 +506,25 @@ func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 func (c *cache) keptUsers(ids []string, versions []int64) ([]model.User, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.keptUsersLocked(ids, versions)
-}
-
-func (c *cache) keptUsersLocked(ids []string, versions []int64) ([]model.User, bool) {
 	recs := make([][]byte, len(ids))
-	room := 0
 	for i, id := range ids {
 		rec, ok := c.users.get(id)
 		if !ok {
 			return nil, false
 		}
 		recs[i] = rec
+	}
+	return decodeAt(recs, versions)
+}
+
+// decodeAt decodes the records of users (the arena's, under the cache's
+// lock) into one buffer, unless one is not of its version in versions.
+func decodeAt(recs [][]byte, versions []int64) ([]model.User, bool) {
+	room := 0
+	for _, rec := range recs {
 		room += userRoom(rec)
 	}
-	users := make([]model.User, len(ids))
+	users := make([]model.User, len(recs))
 	buf := make([]byte, 0, room) // the strings of the users
 	for i := range users {
 		users[i], buf = decodeUser(buf, recs[i])
@@ -525,11 +538,7 @@ func (c *cache) keptUsersLocked(ids []string, versions []int64) ([]model.User, b
 // keepPage keeps a page of users read at gen, unless a change was followed
 // since: its users, and their IDs as the page.
 func (c *cache) keepPage(gen uint64, k cacheKey, users []model.User, next string) {
-	p := userPage{ids: make([]string, len(users)), versions: make([]int64, len(users)), next: next}
-	for i, u := range users {
-		p.ids[i] = strings.Clone(u.ID) // not a part of what the read allocated
-		p.versions[i] = u.Version
-	}
+	p := newUserPage(users, next)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {

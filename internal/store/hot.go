@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -256,24 +257,48 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 	return users, next, nil
 }
 
-// userPage is a page of users as the cache keeps it: their IDs and
-// versions, the users themselves being kept packed (lookupPage). A page
+// userPage is a page of users as the cache keeps it: each user's ID,
+// encoded as the packed users encode it (16 bytes for a UUID), and
+// version, the users themselves being kept packed (lookupPage). A page
 // holds a few bytes per user instead of its users' values, so the pages
 // of a big community's searches fit in the entries' share.
 type userPage struct {
-	ids      []string
-	versions []int64
-	next     string
+	refs []byte // per user: appendID, then the version as a uvarint
+	n    int    // users
+	next string
 }
 
-// bytes estimates what keeping a page's value costs: its box, its slices
-// of IDs and versions, and the IDs' strings.
-func (p userPage) bytes() int {
-	n := 48 + allocBytes(len(p.next)) + allocBytes(16*len(p.ids)) + allocBytes(8*len(p.versions))
-	for _, id := range p.ids {
-		n += allocBytes(len(id))
+func newUserPage(users []model.User, next string) userPage {
+	refs := make([]byte, 0, 20*len(users)) // a UUID and a short version each
+	for _, u := range users {
+		refs = appendID(refs, u.ID)
+		refs = binary.AppendUvarint(refs, uint64(u.Version))
 	}
-	return n
+	// The position may be a part of what the read allocated (a kept
+	// user's ID, decoded into one buffer with the page's others).
+	return userPage{refs: slices.Clone(refs), n: len(users), next: strings.Clone(next)}
+}
+
+// bytes estimates what keeping a page's value costs: its box, its users'
+// references and its position.
+func (p userPage) bytes() int {
+	return 48 + allocBytes(len(p.refs)) + allocBytes(len(p.next))
+}
+
+// each calls fn with each user's encoded ID and version, in order, while
+// fn returns true; it reports whether every call did.
+func (p userPage) each(fn func(id []byte, version int64) bool) bool {
+	rest := p.refs
+	for range p.n {
+		var id []byte
+		id, rest = readID(rest)
+		v, k := binary.Uvarint(rest)
+		rest = rest[k:]
+		if !fn(id, int64(v)) {
+			return false
+		}
+	}
+	return true
 }
 
 func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {

@@ -191,6 +191,19 @@ func (p *packedUsers) get(id string) ([]byte, bool) {
 	return p.payload(slotOffset(p.slots[i])), true
 }
 
+// getEncoded returns the record of the user whose ID is key, encoded
+// (appendID), when kept.
+func (p *packedUsers) getEncoded(key []byte) ([]byte, bool) {
+	if p.n == 0 {
+		return nil, false
+	}
+	i, ok := p.find(key, maphash.Bytes(packedSeed, key))
+	if !ok {
+		return nil, false
+	}
+	return p.payload(slotOffset(p.slots[i])), true
+}
+
 // user returns the user with id, decoded, when kept.
 func (p *packedUsers) user(id string) (model.User, bool) {
 	rec, ok := p.get(id)

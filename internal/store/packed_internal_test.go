@@ -341,3 +341,34 @@ func TestPackedUsersArenaFollowsWhatItHolds(t *testing.T) {
 	}
 	checkSlots(t, p)
 }
+
+// TestUserPageRefs: a kept page gives back its users' IDs, in their
+// encoded form (what the packed users are looked up by), and versions, in
+// order: UUIDs, other IDs and versions of any size.
+func TestUserPageRefs(t *testing.T) {
+	users := []model.User{
+		{ID: uuid.Must(uuid.NewV7()).String(), Version: 1},
+		{ID: "owner", Version: 1 << 40},
+		{ID: "0198A1B2-C3D4-7E5F-8A9B-0C1D2E3F4A5B", Version: 300}, // upper-case: not kept as 16 bytes
+		{ID: uuid.Must(uuid.NewV7()).String(), Version: 127},
+	}
+	p := newUserPage(users, "next\x00position")
+	var got []model.User
+	p.each(func(id []byte, v int64) bool {
+		s, _ := idText(nil, id)
+		got = append(got, model.User{ID: s, Version: v})
+		return true
+	})
+	if !reflect.DeepEqual(got, users) || p.next != "next\x00position" {
+		t.Fatalf("got %+v, next %q; want %+v", got, p.next, users)
+	}
+	stops := 0
+	if p.each(func([]byte, int64) bool { stops++; return stops < 2 }) || stops != 2 {
+		t.Errorf("each went on after a false (%d calls)", stops)
+	}
+	// UUID and version 1; length, "owner" and 6 bytes of version; length,
+	// 36 characters and 2 bytes of version; UUID and version 127.
+	if want := 48 + allocBytes(17+1+(1+5+6)+(1+36+2)+17+1) + allocBytes(len(p.next)); p.bytes() != want {
+		t.Errorf("bytes %d, want %d", p.bytes(), want)
+	}
+}
