@@ -278,7 +278,7 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "create_user,get_user", want: "get_user,create_user"}, // the bench's order: reads before writes
 		{in: "page_deep", want: "page_1,page_1000"},
 		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,list_channels,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
-		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_get_user_zipf,million_get_perms_zipf,million_list_users,million_search_users,million_page_1000"},
+		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_get_user_zipf,million_get_perms_zipf,million_list_users,million_search_users,million_search_flood,million_page_1000"},
 		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},
@@ -457,6 +457,15 @@ func TestMillionNames(t *testing.T) {
 				t.Errorf("searchPrefixes(%d): %q is shared by %d users", tc.n, p, shared)
 			}
 		}
+	}
+	// million_search_users searches as many different prefixes on both
+	// instances, spread over the bigger one's users.
+	small, big := sampleSearches(searchPrefixes("m_", 10_000), searchSample), sampleSearches(searchPrefixes("m_", 1_000_000), searchSample)
+	if len(small) != 100 || small[99] != "m_00099" {
+		t.Errorf("the smaller instance's searches: %d, the last %q; want all 100 of its prefixes", len(small), small[len(small)-1])
+	}
+	if len(big) != 100 || big[0] != "m_00000" || big[1] != "m_00100" || big[99] != "m_09900" {
+		t.Errorf("the bigger instance's searches: %d, %q, %q .. %q; want every 100th of its prefixes", len(big), big[0], big[1], big[len(big)-1])
 	}
 }
 

@@ -83,12 +83,13 @@ func compactCount(n int) string {
 	}
 }
 
-// searchPrefixes are the values of million_search_users' ?q= on an
-// instance of n users named prefix<i, 7 digits>: prefix and the first five
-// digits, which 100 users share on every instance alike (0000000..0000099
-// share prefix00000), so a search finds as many on the smaller instance
-// as on the bigger, and its page of 20 is full. Fewer than 100 users: the
-// prefix alone.
+// searchPrefixes are the search prefixes of an instance of n users named
+// prefix<i, 7 digits>: prefix and the first five digits, which 100 users
+// share on every instance alike (0000000..0000099 share prefix00000), so
+// a search finds as many on the smaller instance as on the bigger, and
+// its page of 20 is full. Fewer than 100 users: the prefix alone.
+// million_search_flood searches them all; million_search_users a sample
+// (sampleSearches).
 func searchPrefixes(prefix string, n int) []string {
 	if n < 100 {
 		return []string{prefix}
@@ -96,6 +97,27 @@ func searchPrefixes(prefix string, n int) []string {
 	out := make([]string, n/100)
 	for k := range out {
 		out[k] = fmt.Sprintf("%s%05d", prefix, k)
+	}
+	return out
+}
+
+// searchSample is how many of an instance's prefixes million_search_users
+// draws from: every prefix of the smaller instance, evenly spread over
+// the bigger one's. Both instances then answer the same number of
+// different searches, each matching 100 users, and what differs is the
+// community searched; the flood, where the bigger instance has 100 times
+// as many different searches to answer, is million_search_flood.
+const searchSample = 100
+
+// sampleSearches returns k of prefixes, evenly spread (all, when there
+// are no more than k).
+func sampleSearches(prefixes []string, k int) []string {
+	if len(prefixes) <= k {
+		return prefixes
+	}
+	out := make([]string, k)
+	for i := range out {
+		out[i] = prefixes[i*len(prefixes)/k]
 	}
 	return out
 }

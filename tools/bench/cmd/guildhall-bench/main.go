@@ -577,6 +577,7 @@ func (b *bench) startBulk(ctx context.Context, store string, n int, ref *target)
 	}
 	t.api = client.New(addr, t.token)
 	t.prefixes = searchPrefixes(prefix, n)
+	t.searches = sampleSearches(t.prefixes, searchSample)
 	// The deep page: page 1,000, or the last full page of a smaller
 	// instance (the owner is one user more).
 	if t.deepPage = min(1000, (n+1)/50); t.deepPage >= 2 {

@@ -20,7 +20,8 @@ type scenario struct {
 	open       bool   // open loop at -rate, for latency; else closed loop with -conns
 	needs      string // "perms", "deep" or "million": fixtures beyond the seeded users
 	// keys is what {id} is drawn from: "" the seeded users' IDs,
-	// "prefixes" the target's search prefixes.
+	// "prefixes" the target's search prefixes, "searches" the sample of
+	// them million_search_users draws from.
 	keys string
 	// skew, when set, draws the keys from a Zipf distribution of this
 	// exponent (client.Source.Skewed) rather than uniformly.
@@ -67,7 +68,8 @@ var scenarios = []scenario{
 	{name: "million_get_user_zipf", method: "GET", path: "/api/users/{id}", needs: "million", skew: zipfSkew},
 	{name: "million_get_perms_zipf", method: "GET", path: "/api/users/{id}/permissions", needs: "million", skew: zipfSkew},
 	{name: "million_list_users", method: "GET", path: "/api/users?limit=50", needs: "million"},
-	{name: "million_search_users", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "prefixes"},
+	{name: "million_search_users", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "searches"},
+	{name: "million_search_flood", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "prefixes"},
 	{name: "million_page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "million"},
 }
 
@@ -77,7 +79,7 @@ var scenarioGroups = map[string][]string{
 	"latency":   {"latency_get_user", "latency_create_user"},
 	"page_deep": {"page_1", "page_1000"},
 	"million": {"million_get_user", "million_get_perms", "million_get_user_zipf", "million_get_perms_zipf",
-		"million_list_users", "million_search_users", "million_page_1000"},
+		"million_list_users", "million_search_users", "million_search_flood", "million_page_1000"},
 }
 
 // groupNames lists the groups for messages.
@@ -156,12 +158,16 @@ func (s scenario) fill(t *target) (path, body string, keys []string, err error) 
 		return "", "", nil, fmt.Errorf("%s has no heavy/light fixtures", t.name)
 	case strings.Contains(s.path, "{cursor}") && !t.deepReady:
 		return "", "", nil, fmt.Errorf("%s has no deep cursor", t.name)
-	case s.keys == "prefixes" && len(t.prefixes) == 0:
+	case (s.keys == "prefixes" || s.keys == "searches") && len(t.prefixes) == 0:
 		return "", "", nil, fmt.Errorf("%s has no search prefixes", t.name)
 	}
-	keys = t.ids
-	if s.keys == "prefixes" {
+	switch s.keys {
+	case "prefixes":
 		keys = t.prefixes
+	case "searches":
+		keys = t.searches
+	default:
+		keys = t.ids
 	}
 	return r.Replace(s.path), r.Replace(s.body), keys, nil
 }

@@ -47,7 +47,8 @@ type target struct {
 	ref      *target       // the smaller instance this one is compared with; nil: it is the smaller one
 	users    int           // users seeded in bulk (the owner not counted)
 	seedTime time.Duration // how long the bulk seeding took
-	prefixes []string      // search prefixes, each shared by 100 users
+	prefixes []string      // search prefixes, each shared by 100 users (searchPrefixes)
+	searches []string      // the prefixes million_search_users draws from (sampleSearches)
 	memory   []memSample   // the server's memory after each million scenario
 }
 
