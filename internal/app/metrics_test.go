@@ -14,7 +14,7 @@ import (
 
 // /metrics reports the group commit as the store counts it: batches,
 // writes, and batches run again because a write of theirs failed; and the
-// read cache's hits and misses.
+// read cache's hits and misses, and the searches whose users it gave.
 // Concurrent creates of one username make conflicts, which may share a
 // batch with the one that succeeds (then it runs again).
 func TestMetricsCountGroupCommits(t *testing.T) {
@@ -39,8 +39,11 @@ func TestMetricsCountGroupCommits(t *testing.T) {
 		}
 		wg.Wait()
 		for range 3 { // the same read, twice from the read cache
-			e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users?limit=5", Token: e.Owner})
+			e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users?limit=50", Token: e.Owner})
 		}
+		// A search of users the page above kept: its entries from the
+		// database, its users from the cache.
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users?q=m&limit=5", Token: e.Owner})
 		res, err := e.HTTP.Get(e.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -69,6 +72,10 @@ func TestMetricsCountGroupCommits(t *testing.T) {
 			"guildhall_store_data_version_probes_total": float64(rc.Questions),
 			"guildhall_store_read_cache_resets_total":   float64(rc.Resets),
 			"guildhall_store_read_cache_bytes":          float64(rc.Bytes),
+			"guildhall_store_search_pages_kept_total":   float64(rc.KeptSearches),
+		}
+		if rc.KeptSearches != 1 {
+			t.Errorf("read cache %+v: the search of kept users was not answered with them", rc)
 		}
 		if rc.Hits < 2 {
 			t.Errorf("read cache %+v: the repeated page was not answered from it", rc)

@@ -25,7 +25,9 @@ import (
 //     joins makes it) and the audit events (every write appends them:
 //     insertEvents), are constant SQL in hot.go and tx.go, run as
 //     statements prepared once per pool (sql.go) and scanned by hand into
-//     the model, without reflection.
+//     the model, without reflection. A parameter SQLite's planner reads
+//     (a LIMIT) would have it prepare the statement again at every run:
+//     a LIMIT's count is dialect.limit's.
 //   - Everything else, the writes, the reads of a write transaction that
 //     are not hot, the cold reads and the authorization state's parts
 //     (authstate.go), goes through GORM's builder on the row types of
