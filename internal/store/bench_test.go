@@ -240,6 +240,32 @@ func processCPU() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
+// BenchmarkSearchUsersKept is the same page as BenchmarkSearchUsers where
+// the read cache keeps every user (each read once before): the database
+// reads the page's index entries alone, the cache gives the users
+// (searchKept), past the cached pages.
+func BenchmarkSearchUsersKept(b *testing.B) {
+	for _, n := range []int{2000, 20000} {
+		b.Run(fmt.Sprintf("users=%d", n), func(b *testing.B) {
+			f := store.UserFilter{Prefix: "seed1"}
+			benchStoresPrepared(b, n, func(b *testing.B, s *store.Store, ids []string) {
+				for _, id := range ids {
+					if _, err := s.User(s.ReadScope(context.Background()), id); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, func(b *testing.B, s *store.Store, _ []string) {
+				for b.Loop() {
+					users, err := s.SearchKeptForTest(s.ReadScope(context.Background()), f, "", 20)
+					if err != nil || len(users) != 20 {
+						b.Fatalf("%d users, %v", len(users), err)
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkSearchUsers is a prefix search's store work in the database (GET
 // /users?limit=20&q=seed1, the first page and the 50th) among 2,000 and
 // 20,000 users seed0, seed1, …, of whom 1,111 and 11,111 match: a page
