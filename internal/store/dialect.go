@@ -45,8 +45,8 @@ func (sqliteDialect) bytewise(col string) string { return col }
 // limit hides the parameter from SQLite's planner: a plain "LIMIT ?" is
 // read when the statement is planned, which marks the statement to be
 // prepared again whenever the parameter is bound (sqlite3ExprIsInteger),
-// so every run of it paid a parse and a plan, doubling a short page's
-// cost. "+?" is an expression the planner does not evaluate.
+// so every run of it paid a parse and a plan, as much again as a short
+// page's run. "+?" is an expression the planner does not evaluate.
 func (sqliteDialect) limit(param string) string { return "+" + param }
 func (sqliteDialect) ddl(sql string) string {
 	return strings.NewReplacer(

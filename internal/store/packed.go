@@ -179,16 +179,8 @@ func idKey(buf []byte, id string) ([]byte, uint64) {
 // get returns the record of the user with id, when kept: the arena's
 // bytes, for decodeUser under the cache's lock.
 func (p *packedUsers) get(id string) ([]byte, bool) {
-	if p.n == 0 {
-		return nil, false
-	}
 	var buf [40]byte
-	key, h := idKey(buf[:], id)
-	i, ok := p.find(key, h)
-	if !ok {
-		return nil, false
-	}
-	return p.payload(slotOffset(p.slots[i])), true
+	return p.getEncoded(appendID(buf[:0], id))
 }
 
 // getEncoded returns the record of the user whose ID is key, encoded
