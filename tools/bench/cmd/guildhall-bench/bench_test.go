@@ -504,10 +504,15 @@ func TestTables(t *testing.T) {
 	small := &target{name: "sqlite-10k", group: "million", users: 10_000, deepPage: 200}
 	big := &target{name: "sqlite-1m", group: "million", users: 1_000_000, deepPage: 1000, ref: small}
 	all := map[string]map[string]*targetResult{
-		"million_get_user": {"sqlite-10k": {rounds: []runRecord{rec(20, 1), rec(30, 1)}}, "sqlite-1m": {rounds: []runRecord{rec(30, 1), rec(30, 1)}}},
+		"million_get_user":  {"sqlite-10k": {rounds: []runRecord{rec(20, 1), rec(30, 1)}}, "sqlite-1m": {rounds: []runRecord{rec(30, 1), rec(30, 1)}}},
+		"million_page_1000": {"sqlite-10k": {rounds: []runRecord{rec(40, 1), rec(60, 1)}}, "sqlite-1m": {rounds: []runRecord{rec(44, 1), rec(66, 1)}}},
+		// Measured beside: the first page, slower in the second round as
+		// the deep page was.
+		"million_page_1000" + besideSuffix: {"sqlite-10k": {rounds: []runRecord{rec(40, 1), rec(50, 1)}}, "sqlite-1m": {rounds: []runRecord{rec(40, 1), rec(60, 1)}}},
 	}
 	out = millionSummary([]*target{small, big}, all)
-	for _, want := range []string{"### 1,000,000 users / 10,000 users", "| scenario | sqlite-1m ÷ sqlite-10k |", "| million_get_user | 1.25× (1.00–1.50) |", "page 1000 of the bigger, and page 200 of the smaller"} {
+	for _, want := range []string{"### 1,000,000 users / 10,000 users", "| scenario | sqlite-1m ÷ sqlite-10k |", "| million_get_user | 1.25× (1.00–1.50) |", "page 1000 of the bigger, and page 200 of the smaller",
+		"million_page_1000 over million_list_users on the same instance", "| sqlite-10k | 50.0 (40.0–60.0) | 45.0 (40.0–50.0) | 1.10× (1.00–1.20) |", "| sqlite-1m | 55.0 (44.0–66.0) | 50.0 (40.0–60.0) | 1.10× |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("million summary lacks %q:\n%s", want, out)
 		}

@@ -662,6 +662,10 @@ func (b *bench) source(sc scenario, t *target) (*client.Source, error) {
 // them.
 const aloneSuffix = "/alone"
 
+// besideSuffix names the results of the scenario measured beside another
+// (scenario.beside), under the other's name.
+const besideSuffix = "/beside"
+
 func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	progress("== %s\n", sc.name)
 	group := b.group("")
@@ -691,6 +695,24 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 	if sc.writes != nil {
 		b.results[sc.name+aloneSuffix] = alone
 	}
+	var base scenario
+	baseSrcs := map[*target]*client.Source{}
+	beside := map[string]*targetResult{}
+	if sc.beside != "" {
+		var ok bool
+		if base, ok = scenarioNamed(sc.beside); !ok {
+			return fmt.Errorf("%s: no scenario %q to measure beside it", sc.name, sc.beside)
+		}
+		base.variant = "beside " + sc.name
+		for t := range srcs {
+			src, err := b.source(base, t)
+			if err != nil {
+				return err
+			}
+			baseSrcs[t] = src
+		}
+		b.results[sc.name+besideSuffix] = beside
+	}
 	add := func(m map[string]*targetResult, t *target, rec runRecord, lat, wlat []int64) {
 		tr := m[t.name]
 		if tr == nil {
@@ -711,7 +733,22 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 					return err
 				}
 			}
+			if baseSrcs[t] != nil {
+				if _, _, _, err := b.measure(ctx, base, t, baseSrcs[t], nil, "warmup", 0); err != nil {
+					return err
+				}
+			}
 		}
+	}
+	measureBeside := func(t *target, r int) error {
+		if baseSrcs[t] == nil {
+			return nil
+		}
+		rec, lat, _, err := b.measure(ctx, base, t, baseSrcs[t], nil, "measure", r)
+		if err == nil {
+			add(beside, t, rec, lat, nil)
+		}
+		return err
 	}
 	for r := 0; r < b.cfg.rounds; r++ {
 		order := slices.Clone(group)
@@ -734,11 +771,21 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 				}
 				add(alone, t, rec, lat, nil)
 			}
+			if r%2 == 0 {
+				if err := measureBeside(t, r); err != nil {
+					return err
+				}
+			}
 			rec, lat, wlat, err := b.measure(ctx, sc, t, srcs[t], writes[t], "measure", r)
 			if err != nil {
 				return err
 			}
 			add(res, t, rec, lat, wlat)
+			if r%2 == 1 {
+				if err := measureBeside(t, r); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	how := fmt.Sprintf("closed loop, %d connections", b.cfg.conns)
@@ -776,7 +823,7 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 		b.say("%s\n", scenarioTable(sc, how, names, res, refOf, "ceiling"))
 	}
 	// The latencies are in the table now; keep the memory down.
-	for _, m := range []map[string]*targetResult{res, alone} {
+	for _, m := range []map[string]*targetResult{res, alone, beside} {
 		for _, tr := range m {
 			tr.lat, tr.wlat = nil, nil
 		}
@@ -844,6 +891,7 @@ func (b *bench) measure(ctx context.Context, sc scenario, t *target, src, writes
 		MaxMs:      num(ms(percentile(res.lat, 100))),
 		FirstBad:   res.firstBad,
 	}
+	rec.Variant = sc.variant
 	if sc.writes != nil {
 		rec.Variant = "alone"
 		if writes != nil {

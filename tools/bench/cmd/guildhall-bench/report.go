@@ -330,6 +330,7 @@ func millionSummary(targets []*target, all map[string]map[string]*targetResult) 
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(besideTable(targets, all))
 	b.WriteString("\nSeeded in bulk:")
 	for i, t := range targets {
 		sep := ","
@@ -340,6 +341,31 @@ func millionSummary(targets []*target, all map[string]map[string]*targetResult) 
 	}
 	b.WriteString(".\n\n")
 	b.WriteString(memoryTable(targets))
+	return b.String()
+}
+
+// besideTable renders, for each million scenario measured beside another,
+// its server CPU per request over the other's on the same instance, round
+// by round.
+func besideTable(targets []*target, all map[string]map[string]*targetResult) string {
+	var b strings.Builder
+	for _, sc := range scenarios {
+		res, beside := all[sc.name], all[sc.name+besideSuffix]
+		if sc.needs != "million" || res == nil || beside == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s over %s on the same instance, measured next to it in every round (before it in the first round, after it in the second, and so on): server CPU per request, median (min–max).\n\n", sc.name, sc.beside)
+		fmt.Fprintf(&b, "| instance | %s µs | %s µs | ratio |\n|---|--:|--:|--:|\n", sc.name, sc.beside)
+		for _, t := range targets {
+			r, o := res[t.name], beside[t.name]
+			if r == nil || o == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.name,
+				fmtSpread(summarize(r.series(usOf)), ""), fmtSpread(summarize(o.series(usOf)), ""),
+				fmtSpread(summarize(pairRatios(r.series(usOf), o.series(usOf))), "×"))
+		}
+	}
 	return b.String()
 }
 

@@ -30,6 +30,15 @@ type scenario struct {
 	// loop at -mixed-rate on one connection; the scenario is then measured
 	// alone and with the writes, round by round.
 	writes *scenario
+	// beside, when set, names a scenario measured on each target in every
+	// round next to this one (before it in even rounds, after it in odd
+	// ones): the million summary compares the two on the same instance,
+	// round by round, so that a drift over the run (the machine, what
+	// earlier scenarios left the server holding) weighs on both alike.
+	beside string
+	// variant is written into each record's variant: set on a scenario
+	// measured beside another.
+	variant string
 }
 
 // zipfSkew is the exponent of the skewed million scenarios. Among a
@@ -70,7 +79,7 @@ var scenarios = []scenario{
 	{name: "million_list_users", method: "GET", path: "/api/users?limit=50", needs: "million"},
 	{name: "million_search_users", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "searches"},
 	{name: "million_search_flood", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "prefixes"},
-	{name: "million_page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "million"},
+	{name: "million_page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "million", beside: "million_list_users"},
 }
 
 var scenarioGroups = map[string][]string{
@@ -139,6 +148,15 @@ func selectScenarios(list string) ([]scenario, error) {
 		return nil, fmt.Errorf("no scenario selected")
 	}
 	return out, nil
+}
+
+// scenarioNamed returns the scenario of that name.
+func scenarioNamed(name string) (scenario, bool) {
+	i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+	if i < 0 {
+		return scenario{}, false
+	}
+	return scenarios[i], true
 }
 
 func scenarioNames() string {
