@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"gorm.io/gorm"
 )
 
@@ -125,4 +130,39 @@ func (c *stmtCache) boundRows(ctx context.Context) context.Context {
 	ctx, cancel := c.bound(ctx)
 	time.AfterFunc(c.timeout, cancel)
 	return ctx
+}
+
+// canceledStatementGrace is how long a PostgreSQL statement whose context
+// was canceled (its client went away) may still take before its connection
+// is closed.
+const canceledStatementGrace = time.Second
+
+// cancelHandler decides what a PostgreSQL connection does when the context
+// of its statement ends. pgx's default closes the connection at once, and
+// opening one again costs a backend's start and every statement's prepare
+// and plan. A statement's deadline (the database does not answer) still
+// closes it at once: that is what bounds the request. A cancellation, a
+// client gone, lets the statement finish (they take milliseconds) and
+// keeps the connection; only one still running after
+// canceledStatementGrace is cut off. Without it, every round of clients
+// that leave mid-request (a load balancer's, a load test's) closed as many
+// connections, and the requests behind them waited for new ones.
+type cancelHandler struct{ conn net.Conn }
+
+func newCancelHandler(c *pgconn.PgConn) ctxwatch.Handler { return &cancelHandler{conn: c.Conn()} }
+
+func (h *cancelHandler) HandleCancel(ctx context.Context) {
+	at := time.Now()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		at = at.Add(canceledStatementGrace)
+	}
+	_ = h.conn.SetDeadline(at)
+}
+
+func (h *cancelHandler) HandleUnwatchAfterCancel() { _ = h.conn.SetDeadline(time.Time{}) }
+
+// keepOnCancel gives a connection about to open the cancelHandler.
+func keepOnCancel(_ context.Context, cfg *pgx.ConnConfig) error {
+	cfg.BuildContextWatcherHandler = newCancelHandler
+	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 
 	"github.com/guildhall/guildhall/internal/model"
@@ -140,3 +141,16 @@ func (s *Store) SearchStatementsForTest() int {
 
 // EventChunk is the most events one INSERT writes.
 const EventChunk = eventChunk
+
+// ConnForTest returns a connection of the read pool or, with search, of the
+// pool searches run on (PostgreSQL).
+func (s *Store) ConnForTest(ctx context.Context, search bool) (*sql.Conn, error) {
+	if search {
+		return s.searchStmts.db.Conn(ctx)
+	}
+	db, err := s.read.DB()
+	if err != nil {
+		return nil, err
+	}
+	return db.Conn(ctx)
+}
