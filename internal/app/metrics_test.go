@@ -2,13 +2,16 @@ package app_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -96,5 +99,68 @@ func TestMetricsCountGroupCommits(t *testing.T) {
 			t.Errorf("writer stats %+v do not add up", st)
 		}
 		t.Logf("%s: %+v", kind, st)
+	})
+}
+
+// A request whose client goes away before its answer is counted as 499
+// (client closed request), not as a 500 of the server's: a create waiting
+// for the writer, whose client gives up.
+func TestMetricsCountAClientThatLeftAs499(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		held, release := make(chan struct{}), make(chan struct{})
+		go func() {
+			_, _ = e.App.Store.Write(context.Background(), func(*store.Tx) error {
+				close(held)
+				<-release
+				return nil
+			})
+		}()
+		<-held
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.URL+"/api/users", strings.NewReader(`{"username":"gone"}`))
+		req.Header.Set("Authorization", "Bearer "+e.Owner)
+		req.Header.Set("Content-Type", "application/json")
+		if res, err := e.HTTP.Do(req); err == nil {
+			res.Body.Close()
+			t.Fatalf("the create answered %d while the writer was held", res.StatusCode)
+		}
+		series := func() map[string]float64 {
+			t.Helper()
+			res, err := e.HTTP.Get(e.URL + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			got := map[string]float64{}
+			sc := bufio.NewScanner(res.Body)
+			for sc.Scan() {
+				name, value, ok := strings.Cut(sc.Text(), " ")
+				if ok && strings.HasPrefix(name, "guildhall_http_requests_total{") && strings.Contains(name, `route="/api/users"`) {
+					v, _ := strconv.ParseFloat(value, 64)
+					got[name] = v
+				}
+			}
+			return got
+		}
+		// The server notices the client's leaving on its own time.
+		want := `guildhall_http_requests_total{method="POST",route="/api/users",status="499"}`
+		var got map[string]float64
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if got = series(); got[want] == 1 {
+				break
+			}
+		}
+		close(release)
+		if got[want] != 1 {
+			t.Errorf("the create whose client left: %v; want %s 1", got, want)
+		}
+		for name := range got {
+			if strings.Contains(name, `status="5`) {
+				t.Errorf("a client leaving was counted as a fault of the server's: %s", name)
+			}
+		}
 	})
 }

@@ -217,6 +217,10 @@ func strPtr(s string) *string {
 	return &s
 }
 
+// statusClientClosedRequest is the status the access log and the metrics
+// give a request whose client went away before its answer.
+const statusClientClosedRequest = 499
+
 // errorHandler renders every error as application/problem+json: handlers,
 // the validator, authentication, unknown routes, wrong methods and panics.
 func (h *Handler) errorHandler(err error, c echo.Context) {
@@ -224,6 +228,16 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 		return // a stream that failed midway: nothing more can be said
 	}
 	err = h.classifyFault(c, err)
+	if _, ok := apperr.As(err); !ok && errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// The client went away: no answer reaches it. The status is for
+		// the access log and the metrics only, 499 as proxies log a client
+		// that closed its request, so that a client leaving does not read
+		// as a fault of the server's.
+		h.log.Info("request canceled", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
+			"method", c.Request().Method, "path", c.Request().URL.Path)
+		c.Response().Status = statusClientClosedRequest
+		return
+	}
 	if e, ok := apperr.As(err); ok && len(e.Fields) > 0 {
 		h.ops.of(c).locateFields(e.Fields)
 	}
@@ -234,11 +248,7 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	instance := req.URL.EscapedPath()
 	p.Instance = &instance
 	if !expected {
-		if errors.Is(err, context.Canceled) {
-			h.log.Info("request canceled", "request_id", rid, "method", req.Method, "path", req.URL.Path)
-		} else {
-			h.log.Error("unexpected error", "request_id", rid, "method", req.Method, "path", req.URL.Path, "err", err)
-		}
+		h.log.Error("unexpected error", "request_id", rid, "method", req.Method, "path", req.URL.Path, "err", err)
 	}
 	if p.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="guildhall"`)
