@@ -27,9 +27,6 @@ func (c *Checker) Wrap(next http.Handler, report func(string)) http.Handler {
 		rec := &recorder{ResponseWriter: w, head: r.Method == http.MethodHead}
 		next.ServeHTTP(rec, r)
 		if !rec.wrote {
-			if r.Context().Err() != nil {
-				return // the client went away before any answer: none reaches it
-			}
 			rec.snapshot(http.StatusOK) // nothing written: net/http answers 200
 		}
 		problems := c.Check(r, Answer{Status: rec.status, Header: rec.header, Body: rec.body, Truncated: rec.truncated})

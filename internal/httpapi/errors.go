@@ -221,6 +221,25 @@ func strPtr(s string) *string {
 // give a request whose client went away before its answer.
 const statusClientClosedRequest = 499
 
+// clientGone answers a request whose work was canceled because its client
+// went away: a 503 (not carried out, retry), which reaches a client that
+// only half-closed its connection and still reads. The status the access
+// log and the metrics see is 499, as proxies log a client that closed its
+// request, so that a client leaving does not read as a fault of the
+// server's.
+func (h *Handler) clientGone(c echo.Context, err error) {
+	req := c.Request()
+	rid := c.Response().Header().Get(echo.HeaderXRequestID)
+	h.log.Info("request canceled", "request_id", rid, "method", req.Method, "path", req.URL.Path)
+	p, _ := problemFor(apperr.Unavailable(err))
+	p.RequestId = rid
+	instance := req.URL.EscapedPath()
+	p.Instance = &instance
+	c.Response().Header().Set("Retry-After", retryAfterUnavailable)
+	writeProblem(c, p)
+	c.Response().Status = statusClientClosedRequest
+}
+
 // errorHandler renders every error as application/problem+json: handlers,
 // the validator, authentication, unknown routes, wrong methods and panics.
 func (h *Handler) errorHandler(err error, c echo.Context) {
@@ -228,14 +247,8 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 		return // a stream that failed midway: nothing more can be said
 	}
 	err = h.classifyFault(c, err)
-	if _, ok := apperr.As(err); !ok && errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
-		// The client went away: no answer reaches it. The status is for
-		// the access log and the metrics only, 499 as proxies log a client
-		// that closed its request, so that a client leaving does not read
-		// as a fault of the server's.
-		h.log.Info("request canceled", "request_id", c.Response().Header().Get(echo.HeaderXRequestID),
-			"method", c.Request().Method, "path", c.Request().URL.Path)
-		c.Response().Status = statusClientClosedRequest
+	if _, ok := apperr.As(err); !ok && errors.Is(err, context.Canceled) && errors.Is(c.Request().Context().Err(), context.Canceled) {
+		h.clientGone(c, err)
 		return
 	}
 	if e, ok := apperr.As(err); ok && len(e.Fields) > 0 {
