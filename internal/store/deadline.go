@@ -144,16 +144,20 @@ const canceledStatementGrace = time.Second
 // closes it at once: that is what bounds the request. A cancellation, a
 // client gone, lets the statement finish (they take milliseconds) and
 // keeps the connection; only one still running after
-// canceledStatementGrace is cut off. Without it, every round of clients
-// that leave mid-request (a load balancer's, a load test's) closed as many
-// connections, and the requests behind them waited for new ones.
+// canceledStatementGrace is cut off. Were each closed at once, every wave
+// of clients that leave mid-request (a load balancer's, a load test's)
+// would cost as many connections, and the requests behind them would
+// wait for new ones.
 type cancelHandler struct{ conn net.Conn }
 
 func newCancelHandler(c *pgconn.PgConn) ctxwatch.Handler { return &cancelHandler{conn: c.Conn()} }
 
 func (h *cancelHandler) HandleCancel(ctx context.Context) {
 	at := time.Now()
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	// A deadline that passed is a deadline, even when a timer of ours
+	// canceled the context first (boundRows, boundStatements).
+	dl, ok := ctx.Deadline()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) && (!ok || at.Before(dl)) {
 		at = at.Add(canceledStatementGrace)
 	}
 	_ = h.conn.SetDeadline(at)
