@@ -15,7 +15,7 @@ import (
 // runRecord is one load run, as written to results.jsonl.
 type runRecord struct {
 	Scenario   string `json:"scenario"`
-	Variant    string `json:"variant,omitempty"` // a scenario with writes: alone or with_writes
+	Variant    string `json:"variant,omitempty"` // a scenario with writes: alone or with_writes; one measured next to another: "beside <other>"
 	Target     string `json:"target"`
 	Phase      string `json:"phase"` // warmup or measure
 	Round      int    `json:"round"`
