@@ -159,8 +159,12 @@ try {
       .observe({ type: 'layout-shift', buffered: true });
   });
   // What the walk provokes on purpose: channels that are not there (or not
-  // visible: 404, and 400 for their permissions), a role deleted meanwhile.
-  const provoked = [/\/api\/channels\/(nope|vault)(\/permissions)?$/, /\/permissions\?channelID=(nope|vault)$/, /\/api\/users\/[^/]+\/roles\/doomed$/];
+  // visible: 404, and 400 for their permissions), a role deleted meanwhile,
+  // and the members of the role helpers, which its page reloads on a user
+  // event (bob's deletion, just before) that may arrive after the walk
+  // deleted the role.
+  const provoked = [/\/api\/channels\/(nope|vault)(\/permissions)?$/, /\/permissions\?channelID=(nope|vault)$/, /\/api\/users\/[^/]+\/roles\/doomed$/,
+    /\/api\/roles\/helpers\/members\?limit=10$/];
   const watch = (page, who) => {
     page.on('pageerror', (e) => pageErrors.push(`${who} pageerror: ${e.message}`));
     page.on('console', (m) => {
