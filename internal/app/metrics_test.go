@@ -50,23 +50,7 @@ func TestMetricsCountGroupCommits(t *testing.T) {
 		// A search of users the page above kept: its entries from the
 		// database, its users from the cache.
 		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users?q=m&limit=5", Token: e.Owner})
-		res, err := e.HTTP.Get(e.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		got := map[string]float64{}
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			name, value, ok := strings.Cut(sc.Text(), " ")
-			if ok && strings.HasPrefix(name, "guildhall_store_") {
-				v, err := strconv.ParseFloat(value, 64)
-				if err != nil {
-					t.Fatalf("%s: %v", sc.Text(), err)
-				}
-				got[name] = v
-			}
-		}
+		got := scrape(t, e, func(name string) bool { return strings.HasPrefix(name, "guildhall_store_") })
 		st := e.App.Store.WriterStats() // nothing writes now
 		rc := e.App.Store.CacheStats()
 		want := map[string]float64{
@@ -135,22 +119,9 @@ func TestMetricsCountAClientThatLeftAs499(t *testing.T) {
 			t.Fatalf("the create answered %d while the writer was held", res.StatusCode)
 		}
 		series := func() map[string]float64 {
-			t.Helper()
-			res, err := e.HTTP.Get(e.URL + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			got := map[string]float64{}
-			sc := bufio.NewScanner(res.Body)
-			for sc.Scan() {
-				name, value, ok := strings.Cut(sc.Text(), " ")
-				if ok && strings.HasPrefix(name, "guildhall_http_requests_total{") && strings.Contains(name, `route="/api/users"`) {
-					v, _ := strconv.ParseFloat(value, 64)
-					got[name] = v
-				}
-			}
-			return got
+			return scrape(t, e, func(name string) bool {
+				return strings.HasPrefix(name, "guildhall_http_requests_total{") && strings.Contains(name, `route="/api/users"`)
+			})
 		}
 		// The server notices the client's leaving on its own time.
 		want := `guildhall_http_requests_total{method="POST",route="/api/users",status="499"}`
@@ -195,4 +166,28 @@ func TestMetricsCountAClientThatLeftAs499(t *testing.T) {
 			}
 		}
 	})
+}
+
+// scrape reads /metrics and returns the samples whose names (labels
+// included) keep says to.
+func scrape(t *testing.T, e *testenv.Env, keep func(name string) bool) map[string]float64 {
+	t.Helper()
+	res, err := e.HTTP.Get(e.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if ok && keep(name) {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", sc.Text(), err)
+			}
+			got[name] = v
+		}
+	}
+	return got
 }

@@ -231,13 +231,20 @@ func (h *Handler) clientGone(c echo.Context, err error) {
 	req := c.Request()
 	rid := c.Response().Header().Get(echo.HeaderXRequestID)
 	h.log.Info("request canceled", "request_id", rid, "method", req.Method, "path", req.URL.Path)
-	p, _ := problemFor(apperr.Unavailable(err))
-	p.RequestId = rid
-	instance := req.URL.EscapedPath()
-	p.Instance = &instance
+	p, _ := problemOf(c, apperr.Unavailable(err))
 	c.Response().Header().Set("Retry-After", retryAfterUnavailable)
 	writeProblem(c, p)
 	c.Response().Status = statusClientClosedRequest
+}
+
+// problemOf is the problem an error answers c's request with, and whether
+// the error was expected (problemFor).
+func problemOf(c echo.Context, err error) (api.Problem, bool) {
+	p, expected := problemFor(err)
+	p.RequestId = c.Response().Header().Get(echo.HeaderXRequestID)
+	instance := c.Request().URL.EscapedPath()
+	p.Instance = &instance
+	return p, expected
 }
 
 // errorHandler renders every error as application/problem+json: handlers,
@@ -254,14 +261,9 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	if e, ok := apperr.As(err); ok && len(e.Fields) > 0 {
 		h.ops.of(c).locateFields(e.Fields)
 	}
-	p, expected := problemFor(err)
-	req := c.Request()
-	rid := c.Response().Header().Get(echo.HeaderXRequestID)
-	p.RequestId = rid
-	instance := req.URL.EscapedPath()
-	p.Instance = &instance
+	p, expected := problemOf(c, err)
 	if !expected {
-		h.log.Error("unexpected error", "request_id", rid, "method", req.Method, "path", req.URL.Path, "err", err)
+		h.log.Error("unexpected error", "request_id", p.RequestId, "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
 	if p.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="guildhall"`)
