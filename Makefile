@@ -17,8 +17,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # which ./... at the root does not reach: make test-tools vets and tests it.
 BENCH_MOD := tools/bench
 
-run: ## run the server on ./data (SQLite), on 127.0.0.1:8080 unless GUILDHALL_ADDR says otherwise
-	GUILDHALL_ADDR="$${GUILDHALL_ADDR:-127.0.0.1:8080}" $(GO) run -ldflags "$(LDFLAGS)" ./cmd/guildhall serve
+# The binary is built, then exec'd: `go run` exits 1 when it sees Ctrl-C even
+# after the server drained cleanly, and make then reports an error.
+run: build ## run the server on ./data (SQLite), on 127.0.0.1:8080 unless GUILDHALL_ADDR says otherwise
+	GUILDHALL_ADDR="$${GUILDHALL_ADDR:-127.0.0.1:8080}" exec bin/guildhall serve
 
 build: ## build bin/guildhall
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/guildhall ./cmd/guildhall
@@ -36,7 +38,8 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1; }
 
-test: check-generated vet test-tools ## every Go test (PostgreSQL tests skip when it is unreachable)
+test: check-generated vet test-tools ## every Go test (PostgreSQL tests skip when it is unreachable, and a line says so first)
+	@$(GO) run ./internal/testenv/pgprobe
 	$(GO) test -count=1 -timeout 20m ./...
 
 test-tools: ## go vet and the unit tests of the measuring tools' module (tools/bench)

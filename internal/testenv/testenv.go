@@ -53,7 +53,9 @@ var (
 	pgErr  error
 )
 
-func postgresReachable() error {
+// PostgresReachable reports whether PostgresURL answers a ping (once per
+// process).
+func PostgresReachable() error {
 	pgOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
@@ -72,7 +74,7 @@ func postgresReachable() error {
 // the test when PostgreSQL is unreachable.
 func RequirePostgres(t testing.TB) {
 	t.Helper()
-	if err := postgresReachable(); err != nil {
+	if err := PostgresReachable(); err != nil {
 		if os.Getenv("GUILDHALL_TEST_POSTGRES") == "require" {
 			t.Fatalf("PostgreSQL is required (GUILDHALL_TEST_POSTGRES=require) but unreachable at %s: %v", PostgresURL(), err)
 		}
