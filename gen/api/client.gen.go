@@ -740,6 +740,16 @@ type ClientInterface interface {
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
 	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
+	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
 	//
@@ -759,6 +769,16 @@ type ClientInterface interface {
 	// (checked before the permission, a channel the caller may not know of is
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
+	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -2657,6 +2677,16 @@ func (c *Client) ReplaceGlobalPermissions(ctx context.Context, params *ReplaceGl
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
 //
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
+//
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
 //
@@ -2686,6 +2716,16 @@ func (c *Client) PreviewPermissionsWithBody(ctx context.Context, contentType str
 // (checked before the permission, a channel the caller may not know of is
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
+//
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
@@ -9494,6 +9534,16 @@ type ClientWithResponsesInterface interface {
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
 	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
+	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
 	//
@@ -9513,6 +9563,16 @@ type ClientWithResponsesInterface interface {
 	// (checked before the permission, a channel the caller may not know of is
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
+	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -26829,6 +26889,16 @@ func (c *ClientWithResponses) ReplaceGlobalPermissionsWithResponse(ctx context.C
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
 //
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
+//
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
 //
@@ -26854,6 +26924,16 @@ func (c *ClientWithResponses) PreviewPermissionsWithBodyWithResponse(ctx context
 // (checked before the permission, a channel the caller may not know of is
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
+//
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
