@@ -521,6 +521,16 @@ export interface paths {
          *     unknown to them); holding `MANAGE_ROLES`, the caller may know of every
          *     channel, so none is left out. Nothing is written.
          *
+         *     With `explain`, the preview covers a page of channels: `channel_ids` is
+         *     required and names at most 50 channels, else it is a `400` at
+         *     `body.channel_ids`; ask for the others in further requests. The
+         *     explanations of one answer hold at most 20,000 steps in all (the base's
+         *     included): a request whose channels would explain themselves in more is
+         *     a `400` at `body.channel_ids` too, checked after the permission, and
+         *     fewer channels at a time fit (one channel always does). So an explained
+         *     answer stays under 8 MiB. Without `explain`, every channel may be
+         *     covered at once.
+         *
          *     **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
          *     top role (the owner may preview any).
          */
@@ -2098,14 +2108,21 @@ export interface components {
          *       "channel_ids": [
          *         "ops"
          *       ],
-         *       "explain": false
+         *       "explain": true
          *     }
          */
         PermissionPreviewRequest: {
             roles: components["schemas"]["RoleID"][];
-            /** @description The channels to compute; absent for every channel the caller can view. */
+            /**
+             * @description The channels to compute; absent for every channel the caller can view.
+             *     With `explain`, required and at most 50 (a `400` at
+             *     `body.channel_ids` otherwise).
+             */
             channel_ids?: components["schemas"]["ChannelID"][];
-            /** @description Add the provenance of each permission, as `getUserPermissions` does. */
+            /**
+             * @description Add the provenance of each permission, as `getUserPermissions` does,
+             *     for at most 50 channels named in `channel_ids` and 20,000 steps in all.
+             */
             explain?: boolean;
         };
         /**
