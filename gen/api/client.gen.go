@@ -111,6 +111,10 @@ type ClientInterface interface {
 	// pass, a page may end short, even empty, with a `next_cursor` to go
 	// on from. A non-null `next_cursor` does not promise more events.
 	//
+	// A page also ends early when its events' `data` and `reason` weigh
+	// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+	// that no page reaches 8 MiB; it holds at least one event.
+	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /audit-log (the `ListAuditLog` operationId).
@@ -1607,6 +1611,10 @@ type ClientInterface interface {
 // one) are checked on at most 1,000 events of it a page: where few
 // pass, a page may end short, even empty, with a `next_cursor` to go
 // on from. A non-null `next_cursor` does not promise more events.
+//
+// A page also ends early when its events' `data` and `reason` weigh
+// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+// that no page reaches 8 MiB; it holds at least one event.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -8846,6 +8854,10 @@ type ClientWithResponsesInterface interface {
 	// one) are checked on at most 1,000 events of it a page: where few
 	// pass, a page may end short, even empty, with a `next_cursor` to go
 	// on from. A non-null `next_cursor` does not promise more events.
+	//
+	// A page also ends early when its events' `data` and `reason` weigh
+	// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+	// that no page reaches 8 MiB; it holds at least one event.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -25937,6 +25949,10 @@ func (r HeadTokenResponse) ContentType() string {
 // one) are checked on at most 1,000 events of it a page: where few
 // pass, a page may end short, even empty, with a `next_cursor` to go
 // on from. A non-null `next_cursor` does not promise more events.
+//
+// A page also ends early when its events' `data` and `reason` weigh
+// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+// that no page reaches 8 MiB; it holds at least one event.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
