@@ -525,6 +525,10 @@ type ClientInterface interface {
 	// `ETag` is its digest: exporting after importing it elsewhere gives the
 	// same `ETag`.
 	//
+	// No answer weighs more than 8 MiB: a community whose template would
+	// (hundreds of channels each with an overwrite of most of 250 roles) is
+	// a `409 limit_exceeded` with `limit` `answer_bytes`.
+	//
 	// **Permission:** the owner alone.
 	//
 	// Corresponds with GET /export (the `ExportTemplate` operationId).
@@ -560,7 +564,11 @@ type ClientInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -597,7 +605,11 @@ type ClientInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -2306,6 +2318,10 @@ func (c *Client) CreateEventTicket(ctx context.Context, reqEditors ...RequestEdi
 // `ETag` is its digest: exporting after importing it elsewhere gives the
 // same `ETag`.
 //
+// No answer weighs more than 8 MiB: a community whose template would
+// (hundreds of channels each with an overwrite of most of 250 roles) is
+// a `409 limit_exceeded` with `limit` `answer_bytes`.
+//
 // **Permission:** the owner alone.
 //
 // Corresponds with GET /export (the `ExportTemplate` operationId).
@@ -2361,7 +2377,11 @@ func (c *Client) HeadExportTemplate(ctx context.Context, reqEditors ...RequestEd
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -2408,7 +2428,11 @@ func (c *Client) ImportTemplateWithBody(ctx context.Context, params *ImportTempl
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -9303,6 +9327,10 @@ type ClientWithResponsesInterface interface {
 	// `ETag` is its digest: exporting after importing it elsewhere gives the
 	// same `ETag`.
 	//
+	// No answer weighs more than 8 MiB: a community whose template would
+	// (hundreds of channels each with an overwrite of most of 250 roles) is
+	// a `409 limit_exceeded` with `limit` `answer_bytes`.
+	//
 	// **Permission:** the owner alone.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9342,7 +9370,11 @@ type ClientWithResponsesInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -9379,7 +9411,11 @@ type ClientWithResponsesInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -15013,6 +15049,14 @@ type ExportTemplateResponse405Headers struct {
 	XRequestId         *string
 }
 
+// ExportTemplateResponse409Headers the declared response headers of an HTTP 409 response for ExportTemplate
+type ExportTemplateResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // ExportTemplateResponse429Headers the declared response headers of an HTTP 429 response for ExportTemplate
 type ExportTemplateResponse429Headers struct {
 	RateLimitLimit     *int
@@ -15050,6 +15094,8 @@ type ExportTemplateResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
 	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -15064,6 +15110,8 @@ type ExportTemplateResponse struct {
 	Headers403 *ExportTemplateResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *ExportTemplateResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ExportTemplateResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ExportTemplateResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -15090,6 +15138,11 @@ func (r ExportTemplateResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
 func (r ExportTemplateResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
 	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ExportTemplateResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -15171,6 +15224,14 @@ type HeadExportTemplateResponse405Headers struct {
 	XRequestId         *string
 }
 
+// HeadExportTemplateResponse409Headers the declared response headers of an HTTP 409 response for HeadExportTemplate
+type HeadExportTemplateResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // HeadExportTemplateResponse429Headers the declared response headers of an HTTP 429 response for HeadExportTemplate
 type HeadExportTemplateResponse429Headers struct {
 	RateLimitLimit     *int
@@ -15208,6 +15269,8 @@ type HeadExportTemplateResponse struct {
 	Headers403 *HeadExportTemplateResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *HeadExportTemplateResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *HeadExportTemplateResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *HeadExportTemplateResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -26566,6 +26629,10 @@ func (c *ClientWithResponses) CreateEventTicketWithResponse(ctx context.Context,
 // `ETag` is its digest: exporting after importing it elsewhere gives the
 // same `ETag`.
 //
+// No answer weighs more than 8 MiB: a community whose template would
+// (hundreds of channels each with an overwrite of most of 250 roles) is
+// a `409 limit_exceeded` with `limit` `answer_bytes`.
+//
 // **Permission:** the owner alone.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -26617,7 +26684,11 @@ func (c *ClientWithResponses) HeadExportTemplateWithResponse(ctx context.Context
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -26660,7 +26731,11 @@ func (c *ClientWithResponses) ImportTemplateWithBodyWithResponse(ctx context.Con
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -38302,6 +38377,13 @@ func ParseExportTemplateResponse(rsp *http.Response) (*ExportTemplateResponse, e
 		}
 		response.ApplicationproblemJSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38471,6 +38553,37 @@ func ParseExportTemplateResponse(rsp *http.Response) (*ExportTemplateResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ExportTemplateResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers ExportTemplateResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -38742,6 +38855,37 @@ func ParseHeadExportTemplateResponse(rsp *http.Response) (*HeadExportTemplateRes
 			headers.XRequestId = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers HeadExportTemplateResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers HeadExportTemplateResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
