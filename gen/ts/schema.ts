@@ -593,6 +593,10 @@ export interface paths {
          *     `ETag` is its digest: exporting after importing it elsewhere gives the
          *     same `ETag`.
          *
+         *     No answer weighs more than 8 MiB: a community whose template would
+         *     (hundreds of channels each with an overwrite of most of 250 roles) is
+         *     a `409 limit_exceeded` with `limit` `answer_bytes`.
+         *
          *     **Permission:** the owner alone.
          */
         get: operations["exportTemplate"];
@@ -640,7 +644,11 @@ export interface paths {
          *     not 1..N for the roles, a `parent_id` that is not a category of the
          *     template, a category inside a category, an overwrite of a role the
          *     template does not have (`400`); a template over 1 MiB (`413`); more roles
-         *     or channels than the limits (`409 limit_exceeded`); a channel whose
+         *     or channels than the limits (`409 limit_exceeded`), or changes whose
+         *     list would weigh more than the 8 MiB an answer may hold (`409
+         *     limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+         *     at the limits removes over 100,000 overwrites; import in parts); a
+         *     channel whose
          *     `kind` differs from the community's channel of that ID (`409 conflict`:
          *     a kind does not change).
          *
@@ -1441,6 +1449,10 @@ export interface paths {
          *     one) are checked on at most 1,000 events of it a page: where few
          *     pass, a page may end short, even empty, with a `next_cursor` to go
          *     on from. A non-null `next_cursor` does not promise more events.
+         *
+         *     A page also ends early when its events' `data` and `reason` weigh
+         *     more than about 4 MiB (a profile-links change may weigh 250 KB), so
+         *     that no page reaches 8 MiB; it holds at least one event.
          *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
@@ -2708,7 +2720,7 @@ export interface components {
              */
             user_id?: string;
             /**
-             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`.
+             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `answer_bytes` (8 MiB, what one answer may weigh).
              * @example roles
              */
             limit?: string;
@@ -3335,6 +3347,17 @@ export interface components {
         };
         /** @description The request is invalid. A `HEAD` answer has no body; the same request with `GET` shows each problem. */
         HeadBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description A limit would be exceeded (`limit_exceeded`); the same request with `GET` says which. */
+        HeadConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestID"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -5011,6 +5034,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -5040,6 +5064,7 @@ export interface operations {
             401: components["responses"]["HeadUnauthorized"];
             403: components["responses"]["HeadForbidden"];
             405: components["responses"]["HeadMethodNotAllowed"];
+            409: components["responses"]["HeadConflict"];
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
