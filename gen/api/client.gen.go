@@ -111,6 +111,10 @@ type ClientInterface interface {
 	// pass, a page may end short, even empty, with a `next_cursor` to go
 	// on from. A non-null `next_cursor` does not promise more events.
 	//
+	// A page also ends early when its events' `data` and `reason` weigh
+	// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+	// that no page reaches 8 MiB; it holds at least one event.
+	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /audit-log (the `ListAuditLog` operationId).
@@ -521,6 +525,10 @@ type ClientInterface interface {
 	// `ETag` is its digest: exporting after importing it elsewhere gives the
 	// same `ETag`.
 	//
+	// No answer weighs more than 8 MiB: a community whose template would
+	// (hundreds of channels each with an overwrite of most of 250 roles) is
+	// a `409 limit_exceeded` with `limit` `answer_bytes`.
+	//
 	// **Permission:** the owner alone.
 	//
 	// Corresponds with GET /export (the `ExportTemplate` operationId).
@@ -556,7 +564,11 @@ type ClientInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -593,7 +605,11 @@ type ClientInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -740,6 +756,16 @@ type ClientInterface interface {
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
 	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
+	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
 	//
@@ -759,6 +785,16 @@ type ClientInterface interface {
 	// (checked before the permission, a channel the caller may not know of is
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
+	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -1588,6 +1624,10 @@ type ClientInterface interface {
 // pass, a page may end short, even empty, with a `next_cursor` to go
 // on from. A non-null `next_cursor` does not promise more events.
 //
+// A page also ends early when its events' `data` and `reason` weigh
+// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+// that no page reaches 8 MiB; it holds at least one event.
+//
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
 // Corresponds with GET /audit-log (the `ListAuditLog` operationId).
@@ -2278,6 +2318,10 @@ func (c *Client) CreateEventTicket(ctx context.Context, reqEditors ...RequestEdi
 // `ETag` is its digest: exporting after importing it elsewhere gives the
 // same `ETag`.
 //
+// No answer weighs more than 8 MiB: a community whose template would
+// (hundreds of channels each with an overwrite of most of 250 roles) is
+// a `409 limit_exceeded` with `limit` `answer_bytes`.
+//
 // **Permission:** the owner alone.
 //
 // Corresponds with GET /export (the `ExportTemplate` operationId).
@@ -2333,7 +2377,11 @@ func (c *Client) HeadExportTemplate(ctx context.Context, reqEditors ...RequestEd
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -2380,7 +2428,11 @@ func (c *Client) ImportTemplateWithBody(ctx context.Context, params *ImportTempl
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -2657,6 +2709,16 @@ func (c *Client) ReplaceGlobalPermissions(ctx context.Context, params *ReplaceGl
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
 //
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
+//
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
 //
@@ -2686,6 +2748,16 @@ func (c *Client) PreviewPermissionsWithBody(ctx context.Context, contentType str
 // (checked before the permission, a channel the caller may not know of is
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
+//
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
@@ -8807,6 +8879,10 @@ type ClientWithResponsesInterface interface {
 	// pass, a page may end short, even empty, with a `next_cursor` to go
 	// on from. A non-null `next_cursor` does not promise more events.
 	//
+	// A page also ends early when its events' `data` and `reason` weigh
+	// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+	// that no page reaches 8 MiB; it holds at least one event.
+	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9251,6 +9327,10 @@ type ClientWithResponsesInterface interface {
 	// `ETag` is its digest: exporting after importing it elsewhere gives the
 	// same `ETag`.
 	//
+	// No answer weighs more than 8 MiB: a community whose template would
+	// (hundreds of channels each with an overwrite of most of 250 roles) is
+	// a `409 limit_exceeded` with `limit` `answer_bytes`.
+	//
 	// **Permission:** the owner alone.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9290,7 +9370,11 @@ type ClientWithResponsesInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -9327,7 +9411,11 @@ type ClientWithResponsesInterface interface {
 	// not 1..N for the roles, a `parent_id` that is not a category of the
 	// template, a category inside a category, an overwrite of a role the
 	// template does not have (`400`); a template over 1 MiB (`413`); more roles
-	// or channels than the limits (`409 limit_exceeded`); a channel whose
+	// or channels than the limits (`409 limit_exceeded`), or changes whose
+	// list would weigh more than the 8 MiB an answer may hold (`409
+	// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+	// at the limits removes over 100,000 overwrites; import in parts); a
+	// channel whose
 	// `kind` differs from the community's channel of that ID (`409 conflict`:
 	// a kind does not change).
 	//
@@ -9494,6 +9582,16 @@ type ClientWithResponsesInterface interface {
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
 	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
+	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
 	//
@@ -9513,6 +9611,16 @@ type ClientWithResponsesInterface interface {
 	// (checked before the permission, a channel the caller may not know of is
 	// unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 	// channel, so none is left out. Nothing is written.
+	//
+	// With `explain`, the preview covers a page of channels: `channel_ids` is
+	// required and names at most 50 channels, else it is a `400` at
+	// `body.channel_ids`; ask for the others in further requests. The
+	// explanations of one answer hold at most 20,000 steps in all (the base's
+	// included): a request whose channels would explain themselves in more is
+	// a `400` at `body.channel_ids` too, checked after the permission, and
+	// fewer channels at a time fit (one channel always does). So an explained
+	// answer stays under 8 MiB. Without `explain`, every channel may be
+	// covered at once.
 	//
 	// **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 	// top role (the owner may preview any).
@@ -14941,6 +15049,14 @@ type ExportTemplateResponse405Headers struct {
 	XRequestId         *string
 }
 
+// ExportTemplateResponse409Headers the declared response headers of an HTTP 409 response for ExportTemplate
+type ExportTemplateResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // ExportTemplateResponse429Headers the declared response headers of an HTTP 429 response for ExportTemplate
 type ExportTemplateResponse429Headers struct {
 	RateLimitLimit     *int
@@ -14978,6 +15094,8 @@ type ExportTemplateResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
 	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -14992,6 +15110,8 @@ type ExportTemplateResponse struct {
 	Headers403 *ExportTemplateResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *ExportTemplateResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ExportTemplateResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ExportTemplateResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -15018,6 +15138,11 @@ func (r ExportTemplateResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
 func (r ExportTemplateResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
 	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ExportTemplateResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -15099,6 +15224,14 @@ type HeadExportTemplateResponse405Headers struct {
 	XRequestId         *string
 }
 
+// HeadExportTemplateResponse409Headers the declared response headers of an HTTP 409 response for HeadExportTemplate
+type HeadExportTemplateResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // HeadExportTemplateResponse429Headers the declared response headers of an HTTP 429 response for HeadExportTemplate
 type HeadExportTemplateResponse429Headers struct {
 	RateLimitLimit     *int
@@ -15136,6 +15269,8 @@ type HeadExportTemplateResponse struct {
 	Headers403 *HeadExportTemplateResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *HeadExportTemplateResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *HeadExportTemplateResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *HeadExportTemplateResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -25878,6 +26013,10 @@ func (r HeadTokenResponse) ContentType() string {
 // pass, a page may end short, even empty, with a `next_cursor` to go
 // on from. A non-null `next_cursor` does not promise more events.
 //
+// A page also ends early when its events' `data` and `reason` weigh
+// more than about 4 MiB (a profile-links change may weigh 250 KB), so
+// that no page reaches 8 MiB; it holds at least one event.
+//
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -26490,6 +26629,10 @@ func (c *ClientWithResponses) CreateEventTicketWithResponse(ctx context.Context,
 // `ETag` is its digest: exporting after importing it elsewhere gives the
 // same `ETag`.
 //
+// No answer weighs more than 8 MiB: a community whose template would
+// (hundreds of channels each with an overwrite of most of 250 roles) is
+// a `409 limit_exceeded` with `limit` `answer_bytes`.
+//
 // **Permission:** the owner alone.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -26541,7 +26684,11 @@ func (c *ClientWithResponses) HeadExportTemplateWithResponse(ctx context.Context
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -26584,7 +26731,11 @@ func (c *ClientWithResponses) ImportTemplateWithBodyWithResponse(ctx context.Con
 // not 1..N for the roles, a `parent_id` that is not a category of the
 // template, a category inside a category, an overwrite of a role the
 // template does not have (`400`); a template over 1 MiB (`413`); more roles
-// or channels than the limits (`409 limit_exceeded`); a channel whose
+// or channels than the limits (`409 limit_exceeded`), or changes whose
+// list would weigh more than the 8 MiB an answer may hold (`409
+// limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+// at the limits removes over 100,000 overwrites; import in parts); a
+// channel whose
 // `kind` differs from the community's channel of that ID (`409 conflict`:
 // a kind does not change).
 //
@@ -26829,6 +26980,16 @@ func (c *ClientWithResponses) ReplaceGlobalPermissionsWithResponse(ctx context.C
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
 //
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
+//
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
 //
@@ -26854,6 +27015,16 @@ func (c *ClientWithResponses) PreviewPermissionsWithBodyWithResponse(ctx context
 // (checked before the permission, a channel the caller may not know of is
 // unknown to them); holding `MANAGE_ROLES`, the caller may know of every
 // channel, so none is left out. Nothing is written.
+//
+// With `explain`, the preview covers a page of channels: `channel_ids` is
+// required and names at most 50 channels, else it is a `400` at
+// `body.channel_ids`; ask for the others in further requests. The
+// explanations of one answer hold at most 20,000 steps in all (the base's
+// included): a request whose channels would explain themselves in more is
+// a `400` at `body.channel_ids` too, checked after the permission, and
+// fewer channels at a time fit (one channel always does). So an explained
+// answer stays under 8 MiB. Without `explain`, every channel may be
+// covered at once.
 //
 // **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
 // top role (the owner may preview any).
@@ -38206,6 +38377,13 @@ func ParseExportTemplateResponse(rsp *http.Response) (*ExportTemplateResponse, e
 		}
 		response.ApplicationproblemJSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38375,6 +38553,37 @@ func ParseExportTemplateResponse(rsp *http.Response) (*ExportTemplateResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers ExportTemplateResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers ExportTemplateResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -38646,6 +38855,37 @@ func ParseHeadExportTemplateResponse(rsp *http.Response) (*HeadExportTemplateRes
 			headers.XRequestId = &value
 		}
 		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers HeadExportTemplateResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers HeadExportTemplateResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {

@@ -989,12 +989,15 @@ type PermissionPreview struct {
 	Channels []ChannelPreview `json:"channels"`
 }
 
-// PermissionPreviewRequest Example: {"channel_ids":["ops"],"explain":false,"roles":["mods"]}
+// PermissionPreviewRequest Example: {"channel_ids":["ops"],"explain":true,"roles":["mods"]}
 type PermissionPreviewRequest struct {
 	// ChannelIds The channels to compute; absent for every channel the caller can view.
+	// With `explain`, required and at most 50 (a `400` at
+	// `body.channel_ids` otherwise).
 	ChannelIds *[]ChannelID `json:"channel_ids,omitempty"`
 
-	// Explain Add the provenance of each permission, as `getUserPermissions` does.
+	// Explain Add the provenance of each permission, as `getUserPermissions` does,
+	// for at most 50 channels named in `channel_ids` and 20,000 steps in all.
 	Explain *bool    `json:"explain,omitempty"`
 	Roles   []RoleID `json:"roles"`
 }
@@ -1024,7 +1027,7 @@ type Problem struct {
 	// Example: /api/roles/mods/rename
 	Instance *string `json:"instance,omitempty"`
 
-	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`.
+	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `answer_bytes` (8 MiB, what one answer may weigh).
 	//
 	// Example: roles
 	Limit *string `json:"limit,omitempty"`

@@ -521,6 +521,16 @@ export interface paths {
          *     unknown to them); holding `MANAGE_ROLES`, the caller may know of every
          *     channel, so none is left out. Nothing is written.
          *
+         *     With `explain`, the preview covers a page of channels: `channel_ids` is
+         *     required and names at most 50 channels, else it is a `400` at
+         *     `body.channel_ids`; ask for the others in further requests. The
+         *     explanations of one answer hold at most 20,000 steps in all (the base's
+         *     included): a request whose channels would explain themselves in more is
+         *     a `400` at `body.channel_ids` too, checked after the permission, and
+         *     fewer channels at a time fit (one channel always does). So an explained
+         *     answer stays under 8 MiB. Without `explain`, every channel may be
+         *     covered at once.
+         *
          *     **Permission:** `MANAGE_ROLES`, and each role strictly below the caller's
          *     top role (the owner may preview any).
          */
@@ -583,6 +593,10 @@ export interface paths {
          *     `ETag` is its digest: exporting after importing it elsewhere gives the
          *     same `ETag`.
          *
+         *     No answer weighs more than 8 MiB: a community whose template would
+         *     (hundreds of channels each with an overwrite of most of 250 roles) is
+         *     a `409 limit_exceeded` with `limit` `answer_bytes`.
+         *
          *     **Permission:** the owner alone.
          */
         get: operations["exportTemplate"];
@@ -630,7 +644,11 @@ export interface paths {
          *     not 1..N for the roles, a `parent_id` that is not a category of the
          *     template, a category inside a category, an overwrite of a role the
          *     template does not have (`400`); a template over 1 MiB (`413`); more roles
-         *     or channels than the limits (`409 limit_exceeded`); a channel whose
+         *     or channels than the limits (`409 limit_exceeded`), or changes whose
+         *     list would weigh more than the 8 MiB an answer may hold (`409
+         *     limit_exceeded` with `limit` `answer_bytes`, as a dry run too: a prune
+         *     at the limits removes over 100,000 overwrites; import in parts); a
+         *     channel whose
          *     `kind` differs from the community's channel of that ID (`409 conflict`:
          *     a kind does not change).
          *
@@ -1432,6 +1450,10 @@ export interface paths {
          *     pass, a page may end short, even empty, with a `next_cursor` to go
          *     on from. A non-null `next_cursor` does not promise more events.
          *
+         *     A page also ends early when its events' `data` and `reason` weigh
+         *     more than about 4 MiB (a profile-links change may weigh 250 KB), so
+         *     that no page reaches 8 MiB; it holds at least one event.
+         *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
         get: operations["listAuditLog"];
@@ -2098,14 +2120,21 @@ export interface components {
          *       "channel_ids": [
          *         "ops"
          *       ],
-         *       "explain": false
+         *       "explain": true
          *     }
          */
         PermissionPreviewRequest: {
             roles: components["schemas"]["RoleID"][];
-            /** @description The channels to compute; absent for every channel the caller can view. */
+            /**
+             * @description The channels to compute; absent for every channel the caller can view.
+             *     With `explain`, required and at most 50 (a `400` at
+             *     `body.channel_ids` otherwise).
+             */
             channel_ids?: components["schemas"]["ChannelID"][];
-            /** @description Add the provenance of each permission, as `getUserPermissions` does. */
+            /**
+             * @description Add the provenance of each permission, as `getUserPermissions` does,
+             *     for at most 50 channels named in `channel_ids` and 20,000 steps in all.
+             */
             explain?: boolean;
         };
         /**
@@ -2691,7 +2720,7 @@ export interface components {
              */
             user_id?: string;
             /**
-             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`.
+             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `answer_bytes` (8 MiB, what one answer may weigh).
              * @example roles
              */
             limit?: string;
@@ -3318,6 +3347,17 @@ export interface components {
         };
         /** @description The request is invalid. A `HEAD` answer has no body; the same request with `GET` shows each problem. */
         HeadBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description A limit would be exceeded (`limit_exceeded`); the same request with `GET` says which. */
+        HeadConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestID"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -4994,6 +5034,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -5023,6 +5064,7 @@ export interface operations {
             401: components["responses"]["HeadUnauthorized"];
             403: components["responses"]["HeadForbidden"];
             405: components["responses"]["HeadMethodNotAllowed"];
+            409: components["responses"]["HeadConflict"];
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];

@@ -2,6 +2,7 @@ package guild
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -61,15 +62,47 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 		return Page[model.Event]{}, err
 	}
 	page := Page[model.Event]{}
+	if page.Items, err = s.visibleEvents(ctx, a, events); err != nil {
+		return Page[model.Event]{}, err
+	}
+	if n := fitPage(page.Items); n < len(page.Items) {
+		page.Items, next = page.Items[:n], page.Items[n-1].Seq
+	}
 	if next > 0 {
 		// The seq of the last entry read, shown or not: it tells nothing of
 		// what it was about.
 		page.NextCursor = s.cursors.encode(fmt.Sprint(next), filters...)
 	}
-	if page.Items, err = s.visibleEvents(ctx, a, events); err != nil {
-		return Page[model.Event]{}, err
-	}
 	return page, nil
+}
+
+// maxPageBytes bounds what the events of one audit-log page weigh as JSON.
+// One event holds at most about 250 KB (a profile-links change: twice ten
+// URLs of 2,048 characters, each escaped up to six times over), so 200 of
+// them could weigh 50 MB: a page ends early instead (a short page does not
+// mean the end), and stays under 8 MiB.
+const maxPageBytes = 4 << 20
+
+// fitPage returns how many of events, at least one, fit in maxPageBytes.
+func fitPage(events []model.Event) int {
+	total := 0
+	for i, e := range events {
+		if total += eventBytes(e); total > maxPageBytes && i > 0 {
+			return i
+		}
+	}
+	return len(events)
+}
+
+// eventBytes is about what an event weighs as JSON: its data and reason as
+// encoding/json writes them, and a bound on the rest.
+func eventBytes(e model.Event) int {
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return maxPageBytes // never here: the data was read as JSON
+	}
+	reason, _ := json.Marshal(e.Reason)
+	return len(data) + len(reason) + len(e.Type) + len(e.Subject) + 200
 }
 
 // visibleEvents leaves out the events about a channel the caller may not

@@ -2,6 +2,7 @@ package guild
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -15,6 +16,19 @@ type PreviewRequest struct {
 	ChannelIDs []string // nil: every channel the caller can view
 	Explain    bool
 }
+
+// A preview with explanations covers at most MaxExplainedChannels
+// channels, and its explanations hold at most MaxExplainSteps steps in all
+// (the base's included). An explanation grows with the roles times the
+// overwrites of each channel, so without the second bound fifty channels
+// of a community at the default limits would explain themselves in tens of
+// megabytes; with it, the answer stays under 8 MiB whatever the IDs (a step
+// encodes in at most about 400 bytes), and one channel always fits (at
+// most 10 × 503 steps, and 14 × 251 for the base).
+const (
+	MaxExplainedChannels = 50
+	MaxExplainSteps      = 20000
+)
 
 // Preview is what such a member would have.
 type Preview struct {
@@ -46,6 +60,10 @@ func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewReq
 			bad = append(bad, apperr.FieldError{Location: "body.channel_ids[" + strconv.Itoa(i) + "]", Message: "no channel with ID " + quote(id)})
 		}
 	}
+	if req.Explain && (req.ChannelIDs == nil || len(req.ChannelIDs) > MaxExplainedChannels) {
+		bad = append(bad, apperr.FieldError{Location: "body.channel_ids", Message: fmt.Sprintf(
+			"with explain, name at most %d channels in channel_ids and ask for the others in further requests", MaxExplainedChannels)})
+	}
 	if len(bad) > 0 {
 		return Preview{}, apperr.InvalidFields(bad)
 	}
@@ -60,8 +78,10 @@ func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewReq
 	}
 	sub := subjectOf(a.auth, false, req.Roles, nil, a.now)
 	out := Preview{Base: permissions.Base(sub), Channels: []ChannelPreview{}}
+	steps := 0
 	if req.Explain {
 		out.BaseExplain = permissions.Explain(sub, nil)
+		steps += countSteps(out.BaseExplain)
 	}
 	wanted := map[string]bool{}
 	for _, id := range req.ChannelIDs {
@@ -75,8 +95,22 @@ func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewReq
 		p := ChannelPreview{ChannelID: c.ID, Permissions: permissions.InChannel(sub, ch)}
 		if req.Explain {
 			p.Explain = permissions.Explain(sub, &ch)
+			if steps += countSteps(p.Explain); steps > MaxExplainSteps {
+				// Known only from the state, hence checked after the
+				// permission: it tells nothing to a caller who may not ask.
+				return Preview{}, apperr.InvalidAt("body.channel_ids", "the explanations of these %d channels hold more than %d steps; "+
+					"ask for fewer channels at a time (in tree order, the first %d fit)", len(req.ChannelIDs), MaxExplainSteps, len(out.Channels))
+			}
 		}
 		out.Channels = append(out.Channels, p)
 	}
 	return out, nil
+}
+
+func countSteps(list []permissions.Explanation) int {
+	n := 0
+	for _, e := range list {
+		n += len(e.Steps)
+	}
+	return n
 }

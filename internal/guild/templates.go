@@ -3,6 +3,7 @@ package guild
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -450,7 +451,48 @@ func planImport(auth *store.AuthState, t Template, prune bool, limits Limits) (*
 	if p.changes == nil {
 		p.changes = []TemplateChange{}
 	}
+	if n, ok := changesFit(p.changes); !ok {
+		return nil, AnswerTooLarge("The list of this import's changes", n,
+			"import the template in parts (fewer channels or overwrites at a time), or without prune")
+	}
 	return p, nil
+}
+
+// MaxAnswerBytes bounds what one answer of the API weighs (docs/design.md
+// §14, attachments' bytes aside): an answer that would weigh more is paged,
+// or refused before anything is done.
+const MaxAnswerBytes = 8 << 20
+
+// AnswerTooLarge is the 409 of an answer that would weigh n bytes, more
+// than MaxAnswerBytes; instead says what to do.
+func AnswerTooLarge(what string, n int, instead string) error {
+	return &apperr.Error{Kind: apperr.ErrLimitExceeded, Limit: "answer_bytes",
+		Detail: fmt.Sprintf("%s would take %d bytes or more, over the %d bytes one answer may hold: %s.", what, n, MaxAnswerBytes, instead)}
+}
+
+// changesFit says whether changes, written as JSON, stay under
+// MaxAnswerBytes, and how much they weigh (as far as it counted). A
+// change's before and after are written as encoding/json writes them; its
+// other members take at most 64 bytes beside its ID. A prune at the limits lists
+// 500 × 250 overwrites removed, about 40 MB.
+func changesFit(changes []TemplateChange) (int, bool) {
+	n := 0
+	for _, c := range changes {
+		n += len(c.ID) + 64
+		for _, m := range []map[string]any{c.Before, c.After} {
+			if m != nil {
+				b, err := json.Marshal(m)
+				if err != nil {
+					return n, false // never here: the maps hold names, numbers and strings
+				}
+				n += len(b)
+			}
+		}
+		if n > MaxAnswerBytes-64<<10 { // the envelope's margin
+			return n, false
+		}
+	}
+	return n, true
 }
 
 // applyImport makes a plan's changes, each with its usual event, and

@@ -31,7 +31,7 @@ var problems = map[api.ProblemCode]problemInfo{
 	api.ProblemCodeNotFound:             {404, "Not found", "The resource named in the path does not exist, or no route matches the URL."},
 	api.ProblemCodeMethodNotAllowed:     {405, "Method not allowed", "The URL exists but not with this method; `Allow` lists the methods it takes."},
 	api.ProblemCodeConflict:             {409, "Conflict", "The change conflicts with the current state: the ID, username or email is taken, or the owner cannot be changed that way."},
-	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (`roles`, `overwrites_per_channel` or `profile_links`)."},
+	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (such as `roles`, `overwrites_per_channel`, `profile_links`, or `answer_bytes`: an answer would weigh more than 8 MiB)."},
 	api.ProblemCodePreconditionFailed:   {412, "Precondition failed", "The `If-Match` header does not match the resource's current `ETag`: someone changed it since you read it. Read it again and retry."},
 	api.ProblemCodePayloadTooLarge:      {413, "Payload too large", "The body is larger than allowed: 1 MiB for JSON, and the configured attachment limit (25 MiB by default) for uploads."},
 	api.ProblemCodeUnsupportedMediaType: {415, "Unsupported media type", "The body's `Content-Type` is missing or not one the operation accepts."},

@@ -22,11 +22,29 @@ func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateReques
 		return nil, err
 	}
 	body := toTemplate(t)
+	if err := fitsAnAnswer(body); err != nil {
+		return nil, err
+	}
 	tag, err := templateTag(body)
 	if err != nil {
 		return nil, err
 	}
 	return api.ExportTemplate200JSONResponse{Body: body, Headers: api.ExportTemplate200ResponseHeaders{ETag: &tag}}, nil
+}
+
+// fitsAnAnswer refuses a template that would weigh more than an answer
+// may: 500 channels with an overwrite of each of 250 roles weigh about
+// 40 MB.
+func fitsAnAnswer(t api.Template) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode template: %w", err)
+	}
+	if len(b) > guild.MaxAnswerBytes {
+		return guild.AnswerTooLarge("The community's template", len(b),
+			"it has more channels and overwrites than one template can carry (an import takes at most 1 MiB)")
+	}
+	return nil
 }
 
 // templateTag is the entity tag of a template: a digest of its JSON, which

@@ -1,20 +1,58 @@
 // View as roles: what a member holding @everyone and exactly the roles picked
-// could see and do, channel by channel in tree order (POST
-// /permissions/preview with explain), with "Why?" for every cell.
+// could see and do, channel by channel in tree order, with "Why?" for every
+// cell. POST /permissions/preview without explain names the channels; their
+// explanations come a page of channels at a time, as the server asks.
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { need, roleReason } from "../access";
-import { ok, type Channel, type Explanation, type Permission, type Schemas } from "../api";
+import { ApiError, ok, type Api, type Channel, type Explanation, type Permission, type Schemas } from "../api";
 import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
 import { Btn, ProblemBox, ReadOnly, useAction, Why } from "../ui";
 import { stepWords } from "./permissions";
 
 type Preview = Schemas["PermissionPreview"];
 
+/** The most channels the server explains in one request. */
+const pageSize = 50;
+
 interface Result {
   roles: string[];
+  /** Every channel the preview covers, without explanations: the pages' rows. */
+  all: Preview;
+  page: number;
+  /** The page's channels, with their explanations. */
   preview: Preview;
   channels: Channel[];
+}
+
+function pageIDs(all: Preview, page: number): string[] {
+  return all.channels.slice(page * pageSize, (page + 1) * pageSize).map((x) => x.channel_id);
+}
+
+/**
+ * The preview of ids with explanations, asked for in pages of at most
+ * pageSize channels. The server also refuses explanations longer than it
+ * answers at once (a 400 at body.channel_ids, with many roles and
+ * overwrites): the page is then halved, and the rest asked for in pages of
+ * the size that fits, as one channel always does.
+ */
+async function explained(api: Api, roles: string[], ids: string[]): Promise<Preview> {
+  const pages: Preview[] = [];
+  let size = pageSize;
+  for (let at = 0; at < ids.length || pages.length === 0; ) {
+    const chunk = ids.slice(at, at + size);
+    try {
+      pages.push((await ok(api.POST("/permissions/preview", { body: { roles, channel_ids: chunk, explain: true } }))).data);
+    } catch (e) {
+      const tooLong = e instanceof ApiError && e.status === 400 && (e.problem.errors ?? []).some((x) => x.location === "body.channel_ids");
+      if (!tooLong || chunk.length < 2) throw e;
+      size = Math.ceil(chunk.length / 2);
+      continue;
+    }
+    at += chunk.length;
+  }
+  const [first] = pages as [Preview, ...Preview[]];
+  return { ...first, channels: pages.flatMap((p) => p.channels) };
 }
 
 /** A cell: the channel (or null for the base permissions) and the permission. */
@@ -34,8 +72,17 @@ export function PreviewPage(): JSX.Element {
   const show = async (e: Event) => {
     e.preventDefault();
     await act.run(async () => {
-      const [p, channels] = await Promise.all([ok(c.api.POST("/permissions/preview", { body: { roles, explain: true } })), listChannels(c)]);
-      setResult({ roles, preview: p.data, channels });
+      const [all, channels] = await Promise.all([ok(c.api.POST("/permissions/preview", { body: { roles } })), listChannels(c)]);
+      const preview = await explained(c.api, roles, pageIDs(all.data, 0));
+      setResult({ roles, all: all.data, page: 0, preview, channels });
+      setCell(null);
+    });
+  };
+  const turn = async (page: number) => {
+    if (!result) return;
+    await act.run(async () => {
+      const preview = await explained(c.api, result.roles, pageIDs(result.all, page));
+      setResult({ ...result, page, preview });
       setCell(null);
     });
   };
@@ -90,14 +137,21 @@ export function PreviewPage(): JSX.Element {
         </form>
         <ProblemBox error={act.error} names={c.names} />
       </section>
-      {result && <PreviewTable result={result} cell={cell} onCell={setCell} />}
+      {result && <PreviewTable result={result} cell={cell} onCell={setCell} onPage={(n) => void turn(n)} busy={act.busy} />}
     </div>
   );
 }
 
-function PreviewTable(props: { result: Result; cell: Cell | null; onCell: (c: Cell | null) => void }): JSX.Element {
+function PreviewTable(props: {
+  result: Result;
+  cell: Cell | null;
+  onCell: (c: Cell | null) => void;
+  onPage: (page: number) => void;
+  busy: boolean;
+}): JSX.Element {
   const c = useConsole();
-  const { preview, channels } = props.result;
+  const { preview, channels, all, page } = props.result;
+  const pages = Math.ceil(all.channels.length / pageSize);
   const cols = channelScoped(c.catalog);
   const byID = new Map(channels.map((x) => [x.id, x]));
   const as = props.result.roles.length ? props.result.roles.map(c.names.role).join(", ") : "no role";
@@ -168,6 +222,19 @@ function PreviewTable(props: { result: Result; cell: Cell | null; onCell: (c: Ce
         </table>
       </div>
       {preview.channels.length === 0 && <p class="muted">No channels you can see.</p>}
+      {pages > 1 && (
+        <div class="row" data-testid="preview-pages">
+          <Btn reason={page > 0 ? null : "this is the first page"} busy={props.busy} onClick={() => props.onPage(page - 1)} testid="preview-prev">
+            ← Previous
+          </Btn>
+          <span>
+            Channels {page * pageSize + 1}–{Math.min((page + 1) * pageSize, all.channels.length)} of {all.channels.length}
+          </span>
+          <Btn reason={page + 1 < pages ? null : "this is the last page"} busy={props.busy} onClick={() => props.onPage(page + 1)} testid="preview-next">
+            Next →
+          </Btn>
+        </div>
+      )}
       {cell && (
         <div class="why-cell" data-testid="preview-why" role="region" aria-live="polite" aria-label="Why?">
           <h3>
