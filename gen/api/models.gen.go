@@ -1024,7 +1024,7 @@ type Problem struct {
 	// Example: /api/roles/mods/rename
 	Instance *string `json:"instance,omitempty"`
 
-	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`.
+	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`.
 	//
 	// Example: roles
 	Limit *string `json:"limit,omitempty"`
