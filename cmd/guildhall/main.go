@@ -167,7 +167,10 @@ func (t *tokenCreateCmd) Run(io *streams) error {
 	defer a.Close()
 	tok, secret, err := a.Service.IssueToken(ctx, t.User, t.Name)
 	if errors.Is(err, apperr.ErrLimitExceeded) {
-		return fmt.Errorf("user %q already holds the most tokens allowed (%d, --max-tokens-per-user or GUILDHALL_MAX_TOKENS_PER_USER): revoke one first (DELETE /api/users/{userID}/tokens/{tokenID})",
+		// The way out when every one of them is lost (the owner's) is
+		// the operator's: this command run once with a higher limit.
+		return fmt.Errorf("user %q already holds the most tokens allowed (%d, --max-tokens-per-user or GUILDHALL_MAX_TOKENS_PER_USER): "+
+			"revoke one first (DELETE /api/users/{userID}/tokens/{tokenID}); if none of them works any more, run this command once with a higher --max-tokens-per-user",
 			t.User, t.MaxTokensPerUser)
 	}
 	if err != nil {
