@@ -156,6 +156,44 @@ func TestRateLimitPerUser(t *testing.T) {
 	}
 }
 
+// A token that stops authenticating (revoked) stops spending its user's
+// bucket: past its first refusal its requests are its address's, so that
+// whoever still holds it cannot keep its user's bucket empty.
+func TestRateLimitRevokedTokenSpendsItsAddress(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.SQLite, testenv.WithConfig(func(c *config.Config) {
+		c.RateLimit = 0.05 // bursts of 1, refilled every 20 s
+		c.TrustedProxies = []string{"127.0.0.1/32"}
+	}))
+	addr := 0
+	from := func() map[string]string {
+		addr++
+		return map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", addr)}
+	}
+	res := e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: e.Owner, Headers: from(),
+		Body: map[string]any{"username": "alice"}})
+	aliceID := res.Map(t)["id"].(string)
+	// Minted outside HTTP, so that making it spends no bucket.
+	leaked, secret, err := e.App.Service.IssueToken(context.Background(), "alice", "leaked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/me", Token: secret, Headers: from()}) // known from now on
+	if _, err := e.App.Store.Write(context.Background(), func(tx *store.Tx) error {
+		return tx.DeleteToken(context.Background(), aliceID, leaked.ID)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Its first request after the revocation still spends alice's bucket
+	// (the limiter answers before the credential lookup), and empties it.
+	e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/me", Token: secret, Headers: from()}), http.StatusUnauthorized, "unauthenticated")
+	for i := range 5 {
+		if res := e.Do(testenv.Req{Method: "GET", Path: "/me", Token: secret, Headers: from()}); res.Status != http.StatusUnauthorized {
+			t.Fatalf("request %d of the revoked token from a fresh address: %s (its user's empty bucket, not its address's)", i+2, res)
+		}
+	}
+}
+
 // A user has at most 5 event streams open at once on an instance, however
 // they open them (tokens, tickets): the 6th is 429 rate_limited with
 // Retry-After and leaves its ticket unused; a stream that ends, closed by
