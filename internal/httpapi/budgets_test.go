@@ -84,6 +84,45 @@ func TestTokenLimit(t *testing.T) {
 	})
 }
 
+// Creates racing for the last places of a user's tokens take exactly those
+// places: the count and the insert are one serialized write.
+func TestTokenLimitConcurrentCreates(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind, testenv.WithConfig(func(c *config.Config) { c.MaxTokensPerUser = 5 }))
+		alice := e.NewUser("alice") // one place taken
+		const racers = 12
+		statuses := make(chan int, racers)
+		errs := make(chan error, racers)
+		for range racers {
+			go func() {
+				status, _, err := sseRawDo(context.Background(), e, alice.Token, "POST", "/users/"+alice.ID+"/tokens", map[string]any{"name": "racer"})
+				statuses <- status
+				errs <- err
+			}()
+		}
+		created := 0
+		for range racers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+			switch s := <-statuses; s {
+			case http.StatusCreated:
+				created++
+			case http.StatusConflict:
+			default:
+				t.Errorf("status %d", s)
+			}
+		}
+		var l api.TokenList
+		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/tokens", Token: alice.Token}).JSON(t, &l)
+		if created != 4 || len(l.Items) != 5 {
+			t.Fatalf("%d of %d racing creates succeeded, %d tokens held; want 4 and the limit, 5", created, racers, len(l.Items))
+		}
+	})
+}
+
 // All of a user's tokens share one rate-limit bucket: ten tokens used in
 // turn are refused as one would be, whichever address they come from, and
 // another user keeps a bucket of their own.
