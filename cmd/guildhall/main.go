@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/guildhall/guildhall/internal/app"
+	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/backup"
 	"github.com/guildhall/guildhall/internal/config"
 	"github.com/guildhall/guildhall/internal/store"
@@ -141,13 +143,20 @@ type tokenCreateCmd struct {
 	User string `required:"" help:"Username of the token's owner."`
 	Name string `default:"cli" help:"Label of the token."`
 	config.Store
+	config.Tokens
 }
 
-func (t *tokenCreateCmd) Validate() error { return t.Store.Validate() }
+func (t *tokenCreateCmd) Validate() error {
+	if t.MaxTokensPerUser < 1 {
+		return errors.New("a user must be allowed at least one token")
+	}
+	return t.Store.Validate()
+}
 
 func (t *tokenCreateCmd) Run(io *streams) error {
 	cfg := config.Default()
 	cfg.Store = t.Store
+	cfg.Tokens = t.Tokens // the server's limit, so the CLI cannot mint past it
 	ctx := context.Background()
 	// Not a serving process: app.New starts no background work, so nothing
 	// here sweeps a running server's uploads or blobs.
@@ -157,6 +166,13 @@ func (t *tokenCreateCmd) Run(io *streams) error {
 	}
 	defer a.Close()
 	tok, secret, err := a.Service.IssueToken(ctx, t.User, t.Name)
+	if errors.Is(err, apperr.ErrLimitExceeded) {
+		// The way out when every one of them is lost (the owner's) is
+		// the operator's: this command run once with a higher limit.
+		return fmt.Errorf("user %q already holds the most tokens allowed (%d, --max-tokens-per-user or GUILDHALL_MAX_TOKENS_PER_USER): "+
+			"revoke one first (DELETE /api/users/{userID}/tokens/{tokenID}); if none of them works any more, run this command once with a higher --max-tokens-per-user",
+			t.User, t.MaxTokensPerUser)
+	}
 	if err != nil {
 		return err
 	}

@@ -491,6 +491,13 @@ type ClientInterface interface {
 	// channel the caller may not know of are left out, as in the audit log,
 	// decided as the caller's permissions are when the events are sent.
 	//
+	// A user may have at most 5 streams open at once on a server instance
+	// (by default), however they open them (any of their tokens, tickets):
+	// one more is a `429` `rate_limited` with `Retry-After`, and its ticket,
+	// if any, stays usable. A stream's place is freed when it ends (closed by
+	// the client, or by the server: a revoked token, a lost permission, a
+	// shutdown).
+	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /events (the `StreamEvents` operationId).
@@ -498,7 +505,8 @@ type ClientInterface interface {
 
 	// HeadEvents Stream events live (headers only)
 	//
-	// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110).
+	// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110):
+	// a `429` when the user's streams are all open, without opening one.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -1553,6 +1561,12 @@ type ClientInterface interface {
 	// Mints a token for the user. The secret is in this answer only; the server
 	// keeps its hash.
 	//
+	// A user holds at most 25 tokens (by default; the owner's first token
+	// and those `guildhall token create` prints count too, expired ones do
+	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// of a user's tokens share one rate-limit budget.
+	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
 	// permissions (else `403 self_or_owner_only`).
 	//
@@ -1565,6 +1579,12 @@ type ClientInterface interface {
 	//
 	// Mints a token for the user. The secret is in this answer only; the server
 	// keeps its hash.
+	//
+	// A user holds at most 25 tokens (by default; the owner's first token
+	// and those `guildhall token create` prints count too, expired ones do
+	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// of a user's tokens share one rate-limit budget.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
 	// permissions (else `403 self_or_owner_only`).
@@ -2254,6 +2274,13 @@ func (c *Client) RenameChannel(ctx context.Context, channelID ChannelID, params 
 // channel the caller may not know of are left out, as in the audit log,
 // decided as the caller's permissions are when the events are sent.
 //
+// A user may have at most 5 streams open at once on a server instance
+// (by default), however they open them (any of their tokens, tickets):
+// one more is a `429` `rate_limited` with `Retry-After`, and its ticket,
+// if any, stays usable. A stream's place is freed when it ends (closed by
+// the client, or by the server: a revoked token, a lost permission, a
+// shutdown).
+//
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
 // Corresponds with GET /events (the `StreamEvents` operationId).
@@ -2271,7 +2298,8 @@ func (c *Client) StreamEvents(ctx context.Context, params *StreamEventsParams, r
 
 // HeadEvents Stream events live (headers only)
 //
-// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110).
+// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110):
+// a `429` when the user's streams are all open, without opening one.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -4068,6 +4096,12 @@ func (c *Client) HeadTokens(ctx context.Context, userID UserID, reqEditors ...Re
 // Mints a token for the user. The secret is in this answer only; the server
 // keeps its hash.
 //
+// A user holds at most 25 tokens (by default; the owner's first token
+// and those `guildhall token create` prints count too, expired ones do
+// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// of a user's tokens share one rate-limit budget.
+//
 // **Permission:** the user themself, or the owner, whatever the caller's
 // permissions (else `403 self_or_owner_only`).
 //
@@ -4090,6 +4124,12 @@ func (c *Client) CreateTokenWithBody(ctx context.Context, userID UserID, params 
 //
 // Mints a token for the user. The secret is in this answer only; the server
 // keeps its hash.
+//
+// A user holds at most 25 tokens (by default; the owner's first token
+// and those `guildhall token create` prints count too, expired ones do
+// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// of a user's tokens share one rate-limit budget.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
 // permissions (else `403 self_or_owner_only`).
@@ -9287,6 +9327,13 @@ type ClientWithResponsesInterface interface {
 	// channel the caller may not know of are left out, as in the audit log,
 	// decided as the caller's permissions are when the events are sent.
 	//
+	// A user may have at most 5 streams open at once on a server instance
+	// (by default), however they open them (any of their tokens, tickets):
+	// one more is a `429` `rate_limited` with `Retry-After`, and its ticket,
+	// if any, stays usable. A stream's place is freed when it ends (closed by
+	// the client, or by the server: a revoked token, a lost permission, a
+	// shutdown).
+	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9296,7 +9343,8 @@ type ClientWithResponsesInterface interface {
 
 	// HeadEventsWithResponse Stream events live (headers only)
 	//
-	// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110).
+	// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110):
+	// a `429` when the user's streams are all open, without opening one.
 	//
 	// **Permission:** `VIEW_AUDIT_LOG`.
 	//
@@ -10429,6 +10477,12 @@ type ClientWithResponsesInterface interface {
 	// Mints a token for the user. The secret is in this answer only; the server
 	// keeps its hash.
 	//
+	// A user holds at most 25 tokens (by default; the owner's first token
+	// and those `guildhall token create` prints count too, expired ones do
+	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// of a user's tokens share one rate-limit budget.
+	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
 	// permissions (else `403 self_or_owner_only`).
 	//
@@ -10441,6 +10495,12 @@ type ClientWithResponsesInterface interface {
 	//
 	// Mints a token for the user. The secret is in this answer only; the server
 	// keeps its hash.
+	//
+	// A user holds at most 25 tokens (by default; the owner's first token
+	// and those `guildhall token create` prints count too, expired ones do
+	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// of a user's tokens share one rate-limit budget.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
 	// permissions (else `403 self_or_owner_only`).
@@ -25271,6 +25331,14 @@ type CreateTokenResponse408Headers struct {
 	XRequestId         *string
 }
 
+// CreateTokenResponse409Headers the declared response headers of an HTTP 409 response for CreateToken
+type CreateTokenResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // CreateTokenResponse413Headers the declared response headers of an HTTP 413 response for CreateToken
 type CreateTokenResponse413Headers struct {
 	RateLimitLimit     *int
@@ -25338,6 +25406,8 @@ type CreateTokenResponse struct {
 	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -25364,6 +25434,8 @@ type CreateTokenResponse struct {
 	Headers405 *CreateTokenResponse405Headers
 	// Headers408 the parsed response headers for an HTTP 408 response
 	Headers408 *CreateTokenResponse408Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateTokenResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateTokenResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
@@ -25411,6 +25483,11 @@ func (r CreateTokenResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
 // GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
 func (r CreateTokenResponse) GetApplicationproblemJSON408() *RequestTimeout {
 	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateTokenResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -26571,6 +26648,13 @@ func (c *ClientWithResponses) RenameChannelWithResponse(ctx context.Context, cha
 // channel the caller may not know of are left out, as in the audit log,
 // decided as the caller's permissions are when the events are sent.
 //
+// A user may have at most 5 streams open at once on a server instance
+// (by default), however they open them (any of their tokens, tickets):
+// one more is a `429` `rate_limited` with `Retry-After`, and its ticket,
+// if any, stays usable. A stream's place is freed when it ends (closed by
+// the client, or by the server: a revoked token, a lost permission, a
+// shutdown).
+//
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -26586,7 +26670,8 @@ func (c *ClientWithResponses) StreamEventsWithResponse(ctx context.Context, para
 
 // HeadEventsWithResponse Stream events live (headers only)
 //
-// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110).
+// The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110):
+// a `429` when the user's streams are all open, without opening one.
 //
 // **Permission:** `VIEW_AUDIT_LOG`.
 //
@@ -28165,6 +28250,12 @@ func (c *ClientWithResponses) HeadTokensWithResponse(ctx context.Context, userID
 // Mints a token for the user. The secret is in this answer only; the server
 // keeps its hash.
 //
+// A user holds at most 25 tokens (by default; the owner's first token
+// and those `guildhall token create` prints count too, expired ones do
+// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// of a user's tokens share one rate-limit budget.
+//
 // **Permission:** the user themself, or the owner, whatever the caller's
 // permissions (else `403 self_or_owner_only`).
 //
@@ -28183,6 +28274,12 @@ func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Contex
 //
 // Mints a token for the user. The secret is in this answer only; the server
 // keeps its hash.
+//
+// A user holds at most 25 tokens (by default; the owner's first token
+// and those `guildhall token create` prints count too, expired ones do
+// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// of a user's tokens share one rate-limit budget.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
 // permissions (else `403 self_or_owner_only`).
@@ -60878,6 +60975,13 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 		}
 		response.ApplicationproblemJSON408 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -61161,6 +61265,37 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers408 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateTokenResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 413:
 		var headers CreateTokenResponse413Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {

@@ -1027,7 +1027,7 @@ type Problem struct {
 	// Example: /api/roles/mods/rename
 	Instance *string `json:"instance,omitempty"`
 
-	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `answer_bytes` (8 MiB, what one answer may weigh).
+	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`, `answer_bytes` (8 MiB, what one answer may weigh).
 	//
 	// Example: roles
 	Limit *string `json:"limit,omitempty"`

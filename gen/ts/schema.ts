@@ -1316,6 +1316,12 @@ export interface paths {
          * @description Mints a token for the user. The secret is in this answer only; the server
          *     keeps its hash.
          *
+         *     A user holds at most 25 tokens (by default; the owner's first token
+         *     and those `guildhall token create` prints count too, expired ones do
+         *     not): one more is a `409` `limit_exceeded` with `limit: tokens`,
+         *     whoever asks. Revoking a token (`deleteToken`) frees its place. All
+         *     of a user's tokens share one rate-limit budget.
+         *
          *     **Permission:** the user themself, or the owner, whatever the caller's
          *     permissions (else `403 self_or_owner_only`).
          */
@@ -1490,6 +1496,13 @@ export interface paths {
          *     channel the caller may not know of are left out, as in the audit log,
          *     decided as the caller's permissions are when the events are sent.
          *
+         *     A user may have at most 5 streams open at once on a server instance
+         *     (by default), however they open them (any of their tokens, tickets):
+         *     one more is a `429` `rate_limited` with `Retry-After`, and its ticket,
+         *     if any, stays usable. A stream's place is freed when it ends (closed by
+         *     the client, or by the server: a revoked token, a lost permission, a
+         *     shutdown).
+         *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
         get: operations["streamEvents"];
@@ -1499,7 +1512,8 @@ export interface paths {
         options?: never;
         /**
          * Stream events live (headers only)
-         * @description The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110).
+         * @description The answer `streamEvents` gives, with its status and headers but without its body (RFC 9110):
+         *     a `429` when the user's streams are all open, without opening one.
          *
          *     **Permission:** `VIEW_AUDIT_LOG`.
          */
@@ -2720,7 +2734,7 @@ export interface components {
              */
             user_id?: string;
             /**
-             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `answer_bytes` (8 MiB, what one answer may weigh).
+             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`, `answer_bytes` (8 MiB, what one answer may weigh).
              * @example roles
              */
             limit?: string;
@@ -6646,6 +6660,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

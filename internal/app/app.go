@@ -88,6 +88,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	broker := events.NewBroker()
 	limits := guild.DefaultLimits()
 	limits.MaxAttachmentBytes = cfg.MaxAttachmentBytes
+	limits.MaxTokensPerUser = cfg.MaxTokensPerUser
 	svc := guild.New(guild.Options{Store: st, Blobs: blobs, Limits: limits, Notifier: broker, Logger: log})
 	token, err := svc.Bootstrap(ctx, cfg.OwnerName, cfg.BootstrapToken)
 	if err != nil {
@@ -130,7 +131,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
 		tracing: tp}
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
-		RateLimit: cfg.RateLimit, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
+		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
 		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout, DBTimeout: cfg.DBTimeout,
 			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, TrustedProxies: proxies,
 			RateLimitClients: cfg.RateLimitClients},

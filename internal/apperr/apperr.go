@@ -22,6 +22,7 @@ var (
 	ErrPrecondition     = errors.New("precondition failed")
 	ErrTooLarge         = errors.New("payload too large")
 	ErrUnsupportedMedia = errors.New("unsupported media type")
+	ErrRateLimited      = errors.New("rate limited")
 	// Faults: the request could not be carried out, through no fault of its
 	// own, or its body stalled.
 	ErrRequestTimeout      = errors.New("request timeout")
@@ -67,6 +68,7 @@ type Error struct {
 	Forbidden *Forbidden   // ErrForbidden
 	Limit     string       // ErrLimitExceeded: the limit's name
 	Current   string       // ErrPrecondition: the version the resource is at
+	Retry     string       // ErrRateLimited: the Retry-After, in seconds
 	Cause     error        // wrapped, for logs only
 }
 
@@ -104,6 +106,11 @@ func Conflict(format string, args ...any) error {
 func LimitExceeded(limit string, max int, what string) error {
 	return &Error{Kind: ErrLimitExceeded, Limit: limit,
 		Detail: fmt.Sprintf("The limit of %d %s is reached.", max, what)}
+}
+
+// RateLimited builds a 429 rate_limited to retry after retry seconds.
+func RateLimited(retry, detail string) error {
+	return &Error{Kind: ErrRateLimited, Retry: retry, Detail: detail}
 }
 
 // Invalid builds a 400 with one error about an input field (see

@@ -27,16 +27,24 @@ type Store struct {
 	DatabaseURL string `name:"database-url" env:"GUILDHALL_DATABASE_URL" help:"A postgres:// URL switches to PostgreSQL; empty uses the embedded SQLite store."`
 }
 
+// Tokens bounds a user's tokens. Both the server and `guildhall token
+// create` take it, so that neither mints past it.
+type Tokens struct {
+	MaxTokensPerUser int `name:"max-tokens-per-user" env:"GUILDHALL_MAX_TOKENS_PER_USER" default:"25" help:"Most tokens a user may hold (revoked and expired ones not counted); one more is a 409 limit_exceeded."`
+}
+
 // Config is everything an instance needs.
 type Config struct {
 	Store
+	Tokens
 
 	Addr               string        `name:"addr" env:"GUILDHALL_ADDR" default:":8080" help:"Listen address."`
 	BootstrapToken     string        `name:"bootstrap-token" env:"GUILDHALL_BOOTSTRAP_TOKEN" help:"The owner's token on an empty store (at least 32 characters); ignored otherwise."`
 	OwnerName          string        `name:"owner" env:"GUILDHALL_OWNER" default:"owner" help:"Username of the owner created on an empty store."`
 	MaxAttachmentBytes int64         `name:"max-attachment-bytes" env:"GUILDHALL_MAX_ATTACHMENT_BYTES" default:"26214400" help:"Largest attachment upload in bytes; larger is a 413."`
-	RateLimit          float64       `name:"rate-limit" env:"GUILDHALL_RATE_LIMIT" default:"20" help:"Requests per second per token (per client address without one), bursts of twice that; 0 turns it off."`
-	RateLimitClients   int           `name:"rate-limit-clients" env:"GUILDHALL_RATE_LIMIT_CLIENTS" default:"10000" help:"How many client addresses, and how many tokens, the rate limiter remembers (least recently seen forgotten first)."`
+	RateLimit          float64       `name:"rate-limit" env:"GUILDHALL_RATE_LIMIT" default:"20" help:"Requests per second per user, all their tokens together (per client address without a known token), bursts of twice that; 0 turns it off."`
+	RateLimitClients   int           `name:"rate-limit-clients" env:"GUILDHALL_RATE_LIMIT_CLIENTS" default:"10000" help:"How many client addresses, how many users and how many tokens the rate limiter remembers (least recently seen forgotten first)."`
+	MaxEventStreams    int           `name:"max-event-streams" env:"GUILDHALL_MAX_EVENT_STREAMS" default:"5" help:"Most event streams one user may have open at once on this instance; one more is a 429 rate_limited."`
 	TrustedProxies     []string      `name:"trusted-proxies" env:"GUILDHALL_TRUSTED_PROXIES" sep:"," help:"Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed; empty: the client address is the connection's."`
 	CORSOrigins        []string      `name:"cors-origins" env:"GUILDHALL_CORS_ORIGINS" sep:"," help:"Comma-separated origins allowed to call from a browser; empty allows none."`
 	EventRetention     time.Duration `name:"event-retention" env:"GUILDHALL_EVENT_RETENTION" default:"0s" help:"Delete audit events older than this (e.g. 2160h); 0 keeps every event."`
@@ -105,6 +113,12 @@ func (c Config) Validate() error {
 	}
 	if c.TracingSampleRatio < 0 || c.TracingSampleRatio > 1 {
 		errs = append(errs, errors.New("the tracing sample ratio must be between 0 and 1"))
+	}
+	if c.MaxTokensPerUser < 1 {
+		errs = append(errs, errors.New("a user must be allowed at least one token"))
+	}
+	if c.MaxEventStreams < 1 {
+		errs = append(errs, errors.New("a user must be allowed at least one event stream"))
 	}
 	if c.RateLimitClients < 1 {
 		errs = append(errs, errors.New("the rate limiter must remember at least one client"))

@@ -29,12 +29,16 @@ type Limits struct {
 	MaxChannelsPerCategory int
 	MaxProfileLinks        int
 	MaxAttachmentBytes     int64
+	// MaxTokensPerUser bounds the tokens a user holds that still
+	// authenticate: a user could otherwise multiply anything counted per
+	// token.
+	MaxTokensPerUser int
 }
 
 // DefaultLimits are docs/design.md's defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxRoles: 250, MaxOverwrites: 500, MaxProfileLinks: 10, MaxAttachmentBytes: 25 << 20,
-		MaxChannels: 500, MaxChannelsPerCategory: 50}
+		MaxChannels: 500, MaxChannelsPerCategory: 50, MaxTokensPerUser: 25}
 }
 
 // Notifier learns of committed events (the live event stream).

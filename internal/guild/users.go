@@ -396,6 +396,9 @@ func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string
 				return err
 			}
 		}
+		if err := s.checkTokenLimit(ctx, tx, userID); err != nil {
+			return err
+		}
 		var err error
 		tok, err = s.insertToken(ctx, tx, userID, name, expires, secret)
 		if err != nil {
@@ -404,6 +407,20 @@ func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string
 		return emit(ctx, tx, a, o, "user.token.created", "user:"+userID, map[string]any{"token_id": tok.ID, "name": name})
 	})
 	return tok, secret, err
+}
+
+// checkTokenLimit refuses a token past the user's limit; expired tokens
+// do not count, revoked ones are gone. It runs inside the serialized write,
+// so two concurrent creates cannot both take the last place.
+func (s *Service) checkTokenLimit(ctx context.Context, tx *store.Tx, userID string) error {
+	n, err := tx.CountLiveTokens(ctx, userID, s.now())
+	if err != nil {
+		return err
+	}
+	if max := s.limits.MaxTokensPerUser; max > 0 && n >= int64(max) {
+		return apperr.LimitExceeded("tokens", max, "tokens a user holds")
+	}
+	return nil
 }
 
 func (s *Service) insertToken(ctx context.Context, tx *store.Tx, userID, name string, expires *time.Time, secret string) (model.Token, error) {

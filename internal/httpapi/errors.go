@@ -31,12 +31,12 @@ var problems = map[api.ProblemCode]problemInfo{
 	api.ProblemCodeNotFound:             {404, "Not found", "The resource named in the path does not exist, or no route matches the URL."},
 	api.ProblemCodeMethodNotAllowed:     {405, "Method not allowed", "The URL exists but not with this method; `Allow` lists the methods it takes."},
 	api.ProblemCodeConflict:             {409, "Conflict", "The change conflicts with the current state: the ID, username or email is taken, or the owner cannot be changed that way."},
-	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (such as `roles`, `overwrites_per_channel`, `profile_links`, or `answer_bytes`: an answer would weigh more than 8 MiB)."},
+	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (`roles`, `channels`, `channels_per_category`, `overwrites_per_channel`, `profile_links`, `tokens`, or `answer_bytes`: an answer would weigh more than 8 MiB)."},
 	api.ProblemCodePreconditionFailed:   {412, "Precondition failed", "The `If-Match` header does not match the resource's current `ETag`: someone changed it since you read it. Read it again and retry."},
 	api.ProblemCodePayloadTooLarge:      {413, "Payload too large", "The body is larger than allowed: 1 MiB for JSON, and the configured attachment limit (25 MiB by default) for uploads."},
 	api.ProblemCodeUnsupportedMediaType: {415, "Unsupported media type", "The body's `Content-Type` is missing or not one the operation accepts."},
 	api.ProblemCodeRangeNotSatisfiable:  {416, "Range not satisfiable", "The `Range` header lies outside the attachment's bytes."},
-	api.ProblemCodeRateLimited:          {429, "Too many requests", "The client sent more requests than its rate limit allows. Wait `Retry-After` seconds."},
+	api.ProblemCodeRateLimited:          {429, "Too many requests", "The client sent more requests than its rate limit allows (one budget per user, all their tokens together; per client address without a token), or opened more event streams at once than a user may. Wait `Retry-After` seconds, or close a stream first."},
 	api.ProblemCodeRequestTimeout:       {408, "Request timeout", "The request body stalled: nothing arrived for the body idle timeout (`GUILDHALL_BODY_IDLE_TIMEOUT`, 30 s by default), or it arrived slower than the minimum rate (`GUILDHALL_BODY_MIN_RATE`, 1024 bytes a second by default). Nothing was stored; send it again."},
 	api.ProblemCodeInsufficientStorage:  {507, "Insufficient storage", "The server's storage is full, so the change was not made. Reads still work. Retry once an operator has freed space; `/readyz` answers 503 meanwhile."},
 	api.ProblemCodeUnavailable:          {503, "Service unavailable", "The database does not answer: it is down, unreachable or too slow (a request's database work has a budget, `GUILDHALL_DB_TIMEOUT`). The request was not carried out, or its write was rolled back; if the database stopped answering while the change was being committed, `detail` says that it may or may not have been made: read it back before repeating it. Retry after `Retry-After` seconds; the server recovers by itself once the database answers."},
@@ -147,6 +147,8 @@ func codeOf(kind error) api.ProblemCode {
 		return api.ProblemCodeConflict
 	case apperr.ErrLimitExceeded:
 		return api.ProblemCodeLimitExceeded
+	case apperr.ErrRateLimited:
+		return api.ProblemCodeRateLimited
 	case apperr.ErrPrecondition:
 		return api.ProblemCodePreconditionFailed
 	case apperr.ErrTooLarge:
@@ -267,6 +269,9 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	}
 	if p.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="guildhall"`)
+	}
+	if e, ok := apperr.As(err); ok && e.Retry != "" {
+		c.Response().Header().Set("Retry-After", e.Retry)
 	}
 	if p.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", "1")

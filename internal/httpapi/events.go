@@ -78,6 +78,9 @@ func (h *Handler) openStream(ctx context.Context, p api.StreamEventsParams, head
 		return nil, err
 	}
 	if head {
+		if err := h.slots.check(a.UserID); err != nil { // what GET would answer
+			return nil, err
+		}
 		return &eventStream{h: h, head: true}, nil // the headers of a stream, and no stream
 	}
 	// Opening is bounded by a database budget (faults.go); the stream then
@@ -91,10 +94,17 @@ func (h *Handler) openStream(ctx context.Context, p api.StreamEventsParams, head
 			return nil, err
 		}
 	}
-	if err := h.svc.ConsumeTicket(octx, a); err != nil { // only a stream that opens uses its ticket
+	// The user's slot is taken before the ticket is used: a stream refused
+	// for the user's streams leaves its ticket usable.
+	release, err := h.slots.acquire(a.UserID)
+	if err != nil {
 		return nil, err
 	}
-	return &eventStream{h: h, ctx: ctx, actor: a, after: after}, nil
+	if err := h.svc.ConsumeTicket(octx, a); err != nil { // only a stream that opens uses its ticket
+		release()
+		return nil, err
+	}
+	return &eventStream{h: h, ctx: ctx, actor: a, after: after, release: release}, nil
 }
 
 // eventStream writes events with seq > after as they are committed: it reads
@@ -106,6 +116,18 @@ type eventStream struct {
 	actor *guild.Actor
 	after int64
 	head  bool
+	// release frees the user's stream slot (nil for HEAD, which opens no
+	// stream). serveRaw calls Close once the stream ends, however it ends:
+	// the client gone, an error, a revocation or the server shutting down.
+	release func()
+}
+
+// Close frees the stream's slot.
+func (s *eventStream) Close() error {
+	if s.release != nil {
+		s.release()
+	}
+	return nil
 }
 
 // allowed re-authorizes the stream against the current state: a revoked or

@@ -47,10 +47,11 @@ type operation struct {
 }
 
 // gate applies the rate limit (429) and then authenticates the caller (401):
-// per token for tokens that authenticated before, per client address
-// otherwise, so guessing tokens is as slow as anything else and costs no
-// store query past the limit. It starts the request's database budget
-// (faults.go), which the authentication spends first.
+// per user for tokens that authenticated before (all of a user's tokens
+// share one bucket), per client address otherwise, so guessing tokens is as
+// slow as anything else and costs no store query past the limit. It starts
+// the request's database budget (faults.go), which the authentication
+// spends first.
 func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 	// The client's time comes after the authentication (a body), or the
 	// operation bounds its own opening (a stream): the budget is paused.
@@ -77,10 +78,13 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 					actor, err = h.authenticate(ctx, c, op)
 				}
 				if err != nil {
+					if h.limiter != nil && errors.Is(err, apperr.ErrUnauthenticated) {
+						h.limiter.refused(c)
+					}
 					return err
 				}
 				if h.limiter != nil {
-					h.limiter.authenticated(c)
+					h.limiter.authenticated(c, actor.UserID)
 				}
 			}
 			if pause {

@@ -16,20 +16,23 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// rateLimiter keeps a token bucket per client and sets the RateLimit-*
-// headers. It is applied before the credential lookup: a request carrying a
-// token the limiter has seen authenticate uses that token's bucket; any
-// other request (no token, an unknown or mistyped one, a ticket) uses the
-// bucket of its client address, so a flood of bad tokens costs no store
-// query past the address's limit. Both tables are bounded LRUs: the address
-// table can be filled from outside (with a trusted proxy's X-Forwarded-For),
-// but never grown past its capacity, and only tokens that authenticated
-// enter the token table.
+// rateLimiter keeps a token bucket per user and per client address, and
+// sets the RateLimit-* headers. It is applied before the credential lookup:
+// a request carrying a token the limiter has seen authenticate uses its
+// user's bucket, which all of that user's tokens share (so minting tokens
+// buys no throughput); any other request (no token, an unknown or mistyped
+// one, a ticket) uses the bucket of its client address, so a flood of bad
+// tokens costs no store query past the address's limit. The tables are
+// bounded LRUs: the address table can be filled from outside (with a
+// trusted proxy's X-Forwarded-For), but never grown past its capacity, and
+// only tokens that authenticated enter the token table, and their users
+// the user table.
 type rateLimiter struct {
 	perSecond float64
 	burst     int
-	addrs     *lru
-	tokens    *lru
+	addrs     *lru[*rate.Limiter]
+	users     *lru[*rate.Limiter]
+	tokens    *lru[string] // a token's key → its user's ID
 }
 
 func newRateLimiter(perSecond float64, capacity int) *rateLimiter {
@@ -40,7 +43,8 @@ func newRateLimiter(perSecond float64, capacity int) *rateLimiter {
 		capacity = 10000
 	}
 	burst := int(math.Ceil(perSecond * 2))
-	return &rateLimiter{perSecond: perSecond, burst: burst, addrs: newLRU(capacity), tokens: newLRU(capacity)}
+	return &rateLimiter{perSecond: perSecond, burst: burst,
+		addrs: newLRU[*rate.Limiter](capacity), users: newLRU[*rate.Limiter](capacity), tokens: newLRU[string](capacity)}
 }
 
 // tokenKey is how the limiter knows a bearer token: a hash, never the secret.
@@ -59,9 +63,11 @@ func tokenKey(c echo.Context) string {
 // not, Retry-After is set.
 func (r *rateLimiter) admit(c echo.Context) bool {
 	now := time.Now()
-	lim := r.tokens.get(tokenKey(c), nil)
-	if lim == nil {
-		lim = r.addrs.get(c.RealIP(), r.newLimiter)
+	var lim *rate.Limiter
+	if userID, ok := r.tokens.get(tokenKey(c), nil); ok {
+		lim, _ = r.users.get(userID, r.newLimiter)
+	} else {
+		lim, _ = r.addrs.get(c.RealIP(), r.newLimiter)
 	}
 	res := lim.ReserveN(now, 1)
 	delay := res.DelayFrom(now)
@@ -82,62 +88,101 @@ func (r *rateLimiter) admit(c echo.Context) bool {
 	return ok
 }
 
-// authenticated gives the request's bearer token a bucket of its own from
-// its next request on.
-func (r *rateLimiter) authenticated(c echo.Context) {
+// authenticated charges the request's bearer token, from its next request
+// on, to the bucket of the user it authenticated as.
+func (r *rateLimiter) authenticated(c echo.Context, userID string) {
 	if key := tokenKey(c); key != "" {
-		r.tokens.get(key, r.newLimiter)
+		r.tokens.put(key, userID)
 	}
+}
+
+// refused forgets a bearer token that no longer authenticates (revoked,
+// expired, its user suspended): its further requests go to their address's
+// bucket, so whoever still holds it cannot spend its user's.
+func (r *rateLimiter) refused(c echo.Context) {
+	r.tokens.remove(tokenKey(c))
 }
 
 func (r *rateLimiter) newLimiter() *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(r.perSecond), r.burst)
 }
 
-// lru is a fixed-capacity map from client keys to their buckets; the least
-// recently used goes when a new one comes.
-type lru struct {
+// lru is a fixed-capacity map from client keys to values (buckets, user
+// IDs); the least recently used goes when a new one comes.
+type lru[V any] struct {
 	mu    sync.Mutex
 	cap   int
-	order *list.List // front: most recent; values *lruEntry
+	order *list.List // front: most recent; values *lruEntry[V]
 	index map[string]*list.Element
 }
 
-type lruEntry struct {
+type lruEntry[V any] struct {
 	key string
-	lim *rate.Limiter
+	val V
 }
 
-func newLRU(capacity int) *lru {
-	return &lru{cap: capacity, order: list.New(), index: make(map[string]*list.Element, capacity)}
+func newLRU[V any](capacity int) *lru[V] {
+	return &lru[V]{cap: capacity, order: list.New(), index: make(map[string]*list.Element, capacity)}
 }
 
-// get returns key's bucket, creating it with create when absent (nil create:
-// absent stays absent).
-func (l *lru) get(key string, create func() *rate.Limiter) *rate.Limiter {
+// get returns key's value, creating it with create when absent (nil create:
+// absent stays absent, and ok is false).
+func (l *lru[V]) get(key string, create func() V) (v V, ok bool) {
 	if key == "" {
-		return nil
+		return v, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if el, ok := l.index[key]; ok {
+	if el, found := l.index[key]; found {
 		l.order.MoveToFront(el)
-		return el.Value.(*lruEntry).lim
+		return el.Value.(*lruEntry[V]).val, true
 	}
 	if create == nil {
-		return nil
+		return v, false
 	}
+	return l.insert(key, create()), true
+}
+
+// put sets key's value.
+func (l *lru[V]) put(key string, v V) {
+	if key == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, found := l.index[key]; found {
+		l.order.MoveToFront(el)
+		el.Value.(*lruEntry[V]).val = v
+		return
+	}
+	l.insert(key, v)
+}
+
+// insert adds an absent key, evicting the least recently used at capacity.
+func (l *lru[V]) insert(key string, v V) V {
 	if l.order.Len() >= l.cap {
 		last := l.order.Back()
 		l.order.Remove(last)
-		delete(l.index, last.Value.(*lruEntry).key)
+		delete(l.index, last.Value.(*lruEntry[V]).key)
 	}
-	e := &lruEntry{key: key, lim: create()}
-	l.index[key] = l.order.PushFront(e)
-	return e.lim
+	l.index[key] = l.order.PushFront(&lruEntry[V]{key: key, val: v})
+	return v
 }
 
-func (l *lru) len() int {
+// remove forgets key.
+func (l *lru[V]) remove(key string) {
+	if key == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, found := l.index[key]; found {
+		l.order.Remove(el)
+		delete(l.index, key)
+	}
+}
+
+func (l *lru[V]) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.order.Len()

@@ -36,10 +36,13 @@ type Options struct {
 	Broker      *events.Broker
 	Logger      *slog.Logger
 	CORSOrigins []string
-	RateLimit   float64 // requests per second per client; 0 turns it off
-	MaxJSON     int64   // bytes; default 1 MiB
-	Heartbeat   time.Duration
-	Version     string
+	RateLimit   float64 // requests per second per user (per address without a token); 0 turns it off
+	// MaxEventStreams bounds the event streams a user has open at once
+	// on this instance; default 5.
+	MaxEventStreams int
+	MaxJSON         int64 // bytes; default 1 MiB
+	Heartbeat       time.Duration
+	Version         string
 	// Ready reports whether the instance can serve (for /readyz).
 	Ready func(context.Context) error
 	// Registry collects the HTTP metrics; a fresh one when nil.
@@ -60,6 +63,7 @@ type Handler struct {
 	heartbeat time.Duration
 	specJSON  []byte
 	streams   context.Context
+	slots     *streamSlots // the event streams open per user
 	faults    faults
 	ops       operationIndex // the contract's operations by route
 	tracer    trace.Tracer   // nil: tracing off
@@ -82,6 +86,9 @@ func New(o Options) (*Server, error) {
 	if o.MaxJSON <= 0 {
 		o.MaxJSON = 1 << 20
 	}
+	if o.MaxEventStreams <= 0 {
+		o.MaxEventStreams = 5
+	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
 	}
@@ -95,7 +102,7 @@ func New(o Options) (*Server, error) {
 	}
 	streams, stop := context.WithCancel(context.Background())
 	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
-		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, faults: newFaults(o.Faults)}
+		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, slots: newStreamSlots(o.MaxEventStreams), faults: newFaults(o.Faults)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

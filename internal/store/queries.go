@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
@@ -169,6 +170,18 @@ func (q queries) ListTokens(ctx context.Context, userID string) ([]model.Token, 
 		out[i] = r.model()
 	}
 	return out, nil
+}
+
+// CountLiveTokens counts a user's tokens that still authenticate at now:
+// those without an expiry or expiring later (a revoked token is deleted).
+func (q queries) CountLiveTokens(ctx context.Context, userID string, now time.Time) (int64, error) {
+	var n int64
+	err := q.with(ctx).Model(&tokenRow{}).Where("user_id = ? AND (expires_at IS NULL OR expires_at > ?)", userID, microsOf(now)).
+		Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count tokens: %w", err)
+	}
+	return n, nil
 }
 
 // GetAttachment returns one attachment's metadata.
