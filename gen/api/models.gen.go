@@ -607,11 +607,28 @@ type Channel struct {
 	// Example: text
 	Kind ChannelKind `json:"kind"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -651,11 +668,28 @@ type ChannelCreate struct {
 	// Example: text
 	Kind *ChannelKind `json:"kind,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -711,11 +745,28 @@ type ChannelPatch struct {
 	// LockPermissions `true`: replace the channel's overwrites with its (new) category's.
 	LockPermissions *bool `json:"lock_permissions,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -759,8 +810,9 @@ type ChannelReorder struct {
 	Positions []ChannelMove `json:"positions"`
 }
 
-// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-// (the same rule as `Name`).
+// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+// punctuation or symbol, and none of the invisible ones (the same rule
+// as `Name`).
 //
 // Example: Alice Liddell
 type DisplayName = string
@@ -875,11 +927,28 @@ type MoveRequest struct {
 	Position int `json:"position"`
 }
 
-// Name 1 to 100 characters; no control characters, and none of the invisible
-// characters that make one name look like another: bidirectional controls
-// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-// Names need not be unique.
+// Name 1 to 100 characters, at least one of them a letter, digit,
+// punctuation or symbol. None of the characters that draw nothing or
+// change how the text around them looks, so that one name cannot pass
+// for another: no control (Unicode category Cc), format (Cf), line or
+// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+// code point, none that is default-ignorable
+// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+//
+// The pattern says this for the Basic Multilingual Plane, and for
+// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+// the `u` flag); where a regex dialect sees code points past U+FFFF
+// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+// the rest (a 400 at the member): it may be stricter than the
+// pattern, never looser. Names stored under an earlier, looser rule
+// are cleaned when the server starts. Names need not be unique.
 //
 // Example: Moderators
 type Name = string
@@ -1103,11 +1172,28 @@ type ProfileLinksPatch struct {
 
 // RenameRequest Example: {"name":"Moderators"}
 type RenameRequest struct {
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1129,11 +1215,28 @@ type Role struct {
 	// Example: mods
 	Id RoleID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1159,11 +1262,28 @@ type Role struct {
 type RoleCreate struct {
 	Color nullable.Nullable[string] `json:"color,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1211,11 +1331,28 @@ type RoleMembersResult struct {
 type RolePatch struct {
 	Color nullable.Nullable[string] `json:"color,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1287,11 +1424,28 @@ type TemplateChannel struct {
 	// Example: text
 	Kind ChannelKind `json:"kind"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1344,11 +1498,28 @@ type TemplateRole struct {
 	// Example: mods
 	Id RoleID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1385,11 +1556,28 @@ type Token struct {
 	// Example: 01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a
 	Id TokenID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1406,11 +1594,28 @@ type TokenCreate struct {
 	// ExpiresAt When the token stops working; must be in the future. Omitted or `null` for never.
 	ExpiresAt nullable.Nullable[time.Time] `json:"expires_at,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1430,11 +1635,28 @@ type TokenCreated struct {
 	// Example: 01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a
 	Id TokenID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1471,8 +1693,9 @@ type User struct {
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
 
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1518,8 +1741,9 @@ type UserStatus string
 
 // UserCreate Example: {"display_name":"Alice Liddell","email":"alice@example.com","username":"alice"}
 type UserCreate struct {
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1555,8 +1779,9 @@ type UserList struct {
 //
 // Example: {"timeout_until":"2026-11-23T08:15:30Z"}
 type UserPatch struct {
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1611,8 +1836,9 @@ type UserRef struct {
 
 // UserUpdate Example: {"display_name":"Alice L.","email":"alice@example.com","status":"active","username":"alice"}
 type UserUpdate struct {
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1887,7 +2113,9 @@ type HeadChannelsParams struct {
 
 // ReorderChannelsParams defines parameters for ReorderChannels.
 type ReorderChannelsParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1896,7 +2124,9 @@ type UpdateChannelParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1908,7 +2138,9 @@ type DeleteAttachmentParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1962,7 +2194,9 @@ type PutAttachmentParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1986,7 +2220,9 @@ type HeadAttachmentsParams struct {
 
 // CreateChannelParams defines parameters for CreateChannel.
 type CreateChannelParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1995,7 +2231,9 @@ type DeleteChannelParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2004,7 +2242,9 @@ type SetChannelOverwriteParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2013,7 +2253,9 @@ type RenameChannelParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2049,7 +2291,9 @@ type ImportTemplateParams struct {
 	// Prune Delete what the template leaves out.
 	Prune *bool `form:"prune,omitempty" json:"prune,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2058,7 +2302,9 @@ type ReplaceGlobalPermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2067,7 +2313,9 @@ type DeleteProfileLinksParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2076,7 +2324,9 @@ type UpdateProfileLinksParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2085,7 +2335,9 @@ type ReplaceProfileLinksParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2094,7 +2346,9 @@ type UpdateRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2103,19 +2357,25 @@ type LegacyAddRolePermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // LegacyAddRoleUserParams defines parameters for LegacyAddRoleUser.
 type LegacyAddRoleUserParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // CreateRoleParams defines parameters for CreateRole.
 type CreateRoleParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2124,7 +2384,9 @@ type DeleteRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2148,7 +2410,9 @@ type HeadRoleMembersParams struct {
 
 // ChangeRoleMembersParams defines parameters for ChangeRoleMembers.
 type ChangeRoleMembersParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2157,7 +2421,9 @@ type MoveRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2166,7 +2432,9 @@ type ReplaceRolePermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2175,13 +2443,17 @@ type LegacyRemoveRolePermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // LegacyRemoveRoleUserParams defines parameters for LegacyRemoveRoleUser.
 type LegacyRemoveRoleUserParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2190,7 +2462,9 @@ type RenameRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2238,7 +2512,9 @@ type HeadUsersParamsStatus string
 
 // CreateUserParams defines parameters for CreateUser.
 type CreateUserParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2247,7 +2523,9 @@ type DeleteUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2256,7 +2534,9 @@ type PatchUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2265,7 +2545,9 @@ type UpdateUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2289,25 +2571,33 @@ type HeadUserPermissionsParams struct {
 
 // RemoveUserRoleParams defines parameters for RemoveUserRole.
 type RemoveUserRoleParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // AssignUserRoleParams defines parameters for AssignUserRole.
 type AssignUserRoleParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // CreateTokenParams defines parameters for CreateToken.
 type CreateTokenParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // DeleteTokenParams defines parameters for DeleteToken.
 type DeleteTokenParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
