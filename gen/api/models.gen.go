@@ -57,6 +57,7 @@ const (
 	UserTimeout              EventType = "user.timeout"
 	UserTokenCreated         EventType = "user.token.created"
 	UserTokenDeleted         EventType = "user.token.deleted"
+	UserTokenRenamed         EventType = "user.token.renamed"
 	UserUpdated              EventType = "user.updated"
 )
 
@@ -114,6 +115,8 @@ func (e EventType) Valid() bool {
 	case UserTokenCreated:
 		return true
 	case UserTokenDeleted:
+		return true
+	case UserTokenRenamed:
 		return true
 	case UserUpdated:
 		return true

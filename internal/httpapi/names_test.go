@@ -1,9 +1,15 @@
 package httpapi_test
 
 import (
+	"context"
+	"database/sql"
 	"net/http"
+	"path/filepath"
 	"testing"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the operator's PostgreSQL driver
+
+	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -145,4 +151,124 @@ func lastSeq(t *testing.T, e *testenv.Env) float64 {
 		return 0
 	}
 	return items[0].(map[string]any)["seq"].(float64)
+}
+
+// operatorExec runs statements on an instance's database behind its back,
+// as an earlier release (or psql, sqlite3) would have written them.
+func operatorExec(t *testing.T, e *testenv.Env, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var db *sql.DB
+	var err error
+	if e.Kind == testenv.Postgres {
+		db, err = sql.Open("pgx", e.Config.DatabaseURL)
+	} else {
+		db, err = sql.Open("sqlite3", "file:"+filepath.Join(e.Config.DataDir, "guildhall.db")+"?_busy_timeout=10000")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// Names stored under an earlier, looser rule are cleaned when the server
+// starts, so that every answer matches the contract (the instances here
+// check each one): the refused characters removed, a name left blank
+// becoming its ID (a display name, the username), each change an event by
+// the system. Starting again changes nothing; an export imported back
+// changes nothing; a user PUT back unchanged is 200.
+func TestStoredNamesCleanedAtStart(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		cfg := testenv.Config(t, kind)
+		e := testenv.StartWith(t, kind, cfg)
+		e.NewRole("mods", "MANAGE_MESSAGES")
+		e.NewChannel("ops")
+		e.NewChannel("blank")
+		alice := e.NewUser("alice")
+		bob := e.NewUser("bob")
+		e.NewUser("carol") // "Ça va ❤️" is left alone
+		operatorExec(t, e,
+			"UPDATE channels SET name = 'ad\u200Bmin' WHERE id = 'ops'",
+			"UPDATE channels SET name = '\u3164' WHERE id = 'blank'",
+			"UPDATE roles SET name = 'Mod\u200Berator' WHERE id = 'mods'",
+			"UPDATE users SET display_name = 'Ali\u200Bce' WHERE username = 'alice'",
+			"UPDATE users SET display_name = '' WHERE username = 'bob'",
+			"UPDATE users SET display_name = 'Ça va ❤️' WHERE username = 'carol'",
+			"UPDATE tokens SET name = 'lap\u202Etop' WHERE user_id = '"+alice.ID+"'")
+		seq := lastSeq(t, e)
+
+		e2 := testenv.StartWith(t, kind, cfg) // checks every answer against the contract
+		get := func(path, field string) string {
+			t.Helper()
+			return e2.Must(http.StatusOK, testenv.Req{Method: "GET", Path: path, Token: e2.Owner}).Map(t)[field].(string)
+		}
+		for _, c := range []struct{ path, field, want string }{
+			{"/channels/ops", "name", "admin"},
+			{"/channels/blank", "name", "blank"},
+			{"/roles/mods", "name", "Moderator"},
+			{"/users/" + alice.ID, "display_name", "Alice"},
+			{"/users/" + bob.ID, "display_name", "bob"},
+		} {
+			if got := get(c.path, c.field); got != c.want {
+				t.Errorf("%s %s = %+q, want %+q", c.path, c.field, got, c.want)
+			}
+		}
+		tokens := e2.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/tokens", Token: e2.Owner}).Map(t)
+		if got := tokens["items"].([]any)[0].(map[string]any)["name"]; got != "laptop" {
+			t.Errorf("token name = %+q, want laptop", got)
+		}
+		for _, path := range []string{"/users?limit=200", "/roles", "/channels?limit=200", "/export", "/audit-log?limit=200"} {
+			e2.Must(http.StatusOK, testenv.Req{Method: "GET", Path: path, Token: e2.Owner})
+		}
+
+		// Each change is an event by the system, with the reason.
+		page := e2.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=200", Token: e2.Owner}).Map(t)
+		got := map[string]bool{}
+		for _, it := range page["items"].([]any) {
+			ev := it.(map[string]any)
+			if ev["seq"].(float64) <= seq {
+				continue
+			}
+			if ev["actor_id"] != nil || ev["reason"] != guild.CleanReason {
+				t.Errorf("event %v: want the system's, with the reason %q", ev, guild.CleanReason)
+			}
+			got[ev["type"].(string)+" "+ev["subject"].(string)] = true
+		}
+		want := []string{"channel.renamed channel:ops", "channel.renamed channel:blank", "role.renamed role:mods",
+			"user.updated user:" + alice.ID, "user.updated user:" + bob.ID, "user.token.renamed user:" + alice.ID}
+		for _, w := range want {
+			if !got[w] {
+				t.Errorf("no event %s among %v", w, got)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
+
+		// Idempotent: a start with nothing to clean writes nothing.
+		seq = lastSeq(t, e2)
+		e3 := testenv.StartWith(t, kind, cfg)
+		if s := lastSeq(t, e3); s != seq {
+			t.Errorf("a second start wrote events: last seq %v, was %v", s, seq)
+		}
+
+		// What was just exported imports back with no change; a user PUT back
+		// as read is 200.
+		exported := e3.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/export", Token: e3.Owner})
+		res := e3.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/import?dry_run=true", Token: e3.Owner,
+			Body: exported.Body, Type: "application/json"}).Map(t)
+		if ch := res["changes"].([]any); len(ch) != 0 {
+			t.Errorf("import of the export lists changes: %v", ch)
+		}
+		u := e3.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID, Token: e3.Owner}).Map(t)
+		e3.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + alice.ID, Token: e3.Owner,
+			Body: map[string]any{"username": u["username"], "display_name": u["display_name"], "status": u["status"]}})
+	})
 }
