@@ -37,13 +37,30 @@ const cleanBatch = 200
 // characters the rule refuses are removed (names.Usable), and a name left
 // with nothing visible becomes its ID (a display name: the username). Each
 // change is an event by the system (no actor) with CleanReason. It runs at
-// every start: the database skips the names that cannot break the rule
-// (store.EachNameToCheck), so a store with nothing to clean costs one scan
-// of each table and writes nothing; instances starting together clean each
-// name once. It returns how many names it changed.
+// every start. The store remembers under which rule and up to which event
+// it last checked: under the same rule, only the subjects of the events
+// since are checked (every write of a name, by any release, writes one:
+// an earlier release still serving beside this one during an upgrade
+// included); under another rule, or when events since may have been
+// purged, every name is. Either way the database skips the names that
+// cannot break the rule (store.EachNameToCheck), so a start with nothing
+// to clean writes no name. Instances starting together clean each name
+// once. It returns how many names it changed.
 func (s *Service) CleanStoredNames(ctx context.Context) (int, error) {
+	rule, checked, oldest, err := s.store.NamesChecked(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last, err := s.store.LastEventSeq(ctx) // before reading names: what comes later is checked next time
+	if err != nil {
+		return 0, err
+	}
+	after := checked
+	if rule != names.Rule || checked > last || oldest > checked+1 {
+		after = -1 // everything
+	}
 	var todo []store.StoredName
-	err := s.store.EachNameToCheck(ctx, func(n store.StoredName) error {
+	err = s.store.EachNameToCheck(ctx, after, func(n store.StoredName) error {
 		if names.Usable(n.Name, n.Fallback) != n.Name {
 			todo = append(todo, n)
 		}
@@ -75,7 +92,10 @@ func (s *Service) CleanStoredNames(ctx context.Context) (int, error) {
 		}
 		cleaned += n
 	}
-	return cleaned, nil
+	if rule != names.Rule || last != checked {
+		err = s.write(ctx, nil, func(tx *store.Tx, _ *Actor) error { return tx.SetNamesChecked(ctx, names.Rule, last) })
+	}
+	return cleaned, err
 }
 
 // cleanName cleans one stored name as the transaction sees it (another

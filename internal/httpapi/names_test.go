@@ -259,6 +259,23 @@ func TestStoredNamesCleanedAtStart(t *testing.T) {
 			t.Errorf("a second start wrote events: last seq %v, was %v", s, seq)
 		}
 
+		// A start checks the subjects of the events since the last check (an
+		// earlier release serving beside this one writes such events), and
+		// every name when the rule changed since.
+		e.NewChannel("later")
+		operatorExec(t, e,
+			"UPDATE channels SET name = 'la\u00ADter' WHERE id = 'later'",
+			"UPDATE roles SET name = 'Mod\u2028s' WHERE id = 'mods'") // no event: left to the next full check
+		e4 := testenv.StartWith(t, kind, cfg)
+		if got := e2eGet(t, e4, "/channels/later")["name"]; got != "later" {
+			t.Errorf("a name written after the last check: %+q, want it cleaned", got)
+		}
+		operatorExec(t, e, "UPDATE names_checked SET rule = 'an earlier rule'")
+		e5 := testenv.StartWith(t, kind, cfg)
+		if got := e2eGet(t, e5, "/roles/mods")["name"]; got != "Mods" {
+			t.Errorf("a name checked under an earlier rule: %+q, want it cleaned", got)
+		}
+
 		// What was just exported imports back with no change; a user PUT back
 		// as read is 200.
 		exported := e3.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/export", Token: e3.Owner})

@@ -17,6 +17,12 @@ import (
 	"unicode/utf8"
 )
 
+// Rule names the rule as the code states it, Go's Unicode tables
+// included: change it whenever the rule changes (a class added, an
+// exception narrowed), so that every store's names are checked again in
+// full at the next start (guild.CleanStoredNames).
+var Rule = "r1/unicode-" + unicode.Version
+
 // Blank holds the letters and symbols that draw nothing: fillers of Hangul
 // and the blank Braille pattern. Most are default-ignorable too; U+2800 is
 // not.

@@ -18,15 +18,25 @@ type StoredName struct {
 // namesToCheck select, table by table, the names that may break the rule
 // of internal/names: those holding a character outside printable ASCII, or
 // none but spaces. Any other name passes it, so the database alone reads
-// those (most names, at every start) and none of them leaves it.
-var namesToCheck = []struct{ table, sql string }{
-	{"channels", "SELECT id, '' AS user_id, name, id AS fallback FROM channels WHERE %s"},
-	{"roles", "SELECT id, '' AS user_id, name, id AS fallback FROM roles WHERE %s"},
-	{"tokens", "SELECT id, user_id, name, id AS fallback FROM tokens WHERE %s"},
-	{"users", "SELECT id, '' AS user_id, display_name AS name, username AS fallback FROM users WHERE %s"},
+// those and none of them leaves it. %[1]s is that condition on the name's
+// column, %[2]s the condition that limits the rows to the subjects of the
+// events after a seq (or nothing).
+var namesToCheck = []struct{ table, col, sql, subjects string }{
+	{"channels", "name", "SELECT id, '' AS user_id, name, id AS fallback FROM channels WHERE (%[1]s)%[2]s", "id IN (%s)"},
+	{"roles", "name", "SELECT id, '' AS user_id, name, id AS fallback FROM roles WHERE (%[1]s)%[2]s", "id IN (%s)"},
+	{"tokens", "name", "SELECT id, user_id, name, id AS fallback FROM tokens WHERE (%[1]s)%[2]s", "user_id IN (%s)"},
+	{"users", "display_name", "SELECT id, '' AS user_id, display_name AS name, username AS fallback FROM users WHERE (%[1]s)%[2]s", "id IN (%s)"},
 }
 
-// mayBreakNameRule is the WHERE clause of namesToCheck for a column.
+// subjectsAfter selects the IDs of a kind of subject ("channel:", "role:",
+// "user:") of the events after a seq.
+const subjectsAfter = "SELECT substr(subject, %d) FROM events WHERE seq > %d AND subject LIKE '%s%%'"
+
+// subjectKind is the prefix of the subjects whose events may change a
+// table's names (a token's events are its user's).
+var subjectKind = map[string]string{"channels": "channel:", "roles": "role:", "tokens": "user:", "users": "user:"}
+
+// mayBreakNameRule is the condition of namesToCheck on a column.
 func (q queries) mayBreakNameRule(col string) string {
 	if q.dialect.name() == "postgres" {
 		return col + " ~ '[^ -~]' OR " + col + " !~ '[!-~]'"
@@ -35,14 +45,17 @@ func (q queries) mayBreakNameRule(col string) string {
 }
 
 // EachNameToCheck calls fn with every stored name that may break the rule
-// of names (see namesToCheck), one row at a time.
-func (q queries) EachNameToCheck(ctx context.Context, fn func(StoredName) error) error {
+// of names (see namesToCheck), one row at a time: with after < 0 among all
+// the names; else only among those of the subjects of the events after
+// that seq (every write of a name, by any release, writes one).
+func (q queries) EachNameToCheck(ctx context.Context, after int64, fn func(StoredName) error) error {
 	for _, t := range namesToCheck {
-		col := "name"
-		if t.table == "users" {
-			col = "display_name"
+		limit := ""
+		if after >= 0 {
+			kind := subjectKind[t.table]
+			limit = " AND " + fmt.Sprintf(t.subjects, fmt.Sprintf(subjectsAfter, len(kind)+1, after, kind))
 		}
-		rows, err := q.with(ctx).Raw(fmt.Sprintf(t.sql, q.mayBreakNameRule(col))).Rows()
+		rows, err := q.with(ctx).Raw(fmt.Sprintf(t.sql, q.mayBreakNameRule(t.col), limit)).Rows()
 		if err != nil {
 			return fmt.Errorf("names of %s: %w", t.table, err)
 		}
@@ -62,6 +75,42 @@ func (q queries) EachNameToCheck(ctx context.Context, fn func(StoredName) error)
 		if err != nil {
 			return fmt.Errorf("names of %s: %w", t.table, err)
 		}
+	}
+	return nil
+}
+
+// NamesChecked says under which rule, and up to which event, the stored
+// names were last checked ("" and 0: never), and the seq of the oldest
+// event kept (0: none).
+func (q queries) NamesChecked(ctx context.Context) (rule string, seq, oldest int64, err error) {
+	var row struct {
+		Rule string
+		Seq  int64
+	}
+	res := q.with(ctx).Raw("SELECT rule, seq FROM names_checked WHERE id = 1").Scan(&row)
+	if res.Error != nil {
+		return "", 0, 0, fmt.Errorf("read names_checked: %w", res.Error)
+	}
+	var first *int64
+	if err := q.with(ctx).Model(&eventRow{}).Select("MIN(seq)").Scan(&first).Error; err != nil {
+		return "", 0, 0, fmt.Errorf("read first event: %w", err)
+	}
+	if first != nil {
+		oldest = *first
+	}
+	return row.Rule, row.Seq, oldest, nil
+}
+
+// SetNamesChecked records that the stored names were checked under a rule
+// up to an event.
+func (tx *Tx) SetNamesChecked(ctx context.Context, rule string, seq int64) error {
+	db := tx.with(ctx)
+	res := db.Exec("UPDATE names_checked SET rule = ?, seq = ? WHERE id = 1", rule, seq)
+	if res.Error == nil && res.RowsAffected == 0 {
+		res = db.Exec("INSERT INTO names_checked (id, rule, seq) VALUES (1, ?, ?)", rule, seq)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("write names_checked: %w", res.Error)
 	}
 	return nil
 }
