@@ -57,6 +57,7 @@ const (
 	UserTimeout              EventType = "user.timeout"
 	UserTokenCreated         EventType = "user.token.created"
 	UserTokenDeleted         EventType = "user.token.deleted"
+	UserTokenRenamed         EventType = "user.token.renamed"
 	UserUpdated              EventType = "user.updated"
 )
 
@@ -114,6 +115,8 @@ func (e EventType) Valid() bool {
 	case UserTokenCreated:
 		return true
 	case UserTokenDeleted:
+		return true
+	case UserTokenRenamed:
 		return true
 	case UserUpdated:
 		return true
@@ -607,11 +610,28 @@ type Channel struct {
 	// Example: text
 	Kind ChannelKind `json:"kind"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -651,11 +671,28 @@ type ChannelCreate struct {
 	// Example: text
 	Kind *ChannelKind `json:"kind,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -711,11 +748,28 @@ type ChannelPatch struct {
 	// LockPermissions `true`: replace the channel's overwrites with its (new) category's.
 	LockPermissions *bool `json:"lock_permissions,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -759,8 +813,9 @@ type ChannelReorder struct {
 	Positions []ChannelMove `json:"positions"`
 }
 
-// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-// (the same rule as `Name`).
+// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+// punctuation or symbol, and none of the invisible ones (the same rule
+// as `Name`).
 //
 // Example: Alice Liddell
 type DisplayName = string
@@ -875,11 +930,28 @@ type MoveRequest struct {
 	Position int `json:"position"`
 }
 
-// Name 1 to 100 characters; no control characters, and none of the invisible
-// characters that make one name look like another: bidirectional controls
-// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-// Names need not be unique.
+// Name 1 to 100 characters, at least one of them a letter, digit,
+// punctuation or symbol. None of the characters that draw nothing or
+// change how the text around them looks, so that one name cannot pass
+// for another: no control (Unicode category Cc), format (Cf), line or
+// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+// code point, none that is default-ignorable
+// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+//
+// The pattern says this for the Basic Multilingual Plane, and for
+// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+// the `u` flag); where a regex dialect sees code points past U+FFFF
+// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+// the rest (a 400 at the member): it may be stricter than the
+// pattern, never looser. Names stored under an earlier, looser rule
+// are cleaned when the server starts. Names need not be unique.
 //
 // Example: Moderators
 type Name = string
@@ -1106,11 +1178,28 @@ type ProfileLinksPatch struct {
 
 // RenameRequest Example: {"name":"Moderators"}
 type RenameRequest struct {
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1132,11 +1221,28 @@ type Role struct {
 	// Example: mods
 	Id RoleID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1162,11 +1268,28 @@ type Role struct {
 type RoleCreate struct {
 	Color nullable.Nullable[string] `json:"color,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1214,11 +1337,28 @@ type RoleMembersResult struct {
 type RolePatch struct {
 	Color nullable.Nullable[string] `json:"color,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1290,11 +1430,28 @@ type TemplateChannel struct {
 	// Example: text
 	Kind ChannelKind `json:"kind"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1347,11 +1504,28 @@ type TemplateRole struct {
 	// Example: mods
 	Id RoleID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1388,11 +1562,28 @@ type Token struct {
 	// Example: 01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a
 	Id TokenID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1409,11 +1600,28 @@ type TokenCreate struct {
 	// ExpiresAt When the token stops working; must be in the future. Omitted or `null` for never.
 	ExpiresAt nullable.Nullable[time.Time] `json:"expires_at,omitempty"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1433,11 +1641,28 @@ type TokenCreated struct {
 	// Example: 01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a
 	Id TokenID `json:"id"`
 
-	// Name 1 to 100 characters; no control characters, and none of the invisible
-	// characters that make one name look like another: bidirectional controls
-	// (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-	// zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-	// Names need not be unique.
+	// Name 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol. None of the characters that draw nothing or
+	// change how the text around them looks, so that one name cannot pass
+	// for another: no control (Unicode category Cc), format (Cf), line or
+	// paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+	// code point, none that is default-ignorable
+	// (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+	// U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+	// to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+	// U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+	// U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+	// a variation selector U+FE00 to U+FE0F right after a letter, digit,
+	// punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+	// between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+	//
+	// The pattern says this for the Basic Multilingual Plane, and for
+	// code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+	// the `u` flag); where a regex dialect sees code points past U+FFFF
+	// (Go, ECMAScript with `u`) it accepts them all. The server refuses
+	// the rest (a 400 at the member): it may be stricter than the
+	// pattern, never looser. Names stored under an earlier, looser rule
+	// are cleaned when the server starts. Names need not be unique.
 	//
 	//
 	// Example: Moderators
@@ -1474,8 +1699,9 @@ type User struct {
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
 
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1521,8 +1747,9 @@ type UserStatus string
 
 // UserCreate Example: {"display_name":"Alice Liddell","email":"alice@example.com","username":"alice"}
 type UserCreate struct {
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1558,8 +1785,9 @@ type UserList struct {
 //
 // Example: {"timeout_until":"2026-11-23T08:15:30Z"}
 type UserPatch struct {
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1614,8 +1842,9 @@ type UserRef struct {
 
 // UserUpdate Example: {"display_name":"Alice L.","email":"alice@example.com","status":"active","username":"alice"}
 type UserUpdate struct {
-	// DisplayName 1 to 100 characters; no control, bidirectional or zero-width characters
-	// (the same rule as `Name`).
+	// DisplayName 1 to 100 characters, at least one of them a letter, digit,
+	// punctuation or symbol, and none of the invisible ones (the same rule
+	// as `Name`).
 	//
 	//
 	// Example: Alice Liddell
@@ -1890,7 +2119,9 @@ type HeadChannelsParams struct {
 
 // ReorderChannelsParams defines parameters for ReorderChannels.
 type ReorderChannelsParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1899,7 +2130,9 @@ type UpdateChannelParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1911,7 +2144,9 @@ type DeleteAttachmentParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1965,7 +2200,9 @@ type PutAttachmentParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1989,7 +2226,9 @@ type HeadAttachmentsParams struct {
 
 // CreateChannelParams defines parameters for CreateChannel.
 type CreateChannelParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -1998,7 +2237,9 @@ type DeleteChannelParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2007,7 +2248,9 @@ type SetChannelOverwriteParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2016,7 +2259,9 @@ type RenameChannelParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2052,7 +2297,9 @@ type ImportTemplateParams struct {
 	// Prune Delete what the template leaves out.
 	Prune *bool `form:"prune,omitempty" json:"prune,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2061,7 +2308,9 @@ type ReplaceGlobalPermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2070,7 +2319,9 @@ type DeleteProfileLinksParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2079,7 +2330,9 @@ type UpdateProfileLinksParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2088,7 +2341,9 @@ type ReplaceProfileLinksParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2097,7 +2352,9 @@ type UpdateRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2106,19 +2363,25 @@ type LegacyAddRolePermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // LegacyAddRoleUserParams defines parameters for LegacyAddRoleUser.
 type LegacyAddRoleUserParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // CreateRoleParams defines parameters for CreateRole.
 type CreateRoleParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2127,7 +2390,9 @@ type DeleteRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2151,7 +2416,9 @@ type HeadRoleMembersParams struct {
 
 // ChangeRoleMembersParams defines parameters for ChangeRoleMembers.
 type ChangeRoleMembersParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2160,7 +2427,9 @@ type MoveRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2169,7 +2438,9 @@ type ReplaceRolePermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2178,13 +2449,17 @@ type LegacyRemoveRolePermissionsParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // LegacyRemoveRoleUserParams defines parameters for LegacyRemoveRoleUser.
 type LegacyRemoveRoleUserParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2193,7 +2468,9 @@ type RenameRoleParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2241,7 +2518,9 @@ type HeadUsersParamsStatus string
 
 // CreateUserParams defines parameters for CreateUser.
 type CreateUserParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2250,7 +2529,9 @@ type DeleteUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2259,7 +2540,9 @@ type PatchUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2268,7 +2551,9 @@ type UpdateUserParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
@@ -2292,25 +2577,33 @@ type HeadUserPermissionsParams struct {
 
 // RemoveUserRoleParams defines parameters for RemoveUserRole.
 type RemoveUserRoleParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // AssignUserRoleParams defines parameters for AssignUserRole.
 type AssignUserRoleParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // CreateTokenParams defines parameters for CreateToken.
 type CreateTokenParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // DeleteTokenParams defines parameters for DeleteToken.
 type DeleteTokenParams struct {
-	// XAuditReason Why the change is made; stored with its audit event.
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 

@@ -1574,11 +1574,28 @@ export interface components {
          */
         AttachmentID: string;
         /**
-         * @description 1 to 100 characters; no control characters, and none of the invisible
-         *     characters that make one name look like another: bidirectional controls
-         *     (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069) and
-         *     zero-width characters (U+200B to U+200D, U+2060 to U+2064, U+FEFF).
-         *     Names need not be unique.
+         * @description 1 to 100 characters, at least one of them a letter, digit,
+         *     punctuation or symbol. None of the characters that draw nothing or
+         *     change how the text around them looks, so that one name cannot pass
+         *     for another: no control (Unicode category Cc), format (Cf), line or
+         *     paragraph separator (Zl, Zp), private-use (Co) or surrogate (Cs)
+         *     code point, none that is default-ignorable
+         *     (Default_Ignorable_Code_Point: U+00AD, U+034F, U+061C, U+115F,
+         *     U+1160, U+17B4, U+17B5, U+180B to U+180F, U+200B to U+200F, U+202A
+         *     to U+202E, U+2060 to U+206F, U+3164, U+FE00 to U+FE0F, U+FEFF,
+         *     U+FFA0, U+FFF0 to U+FFF8, U+1BCA0 to U+1BCA3, U+1D173 to U+1D17A,
+         *     U+E0000 to U+E0FFF), and not the blank U+2800. Emoji stay possible:
+         *     a variation selector U+FE00 to U+FE0F right after a letter, digit,
+         *     punctuation or symbol ("❤️"), and U+200D (zero width joiner)
+         *     between two emoji ("👩‍💻", "🏳️‍🌈"), are allowed.
+         *
+         *     The pattern says this for the Basic Multilingual Plane, and for
+         *     code points beyond it as UTF-16 surrogate pairs (ECMAScript without
+         *     the `u` flag); where a regex dialect sees code points past U+FFFF
+         *     (Go, ECMAScript with `u`) it accepts them all. The server refuses
+         *     the rest (a 400 at the member): it may be stricter than the
+         *     pattern, never looser. Names stored under an earlier, looser rule
+         *     are cleaned when the server starts. Names need not be unique.
          * @example Moderators
          */
         Name: string;
@@ -2002,8 +2019,9 @@ export interface components {
          */
         Username: string;
         /**
-         * @description 1 to 100 characters; no control, bidirectional or zero-width characters
-         *     (the same rule as `Name`).
+         * @description 1 to 100 characters, at least one of them a letter, digit,
+         *     punctuation or symbol, and none of the invisible ones (the same rule
+         *     as `Name`).
          * @example Alice Liddell
          */
         DisplayName: string;
@@ -2628,7 +2646,7 @@ export interface components {
          * @example role.created
          * @enum {string}
          */
-        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "profile.links.set" | "profile.links.deleted" | "channel.moved" | "user.timeout";
+        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "user.token.renamed" | "profile.links.set" | "profile.links.deleted" | "channel.moved" | "user.timeout";
         /**
          * @example {
          *       "items": [
@@ -3538,7 +3556,9 @@ export interface components {
          */
         IfRange: string;
         /**
-         * @description Why the change is made; stored with its audit event.
+         * @description Why the change is made; stored with its audit event. The characters
+         *     of a `Name` (none of the invisible ones: the same rule and the same
+         *     pattern, but it may be empty or blank).
          * @example Spam cleanup
          */
         AuditReason: string;
@@ -3855,7 +3875,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -3983,7 +4005,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4038,7 +4062,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4097,7 +4123,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4156,7 +4184,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4244,7 +4274,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4542,7 +4574,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4620,7 +4654,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -4836,7 +4872,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5094,7 +5132,9 @@ export interface operations {
             };
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5269,7 +5309,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5320,7 +5362,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5376,7 +5420,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5432,7 +5478,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5522,7 +5570,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5613,7 +5663,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5694,7 +5746,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5783,7 +5837,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5841,7 +5897,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5894,7 +5952,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -5943,7 +6003,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6113,7 +6175,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6249,7 +6313,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6306,7 +6372,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6386,7 +6454,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6504,7 +6574,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6546,7 +6618,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6623,7 +6697,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6745,7 +6821,9 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6858,7 +6936,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6909,7 +6989,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];
@@ -6978,7 +7060,9 @@ export interface operations {
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
                 /**
-                 * @description Why the change is made; stored with its audit event.
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
                  * @example Spam cleanup
                  */
                 "X-Audit-Reason"?: components["parameters"]["AuditReason"];

@@ -95,6 +95,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 		_ = st.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
+	// Names stored under an earlier, looser rule are served as the contract
+	// says only once cleaned: before the first request.
+	if n, err := svc.CleanStoredNames(ctx); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("clean stored names: %w", err)
+	} else if n > 0 {
+		log.Info("cleaned names stored under an earlier rule (see the audit log)", "names", n, "reason", guild.CleanReason)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_write_transactions_total",

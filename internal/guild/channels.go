@@ -116,6 +116,9 @@ type ChannelInput struct {
 // siblings; a channel created in a category starts with a copy of the
 // category's overwrites (synced).
 func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in ChannelInput, o WriteOpts) (model.Channel, error) {
+	if err := checkName("name", &in.Name); err != nil {
+		return model.Channel{}, err
+	}
 	if reservedChannelIDs[id] {
 		return model.Channel{}, apperr.InvalidAt("path.channelID", "%q is a path of its own (POST /channels/%s); choose another ID", id, id)
 	}
@@ -333,6 +336,9 @@ type ChannelPatch struct {
 // UpdateChannel applies a merge patch: a rename or a new topic, a move, a
 // lock of the permissions to the category's.
 func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p ChannelPatch, o WriteOpts) (model.Channel, error) {
+	if err := checkName("name", p.Name); err != nil {
+		return model.Channel{}, err
+	}
 	var out model.Channel
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		c, err := tx.GetChannel(ctx, id)
@@ -407,6 +413,9 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 
 // RenameChannel sets a channel's name.
 func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Channel, error) {
+	if err := checkName("name", &name); err != nil {
+		return model.Channel{}, err
+	}
 	var out model.Channel
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		c, err := tx.GetChannel(ctx, id)

@@ -26,6 +26,9 @@ func (s *Service) GetRole(_ context.Context, a *Actor, id string) (model.Role, e
 
 // CreateRole creates a role at position 1 (the bottom).
 func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, perms permissions.Set, color *string, o WriteOpts) (model.Role, error) {
+	if err := checkName("name", &name); err != nil {
+		return model.Role{}, err
+	}
 	var out model.Role
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		if err := a.require(manageRoles); err != nil {
@@ -68,6 +71,9 @@ type RolePatch struct {
 
 // UpdateRole applies a merge patch.
 func (s *Service) UpdateRole(ctx context.Context, a *Actor, id string, p RolePatch, o WriteOpts) (model.Role, error) {
+	if err := checkName("name", p.Name); err != nil {
+		return model.Role{}, err
+	}
 	return s.changeRole(ctx, a, id, o, func(r *model.Role) {
 		if p.Name != nil {
 			r.Name = *p.Name
@@ -80,6 +86,9 @@ func (s *Service) UpdateRole(ctx context.Context, a *Actor, id string, p RolePat
 
 // RenameRole sets a role's name.
 func (s *Service) RenameRole(ctx context.Context, a *Actor, id, name string, o WriteOpts) (model.Role, error) {
+	if err := checkName("name", &name); err != nil {
+		return model.Role{}, err
+	}
 	return s.changeRole(ctx, a, id, o, func(r *model.Role) { r.Name = name }, roleRenamed)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/names"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
 )
@@ -164,6 +165,9 @@ func validateTemplate(t Template) error {
 			at(loc+".id", "role %q is in the template twice", r.ID)
 		}
 		roles[r.ID] = true
+		if msg := names.Check(r.Name); msg != "" {
+			at(loc+".name", "%s", msg)
+		}
 		switch {
 		case r.Position < 1 || r.Position > len(t.Roles):
 			at(loc+".position", "must be between 1 and %d, the number of roles in the template", len(t.Roles))
@@ -188,6 +192,9 @@ func validateTemplate(t Template) error {
 			at(loc+".id", "%q cannot be a channel's ID (POST /channels/%s is another operation)", c.ID, c.ID)
 		}
 		seen[c.ID] = true
+		if msg := names.Check(c.Name); msg != "" {
+			at(loc+".name", "%s", msg)
+		}
 		if c.ParentID != nil {
 			switch {
 			case c.Kind == model.KindCategory:

@@ -99,6 +99,9 @@ func (s *Service) hideEmail(a *Actor, u *model.User) {
 
 // CreateUser creates an active user with no roles.
 func (s *Service) CreateUser(ctx context.Context, a *Actor, in UserInput, o WriteOpts) (model.User, error) {
+	if err := checkName("display_name", in.DisplayName); err != nil {
+		return model.User{}, err
+	}
 	var out model.User
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		if a != nil {
@@ -138,6 +141,9 @@ func (s *Service) insertUser(ctx context.Context, tx *store.Tx, in UserInput, ow
 // ReplaceUser replaces a user's fields. A user changing only their own
 // display name needs no permission.
 func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserInput, o WriteOpts) (model.User, error) {
+	if err := checkName("display_name", in.DisplayName); err != nil {
+		return model.User{}, err
+	}
 	var out model.User
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		u, err := tx.GetUser(ctx, id)
@@ -197,6 +203,9 @@ type UserPatch struct {
 // PatchUser applies a merge patch: the fields ReplaceUser replaces, by its
 // rules, and the timeout (docs/design.md §13).
 func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatch, o WriteOpts) (model.User, error) {
+	if err := checkName("display_name", p.DisplayName); err != nil {
+		return model.User{}, err
+	}
 	now := s.now()
 	until := p.TimeoutUntil
 	if until != nil && !until.After(now) {
@@ -382,6 +391,9 @@ func tokenAccess(a *Actor, userID string) error {
 
 // CreateToken mints a token for a user and returns it with its secret.
 func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string, expires *time.Time, o WriteOpts) (model.Token, string, error) {
+	if err := checkName("name", &name); err != nil {
+		return model.Token{}, "", err
+	}
 	if expires != nil && !expires.After(s.now()) {
 		return model.Token{}, "", apperr.Invalid("expires_at", "must be in the future")
 	}

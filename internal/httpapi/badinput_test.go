@@ -247,10 +247,10 @@ func TestBadInputNamesInCharacters(t *testing.T) {
 		if res.Status != http.StatusCreated || res.Map(t)["topic"] != "line 1\r\nline 2\tend" {
 			t.Errorf("a topic with tabs and line breaks: %s", res)
 		}
-		// Characters that are not controls are fine, including U+2028 and
-		// combining marks (bidirectional and zero-width ones are not:
-		// TestNamesRefuseBidiAndZeroWidth).
-		res = e.Do(testenv.Req{Method: "POST", Path: "/channels/u/create", Token: e.Owner, Body: map[string]any{"name": "a\u2028b e\u0301"}})
+		// Visible characters are fine, and so are spaces of every kind and
+		// combining marks (invisible ones are not:
+		// TestNamesRefuseInvisibleCharacters).
+		res = e.Do(testenv.Req{Method: "POST", Path: "/channels/u/create", Token: e.Owner, Body: map[string]any{"name": "a\u00a0b\u3000e\u0301"}})
 		if res.Status != http.StatusCreated {
 			t.Errorf("non-control characters: %s", res)
 		}

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -26,6 +24,7 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
+	namerule "github.com/guildhall/guildhall/internal/names" // httpapi has a names of its own
 )
 
 // operation is one route of the contract, with what its middlewares need.
@@ -501,16 +500,11 @@ func successorLink(successor, roleID, userID string) string {
 }
 
 // checkAuditReason refuses what the schema cannot: an X-Audit-Reason that is
-// not UTF-8 text (PostgreSQL would refuse to store it: a 500) or holds
-// control characters.
+// not UTF-8 text (PostgreSQL would refuse to store it: a 500), or holds a
+// character the rule of names refuses where the pattern cannot tell.
 func checkAuditReason(v string) error {
-	if !utf8.ValidString(v) {
-		return apperr.InvalidAt("header.X-Audit-Reason", "must be UTF-8 text")
-	}
-	for _, r := range v {
-		if unicode.IsControl(r) {
-			return apperr.InvalidAt("header.X-Audit-Reason", "must not contain control characters")
-		}
+	if msg := namerule.CheckText(v); msg != "" {
+		return apperr.InvalidAt("header.X-Audit-Reason", "%s", msg)
 	}
 	return nil
 }

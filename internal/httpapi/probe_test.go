@@ -139,7 +139,7 @@ func TestNamesRefuseBidiAndZeroWidth(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				tc.req.Token = e.Owner
 				p := e2eProblem(t, e.Do(tc.req), http.StatusBadRequest, "validation")
-				if msg := e2eField(t, p, tc.location); msg != "must not contain control, bidirectional or zero-width characters" {
+				if msg := e2eField(t, p, tc.location); !strings.HasPrefix(msg, "must not contain control, format, separator, private-use, default-ignorable or blank characters") {
 					t.Errorf("message %q", msg)
 				}
 			})
@@ -150,7 +150,7 @@ func TestNamesRefuseBidiAndZeroWidth(t *testing.T) {
 		e2eNoEvent(t, e, seq)
 		// What looks alike but is visible stays allowed.
 		e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/channels/fine/create", Token: e.Owner,
-			Body: map[string]any{"name": "caf\u00e9 e\u0301 \u2028 日本 😀"}})
+			Body: map[string]any{"name": "caf\u00e9 e\u0301 日本 😀"}})
 	})
 }
 

@@ -56,7 +56,7 @@ var changeLogTables = []struct {
 // changed, a blob swept) logs nothing. TestChangeLogCoversEveryTable
 // checks that every table is in one list or the other.
 var unloggedTables = []string{"events", "event_tickets", "attachments", "profiles", "blob_chunks", "blob_trash",
-	"schema_migrations", "data_version", "change_log", "deployment_keys"}
+	"schema_migrations", "data_version", "change_log", "deployment_keys", "names_checked"}
 
 // settingsLoggedColumns are the columns of settings a cached read reads:
 // the version counters beside them belong to instances of older versions,

@@ -216,6 +216,16 @@ CREATE TABLE deployment_keys (
 		}
 		return tx.Exec("CREATE INDEX users_display_name_key ON users(display_name_key, " + d.bytewise("id") + ")").Error
 	}},
+	// Up to which event the stored names were last checked, and under
+	// which rule (names.Rule): a start checks only what changed since
+	// (store.EachNameToCheck).
+	{id: "0016_names_checked", sql: `
+CREATE TABLE names_checked (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  rule VARCHAR(64) NOT NULL,
+  seq {{BIGINT}} NOT NULL
+);
+`},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

@@ -77,6 +77,7 @@ export const eventTypes = [
   "user.role.removed",
   "user.token.created",
   "user.token.deleted",
+  "user.token.renamed",
   "profile.links.set",
   "profile.links.deleted",
   "channel.moved",

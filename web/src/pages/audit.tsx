@@ -443,6 +443,9 @@ function namesIn(events: readonly AuditEvent[], into = new Map<string, string>()
       case "user.token.created":
         if (typeof d.token_id === "string") put(`token:${d.token_id}`, d.name);
         break;
+      case "user.token.renamed":
+        if (typeof d.token_id === "string") put(`token:${d.token_id}`, d.after);
+        break;
     }
   }
   return into;
