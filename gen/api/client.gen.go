@@ -1343,7 +1343,9 @@ type ClientInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -1357,8 +1359,9 @@ type ClientInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1370,7 +1373,9 @@ type ClientInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -1384,8 +1389,9 @@ type ClientInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -1397,12 +1403,17 @@ type ClientInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1414,12 +1425,17 @@ type ClientInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3702,7 +3718,9 @@ func (c *Client) HeadUser(ctx context.Context, userID UserID, reqEditors ...Requ
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -3716,8 +3734,9 @@ func (c *Client) HeadUser(ctx context.Context, userID UserID, reqEditors ...Requ
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3739,7 +3758,9 @@ func (c *Client) PatchUserWithBody(ctx context.Context, userID UserID, params *P
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -3753,8 +3774,9 @@ func (c *Client) PatchUserWithBody(ctx context.Context, userID UserID, params *P
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -3776,12 +3798,17 @@ func (c *Client) PatchUserWithApplicationMergePatchPlusJSONBody(ctx context.Cont
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3803,12 +3830,17 @@ func (c *Client) UpdateUserWithBody(ctx context.Context, userID UserID, params *
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10131,7 +10163,9 @@ type ClientWithResponsesInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -10145,8 +10179,9 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10158,7 +10193,9 @@ type ClientWithResponsesInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -10172,8 +10209,9 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10185,12 +10223,17 @@ type ClientWithResponsesInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10202,12 +10245,17 @@ type ClientWithResponsesInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -27732,7 +27780,9 @@ func (c *ClientWithResponses) HeadUserWithResponse(ctx context.Context, userID U
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -27746,8 +27796,9 @@ func (c *ClientWithResponses) HeadUserWithResponse(ctx context.Context, userID U
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27765,7 +27816,9 @@ func (c *ClientWithResponses) PatchUserWithBodyWithResponse(ctx context.Context,
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -27779,8 +27832,9 @@ func (c *ClientWithResponses) PatchUserWithBodyWithResponse(ctx context.Context,
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27798,12 +27852,17 @@ func (c *ClientWithResponses) PatchUserWithApplicationMergePatchPlusJSONBodyWith
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -27821,12 +27880,17 @@ func (c *ClientWithResponses) UpdateUserWithBodyWithResponse(ctx context.Context
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
