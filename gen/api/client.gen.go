@@ -1005,10 +1005,13 @@ type ClientInterface interface {
 	// overwrites.
 	//
 	// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-	// role, its permissions held by the caller, and in each channel where the
-	// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-	// allows or denies held by the caller in that channel. A refusal is a `403`
-	// naming what is missing (with `channel_id` for a channel's), and nothing is
+	// role, every holder other than the caller below the caller's top role
+	// too (the owner holding it is the owner's alone: a `403`
+	// `role_hierarchy` with the `user_id` of such a holder), its permissions
+	// held by the caller, and in each channel where the role has an
+	// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+	// denies held by the caller in that channel. A refusal is a `403` naming
+	// what is missing (with `channel_id` for a channel's), and nothing is
 	// deleted.
 	//
 	// Corresponds with POST /roles/{roleID}/delete (the `DeleteRole` operationId).
@@ -3144,10 +3147,13 @@ func (c *Client) CreateRole(ctx context.Context, roleID RoleID, params *CreateRo
 // overwrites.
 //
 // **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-// role, its permissions held by the caller, and in each channel where the
-// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-// allows or denies held by the caller in that channel. A refusal is a `403`
-// naming what is missing (with `channel_id` for a channel's), and nothing is
+// role, every holder other than the caller below the caller's top role
+// too (the owner holding it is the owner's alone: a `403`
+// `role_hierarchy` with the `user_id` of such a holder), its permissions
+// held by the caller, and in each channel where the role has an
+// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+// denies held by the caller in that channel. A refusal is a `403` naming
+// what is missing (with `channel_id` for a channel's), and nothing is
 // deleted.
 //
 // Corresponds with POST /roles/{roleID}/delete (the `DeleteRole` operationId).
@@ -9805,10 +9811,13 @@ type ClientWithResponsesInterface interface {
 	// overwrites.
 	//
 	// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-	// role, its permissions held by the caller, and in each channel where the
-	// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-	// allows or denies held by the caller in that channel. A refusal is a `403`
-	// naming what is missing (with `channel_id` for a channel's), and nothing is
+	// role, every holder other than the caller below the caller's top role
+	// too (the owner holding it is the owner's alone: a `403`
+	// `role_hierarchy` with the `user_id` of such a holder), its permissions
+	// held by the caller, and in each channel where the role has an
+	// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+	// denies held by the caller in that channel. A refusal is a `403` naming
+	// what is missing (with `channel_id` for a channel's), and nothing is
 	// deleted.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -27280,10 +27289,13 @@ func (c *ClientWithResponses) CreateRoleWithResponse(ctx context.Context, roleID
 // overwrites.
 //
 // **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-// role, its permissions held by the caller, and in each channel where the
-// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-// allows or denies held by the caller in that channel. A refusal is a `403`
-// naming what is missing (with `channel_id` for a channel's), and nothing is
+// role, every holder other than the caller below the caller's top role
+// too (the owner holding it is the owner's alone: a `403`
+// `role_hierarchy` with the `user_id` of such a holder), its permissions
+// held by the caller, and in each channel where the role has an
+// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+// denies held by the caller in that channel. A refusal is a `403` naming
+// what is missing (with `channel_id` for a channel's), and nothing is
 // deleted.
 //
 // Returns a wrapper object for the known response body format(s).

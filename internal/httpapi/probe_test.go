@@ -357,6 +357,85 @@ func TestDeleteRoleNeedsWhatRemovingItNeeds(t *testing.T) {
 	})
 }
 
+// Deleting a role also needs what taking it from each holder needs: a
+// holder other than the caller at or above the caller's top role, or the
+// owner (for anyone but the owner), makes it a 403 role_hierarchy naming
+// that holder, and nothing is deleted.
+func TestDeleteRoleChecksEveryHolder(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		// New roles take position 1: admin 4, mod 3, low 2, plain 1.
+		e.NewRole("admin", "MANAGE_ROLES")
+		e.NewRole("mod", "MANAGE_ROLES")
+		e.NewRole("low")
+		e.NewRole("plain")
+		admin, mod, peer, member := e.NewUser("admin"), e.NewUser("mod"), e.NewUser("peer"), e.NewUser("member")
+		e.Assign(admin.ID, "admin")
+		e.Assign(mod.ID, "mod")
+		e.Assign(peer.ID, "mod")
+		e.Assign(member.ID, "low")
+		owner := e2eOwnerID(t, e)
+		state := func() string { return authzState(t, e, "/roles", "/users?limit=200") }
+		del := func(token string) *testenv.Response {
+			return e.Do(testenv.Req{Method: "POST", Path: "/roles/plain/delete", Token: token})
+		}
+		refused := func(t *testing.T, holder string) {
+			t.Helper()
+			before, seq := state(), e2eSeq(t, e)
+			// Taking it from that holder alone is refused...
+			p := e2eProblem(t, e.Do(testenv.Req{Method: "DELETE", Path: "/users/" + holder + "/roles/plain", Token: mod.Token}),
+				http.StatusForbidden, "forbidden")
+			if authzDeref(p.Reason) != api.RoleHierarchy {
+				t.Errorf("removing plain from %s: %+v", holder, p)
+			}
+			// ...and so is deleting it, naming that holder.
+			p = e2eProblem(t, del(mod.Token), http.StatusForbidden, "forbidden")
+			if authzDeref(p.Reason) != api.RoleHierarchy || authzDeref(p.UserId) != holder || p.RoleId != nil ||
+				p.MissingPermissions == nil || len(*p.MissingPermissions) != 0 {
+				t.Errorf("deleting plain held by %s: %+v", holder, p)
+			}
+			if after := state(); after != before {
+				t.Errorf("a refused delete changed state:\nbefore %s\nafter  %s", before, after)
+			}
+			e2eNoEvent(t, e, seq)
+		}
+		e.Assign(member.ID, "plain")
+		e.Assign(mod.ID, "plain") // the caller's own holding is no obstacle
+
+		t.Run("held by the owner", func(t *testing.T) {
+			e.Assign(owner, "plain")
+			refused(t, owner)
+			e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + owner + "/roles/plain", Token: e.Owner})
+		})
+		t.Run("held by a user above the caller", func(t *testing.T) {
+			e.Assign(admin.ID, "plain")
+			refused(t, admin.ID)
+			e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + admin.ID + "/roles/plain", Token: e.Owner})
+		})
+		t.Run("held by a user at the caller's top", func(t *testing.T) {
+			e.Assign(peer.ID, "plain")
+			refused(t, peer.ID)
+			e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + peer.ID + "/roles/plain", Token: e.Owner})
+		})
+		t.Run("held by the caller and users below: deleted", func(t *testing.T) {
+			if res := del(mod.Token); res.Status != http.StatusNoContent {
+				t.Fatalf("%s", res)
+			}
+			e.Must(http.StatusNotFound, testenv.Req{Method: "GET", Path: "/roles/plain", Token: e.Owner})
+		})
+		t.Run("the owner deletes a role whoever holds it", func(t *testing.T) {
+			e.NewRole("plain")
+			e.Assign(admin.ID, "plain")
+			e.Assign(owner, "plain")
+			if res := del(e.Owner); res.Status != http.StatusNoContent {
+				t.Fatalf("%s", res)
+			}
+		})
+	})
+}
+
 // The audit log and the event stream follow non-disclosure: a caller with
 // VIEW_AUDIT_LOG who cannot view a channel reads nothing about it, in any
 // filter or on the stream, while it exists and after it is deleted; one who
