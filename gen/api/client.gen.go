@@ -131,8 +131,16 @@ type ClientInterface interface {
 	// category and the categories, by `position` (ties by `id`), each category
 	// followed by its children by `position` (ties by `id`). With `parent_id`,
 	// only that category's children. Only channels in which the caller has
-	// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-	// and a category without its children (visibility is per channel).
+	// `VIEW_CHANNEL` are listed: a category may be listed without its
+	// children (visibility is per channel). A channel listed without its
+	// category (one the caller cannot view) has `parent_id` `null` and comes
+	// after the whole tree of what the caller can view, among such channels
+	// by its own `position` (ties by `id`), its position as stored: the list
+	// does not tell where the hidden category is.
+	//
+	// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+	// permissions knows every channel: they are listed every channel, in
+	// tree order, and those they cannot view carry `viewable: false`.
 	//
 	// **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 	//
@@ -1647,8 +1655,16 @@ func (c *Client) HeadAuditLog(ctx context.Context, params *HeadAuditLogParams, r
 // category and the categories, by `position` (ties by `id`), each category
 // followed by its children by `position` (ties by `id`). With `parent_id`,
 // only that category's children. Only channels in which the caller has
-// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-// and a category without its children (visibility is per channel).
+// `VIEW_CHANNEL` are listed: a category may be listed without its
+// children (visibility is per channel). A channel listed without its
+// category (one the caller cannot view) has `parent_id` `null` and comes
+// after the whole tree of what the caller can view, among such channels
+// by its own `position` (ties by `id`), its position as stored: the list
+// does not tell where the hidden category is.
+//
+// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+// permissions knows every channel: they are listed every channel, in
+// tree order, and those they cannot view carry `viewable: false`.
 //
 // **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 //
@@ -8869,8 +8885,16 @@ type ClientWithResponsesInterface interface {
 	// category and the categories, by `position` (ties by `id`), each category
 	// followed by its children by `position` (ties by `id`). With `parent_id`,
 	// only that category's children. Only channels in which the caller has
-	// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-	// and a category without its children (visibility is per channel).
+	// `VIEW_CHANNEL` are listed: a category may be listed without its
+	// children (visibility is per channel). A channel listed without its
+	// category (one the caller cannot view) has `parent_id` `null` and comes
+	// after the whole tree of what the caller can view, among such channels
+	// by its own `position` (ties by `id`), its position as stored: the list
+	// does not tell where the hidden category is.
+	//
+	// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+	// permissions knows every channel: they are listed every channel, in
+	// tree order, and those they cannot view carry `viewable: false`.
 	//
 	// **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 	//
@@ -25971,8 +25995,16 @@ func (c *ClientWithResponses) HeadAuditLogWithResponse(ctx context.Context, para
 // category and the categories, by `position` (ties by `id`), each category
 // followed by its children by `position` (ties by `id`). With `parent_id`,
 // only that category's children. Only channels in which the caller has
-// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-// and a category without its children (visibility is per channel).
+// `VIEW_CHANNEL` are listed: a category may be listed without its
+// children (visibility is per channel). A channel listed without its
+// category (one the caller cannot view) has `parent_id` `null` and comes
+// after the whole tree of what the caller can view, among such channels
+// by its own `position` (ties by `id`), its position as stored: the list
+// does not tell where the hidden category is.
+//
+// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+// permissions knows every channel: they are listed every channel, in
+// tree order, and those they cannot view carry `viewable: false`.
 //
 // **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 //

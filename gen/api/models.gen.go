@@ -642,6 +642,16 @@ type Channel struct {
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	UpdatedAt Timestamp `json:"updated_at"`
+
+	// Viewable Present, and `false`, only in `listChannels` answered to a holder
+	// of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base permissions,
+	// on a channel they know of but cannot view (no `VIEW_CHANNEL`
+	// there): such a holder is listed every channel. Absent, the
+	// caller can view the channel.
+	//
+	//
+	// Example: false
+	Viewable *bool `json:"viewable,omitempty"`
 }
 
 // ChannelCreate Example: {"name":"Operations","parent_id":"staff","topic":"Where the moderators meet."}
