@@ -559,6 +559,14 @@ type ClientInterface interface {
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
 	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
+	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
 	// not 1..N for the roles, a `parent_id` that is not a category of the
@@ -595,6 +603,14 @@ type ClientInterface interface {
 	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
+	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -2363,6 +2379,14 @@ func (c *Client) HeadExportTemplate(ctx context.Context, reqEditors ...RequestEd
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
 //
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
+//
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
 // not 1..N for the roles, a `parent_id` that is not a category of the
@@ -2409,6 +2433,14 @@ func (c *Client) ImportTemplateWithBody(ctx context.Context, params *ImportTempl
 // `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
+//
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -5958,15 +5990,26 @@ func NewImportTemplateRequestWithBody(server string, params *ImportTemplateParam
 
 	if params != nil {
 
-		if params.XAuditReason != nil {
+		if params.IfMatch != nil {
 			var headerParam0 string
 
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Audit-Reason", *params.XAuditReason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Audit-Reason", headerParam0)
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+		if params.XAuditReason != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Audit-Reason", *params.XAuditReason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Audit-Reason", headerParam1)
 		}
 
 	}
@@ -9347,6 +9390,14 @@ type ClientWithResponsesInterface interface {
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
 	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
+	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
 	// not 1..N for the roles, a `parent_id` that is not a category of the
@@ -9383,6 +9434,14 @@ type ClientWithResponsesInterface interface {
 	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
+	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -15312,6 +15371,14 @@ type ImportTemplateResponse409Headers struct {
 	XRequestId         *string
 }
 
+// ImportTemplateResponse412Headers the declared response headers of an HTTP 412 response for ImportTemplate
+type ImportTemplateResponse412Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // ImportTemplateResponse413Headers the declared response headers of an HTTP 413 response for ImportTemplate
 type ImportTemplateResponse413Headers struct {
 	RateLimitLimit     *int
@@ -15322,6 +15389,14 @@ type ImportTemplateResponse413Headers struct {
 
 // ImportTemplateResponse415Headers the declared response headers of an HTTP 415 response for ImportTemplate
 type ImportTemplateResponse415Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// ImportTemplateResponse428Headers the declared response headers of an HTTP 428 response for ImportTemplate
+type ImportTemplateResponse428Headers struct {
 	RateLimitLimit     *int
 	RateLimitRemaining *int
 	RateLimitReset     *int
@@ -15379,10 +15454,14 @@ type ImportTemplateResponse struct {
 	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
+	ApplicationproblemJSON428 *PreconditionRequired
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -15405,10 +15484,14 @@ type ImportTemplateResponse struct {
 	Headers408 *ImportTemplateResponse408Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *ImportTemplateResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ImportTemplateResponse412Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *ImportTemplateResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *ImportTemplateResponse415Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *ImportTemplateResponse428Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ImportTemplateResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -15454,6 +15537,11 @@ func (r ImportTemplateResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r ImportTemplateResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ImportTemplateResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 	return r.ApplicationproblemJSON413
@@ -15462,6 +15550,11 @@ func (r ImportTemplateResponse) GetApplicationproblemJSON413() *PayloadTooLarge 
 // GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
 func (r ImportTemplateResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
+func (r ImportTemplateResponse) GetApplicationproblemJSON428() *PreconditionRequired {
+	return r.ApplicationproblemJSON428
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -26625,6 +26718,14 @@ func (c *ClientWithResponses) HeadExportTemplateWithResponse(ctx context.Context
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
 //
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
+//
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
 // not 1..N for the roles, a `parent_id` that is not a category of the
@@ -26667,6 +26768,14 @@ func (c *ClientWithResponses) ImportTemplateWithBodyWithResponse(ctx context.Con
 // `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
+//
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -38929,6 +39038,13 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -38942,6 +39058,13 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
+		var dest PreconditionRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON428 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -39205,6 +39328,37 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers ImportTemplateResponse412Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
 	case rsp.StatusCode == 413:
 		var headers ImportTemplateResponse413Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -39267,6 +39421,37 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers415 = &headers
+	case rsp.StatusCode == 428:
+		var headers ImportTemplateResponse428Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
 	case rsp.StatusCode == 429:
 		var headers ImportTemplateResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {

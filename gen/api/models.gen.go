@@ -285,6 +285,7 @@ const (
 	ProblemCodeNotImplemented       ProblemCode = "not_implemented"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
+	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRangeNotSatisfiable  ProblemCode = "range_not_satisfiable"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
@@ -318,6 +319,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePayloadTooLarge:
 		return true
 	case ProblemCodePreconditionFailed:
+		return true
+	case ProblemCodePreconditionRequired:
 		return true
 	case ProblemCodeRangeNotSatisfiable:
 		return true
@@ -1788,6 +1791,11 @@ type PayloadTooLarge = Problem
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type PreconditionFailed = Problem
 
+// PreconditionRequired An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type PreconditionRequired = Problem
+
 // RangeNotSatisfiable An RFC 9457 problem.
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
@@ -2056,8 +2064,11 @@ type ImportTemplateParams struct {
 	// DryRun List the changes without making them.
 	DryRun *bool `form:"dry_run,omitempty" json:"dry_run,omitempty"`
 
-	// Prune Delete what the template leaves out.
+	// Prune Delete what the template leaves out (needs `If-Match`).
 	Prune *bool `form:"prune,omitempty" json:"prune,omitempty"`
+
+	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XAuditReason Why the change is made; stored with its audit event.
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`

@@ -534,7 +534,8 @@ func authzRows() []authzRow {
 		{name: "exportTemplate", op: "exportTemplate", success: 200, want: ownerOnly, reason: "owner_only", prepare: get("/export")},
 		{name: "importTemplate (dry run)", op: "importTemplate", success: 200, want: ownerOnly, reason: "owner_only",
 			prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
-				return testenv.Req{Method: "POST", Path: "/import?dry_run=true&prune=true", Body: map[string]any{
+				tag := f.e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/export", Token: f.e.Owner}).Header.Get("ETag")
+				return testenv.Req{Method: "POST", Path: "/import?dry_run=true&prune=true", Headers: map[string]string{"If-Match": tag}, Body: map[string]any{
 					"format": "guildhall-template/1", "global_permissions": []string{}, "roles": []any{}, "channels": []any{}}}, []string{"/roles", "/channels"}
 			}},
 		{name: "importTemplate", op: "importTemplate", success: 200, want: ownerOnly, reason: "owner_only",

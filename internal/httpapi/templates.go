@@ -21,24 +21,25 @@ func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateReques
 	if err != nil {
 		return nil, err
 	}
-	body := toTemplate(t)
-	tag, err := templateTag(body)
+	tag, err := templateTag(t)
 	if err != nil {
 		return nil, err
 	}
-	return api.ExportTemplate200JSONResponse{Body: body, Headers: api.ExportTemplate200ResponseHeaders{ETag: &tag}}, nil
+	tag = quoteTag(tag)
+	return api.ExportTemplate200JSONResponse{Body: toTemplate(t), Headers: api.ExportTemplate200ResponseHeaders{ETag: &tag}}, nil
 }
 
-// templateTag is the entity tag of a template: a digest of its JSON, which
-// encoding/json writes the same for the same structure (struct fields in
-// their order, lists in the template's order), on every instance.
-func templateTag(t api.Template) (string, error) {
-	b, err := json.Marshal(t)
+// templateTag is the entity tag of a template (unquoted, as the domain
+// names versions): a digest of its JSON, which encoding/json writes the
+// same for the same structure (struct fields in their order, lists in the
+// template's order), on every instance.
+func templateTag(t guild.Template) (string, error) {
+	b, err := json.Marshal(toTemplate(t))
 	if err != nil {
 		return "", fmt.Errorf("encode template: %w", err)
 	}
 	sum := sha256.Sum256(b)
-	return quoteTag(base64.RawURLEncoding.EncodeToString(sum[:18])), nil
+	return base64.RawURLEncoding.EncodeToString(sum[:18]), nil
 }
 
 // ImportTemplate implements POST /import.
@@ -48,8 +49,9 @@ func (h *Handler) ImportTemplate(ctx context.Context, req api.ImportTemplateRequ
 	if err != nil {
 		return nil, err
 	}
-	changes, err := h.svc.ImportTemplate(ctx, a, t, guild.ImportOptions{DryRun: deref(req.Params.DryRun), Prune: deref(req.Params.Prune)},
-		opts(nil, req.Params.XAuditReason))
+	changes, err := h.svc.ImportTemplate(ctx, a, t,
+		guild.ImportOptions{DryRun: deref(req.Params.DryRun), Prune: deref(req.Params.Prune), Tag: templateTag},
+		opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
 	}
