@@ -596,23 +596,26 @@ func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int6
 	return holders, nil
 }
 
+// holderAtOrAbove is the condition on a user (row of users) who holds a
+// role (the first parameter), is not a given user (the second), and is the
+// owner or holds a role at a position (the third) or above.
+const holderAtOrAbove = "id IN (SELECT user_id FROM user_roles WHERE role_id = ?) AND id <> ? AND " +
+	"(is_owner OR EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = users.id AND r.position >= ?))"
+
 // RoleHolderAtOrAbove finds a holder of role roleID, other than exceptUserID,
 // who is the owner or holds a role at position top or above: one whom a
 // caller of that top position may not take the role from. The owner is
 // named first. found is false when there is none.
 func (tx *Tx) RoleHolderAtOrAbove(ctx context.Context, roleID, exceptUserID string, top int) (u model.User, found bool, err error) {
 	var rows []userRow
-	err = tx.with(ctx).Model(&userRow{}).Select("users.id", "users.username", "users.is_owner").
-		Joins("JOIN user_roles ur ON ur.user_id = users.id AND ur.role_id = ?", roleID).
-		Where("users.id <> ?", exceptUserID).
-		Where("users.is_owner OR EXISTS (SELECT 1 FROM user_roles ur2 JOIN roles r2 ON r2.id = ur2.role_id "+
-			"WHERE ur2.user_id = users.id AND r2.position >= ?)", top).
-		Order("users.is_owner DESC").Order("users.id").Limit(1).Find(&rows).Error
-	if err != nil || len(rows) == 0 {
-		if err != nil {
-			err = fmt.Errorf("read role holders: %w", err)
-		}
-		return model.User{}, false, err
+	err = tx.with(ctx).Model(&userRow{}).Select("id", "username", "is_owner").
+		Where(holderAtOrAbove, roleID, exceptUserID, top).
+		Order("is_owner DESC").Order("id").Limit(1).Find(&rows).Error
+	if err != nil {
+		return model.User{}, false, fmt.Errorf("read role holders: %w", err)
+	}
+	if len(rows) == 0 {
+		return model.User{}, false, nil
 	}
 	return model.User{ID: rows[0].ID, Username: rows[0].Username, IsOwner: rows[0].IsOwner}, true, nil
 }
