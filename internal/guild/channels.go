@@ -50,12 +50,32 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 	}
 	every := a.knowsEveryChannel()
 	type keyed struct {
-		key string
+		key string // "" for a channel of the tree, until asked (keyOf)
 		c   model.Channel
 	}
-	// The tree, then the orphans: chans come in tree order, so the tree's
-	// part is in key order as it is gathered; the orphans are sorted.
-	var tree, orphans []keyed
+	keyOf := func(k keyed) string {
+		if k.key == "" {
+			return treeKey(a, k.c)
+		}
+		return k.key
+	}
+	limit = pageLimit(limit)
+	page := Page[model.Channel]{Items: make([]model.Channel, 0, min(limit, len(chans)))}
+	var last keyed
+	// add puts a channel on the page, or, once the page is full, seals the
+	// cursor and reports that the page is done.
+	add := func(k keyed) bool {
+		if len(page.Items) == limit {
+			page.NextCursor = s.cursors.encode(keyOf(last), filters...)
+			return false
+		}
+		page.Items = append(page.Items, a.shown(k.c))
+		last = k
+		return true
+	}
+	// The tree first: chans come in tree order, which is the order of
+	// their keys. Orphans are gathered on the way, and come after.
+	var orphans []keyed
 	for _, c := range chans {
 		viewable := a.In(c.ID).Has(permissions.ViewChannel)
 		switch {
@@ -68,28 +88,22 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 			orphans = append(orphans, keyed{orphanKey(c), c})
 			continue
 		}
-		tree = append(tree, keyed{c: c}) // its key made only when needed
-	}
-	slices.SortFunc(orphans, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
-	keyOf := func(k keyed) string {
-		if k.key == "" {
-			return treeKey(a, k.c)
-		}
-		return k.key
-	}
-	limit = pageLimit(limit)
-	page := Page[model.Channel]{Items: make([]model.Channel, 0, min(limit, len(tree)+len(orphans)))}
-	var last keyed
-	for _, k := range append(tree, orphans...) {
+		k := keyed{c: c}
 		if after != "" && keyOf(k) <= after {
 			continue
 		}
-		if len(page.Items) == limit {
-			page.NextCursor = s.cursors.encode(keyOf(last), filters...)
-			break
+		if !add(k) {
+			return page, nil
 		}
-		page.Items = append(page.Items, a.shown(k.c))
-		last = k
+	}
+	slices.SortFunc(orphans, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
+	for _, k := range orphans {
+		if after != "" && k.key <= after {
+			continue
+		}
+		if !add(k) {
+			return page, nil
+		}
 	}
 	return page, nil
 }
