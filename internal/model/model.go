@@ -30,19 +30,20 @@ const (
 
 // Channel is a chat channel, or a category that holds channels.
 type Channel struct {
-	ID       string
-	Name     string
-	Topic    *string
-	Kind     string
-	ParentID *string // the category it is in; never set on a category
-	Position int     // among its siblings (ties by ID)
-	Synced   bool    // in a category, with the category's overwrites (as sets)
+	ID        string
+	Name      string
+	Topic     *string
+	Kind      string
+	ParentID  *string // the category it is in; never set on a category
+	Position  int     // among its siblings (ties by ID)
+	Synced    bool    // in a category, with the category's overwrites (as sets)
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+
 	// Unviewable marks, in a list, a channel the caller knows of (they
 	// manage channels or roles) but cannot view.
 	Unviewable bool
-	Version    int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
 }
 
 // Role is a named set of permissions at a position in the hierarchy.
