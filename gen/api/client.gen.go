@@ -135,8 +135,16 @@ type ClientInterface interface {
 	// category and the categories, by `position` (ties by `id`), each category
 	// followed by its children by `position` (ties by `id`). With `parent_id`,
 	// only that category's children. Only channels in which the caller has
-	// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-	// and a category without its children (visibility is per channel).
+	// `VIEW_CHANNEL` are listed: a category may be listed without its
+	// children (visibility is per channel). A channel listed without its
+	// category (one the caller cannot view) has `parent_id` `null` and comes
+	// after the whole tree of what the caller can view, among such channels
+	// by its own `position` (ties by `id`), its position as stored: the list
+	// does not tell where the hidden category is.
+	//
+	// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+	// permissions knows every channel: they are listed every channel, in
+	// tree order, and those they cannot view carry `viewable: false`.
 	//
 	// **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 	//
@@ -567,6 +575,14 @@ type ClientInterface interface {
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
 	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
+	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
 	// not 1..N for the roles, a `parent_id` that is not a category of the
@@ -607,6 +623,14 @@ type ClientInterface interface {
 	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
+	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -1049,10 +1073,13 @@ type ClientInterface interface {
 	// overwrites.
 	//
 	// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-	// role, its permissions held by the caller, and in each channel where the
-	// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-	// allows or denies held by the caller in that channel. A refusal is a `403`
-	// naming what is missing (with `channel_id` for a channel's), and nothing is
+	// role, every holder other than the caller below the caller's top role
+	// too (the owner holding it is the owner's alone: a `403`
+	// `role_hierarchy` with the `user_id` of such a holder), its permissions
+	// held by the caller, and in each channel where the role has an
+	// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+	// denies held by the caller in that channel. A refusal is a `403` naming
+	// what is missing (with `channel_id` for a channel's), and nothing is
 	// deleted.
 	//
 	// Corresponds with POST /roles/{roleID}/delete (the `DeleteRole` operationId).
@@ -1387,7 +1414,9 @@ type ClientInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -1401,8 +1430,9 @@ type ClientInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1414,7 +1444,9 @@ type ClientInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -1428,8 +1460,9 @@ type ClientInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -1441,12 +1474,17 @@ type ClientInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1458,12 +1496,17 @@ type ClientInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1688,8 +1731,16 @@ func (c *Client) HeadAuditLog(ctx context.Context, params *HeadAuditLogParams, r
 // category and the categories, by `position` (ties by `id`), each category
 // followed by its children by `position` (ties by `id`). With `parent_id`,
 // only that category's children. Only channels in which the caller has
-// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-// and a category without its children (visibility is per channel).
+// `VIEW_CHANNEL` are listed: a category may be listed without its
+// children (visibility is per channel). A channel listed without its
+// category (one the caller cannot view) has `parent_id` `null` and comes
+// after the whole tree of what the caller can view, among such channels
+// by its own `position` (ties by `id`), its position as stored: the list
+// does not tell where the hidden category is.
+//
+// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+// permissions knows every channel: they are listed every channel, in
+// tree order, and those they cannot view carry `viewable: false`.
 //
 // **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 //
@@ -2400,6 +2451,14 @@ func (c *Client) HeadExportTemplate(ctx context.Context, reqEditors ...RequestEd
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
 //
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
+//
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
 // not 1..N for the roles, a `parent_id` that is not a category of the
@@ -2450,6 +2509,14 @@ func (c *Client) ImportTemplateWithBody(ctx context.Context, params *ImportTempl
 // `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
+//
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -3228,10 +3295,13 @@ func (c *Client) CreateRole(ctx context.Context, roleID RoleID, params *CreateRo
 // overwrites.
 //
 // **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-// role, its permissions held by the caller, and in each channel where the
-// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-// allows or denies held by the caller in that channel. A refusal is a `403`
-// naming what is missing (with `channel_id` for a channel's), and nothing is
+// role, every holder other than the caller below the caller's top role
+// too (the owner holding it is the owner's alone: a `403`
+// `role_hierarchy` with the `user_id` of such a holder), its permissions
+// held by the caller, and in each channel where the role has an
+// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+// denies held by the caller in that channel. A refusal is a `403` naming
+// what is missing (with `channel_id` for a channel's), and nothing is
 // deleted.
 //
 // Corresponds with POST /roles/{roleID}/delete (the `DeleteRole` operationId).
@@ -3802,7 +3872,9 @@ func (c *Client) HeadUser(ctx context.Context, userID UserID, reqEditors ...Requ
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -3816,8 +3888,9 @@ func (c *Client) HeadUser(ctx context.Context, userID UserID, reqEditors ...Requ
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3839,7 +3912,9 @@ func (c *Client) PatchUserWithBody(ctx context.Context, userID UserID, params *P
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -3853,8 +3928,9 @@ func (c *Client) PatchUserWithBody(ctx context.Context, userID UserID, params *P
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -3876,12 +3952,17 @@ func (c *Client) PatchUserWithApplicationMergePatchPlusJSONBody(ctx context.Cont
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3903,12 +3984,17 @@ func (c *Client) UpdateUserWithBody(ctx context.Context, userID UserID, params *
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6016,15 +6102,26 @@ func NewImportTemplateRequestWithBody(server string, params *ImportTemplateParam
 
 	if params != nil {
 
-		if params.XAuditReason != nil {
+		if params.IfMatch != nil {
 			var headerParam0 string
 
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Audit-Reason", *params.XAuditReason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Audit-Reason", headerParam0)
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+		if params.XAuditReason != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Audit-Reason", *params.XAuditReason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Audit-Reason", headerParam1)
 		}
 
 	}
@@ -8947,8 +9044,16 @@ type ClientWithResponsesInterface interface {
 	// category and the categories, by `position` (ties by `id`), each category
 	// followed by its children by `position` (ties by `id`). With `parent_id`,
 	// only that category's children. Only channels in which the caller has
-	// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-	// and a category without its children (visibility is per channel).
+	// `VIEW_CHANNEL` are listed: a category may be listed without its
+	// children (visibility is per channel). A channel listed without its
+	// category (one the caller cannot view) has `parent_id` `null` and comes
+	// after the whole tree of what the caller can view, among such channels
+	// by its own `position` (ties by `id`), its position as stored: the list
+	// does not tell where the hidden category is.
+	//
+	// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+	// permissions knows every channel: they are listed every channel, in
+	// tree order, and those they cannot view carry `viewable: false`.
 	//
 	// **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 	//
@@ -9413,6 +9518,14 @@ type ClientWithResponsesInterface interface {
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
 	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
+	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
 	// not 1..N for the roles, a `parent_id` that is not a category of the
@@ -9453,6 +9566,14 @@ type ClientWithResponsesInterface interface {
 	// `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 	// `global.permissions.set`), and listed. Importing the template just
 	// exported changes nothing.
+	//
+	// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+	// if the community's export would still have that `ETag` (`412` when it
+	// changed since, naming the current one; `*` matches any). With
+	// `prune=true` it is required, so that a stale template cannot delete what
+	// was created after its export: without `If-Match`, or with `*`, that is a
+	// `428` (`precondition_required`). A dry run follows the same rules, so it
+	// answers what the same import without `dry_run` would.
 	//
 	// A bad template changes nothing and is answered at the offending member:
 	// an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -9929,10 +10050,13 @@ type ClientWithResponsesInterface interface {
 	// overwrites.
 	//
 	// **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-	// role, its permissions held by the caller, and in each channel where the
-	// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-	// allows or denies held by the caller in that channel. A refusal is a `403`
-	// naming what is missing (with `channel_id` for a channel's), and nothing is
+	// role, every holder other than the caller below the caller's top role
+	// too (the owner holding it is the owner's alone: a `403`
+	// `role_hierarchy` with the `user_id` of such a holder), its permissions
+	// held by the caller, and in each channel where the role has an
+	// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+	// denies held by the caller in that channel. A refusal is a `403` naming
+	// what is missing (with `channel_id` for a channel's), and nothing is
 	// deleted.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -10287,7 +10411,9 @@ type ClientWithResponsesInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -10301,8 +10427,9 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10314,7 +10441,9 @@ type ClientWithResponsesInterface interface {
 	// Changes some of `username`, `display_name`, `email`, `status` and
 	// `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 	// absent stays as it is. The rules of `updateUser` apply to the first
-	// four.
+	// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+	// whether an address is taken is told only to a caller who may see
+	// emails.
 	//
 	// `timeout_until` times the member out until then: while it is in the
 	// future, their base permissions and their permissions in every channel
@@ -10328,8 +10457,9 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 	// role strictly below the caller's; for the other members, what
 	// `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-	// the caller's, though a user changing their own `username`, `email` or
-	// `display_name` needs no permission, and never their own `status`.
+	// the caller's, though a user changing their own `username` or
+	// `display_name` needs no permission, their own `email` needs
+	// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10341,12 +10471,17 @@ type ClientWithResponsesInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10358,12 +10493,17 @@ type ClientWithResponsesInterface interface {
 	// Replaces `username`, `display_name`, `email` (omitted means `null`) and
 	// `status`. Suspending (`status: suspended`) makes the user's tokens answer
 	// `401` until the user is active again. The owner cannot be suspended
-	// (`409`). A taken username or email is a `409`.
+	// (`409`). A taken username or email is a `409`. Whether an email is
+	// taken is told only to a caller who may see emails: one without
+	// `MANAGE_USERS` cannot change an email at all, their own included, and
+	// is refused (`403`) before any address is compared, so a taken address
+	// and a free one get the same answer.
 	//
 	// **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-	// caller's; a user changing their own `username`, `email` or
-	// `display_name` needs no permission, but never their own `status`. Only
-	// the owner may change the owner.
+	// caller's; a user changing their own `username` or `display_name` needs
+	// no permission, and their own `email` needs `MANAGE_USERS` but no
+	// hierarchy; never their own `status`. Only the owner may change the
+	// owner.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15426,6 +15566,14 @@ type ImportTemplateResponse409Headers struct {
 	XRequestId         *string
 }
 
+// ImportTemplateResponse412Headers the declared response headers of an HTTP 412 response for ImportTemplate
+type ImportTemplateResponse412Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // ImportTemplateResponse413Headers the declared response headers of an HTTP 413 response for ImportTemplate
 type ImportTemplateResponse413Headers struct {
 	RateLimitLimit     *int
@@ -15436,6 +15584,14 @@ type ImportTemplateResponse413Headers struct {
 
 // ImportTemplateResponse415Headers the declared response headers of an HTTP 415 response for ImportTemplate
 type ImportTemplateResponse415Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// ImportTemplateResponse428Headers the declared response headers of an HTTP 428 response for ImportTemplate
+type ImportTemplateResponse428Headers struct {
 	RateLimitLimit     *int
 	RateLimitRemaining *int
 	RateLimitReset     *int
@@ -15493,10 +15649,14 @@ type ImportTemplateResponse struct {
 	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
+	ApplicationproblemJSON428 *PreconditionRequired
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -15519,10 +15679,14 @@ type ImportTemplateResponse struct {
 	Headers408 *ImportTemplateResponse408Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *ImportTemplateResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ImportTemplateResponse412Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *ImportTemplateResponse413Headers
 	// Headers415 the parsed response headers for an HTTP 415 response
 	Headers415 *ImportTemplateResponse415Headers
+	// Headers428 the parsed response headers for an HTTP 428 response
+	Headers428 *ImportTemplateResponse428Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ImportTemplateResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
@@ -15568,6 +15732,11 @@ func (r ImportTemplateResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r ImportTemplateResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ImportTemplateResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 	return r.ApplicationproblemJSON413
@@ -15576,6 +15745,11 @@ func (r ImportTemplateResponse) GetApplicationproblemJSON413() *PayloadTooLarge 
 // GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
 func (r ImportTemplateResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
+func (r ImportTemplateResponse) GetApplicationproblemJSON428() *PreconditionRequired {
+	return r.ApplicationproblemJSON428
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -26130,8 +26304,16 @@ func (c *ClientWithResponses) HeadAuditLogWithResponse(ctx context.Context, para
 // category and the categories, by `position` (ties by `id`), each category
 // followed by its children by `position` (ties by `id`). With `parent_id`,
 // only that category's children. Only channels in which the caller has
-// `VIEW_CHANNEL` are listed: a child may be listed without its category,
-// and a category without its children (visibility is per channel).
+// `VIEW_CHANNEL` are listed: a category may be listed without its
+// children (visibility is per channel). A channel listed without its
+// category (one the caller cannot view) has `parent_id` `null` and comes
+// after the whole tree of what the caller can view, among such channels
+// by its own `position` (ties by `id`), its position as stored: the list
+// does not tell where the hidden category is.
+//
+// A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+// permissions knows every channel: they are listed every channel, in
+// tree order, and those they cannot view carry `viewable: false`.
 //
 // **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
 //
@@ -26764,6 +26946,14 @@ func (c *ClientWithResponses) HeadExportTemplateWithResponse(ctx context.Context
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
 //
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
+//
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
 // not 1..N for the roles, a `parent_id` that is not a category of the
@@ -26810,6 +27000,14 @@ func (c *ClientWithResponses) ImportTemplateWithBodyWithResponse(ctx context.Con
 // `channel.overwrite.set`, `channel.overwrite.removed`, the deletions and
 // `global.permissions.set`), and listed. Importing the template just
 // exported changes nothing.
+//
+// `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+// if the community's export would still have that `ETag` (`412` when it
+// changed since, naming the current one; `*` matches any). With
+// `prune=true` it is required, so that a stale template cannot delete what
+// was created after its export: without `If-Match`, or with `*`, that is a
+// `428` (`precondition_required`). A dry run follows the same rules, so it
+// answers what the same import without `dry_run` would.
 //
 // A bad template changes nothing and is answered at the offending member:
 // an unknown `format` (`body.format`), a duplicate ID, positions that are
@@ -27488,10 +27686,13 @@ func (c *ClientWithResponses) CreateRoleWithResponse(ctx context.Context, roleID
 // overwrites.
 //
 // **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-// role, its permissions held by the caller, and in each channel where the
-// role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-// allows or denies held by the caller in that channel. A refusal is a `403`
-// naming what is missing (with `channel_id` for a channel's), and nothing is
+// role, every holder other than the caller below the caller's top role
+// too (the owner holding it is the owner's alone: a `403`
+// `role_hierarchy` with the `user_id` of such a holder), its permissions
+// held by the caller, and in each channel where the role has an
+// overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+// denies held by the caller in that channel. A refusal is a `403` naming
+// what is missing (with `channel_id` for a channel's), and nothing is
 // deleted.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -27988,7 +28189,9 @@ func (c *ClientWithResponses) HeadUserWithResponse(ctx context.Context, userID U
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -28002,8 +28205,9 @@ func (c *ClientWithResponses) HeadUserWithResponse(ctx context.Context, userID U
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -28021,7 +28225,9 @@ func (c *ClientWithResponses) PatchUserWithBodyWithResponse(ctx context.Context,
 // Changes some of `username`, `display_name`, `email`, `status` and
 // `timeout_until` with a JSON merge patch (RFC 7396): a member that is
 // absent stays as it is. The rules of `updateUser` apply to the first
-// four.
+// four, `email` included: changing one's own needs `MANAGE_USERS`, and
+// whether an address is taken is told only to a caller who may see
+// emails.
 //
 // `timeout_until` times the member out until then: while it is in the
 // future, their base permissions and their permissions in every channel
@@ -28035,8 +28241,9 @@ func (c *ClientWithResponses) PatchUserWithBodyWithResponse(ctx context.Context,
 // **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
 // role strictly below the caller's; for the other members, what
 // `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-// the caller's, though a user changing their own `username`, `email` or
-// `display_name` needs no permission, and never their own `status`.
+// the caller's, though a user changing their own `username` or
+// `display_name` needs no permission, their own `email` needs
+// `MANAGE_USERS` but no hierarchy, and never their own `status`.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -28054,12 +28261,17 @@ func (c *ClientWithResponses) PatchUserWithApplicationMergePatchPlusJSONBodyWith
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -28077,12 +28289,17 @@ func (c *ClientWithResponses) UpdateUserWithBodyWithResponse(ctx context.Context
 // Replaces `username`, `display_name`, `email` (omitted means `null`) and
 // `status`. Suspending (`status: suspended`) makes the user's tokens answer
 // `401` until the user is active again. The owner cannot be suspended
-// (`409`). A taken username or email is a `409`.
+// (`409`). A taken username or email is a `409`. Whether an email is
+// taken is told only to a caller who may see emails: one without
+// `MANAGE_USERS` cannot change an email at all, their own included, and
+// is refused (`403`) before any address is compared, so a taken address
+// and a free one get the same answer.
 //
 // **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-// caller's; a user changing their own `username`, `email` or
-// `display_name` needs no permission, but never their own `status`. Only
-// the owner may change the owner.
+// caller's; a user changing their own `username` or `display_name` needs
+// no permission, and their own `email` needs `MANAGE_USERS` but no
+// hierarchy; never their own `status`. Only the owner may change the
+// owner.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -39158,6 +39375,13 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -39171,6 +39395,13 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
+		var dest PreconditionRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON428 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -39434,6 +39665,37 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers ImportTemplateResponse412Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
 	case rsp.StatusCode == 413:
 		var headers ImportTemplateResponse413Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -39496,6 +39758,37 @@ func ParseImportTemplateResponse(rsp *http.Response) (*ImportTemplateResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers415 = &headers
+	case rsp.StatusCode == 428:
+		var headers ImportTemplateResponse428Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers428 = &headers
 	case rsp.StatusCode == 429:
 		var headers ImportTemplateResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {

@@ -288,6 +288,7 @@ const (
 	ProblemCodeNotImplemented       ProblemCode = "not_implemented"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
+	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRangeNotSatisfiable  ProblemCode = "range_not_satisfiable"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
@@ -321,6 +322,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePayloadTooLarge:
 		return true
 	case ProblemCodePreconditionFailed:
+		return true
+	case ProblemCodePreconditionRequired:
 		return true
 	case ProblemCodeRangeNotSatisfiable:
 		return true
@@ -546,7 +549,10 @@ type Attachment struct {
 	// ContentType Example: image/png
 	ContentType string `json:"content_type"`
 
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
@@ -567,7 +573,10 @@ type Attachment struct {
 	// Size Example: 4096
 	Size int64 `json:"size"`
 
-	// UpdatedAt RFC 3339, UTC, microsecond precision.
+	// UpdatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	UpdatedAt Timestamp `json:"updated_at"`
@@ -595,7 +604,10 @@ type AttachmentList struct {
 
 // Channel Example: {"created_at":"2026-11-22T08:15:30.123456Z","id":"ops","kind":"text","name":"Operations","parent_id":"staff","position":0,"synced":true,"topic":"Where the moderators meet.","updated_at":"2026-11-22T08:15:30.123456Z"}
 type Channel struct {
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
@@ -658,10 +670,23 @@ type Channel struct {
 	// Example: Where the moderators meet.
 	Topic jsonfield.Nullable[string] `json:"topic"`
 
-	// UpdatedAt RFC 3339, UTC, microsecond precision.
+	// UpdatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	UpdatedAt Timestamp `json:"updated_at"`
+
+	// Viewable Present, and `false`, only in `listChannels` answered to a holder
+	// of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base permissions,
+	// on a channel they know of but cannot view (no `VIEW_CHANNEL`
+	// there): such a holder is listed every channel. Absent, the
+	// caller can view the channel.
+	//
+	//
+	// Example: false
+	Viewable *bool `json:"viewable,omitempty"`
 }
 
 // ChannelCreate Example: {"name":"Operations","parent_id":"staff","topic":"Where the moderators meet."}
@@ -832,7 +857,10 @@ type Event struct {
 	// Example: 01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e
 	ActorId nullable.Nullable[string] `json:"actor_id"`
 
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
@@ -894,7 +922,10 @@ type ExplanationStep struct {
 	// Example: mods
 	RoleId *RoleID `json:"role_id,omitempty"`
 
-	// Until RFC 3339, UTC, microsecond precision.
+	// Until RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	Until *Timestamp `json:"until,omitempty"`
@@ -1211,7 +1242,10 @@ type Role struct {
 	// Color Example: #3498db
 	Color jsonfield.Nullable[string] `json:"color"`
 
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
@@ -1258,7 +1292,10 @@ type Role struct {
 	// Example: 3
 	Position int `json:"position"`
 
-	// UpdatedAt RFC 3339, UTC, microsecond precision.
+	// UpdatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	UpdatedAt Timestamp `json:"updated_at"`
@@ -1369,7 +1406,10 @@ type RolePatch struct {
 //
 // Example: {"expires_at":"2026-11-22T08:16:30.123456Z","ticket":"tkt_Zq3v8N2mXb1cY7wR5tL0pK9e"}
 type StreamTicket struct {
-	// ExpiresAt RFC 3339, UTC, microsecond precision.
+	// ExpiresAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	ExpiresAt Timestamp `json:"expires_at"`
@@ -1540,14 +1580,19 @@ type TemplateRole struct {
 	Position int `json:"position"`
 }
 
-// Timestamp RFC 3339, UTC, microsecond precision.
+// Timestamp RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
 //
 // Example: 2026-11-22T08:15:30.123456Z
 type Timestamp = jsonfield.Time
 
 // Token Example: {"created_at":"2026-11-22T08:15:30.123456Z","expires_at":null,"id":"01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a","name":"CI deploy","user_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"}
 type Token struct {
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
@@ -1630,7 +1675,10 @@ type TokenCreate struct {
 
 // TokenCreated Example: {"created_at":"2026-11-22T08:15:30.123456Z","expires_at":null,"id":"01936f4f-1b2c-7d3e-8f4a-5b6c7d8e9f0a","name":"CI deploy","token":"gh_3q2Vt0m5Yy9kQ8nB7xW1cR4eL6aZ0sD2fH5jK8pU1oI","user_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"}
 type TokenCreated struct {
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp                    `json:"created_at"`
@@ -1694,7 +1742,10 @@ type TokenList struct {
 
 // User Example: {"created_at":"2026-11-22T08:15:30.123456Z","display_name":"Alice Liddell","email":"alice@example.com","id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","is_owner":false,"roles":["mods"],"status":"active","updated_at":"2026-11-22T08:15:30.123456Z","username":"alice"}
 type User struct {
-	// CreatedAt RFC 3339, UTC, microsecond precision.
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
@@ -1731,7 +1782,10 @@ type User struct {
 	// with `patchUser`.
 	TimeoutUntil *time.Time `json:"timeout_until,omitempty"`
 
-	// UpdatedAt RFC 3339, UTC, microsecond precision.
+	// UpdatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
 	//
 	// Example: 2026-11-22T08:15:30.123456Z
 	UpdatedAt Timestamp `json:"updated_at"`
@@ -2010,6 +2064,11 @@ type PayloadTooLarge = Problem
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type PreconditionFailed = Problem
 
+// PreconditionRequired An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type PreconditionRequired = Problem
+
 // RangeNotSatisfiable An RFC 9457 problem.
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
@@ -2155,7 +2214,7 @@ type GetAttachmentParams struct {
 	// AttachmentID The attachment's ID, chosen by the client; unique within the channel.
 	AttachmentID AttachmentID `form:"attachmentID" json:"attachmentID"`
 
-	// Range One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored.
+	// Range One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored (the whole body, `200`), however long.
 	Range *Range `json:"Range,omitempty"`
 
 	// IfRange An `ETag` or an HTTP-date; the `Range` applies only if it is current.
@@ -2294,8 +2353,11 @@ type ImportTemplateParams struct {
 	// DryRun List the changes without making them.
 	DryRun *bool `form:"dry_run,omitempty" json:"dry_run,omitempty"`
 
-	// Prune Delete what the template leaves out.
+	// Prune Delete what the template leaves out (needs `If-Match`).
 	Prune *bool `form:"prune,omitempty" json:"prune,omitempty"`
+
+	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XAuditReason Why the change is made; stored with its audit event. The characters
 	// of a `Name` (none of the invisible ones: the same rule and the same

@@ -73,8 +73,16 @@ export interface paths {
          *     category and the categories, by `position` (ties by `id`), each category
          *     followed by its children by `position` (ties by `id`). With `parent_id`,
          *     only that category's children. Only channels in which the caller has
-         *     `VIEW_CHANNEL` are listed: a child may be listed without its category,
-         *     and a category without its children (visibility is per channel).
+         *     `VIEW_CHANNEL` are listed: a category may be listed without its
+         *     children (visibility is per channel). A channel listed without its
+         *     category (one the caller cannot view) has `parent_id` `null` and comes
+         *     after the whole tree of what the caller can view, among such channels
+         *     by its own `position` (ties by `id`), its position as stored: the list
+         *     does not tell where the hidden category is.
+         *
+         *     A holder of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base
+         *     permissions knows every channel: they are listed every channel, in
+         *     tree order, and those they cannot view carry `viewable: false`.
          *
          *     **Permission:** any authenticated user; the list is filtered by `VIEW_CHANNEL`.
          */
@@ -639,6 +647,14 @@ export interface paths {
          *     `global.permissions.set`), and listed. Importing the template just
          *     exported changes nothing.
          *
+         *     `If-Match` takes the `ETag` of `exportTemplate`: the import is made only
+         *     if the community's export would still have that `ETag` (`412` when it
+         *     changed since, naming the current one; `*` matches any). With
+         *     `prune=true` it is required, so that a stale template cannot delete what
+         *     was created after its export: without `If-Match`, or with `*`, that is a
+         *     `428` (`precondition_required`). A dry run follows the same rules, so it
+         *     answers what the same import without `dry_run` would.
+         *
          *     A bad template changes nothing and is answered at the offending member:
          *     an unknown `format` (`body.format`), a duplicate ID, positions that are
          *     not 1..N for the roles, a `parent_id` that is not a category of the
@@ -883,10 +899,13 @@ export interface paths {
          *     overwrites.
          *
          *     **Permission:** `MANAGE_ROLES`, the role strictly below the caller's top
-         *     role, its permissions held by the caller, and in each channel where the
-         *     role has an overwrite, `MANAGE_ROLES` and every permission the overwrite
-         *     allows or denies held by the caller in that channel. A refusal is a `403`
-         *     naming what is missing (with `channel_id` for a channel's), and nothing is
+         *     role, every holder other than the caller below the caller's top role
+         *     too (the owner holding it is the owner's alone: a `403`
+         *     `role_hierarchy` with the `user_id` of such a holder), its permissions
+         *     held by the caller, and in each channel where the role has an
+         *     overwrite, `MANAGE_ROLES` and every permission the overwrite allows or
+         *     denies held by the caller in that channel. A refusal is a `403` naming
+         *     what is missing (with `channel_id` for a channel's), and nothing is
          *     deleted.
          */
         post: operations["deleteRole"];
@@ -1168,12 +1187,17 @@ export interface paths {
          * @description Replaces `username`, `display_name`, `email` (omitted means `null`) and
          *     `status`. Suspending (`status: suspended`) makes the user's tokens answer
          *     `401` until the user is active again. The owner cannot be suspended
-         *     (`409`). A taken username or email is a `409`.
+         *     (`409`). A taken username or email is a `409`. Whether an email is
+         *     taken is told only to a caller who may see emails: one without
+         *     `MANAGE_USERS` cannot change an email at all, their own included, and
+         *     is refused (`403`) before any address is compared, so a taken address
+         *     and a free one get the same answer.
          *
          *     **Permission:** `MANAGE_USERS` and the user's top role strictly below the
-         *     caller's; a user changing their own `username`, `email` or
-         *     `display_name` needs no permission, but never their own `status`. Only
-         *     the owner may change the owner.
+         *     caller's; a user changing their own `username` or `display_name` needs
+         *     no permission, and their own `email` needs `MANAGE_USERS` but no
+         *     hierarchy; never their own `status`. Only the owner may change the
+         *     owner.
          */
         put: operations["updateUser"];
         post?: never;
@@ -1200,7 +1224,9 @@ export interface paths {
          * @description Changes some of `username`, `display_name`, `email`, `status` and
          *     `timeout_until` with a JSON merge patch (RFC 7396): a member that is
          *     absent stays as it is. The rules of `updateUser` apply to the first
-         *     four.
+         *     four, `email` included: changing one's own needs `MANAGE_USERS`, and
+         *     whether an address is taken is told only to a caller who may see
+         *     emails.
          *
          *     `timeout_until` times the member out until then: while it is in the
          *     future, their base permissions and their permissions in every channel
@@ -1214,8 +1240,9 @@ export interface paths {
          *     **Permission:** for `timeout_until`, `MODERATE_MEMBERS` and the user's top
          *     role strictly below the caller's; for the other members, what
          *     `updateUser` needs: `MANAGE_USERS` and the user's top role strictly below
-         *     the caller's, though a user changing their own `username`, `email` or
-         *     `display_name` needs no permission, and never their own `status`.
+         *     the caller's, though a user changing their own `username` or
+         *     `display_name` needs no permission, their own `email` needs
+         *     `MANAGE_USERS` but no hierarchy, and never their own `status`.
          */
         patch: operations["patchUser"];
         trace?: never;
@@ -1601,7 +1628,9 @@ export interface components {
         Name: string;
         /**
          * Format: date-time
-         * @description RFC 3339, UTC, microsecond precision.
+         * @description RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+         *     or in any `date-time` parameter or member) is RFC 3339 to the letter:
+         *     an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
          * @example 2026-11-22T08:15:30.123456Z
          */
         Timestamp: string;
@@ -1776,6 +1805,15 @@ export interface components {
              *     makes it unsynced.
              */
             readonly synced: boolean;
+            /**
+             * @description Present, and `false`, only in `listChannels` answered to a holder
+             *     of `MANAGE_CHANNELS` or `MANAGE_ROLES` in their base permissions,
+             *     on a channel they know of but cannot view (no `VIEW_CHANNEL`
+             *     there): such a holder is listed every channel. Absent, the
+             *     caller can view the channel.
+             * @example false
+             */
+            readonly viewable?: boolean;
             created_at: components["schemas"]["Timestamp"];
             updated_at: components["schemas"]["Timestamp"];
         };
@@ -2717,7 +2755,7 @@ export interface components {
              * @example forbidden
              * @enum {string}
              */
-            code: "validation" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "limit_exceeded" | "precondition_failed" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "rate_limited" | "request_timeout" | "insufficient_storage" | "unavailable" | "internal" | "header_too_large" | "not_implemented";
+            code: "validation" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "limit_exceeded" | "precondition_failed" | "precondition_required" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "rate_limited" | "request_timeout" | "insufficient_storage" | "unavailable" | "internal" | "header_too_large" | "not_implemented";
             /** @example 01JD9ZC7W3Q2V4J5K6M7N8P9QR */
             request_id: string;
             /** @description For `validation`, one entry per problem. */
@@ -2977,6 +3015,30 @@ export interface components {
                  *       "detail": "The resource has changed; its current ETag is \"4\".",
                  *       "instance": "/api/roles/mods/rename",
                  *       "code": "precondition_failed",
+                 *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The request must name the `ETag` it expects in `If-Match`. */
+        PreconditionRequired: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/precondition_required",
+                 *       "title": "Precondition required",
+                 *       "status": 428,
+                 *       "detail": "An import with prune=true needs If-Match with the ETag of the export it was made from.",
+                 *       "instance": "/api/import",
+                 *       "code": "precondition_required",
                  *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
                  *     }
                  */
@@ -3546,7 +3608,7 @@ export interface components {
          */
         IfUnmodifiedSince: string;
         /**
-         * @description One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored.
+         * @description One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored (the whole body, `200`), however long.
          * @example bytes=0-1023
          */
         Range: string;
@@ -4455,7 +4517,7 @@ export interface operations {
             };
             header?: {
                 /**
-                 * @description One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored.
+                 * @description One byte range: `bytes=0-1023`, `bytes=1024-` or `bytes=-512` (the last 512 bytes). Anything else is ignored (the whole body, `200`), however long.
                  * @example bytes=0-1023
                  */
                 Range?: components["parameters"]["Range"];
@@ -5127,10 +5189,15 @@ export interface operations {
             query?: {
                 /** @description List the changes without making them. */
                 dry_run?: boolean;
-                /** @description Delete what the template leaves out. */
+                /** @description Delete what the template leaves out (needs `If-Match`). */
                 prune?: boolean;
             };
             header?: {
+                /**
+                 * @description Apply the change only if the resource's current `ETag` is one of these (or `*`).
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
                 /**
                  * @description Why the change is made; stored with its audit event. The characters
                  *     of a `Name` (none of the invisible ones: the same rule and the same
@@ -5167,8 +5234,10 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            428: components["responses"]["PreconditionRequired"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

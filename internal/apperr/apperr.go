@@ -13,16 +13,17 @@ import (
 
 // Kinds. Match them with errors.Is.
 var (
-	ErrInvalid          = errors.New("invalid")
-	ErrUnauthenticated  = errors.New("unauthenticated")
-	ErrForbidden        = errors.New("forbidden")
-	ErrNotFound         = errors.New("not found")
-	ErrConflict         = errors.New("conflict")
-	ErrLimitExceeded    = errors.New("limit exceeded")
-	ErrPrecondition     = errors.New("precondition failed")
-	ErrTooLarge         = errors.New("payload too large")
-	ErrUnsupportedMedia = errors.New("unsupported media type")
-	ErrRateLimited      = errors.New("rate limited")
+	ErrInvalid              = errors.New("invalid")
+	ErrUnauthenticated      = errors.New("unauthenticated")
+	ErrForbidden            = errors.New("forbidden")
+	ErrNotFound             = errors.New("not found")
+	ErrConflict             = errors.New("conflict")
+	ErrLimitExceeded        = errors.New("limit exceeded")
+	ErrPrecondition         = errors.New("precondition failed")
+	ErrPreconditionRequired = errors.New("precondition required")
+	ErrTooLarge             = errors.New("payload too large")
+	ErrUnsupportedMedia     = errors.New("unsupported media type")
+	ErrRateLimited          = errors.New("rate limited")
 	// Faults: the request could not be carried out, through no fault of its
 	// own, or its body stalled.
 	ErrRequestTimeout      = errors.New("request timeout")
@@ -151,6 +152,13 @@ func Precondition(current string) error {
 // the request expected one.
 func PreconditionNone(detail string) error {
 	return &Error{Kind: ErrPrecondition, Detail: detail}
+}
+
+// PreconditionRequired builds a 428: the request must name the version it
+// expects (If-Match), for it would otherwise undo changes its sender has
+// not seen.
+func PreconditionRequired(detail string) error {
+	return &Error{Kind: ErrPreconditionRequired, Detail: detail}
 }
 
 // TooLarge builds a 413.

@@ -21,10 +21,17 @@ var (
 	manageRoles    = permissions.Of(permissions.ManageRoles)
 )
 
-// ListChannels pages through the channels the caller can see, in tree
+// ListChannels pages through the channels the caller knows of, in tree
 // order (store.AuthState.Channels), or through the children of one
-// category. The cursor holds the tree-order key of the last channel of the
+// category. The cursor holds the list-order key of the last channel of the
 // page, sealed (a cursor reveals nothing).
+//
+// Who knows every channel (knowsEveryChannel: the §12 exemption) gets every
+// channel, those they cannot view marked Unviewable. Anyone else gets the
+// channels they can view; a child of a category they cannot view is listed
+// with no parent, after the tree of what they can view, by its own position
+// then ID (orphanKey), so that neither its place nor its neighbours tell
+// where a hidden category is.
 func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, rawCursor string, limit int) (Page[model.Channel], error) {
 	filters := []string{"channels"}
 	if parentID != nil {
@@ -41,20 +48,62 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 		}
 		chans = a.auth.Children(*parentID)
 	}
+	every := a.knowsEveryChannel()
+	type keyed struct {
+		key string // "" for a channel of the tree, until asked (keyOf)
+		c   model.Channel
+	}
+	keyOf := func(k keyed) string {
+		if k.key == "" {
+			return treeKey(a, k.c)
+		}
+		return k.key
+	}
 	limit = pageLimit(limit)
 	page := Page[model.Channel]{Items: make([]model.Channel, 0, min(limit, len(chans)))}
+	var last keyed
+	// add puts a channel on the page, or, once the page is full, seals the
+	// cursor and reports that the page is done.
+	add := func(k keyed) bool {
+		if len(page.Items) == limit {
+			page.NextCursor = s.cursors.encode(keyOf(last), filters...)
+			return false
+		}
+		page.Items = append(page.Items, a.shown(k.c))
+		last = k
+		return true
+	}
+	// The tree first: chans come in tree order, which is the order of
+	// their keys. Orphans are gathered on the way, and come after.
+	var orphans []keyed
 	for _, c := range chans {
-		if after != "" && treeKey(a, c) <= after || !a.In(c.ID).Has(permissions.ViewChannel) {
+		viewable := a.In(c.ID).Has(permissions.ViewChannel)
+		switch {
+		case every:
+			c.Unviewable = !viewable
+		case !viewable:
+			continue
+		case c.ParentID != nil && !a.knowsExisting(*c.ParentID):
+			c = a.shown(c)
+			orphans = append(orphans, keyed{orphanKey(c), c})
 			continue
 		}
-		if len(page.Items) == limit {
-			page.NextCursor = s.cursors.encode(treeKey(a, page.Items[limit-1]), filters...)
-			break
+		k := keyed{c: c}
+		if after != "" && keyOf(k) <= after {
+			continue
 		}
-		page.Items = append(page.Items, c)
+		if !add(k) {
+			return page, nil
+		}
 	}
-	for i := range page.Items {
-		page.Items[i] = a.shown(page.Items[i])
+	slices.SortFunc(orphans, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
+	for _, k := range orphans {
+		if after != "" && k.key <= after {
+			continue
+		}
+		if !add(k) {
+			return page, nil
+		}
 	}
 	return page, nil
 }
@@ -70,6 +119,12 @@ func treeKey(a *Actor, c model.Channel) string {
 		}
 	}
 	return key
+}
+
+// orphanKey orders the children of categories hidden from the caller after
+// every treeKey (which begins with a digit), by their own position then ID.
+func orphanKey(c model.Channel) string {
+	return fmt.Sprintf("~%010d\x01%s", c.Position, c.ID)
 }
 
 // GetChannel returns a channel the caller can see.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
@@ -190,7 +192,10 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
-		if err := a.canDeleteRole(r, overwrites); err != nil {
+		highHolder := func() (model.User, bool, error) {
+			return tx.RoleHolderAtOrAbove(ctx, r.ID, a.UserID, a.Top())
+		}
+		if err := a.canDeleteRole(r, overwrites, highHolder); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
@@ -206,12 +211,14 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 }
 
 // canDeleteRole checks that the caller could take the role away piece by
-// piece: from each holder (which needs holding its permissions) and from
-// each channel where it has an overwrite (which needs MANAGE_ROLES there
-// and holding what the overwrite allows and denies). Deleting it must not
-// get round those rules. The checks run in the order of every other
-// write: permissions, hierarchy, then granting.
-func (a *Actor) canDeleteRole(r model.Role, overwrites []model.Overwrite) error {
+// piece: from each holder (which needs the holder below the caller, unless
+// it is the caller, and holding its permissions) and from each channel
+// where it has an overwrite (which needs MANAGE_ROLES there and holding
+// what the overwrite allows and denies). Deleting it must not get round
+// those rules. The checks run in the order of every other write:
+// permissions, hierarchy, then granting. highHolder finds a holder out of
+// the caller's reach (the owner, or one at or above the caller's top).
+func (a *Actor) canDeleteRole(r model.Role, overwrites []model.Overwrite, highHolder func() (model.User, bool, error)) error {
 	if err := a.require(manageRoles); err != nil {
 		return err
 	}
@@ -222,6 +229,24 @@ func (a *Actor) canDeleteRole(r model.Role, overwrites []model.Overwrite) error 
 	}
 	if err := a.canManageRole(r); err != nil {
 		return err
+	}
+	if !a.IsOwner {
+		u, found, err := highHolder()
+		if err != nil {
+			return err
+		}
+		if found {
+			// The refusal that taking the role from them one by one gets.
+			detail := "User " + quote(u.Username) + " holds role " + quote(r.ID) + " and is not below you."
+			if u.IsOwner {
+				detail = "The owner holds role " + quote(r.ID) + ", and only the owner can change the owner."
+			}
+			err := apperr.UserHierarchy(u.ID, detail)
+			if a.span != nil {
+				a.traceCheck("user_hierarchy", err, "", 0, attribute.String("guildhall.user_id", u.ID))
+			}
+			return err
+		}
 	}
 	if err := a.canGrant(r.Permissions); err != nil {
 		return err

@@ -69,6 +69,28 @@ type TemplateChange struct {
 type ImportOptions struct {
 	DryRun bool // list the changes, make none
 	Prune  bool // delete the roles, channels and overwrites the template leaves out
+	// Tag is the entity tag of an export (the transport's: a digest of the
+	// document it writes), which the write's IfMatch names.
+	Tag func(Template) (string, error)
+}
+
+// checkExportTag applies an import's precondition: If-Match names the tag
+// of the export the template came from, and the community's export must
+// still have it. A prune deletes what the template leaves out, so without
+// a tag (or with "*", which any state matches) it could delete what was
+// made after the export: it needs one.
+func checkExportTag(auth *store.AuthState, opt ImportOptions, ifMatch *Precondition) error {
+	if opt.Prune && (ifMatch == nil || ifMatch.Any) {
+		return apperr.PreconditionRequired("An import with prune=true needs If-Match with the ETag of the export it was made from.")
+	}
+	if ifMatch == nil || ifMatch.Any {
+		return nil
+	}
+	tag, err := opt.Tag(templateOf(auth))
+	if err != nil {
+		return err
+	}
+	return ifMatch.check(tag)
 }
 
 // ExportTemplate is the community's structure as a template, as of the
@@ -117,6 +139,9 @@ func (s *Service) ImportTemplate(ctx context.Context, a *Actor, t Template, opt 
 		return nil, apperr.OwnerOnly("import a template")
 	}
 	if opt.DryRun {
+		if err := checkExportTag(a.auth, opt, o.IfMatch); err != nil {
+			return nil, err
+		}
 		p, err := planImport(a.auth, t, opt.Prune, s.limits)
 		if err != nil {
 			return nil, err
@@ -128,6 +153,9 @@ func (s *Service) ImportTemplate(ctx context.Context, a *Actor, t Template, opt 
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		if !a.IsOwner {
 			return apperr.OwnerOnly("import a template")
+		}
+		if err := checkExportTag(a.auth, opt, o.IfMatch); err != nil {
+			return err
 		}
 		p, err := planImport(a.auth, t, opt.Prune, s.limits)
 		if err != nil {

@@ -139,7 +139,7 @@ func (s *Service) insertUser(ctx context.Context, tx *store.Tx, in UserInput, ow
 }
 
 // ReplaceUser replaces a user's fields. A user changing only their own
-// display name needs no permission.
+// username and display name needs no permission.
 func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserInput, o WriteOpts) (model.User, error) {
 	if err := checkName("display_name", in.DisplayName); err != nil {
 		return model.User{}, err
@@ -155,16 +155,8 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 		if in.DisplayName != nil {
 			next.DisplayName = *in.DisplayName
 		}
-		// docs/design.md §12 "Editing oneself": one's own username, email and
-		// display name need no permission; one's own status does.
-		selfEdit := u.ID == a.UserID && next.Status == u.Status
-		if !selfEdit {
-			if err := a.require(manageUsers); err != nil {
-				return err
-			}
-			if err := a.canManageUser(u); err != nil {
-				return err
-			}
+		if err := a.canEditUser(u, next); err != nil {
+			return err
 		}
 		if err := o.IfMatch.check(Tag(u.Version)); err != nil {
 			return err
@@ -235,11 +227,8 @@ func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatc
 			next.Status = *p.Status
 		}
 		profile := p.Username != nil || p.DisplayName != nil || p.SetEmail || p.Status != nil
-		if profile && !(u.ID == a.UserID && next.Status == u.Status) {
-			if err := a.require(manageUsers); err != nil {
-				return err
-			}
-			if err := a.canManageUser(u); err != nil {
+		if profile {
+			if err := a.canEditUser(u, next); err != nil {
 				return err
 			}
 		}
@@ -285,6 +274,26 @@ func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatc
 	// A moderator who may time a user out may not see their email.
 	s.hideEmail(a, &out)
 	return out, err
+}
+
+// canEditUser checks that the caller may turn u's profile into next. One's
+// own username and display name need no permission (docs/design.md §12
+// "Editing oneself"); one's own email needs MANAGE_USERS, without a
+// hierarchy check, since an address one holds unchecked could be anyone's,
+// and since only who may see emails may learn that one is taken: this
+// refusal comes before the uniqueness check. One's own status, and anything
+// of another user, needs MANAGE_USERS over that user.
+func (a *Actor) canEditUser(u, next model.User) error {
+	if u.ID == a.UserID && next.Status == u.Status {
+		if eqPtr(next.Email, u.Email) {
+			return nil
+		}
+		return a.require(manageUsers)
+	}
+	if err := a.require(manageUsers); err != nil {
+		return err
+	}
+	return a.canManageUser(u)
 }
 
 // canTimeOut checks that the caller may time a user out (or end their

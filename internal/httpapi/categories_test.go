@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/guildhall/guildhall/gen/api"
@@ -242,9 +244,149 @@ func TestCategoriesTreeOrderAndFilter(t *testing.T) {
 		e.SetOverwrite("staff", "everyone", "", nil, []string{"VIEW_CHANNEL"})
 		e.SetOverwrite("b-ops", "everyone", "", []string{"VIEW_CHANNEL"}, nil)
 		alice := e.NewUser("alice")
-		if got := catIDs(catChannels(t, e, alice.Token, "")); !slices.Equal(got, []string{"alpha", "zeta", "b-ops", "games", "chess"}) {
+		// A channel of a hidden category comes after the tree she can view.
+		if got := catIDs(catChannels(t, e, alice.Token, "")); !slices.Equal(got, []string{"alpha", "zeta", "games", "chess", "b-ops"}) {
 			t.Errorf("alice sees %v", got)
 		}
+	})
+}
+
+// The visible channels of a category the caller cannot view are listed with
+// parent_id null after the whole tree the caller can view, by their own
+// position (ties by ID), positions as stored: neither their place nor their
+// order tells where, or how many, hidden categories there are. Pages of any
+// size see each channel once, and a cursor names no hidden channel. A
+// holder of MANAGE_CHANNELS (or MANAGE_ROLES) in base knows every channel:
+// they are listed all of them in tree order, those they cannot view with
+// viewable false; nobody else is ever shown viewable.
+func TestCategoriesHiddenCategoryListedLast(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		for _, c := range []struct {
+			id   string
+			body map[string]any
+		}{
+			{"alpha", map[string]any{}},
+			{"staff", map[string]any{"kind": "category"}},
+			{"s1", map[string]any{"parent_id": "staff"}},
+			{"s2", map[string]any{"parent_id": "staff"}},
+			{"s3", map[string]any{"parent_id": "staff"}},
+			{"games", map[string]any{"kind": "category"}},
+			{"chess", map[string]any{"parent_id": "games"}},
+			{"vault", map[string]any{"kind": "category"}},
+			{"v1", map[string]any{"parent_id": "vault"}},
+			{"zeta", map[string]any{}},
+		} {
+			catWant(t, catCreate(e, e.Owner, c.id, c.body), http.StatusCreated)
+		}
+		// Orphans by their own order (v1 0, s2 1, s1 5) differ from their
+		// categories' order (staff's s2 s1, then vault's v1).
+		catWant(t, catPatch(e, e.Owner, "v1", `{"position":0}`), http.StatusOK)
+		catWant(t, catPatch(e, e.Owner, "s2", `{"position":1}`), http.StatusOK)
+		catWant(t, catPatch(e, e.Owner, "s3", `{"position":2}`), http.StatusOK)
+		catWant(t, catPatch(e, e.Owner, "s1", `{"position":5}`), http.StatusOK)
+		// staff and vault hidden from everyone; s1, s2 and v1 visible again.
+		for _, id := range []string{"staff", "vault"} {
+			e.SetOverwrite(id, "everyone", "", nil, []string{"VIEW_CHANNEL"})
+		}
+		for _, id := range []string{"s1", "s2", "v1"} {
+			e.SetOverwrite(id, "everyone", "", []string{"VIEW_CHANNEL"}, nil)
+		}
+		tree := []string{"alpha", "staff", "s2", "s3", "s1", "games", "chess", "vault", "v1", "zeta"}
+		if got := catIDs(catChannels(t, e, e.Owner, "")); !slices.Equal(got, tree) {
+			t.Fatalf("owner's tree %v, want %v", got, tree)
+		}
+		stored := map[string]api.Channel{}
+		for _, c := range catChannels(t, e, e.Owner, "") {
+			stored[c.Id] = c
+			if c.Viewable != nil {
+				t.Errorf("the owner is shown viewable on %s", c.Id)
+			}
+		}
+
+		alice := e.NewUser("alice")
+		want := []string{"alpha", "games", "chess", "zeta", "v1", "s2", "s1"}
+		list := catChannels(t, e, alice.Token, "")
+		if got := catIDs(list); !slices.Equal(got, want) {
+			t.Errorf("alice sees %v, want %v", got, want)
+		}
+		for _, c := range list {
+			if c.Viewable != nil {
+				t.Errorf("alice is shown viewable on %s", c.Id)
+			}
+			if strings.HasPrefix(c.Id, "s") || c.Id == "v1" {
+				if !c.ParentId.IsNull() || c.Synced || c.Position != stored[c.Id].Position {
+					t.Errorf("orphan %s: parent %v, synced %v, position %d (stored %d)", c.Id, c.ParentId, c.Synced, c.Position, stored[c.Id].Position)
+				}
+			}
+		}
+		for _, limit := range []int{1, 2, 3, 4, 5} {
+			var cursors []string
+			got := e2eWalk(t, e, alice.Token, "/channels", limit, func(_ int, p e2ePage) {
+				if p.Next != "" {
+					cursors = append(cursors, p.Next)
+				}
+			})
+			if !slices.Equal(got, want) {
+				t.Errorf("alice's walk by %d: %v, want %v", limit, got, want)
+			}
+			for _, c := range cursors {
+				raw, _ := base64.RawURLEncoding.DecodeString(c)
+				for _, hidden := range []string{"staff", "vault", "s3"} {
+					if strings.Contains(c, hidden) || strings.Contains(string(raw), hidden) {
+						t.Errorf("a cursor names %s: %s", hidden, c)
+					}
+				}
+			}
+		}
+		// A hidden category is answered as a missing one.
+		hidden := e2eField(t, e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels?parent_id=staff", Token: alice.Token}),
+			http.StatusBadRequest, "validation"), "query.parent_id")
+		missing := e2eField(t, e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels?parent_id=staffx", Token: alice.Token}),
+			http.StatusBadRequest, "validation"), "query.parent_id")
+		if strings.ReplaceAll(missing, "staffx", "staff") != hidden {
+			t.Errorf("a hidden category %q, a missing one %q", hidden, missing)
+		}
+		if got := catIDs(catChannels(t, e, alice.Token, "&parent_id=games")); !slices.Equal(got, []string{"chess"}) {
+			t.Errorf("alice's ?parent_id=games: %v", got)
+		}
+
+		// bob manages channels: every channel, in tree order, the ones he
+		// cannot view marked.
+		bob := e2eMember(t, e, "bob", "MANAGE_CHANNELS")
+		unviewable := map[string]bool{"staff": true, "s3": true, "vault": true}
+		check := func(t *testing.T, list []api.Channel) {
+			t.Helper()
+			for _, c := range list {
+				switch {
+				case unviewable[c.Id] && (c.Viewable == nil || *c.Viewable):
+					t.Errorf("bob's %s: viewable %v, want false", c.Id, c.Viewable)
+				case !unviewable[c.Id] && c.Viewable != nil:
+					t.Errorf("bob's %s: viewable %v, want absent", c.Id, *c.Viewable)
+				}
+				if c.ParentId.IsNull() != stored[c.Id].ParentId.IsNull() {
+					t.Errorf("bob's %s: parent %v", c.Id, c.ParentId)
+				}
+			}
+		}
+		list = catChannels(t, e, bob.Token, "")
+		if got := catIDs(list); !slices.Equal(got, tree) {
+			t.Errorf("bob sees %v, want %v", got, tree)
+		}
+		check(t, list)
+		if got := e2eWalk(t, e, bob.Token, "/channels", 2, nil); !slices.Equal(got, tree) {
+			t.Errorf("bob's walk by 2: %v", got)
+		}
+		list = catChannels(t, e, bob.Token, "&parent_id=staff")
+		if got := catIDs(list); !slices.Equal(got, []string{"s2", "s3", "s1"}) {
+			t.Errorf("bob's ?parent_id=staff: %v", got)
+		}
+		check(t, list)
+		// The marker is the list's alone: a channel he cannot view is still
+		// refused to him one by one.
+		e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/channels/s3", Token: bob.Token}), http.StatusForbidden, "forbidden")
 	})
 }
 

@@ -72,8 +72,12 @@ func optional[T any](n nullable.Nullable[T]) (v *T, set bool) {
 }
 
 func toChannel(c model.Channel) api.Channel {
-	return api.Channel{Id: c.ID, Name: c.Name, Topic: jsonNullable(c.Topic), Kind: api.ChannelKind(c.Kind),
+	out := api.Channel{Id: c.ID, Name: c.Name, Topic: jsonNullable(c.Topic), Kind: api.ChannelKind(c.Kind),
 		ParentId: jsonNullable(c.ParentID), Position: c.Position, Synced: c.Synced, CreatedAt: api.Timestamp(c.CreatedAt), UpdatedAt: api.Timestamp(c.UpdatedAt)}
+	if c.Unviewable {
+		out.Viewable = new(false)
+	}
+	return out
 }
 
 func toRole(r model.Role) api.Role {

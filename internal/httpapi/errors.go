@@ -33,6 +33,7 @@ var problems = map[api.ProblemCode]problemInfo{
 	api.ProblemCodeConflict:             {409, "Conflict", "The change conflicts with the current state: the ID, username or email is taken, or the owner cannot be changed that way."},
 	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (`roles`, `channels`, `channels_per_category`, `overwrites_per_channel`, `profile_links`, `tokens`, or `answer_bytes`: an answer would weigh more than 8 MiB)."},
 	api.ProblemCodePreconditionFailed:   {412, "Precondition failed", "The `If-Match` header does not match the resource's current `ETag`: someone changed it since you read it. Read it again and retry."},
+	api.ProblemCodePreconditionRequired: {428, "Precondition required", "The request must be conditional: send the `ETag` of what you last read in `If-Match`. An import that deletes what its template leaves out (`prune=true`) needs the `ETag` of the export it was made from, so that it cannot delete what was created since."},
 	api.ProblemCodePayloadTooLarge:      {413, "Payload too large", "The body is larger than allowed: 1 MiB for JSON, and the configured attachment limit (25 MiB by default) for uploads."},
 	api.ProblemCodeUnsupportedMediaType: {415, "Unsupported media type", "The body's `Content-Type` is missing or not one the operation accepts."},
 	api.ProblemCodeRangeNotSatisfiable:  {416, "Range not satisfiable", "The `Range` header lies outside the attachment's bytes."},
@@ -151,6 +152,8 @@ func codeOf(kind error) api.ProblemCode {
 		return api.ProblemCodeRateLimited
 	case apperr.ErrPrecondition:
 		return api.ProblemCodePreconditionFailed
+	case apperr.ErrPreconditionRequired:
+		return api.ProblemCodePreconditionRequired
 	case apperr.ErrTooLarge:
 		return api.ProblemCodePayloadTooLarge
 	case apperr.ErrUnsupportedMedia:

@@ -24,6 +24,7 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/jsonfield"
 	namerule "github.com/guildhall/guildhall/internal/names" // httpapi has a names of its own
 )
 
@@ -437,8 +438,8 @@ var formatValidators = openapi3.WithStringFormatValidators(map[string]openapi3.S
 		return nil
 	}),
 	"date-time": openapi3.NewCallbackValidator(func(s string) error {
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			return errors.New("is not an RFC 3339 date-time")
+		if _, err := jsonfield.ParseTime(s); err != nil {
+			return errors.New("is not an RFC 3339 date-time (hours 00 to 23, offsets within ±23:59)")
 		}
 		return nil
 	}),

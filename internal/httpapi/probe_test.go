@@ -357,6 +357,197 @@ func TestDeleteRoleNeedsWhatRemovingItNeeds(t *testing.T) {
 	})
 }
 
+// Deleting a role also needs what taking it from each holder needs: a
+// holder other than the caller at or above the caller's top role, or the
+// owner (for anyone but the owner), makes it a 403 role_hierarchy naming
+// that holder, and nothing is deleted.
+func TestDeleteRoleChecksEveryHolder(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		// New roles take position 1: admin 4, mod 3, low 2, plain 1.
+		e.NewRole("admin", "MANAGE_ROLES")
+		e.NewRole("mod", "MANAGE_ROLES")
+		e.NewRole("low")
+		e.NewRole("plain")
+		admin, mod, peer, member := e.NewUser("admin"), e.NewUser("mod"), e.NewUser("peer"), e.NewUser("member")
+		e.Assign(admin.ID, "admin")
+		e.Assign(mod.ID, "mod")
+		e.Assign(peer.ID, "mod")
+		e.Assign(member.ID, "low")
+		owner := e2eOwnerID(t, e)
+		state := func() string { return authzState(t, e, "/roles", "/users?limit=200") }
+		del := func(token string) *testenv.Response {
+			return e.Do(testenv.Req{Method: "POST", Path: "/roles/plain/delete", Token: token})
+		}
+		refused := func(t *testing.T, holder string) {
+			t.Helper()
+			before, seq := state(), e2eSeq(t, e)
+			// Taking it from that holder alone is refused...
+			p := e2eProblem(t, e.Do(testenv.Req{Method: "DELETE", Path: "/users/" + holder + "/roles/plain", Token: mod.Token}),
+				http.StatusForbidden, "forbidden")
+			if authzDeref(p.Reason) != api.RoleHierarchy {
+				t.Errorf("removing plain from %s: %+v", holder, p)
+			}
+			// ...and so is deleting it, naming that holder.
+			p = e2eProblem(t, del(mod.Token), http.StatusForbidden, "forbidden")
+			if authzDeref(p.Reason) != api.RoleHierarchy || authzDeref(p.UserId) != holder || p.RoleId != nil ||
+				p.MissingPermissions == nil || len(*p.MissingPermissions) != 0 {
+				t.Errorf("deleting plain held by %s: %+v", holder, p)
+			}
+			if after := state(); after != before {
+				t.Errorf("a refused delete changed state:\nbefore %s\nafter  %s", before, after)
+			}
+			e2eNoEvent(t, e, seq)
+		}
+		e.Assign(member.ID, "plain")
+		e.Assign(mod.ID, "plain") // the caller's own holding is no obstacle
+
+		t.Run("held by the owner", func(t *testing.T) {
+			e.Assign(owner, "plain")
+			refused(t, owner)
+			e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + owner + "/roles/plain", Token: e.Owner})
+		})
+		t.Run("held by a user above the caller", func(t *testing.T) {
+			e.Assign(admin.ID, "plain")
+			refused(t, admin.ID)
+			e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + admin.ID + "/roles/plain", Token: e.Owner})
+		})
+		t.Run("held by a user at the caller's top", func(t *testing.T) {
+			e.Assign(peer.ID, "plain")
+			refused(t, peer.ID)
+			e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + peer.ID + "/roles/plain", Token: e.Owner})
+		})
+		t.Run("held by the caller and users below: deleted", func(t *testing.T) {
+			if res := del(mod.Token); res.Status != http.StatusNoContent {
+				t.Fatalf("%s", res)
+			}
+			e.Must(http.StatusNotFound, testenv.Req{Method: "GET", Path: "/roles/plain", Token: e.Owner})
+		})
+		t.Run("the owner deletes a role whoever holds it", func(t *testing.T) {
+			e.NewRole("plain")
+			e.Assign(admin.ID, "plain")
+			e.Assign(owner, "plain")
+			if res := del(e.Owner); res.Status != http.StatusNoContent {
+				t.Fatalf("%s", res)
+			}
+		})
+	})
+}
+
+// A timestamp the API reads is RFC 3339 to the letter: an hour of 24, or
+// an offset beyond ±23:59, is a 400 at the field, in a body (a timeout, a
+// token's expiry) as in a query (the audit log's since and until), and
+// changes nothing; the same instants written within range are taken.
+func TestTimestampsOutOfRangeAre400(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		e.NewRole("floor")
+		alice := e.NewUser("alice")
+		e.Assign(alice.ID, "floor")
+		// A day ahead, at the widest offsets, and written at another.
+		at := func(zone string) string {
+			loc := map[string]*time.Location{"+23:59": time.FixedZone("", 23*3600+59*60), "-23:59": time.FixedZone("", -(23*3600 + 59*60))}[zone]
+			return time.Now().Add(48 * time.Hour).In(loc).Format(time.RFC3339)
+		}
+		day := time.Now().Add(48 * time.Hour).UTC().Format("2006-01-02")
+		bad := []struct{ name, value string }{
+			{"offset +24:00", day + "T10:00:00+24:00"},
+			{"offset -24:00", day + "T10:00:00-24:00"},
+			{"offset +23:60", day + "T10:00:00+23:60"},
+			{"offset -00:60", day + "T10:00:00-00:60"},
+			{"offset +99:00", day + "T10:00:00+99:00"},
+			{"hour 24, Z", day + "T24:00:00Z"},
+			{"hour 24 with a fraction and an offset", day + "T24:00:00.5+01:00"},
+		}
+		before := authzState(t, e, "/users/"+alice.ID, "/users/"+alice.ID+"/tokens")
+		seq := e2eSeq(t, e)
+		for _, tc := range bad {
+			t.Run(tc.name, func(t *testing.T) {
+				p := e2eProblem(t, e.Do(testenv.Req{Method: "PATCH", Path: "/users/" + alice.ID, Token: e.Owner,
+					Type: "application/merge-patch+json", Body: `{"timeout_until":"` + tc.value + `"}`}), http.StatusBadRequest, "validation")
+				e2eField(t, p, "body.timeout_until")
+				p = e2eProblem(t, e.Do(testenv.Req{Method: "POST", Path: "/users/" + alice.ID + "/tokens", Token: alice.Token,
+					Body: map[string]any{"name": "ci", "expires_at": tc.value}}), http.StatusBadRequest, "validation")
+				e2eField(t, p, "body.expires_at")
+				for _, q := range []string{"since", "until"} {
+					p = e2eProblem(t, e.Do(testenv.Req{Method: "GET", Path: "/audit-log?" + q + "=" + url.QueryEscape(tc.value), Token: e.Owner}),
+						http.StatusBadRequest, "validation")
+					e2eField(t, p, "query."+q)
+				}
+			})
+		}
+		if after := authzState(t, e, "/users/"+alice.ID, "/users/"+alice.ID+"/tokens"); after != before {
+			t.Errorf("a refused timestamp changed state:\nbefore %s\nafter  %s", before, after)
+		}
+		e2eNoEvent(t, e, seq)
+		for _, zone := range []string{"+23:59", "-23:59"} {
+			v := at(zone)
+			if !strings.HasSuffix(v, zone) {
+				t.Fatalf("%s is not at %s", v, zone)
+			}
+			res := e.Do(testenv.Req{Method: "PATCH", Path: "/users/" + alice.ID, Token: e.Owner,
+				Type: "application/merge-patch+json", Body: `{"timeout_until":"` + v + `"}`})
+			want, _ := time.Parse(time.RFC3339, v)
+			var u api.User
+			res.JSON(t, &u)
+			if res.Status != http.StatusOK || u.TimeoutUntil == nil || !u.TimeoutUntil.Equal(want) {
+				t.Errorf("timeout until %s: %s", v, res)
+			}
+			e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?since=" + url.QueryEscape(v) + "&until=" + url.QueryEscape(v), Token: e.Owner})
+		}
+	})
+}
+
+// A Range header that cannot be parsed is ignored (200 with the whole
+// body), however long; so are several ranges. A parseable one still
+// answers 206, also with digits that make it long.
+func TestRangeUnparseableIgnoredAtAnyLength(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, "sqlite")
+	e.NewChannel("ops")
+	body := strings.Repeat("0123456789", 10)
+	e.Must(http.StatusCreated, testenv.Req{Method: "PUT", Path: "/channels/ops/attachment?attachmentID=a.txt", Token: e.Owner,
+		Body: body, Type: "text/plain"})
+	many := make([]string, 2000)
+	for i := range many {
+		many[i] = fmt.Sprintf("%d-%d", i, i)
+	}
+	for _, tc := range []struct {
+		name, rng string
+		status    int
+		want      string
+	}{
+		{"garbage of 257 characters", strings.Repeat("x", 257), http.StatusOK, body},
+		{"garbage of 64 KiB", strings.Repeat("bytes=", 11000), http.StatusOK, body},
+		{"another unit, long", "items=" + strings.Repeat("1", 1000), http.StatusOK, body},
+		{"a range of 300 characters whose end precedes its start", "bytes=9-" + strings.Repeat("0", 292) + "1", http.StatusOK, body},
+		{"2,000 ranges", "bytes=" + strings.Join(many, ","), http.StatusOK, body},
+		{"one range written long", "bytes=" + strings.Repeat("0", 300) + "5-9", http.StatusPartialContent, body[5:10]},
+		{"one short range", "bytes=0-3", http.StatusPartialContent, body[:4]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, method := range []string{"GET", "HEAD"} {
+				res := e.Do(testenv.Req{Method: method, Path: "/channels/ops/attachment?attachmentID=a.txt", Token: e.Owner,
+					Headers: map[string]string{"Range": tc.rng}})
+				status := tc.status
+				if method == "HEAD" {
+					status = http.StatusOK // Range is GET's alone
+				}
+				if res.Status != status {
+					t.Fatalf("%s: status %d, want %d: %s", method, res.Status, status, res.Body)
+				}
+				if method == "GET" && string(res.Body) != tc.want {
+					t.Errorf("GET: body %q, want %q", res.Body, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // The audit log and the event stream follow non-disclosure: a caller with
 // VIEW_AUDIT_LOG who cannot view a channel reads nothing about it, in any
 // filter or on the stream, while it exists and after it is deleted; one who

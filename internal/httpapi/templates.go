@@ -22,41 +22,36 @@ func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateReques
 		return nil, err
 	}
 	body := toTemplate(t)
-	if err := fitsAnAnswer(body); err != nil {
-		return nil, err
-	}
-	tag, err := templateTag(body)
+	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode template: %w", err)
 	}
+	// 500 channels with an overwrite of each of 250 roles weigh about 40 MB,
+	// more than any answer may.
+	if len(b) > guild.MaxAnswerBytes {
+		return nil, guild.AnswerTooLarge("The community's template", len(b),
+			"it has more channels and overwrites than one template can carry (an import takes at most 1 MiB)")
+	}
+	tag := quoteTag(digestTag(b))
 	return api.ExportTemplate200JSONResponse{Body: body, Headers: api.ExportTemplate200ResponseHeaders{ETag: &tag}}, nil
 }
 
-// fitsAnAnswer refuses a template that would weigh more than an answer
-// may: 500 channels with an overwrite of each of 250 roles weigh about
-// 40 MB.
-func fitsAnAnswer(t api.Template) error {
-	b, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("encode template: %w", err)
-	}
-	if len(b) > guild.MaxAnswerBytes {
-		return guild.AnswerTooLarge("The community's template", len(b),
-			"it has more channels and overwrites than one template can carry (an import takes at most 1 MiB)")
-	}
-	return nil
-}
-
-// templateTag is the entity tag of a template: a digest of its JSON, which
-// encoding/json writes the same for the same structure (struct fields in
-// their order, lists in the template's order), on every instance.
-func templateTag(t api.Template) (string, error) {
-	b, err := json.Marshal(t)
+// templateTag is the entity tag of a template (unquoted, as the domain
+// names versions): a digest of its JSON, which encoding/json writes the
+// same for the same structure (struct fields in their order, lists in the
+// template's order), on every instance.
+func templateTag(t guild.Template) (string, error) {
+	b, err := json.Marshal(toTemplate(t))
 	if err != nil {
 		return "", fmt.Errorf("encode template: %w", err)
 	}
+	return digestTag(b), nil
+}
+
+// digestTag is the unquoted entity tag of an encoded template.
+func digestTag(b []byte) string {
 	sum := sha256.Sum256(b)
-	return quoteTag(base64.RawURLEncoding.EncodeToString(sum[:18])), nil
+	return base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
 // ImportTemplate implements POST /import.
@@ -66,8 +61,9 @@ func (h *Handler) ImportTemplate(ctx context.Context, req api.ImportTemplateRequ
 	if err != nil {
 		return nil, err
 	}
-	changes, err := h.svc.ImportTemplate(ctx, a, t, guild.ImportOptions{DryRun: deref(req.Params.DryRun), Prune: deref(req.Params.Prune)},
-		opts(nil, req.Params.XAuditReason))
+	changes, err := h.svc.ImportTemplate(ctx, a, t,
+		guild.ImportOptions{DryRun: deref(req.Params.DryRun), Prune: deref(req.Params.Prune), Tag: templateTag},
+		opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
 	}

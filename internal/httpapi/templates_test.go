@@ -29,6 +29,11 @@ func tplImport(e *testenv.Env, token, query string, body any) *testenv.Response 
 	return e.Do(testenv.Req{Method: "POST", Path: "/import" + query, Token: token, Body: body})
 }
 
+// tplImportIf imports with If-Match: tag.
+func tplImportIf(e *testenv.Env, token, query string, body any, tag string) *testenv.Response {
+	return e.Do(testenv.Req{Method: "POST", Path: "/import" + query, Token: token, Body: body, Headers: e2eIfMatch(tag)})
+}
+
 func tplChanges(t *testing.T, res *testenv.Response) []api.TemplateChange {
 	t.Helper()
 	catWant(t, res, http.StatusOK)
@@ -89,7 +94,8 @@ func TestTemplateRoundTrip(t *testing.T) {
 		}
 
 		fresh := testenv.Start(t, kind)
-		changes := tplChanges(t, tplImport(fresh, fresh.Owner, "?prune=true", json.RawMessage(doc)))
+		_, freshTag := tplExport(t, fresh)
+		changes := tplChanges(t, tplImportIf(fresh, fresh.Owner, "?prune=true", json.RawMessage(doc), freshTag))
 		if len(changes) == 0 {
 			t.Fatal("importing into a fresh instance changed nothing")
 		}
@@ -131,7 +137,9 @@ func TestTemplateDryRunAndPrune(t *testing.T) {
 		var lastSeq api.EventList
 		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=1", Token: e.Owner}).JSON(t, &lastSeq)
 
-		dry := tplChanges(t, tplImport(e, e.Owner, "?dry_run=true&prune=true", tpl))
+		// Pruning what was made since the export is a choice made knowing
+		// the community now: its current ETag.
+		dry := tplChanges(t, tplImportIf(e, e.Owner, "?dry_run=true&prune=true", tpl, nowTag))
 		got := map[string]string{}
 		for _, c := range dry {
 			got[string(c.Kind)+" "+c.Id] = string(c.Op)
@@ -174,13 +182,100 @@ func TestTemplateDryRunAndPrune(t *testing.T) {
 			t.Errorf("general's overwrites %s", ow)
 		}
 		// With prune: the community is the template again.
-		tplChanges(t, tplImport(e, e.Owner, "?prune=true", tpl))
+		_, tag := tplExport(t, e)
+		tplChanges(t, tplImportIf(e, e.Owner, "?prune=true", tpl, tag))
 		after, _ := tplExport(t, e)
 		if string(after) != string(doc) {
 			t.Errorf("after a pruning import:\n%s\nwant\n%s", after, doc)
 		}
 		if ow := catOverwrites(t, e, "general"); !containsUserOverwrite(ow) {
 			t.Errorf("prune took a user overwrite: %s", ow)
+		}
+	})
+}
+
+// An import honours If-Match with the export's ETag: a template exported
+// before the community changed is a 412 naming the current ETag, with or
+// without prune, dry run or not, and changes nothing; a pruning import
+// without If-Match (or with "*") is a 428, so a stale template cannot
+// delete what was made after its export (here a channel with an
+// attachment). Without prune, If-Match stays optional.
+func TestTemplateImportIfMatch(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		tplCommunity(t, e)
+		doc, old := tplExport(t, e)
+		// Made after the export.
+		e.NewChannel("late")
+		e.Must(http.StatusCreated, testenv.Req{Method: "PUT", Path: "/channels/late/attachment?attachmentID=notes.txt", Token: e.Owner,
+			Body: "kept", Type: "text/plain"})
+		now, current := tplExport(t, e)
+		if current == old {
+			t.Fatal("the ETag did not change with the community")
+		}
+		state := func() string {
+			return authzState(t, e, "/export", "/channels?limit=200", "/channels/late/attachments", "/channels/late/attachment?attachmentID=notes.txt")
+		}
+		before, seq := state(), e2eSeq(t, e)
+		body := json.RawMessage(doc)
+		for _, tc := range []struct {
+			name, query string
+			ifMatch     string // "" for none
+			status      int
+			code        string
+		}{
+			{"prune with a stale ETag", "?prune=true", old, http.StatusPreconditionFailed, "precondition_failed"},
+			{"dry run of a prune with a stale ETag", "?dry_run=true&prune=true", old, http.StatusPreconditionFailed, "precondition_failed"},
+			{"import with a stale ETag", "", old, http.StatusPreconditionFailed, "precondition_failed"},
+			{"dry run with a stale ETag", "?dry_run=true", old, http.StatusPreconditionFailed, "precondition_failed"},
+			{"prune with a weak ETag", "?prune=true", "W/" + current, http.StatusPreconditionFailed, "precondition_failed"},
+			{"prune without If-Match", "?prune=true", "", http.StatusPreconditionRequired, "precondition_required"},
+			{"dry run of a prune without If-Match", "?dry_run=true&prune=true", "", http.StatusPreconditionRequired, "precondition_required"},
+			{"prune with If-Match *", "?prune=true", "*", http.StatusPreconditionRequired, "precondition_required"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				req := testenv.Req{Method: "POST", Path: "/import" + tc.query, Token: e.Owner, Body: body}
+				if tc.ifMatch != "" {
+					req.Headers = e2eIfMatch(tc.ifMatch)
+				}
+				p := e2eProblem(t, e.Do(req), tc.status, tc.code)
+				if tc.status == http.StatusPreconditionFailed && !strings.Contains(authzDeref(p.Detail), current) {
+					t.Errorf("the 412 does not name the current ETag %s: %s", current, authzDeref(p.Detail))
+				}
+			})
+		}
+		if after := state(); after != before {
+			t.Errorf("a refused import changed state:\nbefore %s\nafter  %s", before, after)
+		}
+		e2eNoEvent(t, e, seq)
+		// Owner only comes first: a caller who may not import learns nothing
+		// of the precondition.
+		e.NewRole("admins", "ADMINISTRATOR")
+		admin := e.NewUser("admin")
+		e.Assign(admin.ID, "admins")
+		p := e2eProblem(t, tplImport(e, admin.Token, "?prune=true", body), http.StatusForbidden, "forbidden")
+		if authzDeref(p.Reason) != api.OwnerOnly {
+			t.Errorf("reason %v", authzDeref(p.Reason))
+		}
+		_, current = tplExport(t, e)
+
+		// Without prune If-Match is optional, and "*" matches.
+		if changes := tplChanges(t, tplImport(e, e.Owner, "?dry_run=true", json.RawMessage(now))); len(changes) != 0 {
+			t.Errorf("importing the current export changes %s", e2eJSON(changes))
+		}
+		tplChanges(t, tplImportIf(e, e.Owner, "?dry_run=true", json.RawMessage(now), "*"))
+		// With the current ETag, a prune of the old template lists and then
+		// makes the deletion of what came since.
+		dry := tplChanges(t, tplImportIf(e, e.Owner, "?dry_run=true&prune=true", body, `"x", `+current))
+		if !slices.ContainsFunc(dry, func(c api.TemplateChange) bool { return c.Id == "late" && c.Op == "delete" }) {
+			t.Errorf("dry run %s", e2eJSON(dry))
+		}
+		tplChanges(t, tplImportIf(e, e.Owner, "?prune=true", body, current))
+		e.Must(http.StatusNotFound, testenv.Req{Method: "GET", Path: "/channels/late", Token: e.Owner})
+		if res := e2eRaw(t, e, "GET", "/problems/precondition_required"); res.Status != http.StatusOK {
+			t.Errorf("problem page: %s", res)
 		}
 	})
 }
@@ -258,7 +353,7 @@ func TestTemplateRefusalsChangeNothing(t *testing.T) {
 			m["roles"] = list
 			m["channels"] = []any{}
 		})
-		p := e2eProblem(t, tplImport(e, e.Owner, "?prune=true", many), http.StatusConflict, "limit_exceeded")
+		p := e2eProblem(t, tplImportIf(e, e.Owner, "?prune=true", many, tag), http.StatusConflict, "limit_exceeded")
 		if p.Limit == nil || *p.Limit != "roles" {
 			t.Errorf("limit %+v", p)
 		}

@@ -228,21 +228,21 @@ func TestUsersReplace(t *testing.T) {
 			}
 			e2eNoEvent(t, e, seq)
 		})
-		// docs/design.md §12 "Editing oneself": own username, email and display name
-		// without a permission; never one's own status, nor anybody else.
-		t.Run("self may change the own names and email, not the status", func(t *testing.T) {
+		// docs/design.md §12 "Editing oneself": own username and display name
+		// without a permission (the email: TestUsersOwnEmail); never one's own
+		// status, nor anybody else.
+		t.Run("self may change the own names, not the status", func(t *testing.T) {
 			res := put(alice.Token, alice.ID, full("alice", "Ally", "active"), nil)
 			if res.Status != http.StatusOK || res.Map(t)["display_name"] != "Ally" {
 				t.Fatalf("own display name: %s", res)
 			}
-			res = put(alice.Token, alice.ID, map[string]any{"username": "alicia", "display_name": "Ally", "status": "active",
-				"email": "new@example.com"}, nil)
-			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alicia" || m["email"] != "new@example.com" {
-				t.Fatalf("own username and email: %s", res)
+			res = put(alice.Token, alice.ID, full("alicia", "Ally", "active"), nil)
+			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alicia" {
+				t.Fatalf("own username: %s", res)
 			}
-			res = put(alice.Token, alice.ID, map[string]any{"username": "alice", "display_name": "Ally", "status": "active"}, nil)
-			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alice" || m["email"] != nil {
-				t.Fatalf("own username back, email removed: %s", res)
+			res = put(alice.Token, alice.ID, full("alice", "Ally", "active"), nil)
+			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alice" {
+				t.Fatalf("own username back: %s", res)
 			}
 			e.NewRole("floor")
 			before := e2eGet(t, e, "/users/"+alice.ID)
@@ -293,6 +293,103 @@ func TestUsersReplace(t *testing.T) {
 			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "Plain" || m["email"] != "Plain@example.com" {
 				t.Errorf("case change of own username and email: %s", res)
 			}
+		})
+	})
+}
+
+// TestUsersOwnEmail: changing one's own email needs MANAGE_USERS (without a
+// hierarchy check on oneself), in PUT and PATCH alike; and whether an address
+// is taken is told only to callers who may see emails, so a caller without
+// MANAGE_USERS gets the same refusal for a taken address as for a free one.
+func TestUsersOwnEmail(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		alice := e.NewUser("alice")
+		bob := e.NewUser("bob")
+		// hr holds MANAGE_USERS in a role at its own top: no one is below it.
+		hr := e2eMember(t, e, "hr", "MANAGE_USERS")
+		for _, u := range []testenv.User{alice, bob, hr} {
+			e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + u.ID, Token: e.Owner,
+				Body: map[string]any{"username": u.Username, "display_name": u.Username, "email": u.Username + "@example.com", "status": "active"}})
+		}
+		put := func(u testenv.User, email any) *testenv.Response {
+			body := map[string]any{"username": u.Username, "display_name": u.Username, "status": "active"}
+			if email != nil {
+				body["email"] = email
+			}
+			return e.Do(testenv.Req{Method: "PUT", Path: "/users/" + u.ID, Token: u.Token, Body: body})
+		}
+		patch := func(u testenv.User, body string) *testenv.Response {
+			return e.Do(testenv.Req{Method: "PATCH", Path: "/users/" + u.ID, Token: u.Token,
+				Type: "application/merge-patch+json", Body: body})
+		}
+
+		t.Run("without MANAGE_USERS: 403, whether the address is free or taken", func(t *testing.T) {
+			before := e2eGet(t, e, "/users/"+alice.ID)
+			seq := e2eSeq(t, e)
+			cases := []struct {
+				name string
+				res  func() *testenv.Response
+			}{
+				{"PUT a free address", func() *testenv.Response { return put(alice, "free@example.com") }},
+				{"PUT a taken address", func() *testenv.Response { return put(alice, "bob@example.com") }},
+				{"PUT a taken address in another case", func() *testenv.Response { return put(alice, "BOB@Example.com") }},
+				{"PUT without an email (removing it)", func() *testenv.Response { return put(alice, nil) }},
+				{"PATCH a free address", func() *testenv.Response { return patch(alice, `{"email":"free@example.com"}`) }},
+				{"PATCH a taken address", func() *testenv.Response { return patch(alice, `{"email":"bob@example.com"}`) }},
+				{"PATCH a taken address with a new display name", func() *testenv.Response {
+					return patch(alice, `{"display_name":"Ally","email":"bob@example.com"}`)
+				}},
+				{"PATCH the email to null", func() *testenv.Response { return patch(alice, `{"email":null}`) }},
+			}
+			var first api.Problem
+			for i, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					p := e2eProblem(t, tc.res(), http.StatusForbidden, "forbidden")
+					if p.Reason == nil || string(*p.Reason) != "missing_permissions" || p.MissingPermissions == nil ||
+						len(*p.MissingPermissions) != 1 || string((*p.MissingPermissions)[0]) != "MANAGE_USERS" {
+						t.Errorf("problem %+v", p)
+					}
+					// Nothing in the answer tells a taken address from a free one.
+					if i == 0 {
+						first = p
+					} else if e2eJSON(p.Detail) != e2eJSON(first.Detail) || p.Title != first.Title || p.Type != first.Type {
+						t.Errorf("answer differs from a free address's: %+v vs %+v", p, first)
+					}
+				})
+			}
+			if after := e2eGet(t, e, "/users/"+alice.ID); e2eJSON(after) != e2eJSON(before) {
+				t.Errorf("changed: %v -> %v", before, after)
+			}
+			e2eNoEvent(t, e, seq)
+		})
+		t.Run("without MANAGE_USERS, the own names with the email unchanged", func(t *testing.T) {
+			res := e.Do(testenv.Req{Method: "PUT", Path: "/users/" + alice.ID, Token: alice.Token,
+				Body: map[string]any{"username": "alicia", "display_name": "Ally", "status": "active", "email": "alice@example.com"}})
+			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alicia" || m["email"] != "alice@example.com" {
+				t.Fatalf("%s", res)
+			}
+			res = patch(alice, `{"username":"alice","email":"alice@example.com"}`)
+			if m := res.Map(t); res.Status != http.StatusOK || m["username"] != "alice" || m["email"] != "alice@example.com" {
+				t.Fatalf("%s", res)
+			}
+		})
+		t.Run("with MANAGE_USERS: one's own email without a hierarchy check", func(t *testing.T) {
+			res := put(hr, "hr.new@example.com")
+			if m := res.Map(t); res.Status != http.StatusOK || m["email"] != "hr.new@example.com" {
+				t.Fatalf("PUT: %s", res)
+			}
+			res = patch(hr, `{"email":"hr@example.com"}`)
+			if m := res.Map(t); res.Status != http.StatusOK || m["email"] != "hr@example.com" {
+				t.Fatalf("PATCH: %s", res)
+			}
+			// Who may see emails is told that an address is taken.
+			e2eProblem(t, put(hr, "BOB@example.com"), http.StatusConflict, "conflict")
+			e2eProblem(t, patch(hr, `{"email":"bob@example.com"}`), http.StatusConflict, "conflict")
+			// Their own status still needs the hierarchy.
+			e2eProblem(t, patch(hr, `{"status":"suspended"}`), http.StatusForbidden, "forbidden")
 		})
 	})
 }

@@ -51,3 +51,33 @@ func TestTimeOnTheWire(t *testing.T) {
 		t.Fatal(`Unmarshal("yesterday") succeeded; want an error`)
 	}
 }
+
+// TestParseTimeRanges: ParseTime and Time's decoding read RFC 3339 to the
+// letter: offsets up to ±23:59 and hours up to 23, nothing beyond.
+func TestParseTimeRanges(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"2026-12-01T10:00:00Z", true},
+		{"2026-12-01T10:00:00.123456+23:59", true},
+		{"2026-12-01T10:00:00-23:59", true},
+		{"2026-12-01T23:59:59-00:00", true},
+		{"2026-12-01T10:00:00+24:00", false},
+		{"2026-12-01T10:00:00-24:00", false},
+		{"2026-12-01T10:00:00+23:60", false},
+		{"2026-12-01T10:00:00+00:60", false},
+		{"2026-12-01T24:00:00Z", false},
+		{"2026-12-01T24:00:00+01:00", false},
+		{"2026-12-01", false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			_, err := jsonfield.ParseTime(tc.in)
+			var v jsonfield.Time
+			err2 := json.Unmarshal([]byte(`"`+tc.in+`"`), &v)
+			if (err == nil) != tc.ok || (err2 == nil) != tc.ok {
+				t.Errorf("ParseTime: %v; Unmarshal: %v; want ok %v", err, err2, tc.ok)
+			}
+		})
+	}
+}

@@ -40,6 +40,10 @@ type Channel struct {
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+
+	// Unviewable marks, in a list, a channel the caller knows of (they
+	// manage channels or roles) but cannot view.
+	Unviewable bool
 }
 
 // Role is a named set of permissions at a position in the hierarchy.

@@ -596,6 +596,30 @@ func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int6
 	return holders, nil
 }
 
+// holderAtOrAbove is the condition on a user (row of users) who holds a
+// role (the first parameter), is not a given user (the second), and is the
+// owner or holds a role at a position (the third) or above.
+const holderAtOrAbove = "id IN (SELECT user_id FROM user_roles WHERE role_id = ?) AND id <> ? AND " +
+	"(is_owner OR EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = users.id AND r.position >= ?))"
+
+// RoleHolderAtOrAbove finds a holder of role roleID, other than exceptUserID,
+// who is the owner or holds a role at position top or above: one whom a
+// caller of that top position may not take the role from. The owner is
+// named first. found is false when there is none.
+func (tx *Tx) RoleHolderAtOrAbove(ctx context.Context, roleID, exceptUserID string, top int) (u model.User, found bool, err error) {
+	var rows []userRow
+	err = tx.with(ctx).Model(&userRow{}).Select("id", "username", "is_owner").
+		Where(holderAtOrAbove, roleID, exceptUserID, top).
+		Order("is_owner DESC").Order("id").Limit(1).Find(&rows).Error
+	if err != nil {
+		return model.User{}, false, fmt.Errorf("read role holders: %w", err)
+	}
+	if len(rows) == 0 {
+		return model.User{}, false, nil
+	}
+	return model.User{ID: rows[0].ID, Username: rows[0].Username, IsOwner: rows[0].IsOwner}, true, nil
+}
+
 // RolePositions is every role's position.
 func (tx *Tx) RolePositions(ctx context.Context) (map[string]int, error) {
 	var rows []roleRow
