@@ -543,7 +543,9 @@ type ClientInterface interface {
 	//
 	// No answer weighs more than 8 MiB: a community whose template would
 	// (hundreds of channels each with an overwrite of most of 250 roles) is
-	// a `409 limit_exceeded` with `limit` `answer_bytes`.
+	// a `409 limit_exceeded` with `limit` `answer_bytes`. That answer still
+	// carries the template's `ETag`, so that a pruning `importTemplate`
+	// (which needs it in `If-Match`) can reduce such a community.
 	//
 	// **Permission:** the owner alone.
 	//
@@ -2399,7 +2401,9 @@ func (c *Client) CreateEventTicket(ctx context.Context, reqEditors ...RequestEdi
 //
 // No answer weighs more than 8 MiB: a community whose template would
 // (hundreds of channels each with an overwrite of most of 250 roles) is
-// a `409 limit_exceeded` with `limit` `answer_bytes`.
+// a `409 limit_exceeded` with `limit` `answer_bytes`. That answer still
+// carries the template's `ETag`, so that a pruning `importTemplate`
+// (which needs it in `If-Match`) can reduce such a community.
 //
 // **Permission:** the owner alone.
 //
@@ -9482,7 +9486,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// No answer weighs more than 8 MiB: a community whose template would
 	// (hundreds of channels each with an overwrite of most of 250 roles) is
-	// a `409 limit_exceeded` with `limit` `answer_bytes`.
+	// a `409 limit_exceeded` with `limit` `answer_bytes`. That answer still
+	// carries the template's `ETag`, so that a pruning `importTemplate`
+	// (which needs it in `If-Match`) can reduce such a community.
 	//
 	// **Permission:** the owner alone.
 	//
@@ -15251,6 +15257,7 @@ type ExportTemplateResponse405Headers struct {
 
 // ExportTemplateResponse409Headers the declared response headers of an HTTP 409 response for ExportTemplate
 type ExportTemplateResponse409Headers struct {
+	ETag               *string
 	RateLimitLimit     *int
 	RateLimitRemaining *int
 	RateLimitReset     *int
@@ -15295,7 +15302,7 @@ type ExportTemplateResponse struct {
 	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
 	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON409 *TemplateTooLarge
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -15341,7 +15348,7 @@ func (r ExportTemplateResponse) GetApplicationproblemJSON405() *MethodNotAllowed
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r ExportTemplateResponse) GetApplicationproblemJSON409() *Conflict {
+func (r ExportTemplateResponse) GetApplicationproblemJSON409() *TemplateTooLarge {
 	return r.ApplicationproblemJSON409
 }
 
@@ -15426,6 +15433,7 @@ type HeadExportTemplateResponse405Headers struct {
 
 // HeadExportTemplateResponse409Headers the declared response headers of an HTTP 409 response for HeadExportTemplate
 type HeadExportTemplateResponse409Headers struct {
+	ETag               *string
 	RateLimitLimit     *int
 	RateLimitRemaining *int
 	RateLimitReset     *int
@@ -26898,7 +26906,9 @@ func (c *ClientWithResponses) CreateEventTicketWithResponse(ctx context.Context,
 //
 // No answer weighs more than 8 MiB: a community whose template would
 // (hundreds of channels each with an overwrite of most of 250 roles) is
-// a `409 limit_exceeded` with `limit` `answer_bytes`.
+// a `409 limit_exceeded` with `limit` `answer_bytes`. That answer still
+// carries the template's `ETag`, so that a pruning `importTemplate`
+// (which needs it in `If-Match`) can reduce such a community.
 //
 // **Permission:** the owner alone.
 //
@@ -38692,7 +38702,7 @@ func ParseExportTemplateResponse(rsp *http.Response) (*ExportTemplateResponse, e
 		response.ApplicationproblemJSON405 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest TemplateTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -38869,6 +38879,13 @@ func ParseExportTemplateResponse(rsp *http.Response) (*ExportTemplateResponse, e
 		response.Headers405 = &headers
 	case rsp.StatusCode == 409:
 		var headers ExportTemplateResponse409Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -39171,6 +39188,13 @@ func ParseHeadExportTemplateResponse(rsp *http.Response) (*HeadExportTemplateRes
 		response.Headers405 = &headers
 	case rsp.StatusCode == 409:
 		var headers HeadExportTemplateResponse409Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

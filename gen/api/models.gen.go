@@ -2084,6 +2084,11 @@ type ReadPreconditionFailed = Problem
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type RequestTimeout = Problem
 
+// TemplateTooLarge An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type TemplateTooLarge = Problem
+
 // TooManyRequests An RFC 9457 problem.
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}

@@ -2476,6 +2476,19 @@ type RequestTimeoutApplicationProblemPlusJSONResponse struct {
 	Headers RequestTimeoutResponseHeaders
 }
 
+type TemplateTooLargeResponseHeaders struct {
+	ETag               *string
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+type TemplateTooLargeApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TemplateTooLargeResponseHeaders
+}
+
 type TooManyRequestsResponseHeaders struct {
 	RateLimitLimit     *int
 	RateLimitRemaining *int
@@ -7056,7 +7069,7 @@ func (response ExportTemplate405ApplicationProblemPlusJSONResponse) VisitExportT
 }
 
 type ExportTemplate409ApplicationProblemPlusJSONResponse struct {
-	ConflictApplicationProblemPlusJSONResponse
+	TemplateTooLargeApplicationProblemPlusJSONResponse
 }
 
 func (response ExportTemplate409ApplicationProblemPlusJSONResponse) VisitExportTemplateResponse(w http.ResponseWriter) error {
@@ -7066,6 +7079,9 @@ func (response ExportTemplate409ApplicationProblemPlusJSONResponse) VisitExportT
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
 	if response.Headers.RateLimitLimit != nil {
 		w.Header().Set("RateLimit-Limit", fmt.Sprint(*response.Headers.RateLimitLimit))
 	}

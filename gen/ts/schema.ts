@@ -603,7 +603,9 @@ export interface paths {
          *
          *     No answer weighs more than 8 MiB: a community whose template would
          *     (hundreds of channels each with an overwrite of most of 250 roles) is
-         *     a `409 limit_exceeded` with `limit` `answer_bytes`.
+         *     a `409 limit_exceeded` with `limit` `answer_bytes`. That answer still
+         *     carries the template's `ETag`, so that a pruning `importTemplate`
+         *     (which needs it in `If-Match`) can reduce such a community.
          *
          *     **Permission:** the owner alone.
          */
@@ -2944,6 +2946,32 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The template would weigh more than an answer may (`limit_exceeded`, `limit` `answer_bytes`). `ETag` is still the template's, as `importTemplate`'s `If-Match` takes it. */
+        TemplateTooLarge: {
+            headers: {
+                ETag: components["headers"]["ETag"];
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/limit_exceeded",
+                 *       "title": "Limit exceeded",
+                 *       "status": 409,
+                 *       "detail": "The community's template would take 10612345 bytes or more, over the 8388608 bytes one answer may hold: it has more channels and overwrites than one template can carry (an import takes at most 1 MiB).",
+                 *       "instance": "/api/export",
+                 *       "code": "limit_exceeded",
+                 *       "limit": "answer_bytes",
+                 *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /**
          * @description The path exists but does not take the request's method; `Allow` lists
          *     the methods it takes. Any path of this contract answers so to a method
@@ -3450,9 +3478,10 @@ export interface components {
             };
             content?: never;
         };
-        /** @description A limit would be exceeded (`limit_exceeded`); the same request with `GET` says which. */
-        HeadConflict: {
+        /** @description The template would weigh more than an answer may (`limit_exceeded`, `answer_bytes`); the same request with `GET` says so. `ETag` is the template's, as `importTemplate`'s `If-Match` takes it. */
+        HeadTemplateTooLarge: {
             headers: {
+                ETag: components["headers"]["ETag"];
                 "X-Request-Id": components["headers"]["RequestID"];
                 "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -5148,7 +5177,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
-            409: components["responses"]["Conflict"];
+            409: components["responses"]["TemplateTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -5178,7 +5207,7 @@ export interface operations {
             401: components["responses"]["HeadUnauthorized"];
             403: components["responses"]["HeadForbidden"];
             405: components["responses"]["HeadMethodNotAllowed"];
-            409: components["responses"]["HeadConflict"];
+            409: components["responses"]["HeadTemplateTooLarge"];
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];

@@ -68,7 +68,7 @@ type Error struct {
 	Fields    []FieldError // ErrInvalid
 	Forbidden *Forbidden   // ErrForbidden
 	Limit     string       // ErrLimitExceeded: the limit's name
-	Current   string       // ErrPrecondition: the version the resource is at
+	Current   string       // ErrPrecondition: the version the resource is at; ErrLimitExceeded: the entity tag of what was too large to send
 	Retry     string       // ErrRateLimited: the Retry-After, in seconds
 	Cause     error        // wrapped, for logs only
 }

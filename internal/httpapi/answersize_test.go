@@ -104,6 +104,9 @@ func TestTemplateAnswersStayUnder8MiB(t *testing.T) {
 				pruned = append(pruned, bare(id, parent, i, "text"))
 			}
 		}
+		// The refusal still names the template's ETag, the one a pruning
+		// import needs in If-Match to shrink such a community.
+		var tag string
 		for _, method := range []string{"GET", "HEAD"} {
 			res := e.Do(testenv.Req{Method: method, Path: "/export", Token: e.Owner})
 			if res.Status != http.StatusConflict {
@@ -113,10 +116,17 @@ func TestTemplateAnswersStayUnder8MiB(t *testing.T) {
 				if p := e2eProblem(t, res, http.StatusConflict, "limit_exceeded"); p.Limit == nil || *p.Limit != "answer_bytes" {
 					t.Errorf("export refused with %s", res.Body)
 				}
+				tag = res.Header.Get("ETag")
+			} else if got := res.Header.Get("ETag"); got != tag {
+				t.Errorf("HEAD /export: ETag %q, GET gave %q", got, tag)
 			}
 		}
+		if tag == "" {
+			t.Fatal("the refused export names no ETag")
+		}
 		template := map[string]any{"format": full["format"], "global_permissions": full["global_permissions"], "roles": full["roles"], "channels": pruned}
-		res := e.Do(testenv.Req{Method: "POST", Path: "/import?dry_run=true&prune=true", Token: e.Owner, Body: template})
+		res := e.Do(testenv.Req{Method: "POST", Path: "/import?dry_run=true&prune=true", Token: e.Owner, Body: template,
+			Headers: map[string]string{"If-Match": tag}})
 		if p := e2eProblem(t, res, http.StatusConflict, "limit_exceeded"); p.Limit == nil || *p.Limit != "answer_bytes" {
 			t.Errorf("a prune of %d overwrites refused with %s", 144*251, res.Body)
 		}

@@ -238,7 +238,7 @@ func (h *Handler) clientGone(c echo.Context, err error) {
 	h.log.Info("request canceled", "request_id", rid, "method", req.Method, "path", req.URL.Path)
 	p, _ := problemOf(c, apperr.Unavailable(err))
 	c.Response().Header().Set("Retry-After", retryAfterUnavailable)
-	writeProblem(c, p)
+	writeProblem(c, p, "")
 	c.Response().Status = statusClientClosedRequest
 }
 
@@ -276,11 +276,18 @@ func (h *Handler) errorHandler(err error, c echo.Context) {
 	if e, ok := apperr.As(err); ok && e.Retry != "" {
 		c.Response().Header().Set("Retry-After", e.Retry)
 	}
+	if e, ok := apperr.As(err); ok && e.Kind == apperr.ErrLimitExceeded && e.Current != "" {
+		c.Response().Header().Set("ETag", quoteTag(e.Current))
+	}
 	if p.Status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	h.faultHeaders(c, p.Status, err)
-	writeProblem(c, p)
+	etag := ""
+	if e, ok := apperr.As(err); ok && e.Kind == apperr.ErrLimitExceeded && e.Current != "" {
+		etag = quoteTag(e.Current)
+	}
+	writeProblem(c, p, etag)
 }
 
 func problemJSON(p api.Problem) []byte {
@@ -288,12 +295,19 @@ func problemJSON(p api.Problem) []byte {
 	return body
 }
 
-func writeProblem(c echo.Context, p api.Problem) {
+// writeProblem writes p, with etag (quoted, or empty for none) as the
+// problem's ETag: an error answer carries no entity tag of what the request
+// named, but what was too large to send still has one that a later request
+// may name (an oversized export, for a pruning import).
+func writeProblem(c echo.Context, p api.Problem, etag string) {
 	body := problemJSON(p)
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "application/problem+json")
 	w.Header().Del("Content-Disposition")
 	w.Header().Del("ETag")
+	if etag != "" {
+		w.Header().Set("ETag", etag)
+	}
 	if c.Request().Method == http.MethodHead {
 		w.WriteHeader(p.Status)
 		return

@@ -26,13 +26,19 @@ func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateReques
 	if err != nil {
 		return nil, fmt.Errorf("encode template: %w", err)
 	}
+	tag := digestTag(b)
 	// 500 channels with an overwrite of each of 250 roles weigh about 40 MB,
-	// more than any answer may.
+	// more than any answer may. The refusal still names the template's tag:
+	// a pruning import, which could shrink such a community, needs it.
 	if len(b) > guild.MaxAnswerBytes {
-		return nil, guild.AnswerTooLarge("The community's template", len(b),
+		err := guild.AnswerTooLarge("The community's template", len(b),
 			"it has more channels and overwrites than one template can carry (an import takes at most 1 MiB)")
+		if e, ok := apperr.As(err); ok {
+			e.Current = tag
+		}
+		return nil, err
 	}
-	tag := quoteTag(digestTag(b))
+	tag = quoteTag(tag)
 	return api.ExportTemplate200JSONResponse{Body: body, Headers: api.ExportTemplate200ResponseHeaders{ETag: &tag}}, nil
 }
 
