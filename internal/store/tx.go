@@ -287,6 +287,51 @@ func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel
 	return tx.GetChannel(ctx, c.ID)
 }
 
+// ChannelMove is where MoveChannels puts a channel.
+type ChannelMove struct {
+	ID        string
+	ParentID  *string
+	Position  int
+	UpdatedAt time.Time
+}
+
+// channelMoves is the subquery of MoveChannels' list.
+var channelMoves = []jsonColumn{{"id", "text"}, {"parent_id", "text"}, {"position", "integer"}, {"updated_at", "bigint"}}
+
+// MoveChannels stores the category and position of many channels, and
+// moves their versions, in one statement: a reorder of hundreds of
+// channels costs one round trip, not one per channel (the list travels as
+// one JSON parameter, so the statement is one constant text).
+func (tx *Tx) MoveChannels(ctx context.Context, moves []ChannelMove) error {
+	if len(moves) == 0 {
+		return nil
+	}
+	type row struct {
+		ID        string  `json:"id"`
+		ParentID  *string `json:"parent_id"`
+		Position  int     `json:"position"`
+		UpdatedAt int64   `json:"updated_at"`
+	}
+	rows := make([]row, len(moves))
+	for i, m := range moves {
+		tx.mark("channels", m.ID)
+		rows[i] = row{ID: m.ID, ParentID: m.ParentID, Position: m.Position, UpdatedAt: int64(microsOf(m.UpdatedAt))}
+	}
+	list, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("move channels: %w", err)
+	}
+	res, err := tx.exec(ctx, "UPDATE channels SET parent_id = m.parent_id, position = m.position, version = version + 1, "+
+		"updated_at = m.updated_at FROM ("+tx.dialect.jsonRecords(channelMoves...)+") AS m WHERE channels.id = m.id", string(list))
+	if err != nil {
+		return fmt.Errorf("move channels: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && int(n) != len(moves) {
+		return fmt.Errorf("move channels: %d of %d channels found", n, len(moves))
+	}
+	return nil
+}
+
 // CountChannels counts the channels, and the channels of a category when
 // parentID is not "".
 func (tx *Tx) CountChannels(ctx context.Context, parentID string) (int, error) {
