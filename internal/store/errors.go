@@ -127,6 +127,8 @@ func unavailable(err error) bool {
 			return true
 		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // shutting down, crashed, starting
 			return true
+		case pe.Code == "25P03", pe.Code == "57P05": // the session ended by idle_in_transaction_session_timeout, idle_session_timeout
+			return true
 		case pe.Code == "57014": // query_canceled: statement_timeout
 			return true
 		case pe.Code == "55P03": // lock_not_available: lock_timeout (the write lock held elsewhere)
