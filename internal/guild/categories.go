@@ -103,7 +103,7 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 		seen[m.ID] = i
 	}
 	var out []model.Channel
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.write(store.LargeWrite(ctx), a, func(tx *store.Tx, a *Actor) error {
 		out = nil
 		checked := make([]move, len(moves))
 		for i, m := range moves {

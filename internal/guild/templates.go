@@ -123,7 +123,7 @@ func (s *Service) ImportTemplate(ctx context.Context, a *Actor, t Template, opt 
 	}
 	var changes []TemplateChange
 	var blobs []string
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.write(store.LargeWrite(ctx), a, func(tx *store.Tx, a *Actor) error {
 		if !a.IsOwner {
 			return apperr.OwnerOnly("import a template")
 		}

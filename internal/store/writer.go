@@ -44,10 +44,11 @@ const maxBatch = 64
 var ErrClosed = errors.New("store: closed")
 
 type writeJob struct {
-	ctx  context.Context
-	fn   func(tx *Tx) error
-	done chan writeResult
-	span trace.Span // the write's (trace.go); nil when not traced
+	ctx   context.Context
+	fn    func(tx *Tx) error
+	done  chan writeResult
+	span  trace.Span // the write's (trace.go); nil when not traced
+	large bool       // runs alone (LargeWrite)
 	// deadline is when its request stops waiting (see Write).
 	deadline time.Time
 	// state says whether a transaction runs the job or its request gave up
@@ -137,28 +138,54 @@ func (w *writer) stop() {
 func (w *writer) run() {
 	defer close(w.ended)
 	batch := make([]*writeJob, 0, maxBatch)
-	prev := 0 // the size of the last transaction
+	var large []*writeJob // large writes, waiting for a transaction of their own
+	prev := 0             // the size of the last transaction
 	for {
-		var first *writeJob
-		select {
-		case first = <-w.jobs:
-		case <-w.quit:
-			// Answer what is still queued, then end.
-			for {
-				select {
-				case j := <-w.jobs:
-					w.commit([]*writeJob{j})
-				default:
-					return
+		batch = batch[:0]
+		if len(large) == 0 {
+			select {
+			case j := <-w.jobs:
+				if j.large {
+					large = append(large, j)
+				} else {
+					batch = append(batch, j)
+				}
+			case <-w.quit:
+				// Answer what is still queued, then end.
+				for {
+					select {
+					case j := <-w.jobs:
+						w.commit([]*writeJob{j})
+					default:
+						return
+					}
 				}
 			}
 		}
-		batch = append(batch[:0], first)
-		w.gather(&batch, prev > 1)
-		prev = len(batch)
-		w.commit(batch)
+		w.gather(&batch, &large, prev > 1)
+		if len(batch) > 0 {
+			prev = len(batch)
+			w.commit(batch)
+		}
+		if len(large) > 0 {
+			j := large[0]
+			large = large[1:]
+			w.commit([]*writeJob{j})
+		}
 	}
 }
+
+// LargeWrite marks the context of a write at the limits (a reorder of
+// hundreds of channels, a change of a thousand members, an import): the
+// writer runs it in a transaction of its own, after the small writes
+// queued with it, so that a small write waits for at most one large
+// transaction (the one running when it arrives), never for several, nor
+// for one it shares. Writes not yet acknowledged may commit in any order.
+func LargeWrite(ctx context.Context) context.Context {
+	return context.WithValue(ctx, largeKey{}, true)
+}
+
+type largeKey struct{}
 
 // A commit costs about the same for one write as for many (its sync, and
 // writing the pages the writes share), and on a busy instance writes arrive
@@ -172,17 +199,26 @@ const (
 	gatherMax = 3 * time.Millisecond
 )
 
-func (w *writer) gather(batch *[]*writeJob, busy bool) {
+// gather adds the writes queued to the batch, each large one to large,
+// and, when the batch has any, waits for more as said above.
+func (w *writer) gather(batch *[]*writeJob, large *[]*writeJob, busy bool) {
+	place := func(j *writeJob) {
+		if j.large {
+			*large = append(*large, j)
+		} else {
+			*batch = append(*batch, j)
+		}
+	}
 	for len(*batch) < maxBatch { // what is already queued
 		select {
 		case j := <-w.jobs:
-			*batch = append(*batch, j)
+			place(j)
 			continue
 		default:
 		}
 		break
 	}
-	if !busy && len(*batch) == 1 {
+	if len(*batch) == 0 || !busy && len(*batch) == 1 {
 		return
 	}
 	deadline := time.Now().Add(gatherMax)
@@ -191,7 +227,7 @@ func (w *writer) gather(batch *[]*writeJob, busy bool) {
 	for len(*batch) < maxBatch {
 		select {
 		case j := <-w.jobs:
-			*batch = append(*batch, j)
+			place(j)
 			wait := min(gatherGap, time.Until(deadline))
 			if wait <= 0 {
 				return
@@ -228,7 +264,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 		}
 	}
 	queued := time.Now()
-	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp}
+	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp, large: ctx.Value(largeKey{}) != nil}
 	var ok bool
 	if j.deadline, ok = ctx.Deadline(); !ok {
 		j.deadline = time.Now().Add(s.statementTimeout * txPerStatement)
