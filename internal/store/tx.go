@@ -275,16 +275,32 @@ func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel
 }
 
 // UpdateChannel stores a channel's name, topic, category and position, and
-// moves its version.
+// moves its version. One prepared statement, which answers the channel as
+// stored: an import changes hundreds of channels one by one.
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	tx.mark("channels", c.ID)
-	res := tx.with(ctx).Model(&channelRow{}).Where("id = ?", c.ID).Updates(map[string]any{
-		"name": c.Name, "topic": c.Topic, "parent_id": c.ParentID, "position": c.Position,
-		"version": gorm.Expr("version + 1"), "updated_at": microsOf(c.UpdatedAt)})
-	if res.Error != nil {
-		return model.Channel{}, fmt.Errorf("update channel: %w", res.Error)
+	rows, err := tx.query(ctx, "UPDATE channels SET name = ?, topic = ?, parent_id = ?, position = ?, version = version + 1, "+
+		"updated_at = ? WHERE id = ? RETURNING id, name, topic, kind, parent_id, position, version, overwrites_version, created_at, updated_at",
+		c.Name, c.Topic, c.ParentID, c.Position, int64(microsOf(c.UpdatedAt)), c.ID)
+	if err != nil {
+		return model.Channel{}, fmt.Errorf("update channel: %w", err)
 	}
-	return tx.GetChannel(ctx, c.ID)
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return model.Channel{}, fmt.Errorf("update channel: %w", err)
+		}
+		return model.Channel{}, notFound(gorm.ErrRecordNotFound, "Channel %q does not exist.", c.ID)
+	}
+	var r channelRow
+	if err := rows.Scan(&r.ID, &r.Name, &r.Topic, &r.Kind, &r.ParentID, &r.Position, &r.Version, &r.OverwritesVersion,
+		&r.CreatedAt, &r.UpdatedAt); err != nil {
+		return model.Channel{}, fmt.Errorf("update channel: %w", err)
+	}
+	if err := rows.Close(); err != nil {
+		return model.Channel{}, fmt.Errorf("update channel: %w", err)
+	}
+	return r.model(), nil
 }
 
 // ChannelMove is where MoveChannels puts a channel.
@@ -365,25 +381,44 @@ func (tx *Tx) NextPosition(ctx context.Context, parentID *string) (int, error) {
 	return *last + 1, nil
 }
 
+// overwriteRecords is the subquery of ReplaceOverwrites' list.
+var overwriteRecords = []jsonColumn{{"target_type", "text"}, {"target_id", "text"}, {"allow_bits", "bigint"}, {"deny_bits", "bigint"}}
+
 // ReplaceOverwrites makes a channel's overwrites exactly the list given
-// (their channel is taken to be channelID), and moves the list's version.
+// (their channel is taken to be channelID), and moves the list's version:
+// three prepared statements whatever the list's length (it travels as one
+// JSON parameter), as an import replaces hundreds of lists.
 func (tx *Tx) ReplaceOverwrites(ctx context.Context, channelID string, list []model.Overwrite) error {
 	tx.mark("overwrites", channelID)
-	db := tx.with(ctx)
-	if err := db.Where("channel_id = ?", channelID).Delete(&overwriteRow{}).Error; err != nil {
+	if _, err := tx.exec(ctx, "DELETE FROM overwrites WHERE channel_id = ?", channelID); err != nil {
 		return fmt.Errorf("replace overwrites: %w", err)
 	}
 	if len(list) > 0 {
-		rows := make([]overwriteRow, len(list))
-		for i, o := range list {
-			rows[i] = overwriteRow{ChannelID: channelID, TargetType: o.TargetType, TargetID: o.TargetID,
-				AllowBits: int64(o.Allow), DenyBits: int64(o.Deny)}
+		type row struct {
+			TargetType string `json:"target_type"`
+			TargetID   string `json:"target_id"`
+			Allow      int64  `json:"allow_bits"`
+			Deny       int64  `json:"deny_bits"`
 		}
-		if err := db.Create(&rows).Error; err != nil {
+		rows := make([]row, len(list))
+		for i, o := range list {
+			rows[i] = row{TargetType: o.TargetType, TargetID: o.TargetID, Allow: int64(o.Allow), Deny: int64(o.Deny)}
+		}
+		data, err := json.Marshal(rows)
+		if err != nil {
+			return fmt.Errorf("replace overwrites: %w", err)
+		}
+		if _, err := tx.exec(ctx, "INSERT INTO overwrites (channel_id, target_type, target_id, allow_bits, deny_bits) "+
+			"SELECT ?, o.target_type, o.target_id, o.allow_bits, o.deny_bits FROM ("+tx.dialect.jsonRecords(overwriteRecords...)+") AS o",
+			channelID, string(data)); err != nil {
 			return fmt.Errorf("replace overwrites: %w", err)
 		}
 	}
-	return tx.bumpOverwriteLists(ctx, []string{channelID})
+	tx.mark("channels", channelID)
+	if _, err := tx.exec(ctx, "UPDATE channels SET overwrites_version = overwrites_version + 1 WHERE id = ?", channelID); err != nil {
+		return fmt.Errorf("move the overwrite list's version: %w", err)
+	}
+	return nil
 }
 
 // DeleteChannel deletes a channel with its overwrites and attachments and
