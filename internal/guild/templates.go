@@ -585,10 +585,12 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 			}
 		}
 	}
-	for _, co := range p.overwrites {
-		if err := tx.ReplaceOverwrites(ctx, co.channelID, co.list); err != nil {
-			return nil, err
-		}
+	lists := make([]store.OverwriteList, len(p.overwrites))
+	for i, co := range p.overwrites {
+		lists[i] = store.OverwriteList{ChannelID: co.channelID, List: co.list}
+	}
+	if err := tx.ReplaceOverwriteLists(ctx, lists); err != nil {
+		return nil, err
 	}
 	for _, e := range p.owEvents {
 		if err := emit(ctx, tx, a, o, e.typ, "channel:"+e.channelID, e.data); err != nil {

@@ -381,7 +381,7 @@ func readChannelStates(ctx context.Context, q queries, all bool, ids []string) (
 	// Prepared statements scanned by hand, not GORM's reflection: after a
 	// reorder or an import, hundreds of channels are read again, inside
 	// the next write transaction too.
-	cq := "SELECT id, name, topic, kind, parent_id, position, version, overwrites_version, created_at, updated_at FROM channels"
+	cq := "SELECT " + channelColumns + " FROM channels"
 	oq := "SELECT channel_id, target_type, target_id, allow_bits, deny_bits FROM overwrites"
 	var args []any
 	if !all {
@@ -396,8 +396,7 @@ func readChannelStates(ctx context.Context, q queries, all bool, ids []string) (
 	var rows []channelRow
 	if err := scanAll(ctx, q, cq, args, func(r *sql.Rows) error {
 		var c channelRow
-		if err := r.Scan(&c.ID, &c.Name, &c.Topic, &c.Kind, &c.ParentID, &c.Position, &c.Version, &c.OverwritesVersion,
-			&c.CreatedAt, &c.UpdatedAt); err != nil {
+		if err := r.Scan(c.fields()...); err != nil {
 			return err
 		}
 		rows = append(rows, c)

@@ -280,7 +280,7 @@ func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	tx.mark("channels", c.ID)
 	rows, err := tx.query(ctx, "UPDATE channels SET name = ?, topic = ?, parent_id = ?, position = ?, version = version + 1, "+
-		"updated_at = ? WHERE id = ? RETURNING id, name, topic, kind, parent_id, position, version, overwrites_version, created_at, updated_at",
+		"updated_at = ? WHERE id = ? RETURNING "+channelColumns,
 		c.Name, c.Topic, c.ParentID, c.Position, int64(microsOf(c.UpdatedAt)), c.ID)
 	if err != nil {
 		return model.Channel{}, fmt.Errorf("update channel: %w", err)
@@ -293,8 +293,7 @@ func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel
 		return model.Channel{}, notFound(gorm.ErrRecordNotFound, "Channel %q does not exist.", c.ID)
 	}
 	var r channelRow
-	if err := rows.Scan(&r.ID, &r.Name, &r.Topic, &r.Kind, &r.ParentID, &r.Position, &r.Version, &r.OverwritesVersion,
-		&r.CreatedAt, &r.UpdatedAt); err != nil {
+	if err := rows.Scan(r.fields()...); err != nil {
 		return model.Channel{}, fmt.Errorf("update channel: %w", err)
 	}
 	if err := rows.Close(); err != nil {
@@ -381,42 +380,75 @@ func (tx *Tx) NextPosition(ctx context.Context, parentID *string) (int, error) {
 	return *last + 1, nil
 }
 
-// overwriteRecords is the subquery of ReplaceOverwrites' list.
-var overwriteRecords = []jsonColumn{{"target_type", "text"}, {"target_id", "text"}, {"allow_bits", "bigint"}, {"deny_bits", "bigint"}}
+// overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
+var overwriteRecords = []jsonColumn{{"channel_id", "text"}, {"target_type", "text"}, {"target_id", "text"},
+	{"allow_bits", "bigint"}, {"deny_bits", "bigint"}}
 
 // ReplaceOverwrites makes a channel's overwrites exactly the list given
-// (their channel is taken to be channelID), and moves the list's version:
-// three prepared statements whatever the list's length (it travels as one
-// JSON parameter), as an import replaces hundreds of lists.
+// (their channel is taken to be channelID), and moves the list's version.
 func (tx *Tx) ReplaceOverwrites(ctx context.Context, channelID string, list []model.Overwrite) error {
-	tx.mark("overwrites", channelID)
-	if _, err := tx.exec(ctx, "DELETE FROM overwrites WHERE channel_id = ?", channelID); err != nil {
+	return tx.ReplaceOverwriteLists(ctx, []OverwriteList{{ChannelID: channelID, List: list}})
+}
+
+// OverwriteList is a channel's whole list of overwrites.
+type OverwriteList struct {
+	ChannelID string
+	List      []model.Overwrite // their channel is taken to be ChannelID
+}
+
+// ReplaceOverwriteLists is ReplaceOverwrites for many channels (a
+// channel listed twice gets its last list): three statements whatever the
+// number of channels and overwrites (each list travels as one JSON
+// parameter), as an import replaces hundreds of lists under the write lock.
+func (tx *Tx) ReplaceOverwriteLists(ctx context.Context, lists []OverwriteList) error {
+	if len(lists) == 0 {
+		return nil
+	}
+	type row struct {
+		ChannelID  string `json:"channel_id"`
+		TargetType string `json:"target_type"`
+		TargetID   string `json:"target_id"`
+		Allow      int64  `json:"allow_bits"`
+		Deny       int64  `json:"deny_bits"`
+	}
+	last := make(map[string]int, len(lists))
+	for i, l := range lists {
+		last[l.ChannelID] = i
+	}
+	ids := make([]string, 0, len(last))
+	var rows []row
+	for i, l := range lists {
+		if last[l.ChannelID] != i {
+			continue
+		}
+		tx.mark("overwrites", l.ChannelID)
+		tx.mark("channels", l.ChannelID)
+		ids = append(ids, l.ChannelID)
+		for _, o := range l.List {
+			rows = append(rows, row{ChannelID: l.ChannelID, TargetType: o.TargetType, TargetID: o.TargetID, Allow: int64(o.Allow), Deny: int64(o.Deny)})
+		}
+	}
+	idList, err := json.Marshal(ids)
+	if err != nil {
 		return fmt.Errorf("replace overwrites: %w", err)
 	}
-	if len(list) > 0 {
-		type row struct {
-			TargetType string `json:"target_type"`
-			TargetID   string `json:"target_id"`
-			Allow      int64  `json:"allow_bits"`
-			Deny       int64  `json:"deny_bits"`
-		}
-		rows := make([]row, len(list))
-		for i, o := range list {
-			rows[i] = row{TargetType: o.TargetType, TargetID: o.TargetID, Allow: int64(o.Allow), Deny: int64(o.Deny)}
-		}
+	if _, err := tx.exec(ctx, "DELETE FROM overwrites WHERE channel_id IN ("+tx.dialect.jsonTexts()+")", string(idList)); err != nil {
+		return fmt.Errorf("replace overwrites: %w", err)
+	}
+	if len(rows) > 0 {
 		data, err := json.Marshal(rows)
 		if err != nil {
 			return fmt.Errorf("replace overwrites: %w", err)
 		}
 		if _, err := tx.exec(ctx, "INSERT INTO overwrites (channel_id, target_type, target_id, allow_bits, deny_bits) "+
-			"SELECT ?, o.target_type, o.target_id, o.allow_bits, o.deny_bits FROM ("+tx.dialect.jsonRecords(overwriteRecords...)+") AS o",
-			channelID, string(data)); err != nil {
+			"SELECT o.channel_id, o.target_type, o.target_id, o.allow_bits, o.deny_bits FROM ("+
+			tx.dialect.jsonRecords(overwriteRecords...)+") AS o", string(data)); err != nil {
 			return fmt.Errorf("replace overwrites: %w", err)
 		}
 	}
-	tx.mark("channels", channelID)
-	if _, err := tx.exec(ctx, "UPDATE channels SET overwrites_version = overwrites_version + 1 WHERE id = ?", channelID); err != nil {
-		return fmt.Errorf("move the overwrite list's version: %w", err)
+	if _, err := tx.exec(ctx, "UPDATE channels SET overwrites_version = overwrites_version + 1 WHERE id IN ("+
+		tx.dialect.jsonTexts()+")", string(idList)); err != nil {
+		return fmt.Errorf("move the overwrite lists' versions: %w", err)
 	}
 	return nil
 }
