@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,6 +301,71 @@ func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel
 		return model.Channel{}, fmt.Errorf("update channel: %w", err)
 	}
 	return r.model(), nil
+}
+
+// channelUpdates is the subquery of UpdateChannels' list.
+var channelUpdates = []jsonColumn{{"id", "text"}, {"name", "text"}, {"topic", "text"}, {"parent_id", "text"},
+	{"position", "integer"}, {"updated_at", "bigint"}}
+
+// UpdateChannels is UpdateChannel for many channels, in one statement (the
+// list as one JSON parameter), without reading them back.
+func (tx *Tx) UpdateChannels(ctx context.Context, cs []model.Channel) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	type row struct {
+		ID        string  `json:"id"`
+		Name      string  `json:"name"`
+		Topic     *string `json:"topic"`
+		ParentID  *string `json:"parent_id"`
+		Position  int     `json:"position"`
+		UpdatedAt int64   `json:"updated_at"`
+	}
+	rows := make([]row, len(cs))
+	for i, c := range cs {
+		tx.mark("channels", c.ID)
+		rows[i] = row{ID: c.ID, Name: c.Name, Topic: c.Topic, ParentID: c.ParentID, Position: c.Position, UpdatedAt: int64(microsOf(c.UpdatedAt))}
+	}
+	list, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("update channels: %w", err)
+	}
+	res, err := tx.exec(ctx, "UPDATE channels SET name = m.name, topic = m.topic, parent_id = m.parent_id, position = m.position, "+
+		"version = version + 1, updated_at = m.updated_at FROM ("+tx.dialect.jsonRecords(channelUpdates...)+") AS m WHERE channels.id = m.id",
+		string(list))
+	if err != nil {
+		return fmt.Errorf("update channels: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && int(n) != len(cs) {
+		return fmt.Errorf("update channels: %d of %d channels found", n, len(cs))
+	}
+	return nil
+}
+
+// ChannelsByID reads the channels of ids as the transaction sees them; an
+// unknown ID is absent from the map.
+func (tx *Tx) ChannelsByID(ctx context.Context, ids []string) (map[string]model.Channel, error) {
+	out := make(map[string]model.Channel, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("read channels: %w", err)
+	}
+	err = scanAll(ctx, tx.queries, "SELECT "+channelColumns+" FROM channels WHERE id IN ("+tx.dialect.jsonTexts()+")",
+		[]any{string(list)}, func(rows *sql.Rows) error {
+			var r channelRow
+			if err := rows.Scan(r.fields()...); err != nil {
+				return err
+			}
+			out[r.ID] = r.model()
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read channels: %w", err)
+	}
+	return out, nil
 }
 
 // ChannelMove is where MoveChannels puts a channel.
