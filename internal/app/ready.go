@@ -18,7 +18,9 @@ const MinFreeBytes = 1 << 20
 
 // Ready reports whether the instance should get traffic (/readyz): not while
 // it drains, not while the database does not answer within ReadyTimeout, and
-// not while writes cannot succeed (a full disk, writes that stall).
+// not while its writes cannot succeed (a full disk; no write transaction
+// commits within ReadyTimeout: the writer stuck, the write lock held by a
+// stopped instance or another process).
 func (a *App) Ready(ctx context.Context) error {
 	if a.draining.Load() {
 		return errors.New("draining: the instance is shutting down")
@@ -28,8 +30,8 @@ func (a *App) Ready(ctx context.Context) error {
 	if err := a.Store.Ping(ctx); err != nil {
 		return fmt.Errorf("the database does not answer: %w", err)
 	}
-	if err := a.Store.Writable(); err != nil {
-		return err
+	if err := a.Store.WritesSucceed(ctx); err != nil {
+		return fmt.Errorf("writes cannot succeed: %w", err)
 	}
 	if !a.Store.Postgres() {
 		var st syscall.Statfs_t

@@ -103,18 +103,17 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 		seen[m.ID] = i
 	}
 	var out []model.Channel
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.write(store.LargeWrite(ctx), a, func(tx *store.Tx, a *Actor) error {
 		out = nil
 		checked := make([]move, len(moves))
 		for i, m := range moves {
 			field := fmt.Sprintf("positions[%d].", i)
-			c, err := tx.GetChannel(ctx, m.ID)
-			if apperr.IsNotFound(err) || err == nil && a.hideChannel(m.ID) != nil {
+			// The caller's state is the transaction's: no read per entry.
+			c, ok := a.auth.Channel(m.ID)
+			if !ok || a.hideChannel(m.ID) != nil {
 				return apperr.Invalid(field+"id", "no channel with ID %q", m.ID)
 			}
-			if err != nil {
-				return err
-			}
+			c.Synced = false // as stored
 			position := m.Position
 			mv := move{id: m.ID, position: &position, setParent: m.SetParent, parentID: m.ParentID}
 			if err := s.checkMove(ctx, tx, a, c, &mv, field); err != nil {
@@ -136,22 +135,24 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 		}
 		now := s.now()
 		touched := map[string]bool{}
+		var moved []store.ChannelMove
 		for i := range checked {
 			mv := &checked[i]
 			if !mv.moved() {
 				continue
 			}
-			next := mv.to
-			next.UpdatedAt = now
-			if _, err := tx.UpdateChannel(ctx, next); err != nil {
-				return err
-			}
-			if p := next.ParentID; p != nil {
+			moved = append(moved, store.ChannelMove{ID: mv.id, ParentID: mv.to.ParentID, Position: mv.to.Position, UpdatedAt: now})
+			if p := mv.to.ParentID; p != nil {
 				touched[*p] = true
 			}
-			if err := emit(ctx, tx, a, o, "channel.moved", "channel:"+mv.id, movedData(mv.from, next, false)); err != nil {
+			if err := emit(ctx, tx, a, o, "channel.moved", "channel:"+mv.id, movedData(mv.from, mv.to, false)); err != nil {
 				return err
 			}
+		}
+		// One statement for all the moves: a reorder at the limit must not
+		// hold the write lock for a round trip per channel.
+		if err := tx.MoveChannels(ctx, moved); err != nil {
+			return err
 		}
 		// The limits hold on the state all the moves make.
 		for parent := range touched {

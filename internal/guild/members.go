@@ -51,7 +51,7 @@ func (s *Service) ChangeRoleMembers(ctx context.Context, a *Actor, roleID string
 		return MembersResult{}, err
 	}
 	var out MembersResult
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.write(store.LargeWrite(ctx), a, func(tx *store.Tx, a *Actor) error {
 		users, err := tx.UsersByID(ctx, append(slices.Clone(ch.Add), ch.Remove...))
 		if err != nil {
 			return err
@@ -110,19 +110,24 @@ func (s *Service) ChangeRoleMembers(ctx context.Context, a *Actor, roleID string
 		if err := tx.TouchUsers(ctx, changed, now); err != nil {
 			return err
 		}
-		after, err := tx.UsersByID(ctx, changed)
-		if err != nil {
-			return err
-		}
+		// Each user's roles after the change are worked out, not read
+		// again: the store lists them by position, highest first.
 		for _, id := range add {
+			after := append(slices.Clone(users[id].Roles), roleID)
+			slices.SortStableFunc(after, func(x, y string) int {
+				rx, _ := a.auth.Role(x)
+				ry, _ := a.auth.Role(y)
+				return ry.Position - rx.Position
+			})
 			if err := emit(ctx, tx, a, o, "user.role.assigned", "user:"+id, map[string]any{
-				"role_id": roleID, "before": users[id].Roles, "after": after[id].Roles}); err != nil {
+				"role_id": roleID, "before": users[id].Roles, "after": after}); err != nil {
 				return err
 			}
 		}
 		for _, id := range remove {
+			after := slices.DeleteFunc(slices.Clone(users[id].Roles), func(r string) bool { return r == roleID })
 			if err := emit(ctx, tx, a, o, "user.role.removed", "user:"+id, map[string]any{
-				"role_id": roleID, "before": users[id].Roles, "after": after[id].Roles}); err != nil {
+				"role_id": roleID, "before": users[id].Roles, "after": after}); err != nil {
 				return err
 			}
 		}

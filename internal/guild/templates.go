@@ -150,7 +150,7 @@ func (s *Service) ImportTemplate(ctx context.Context, a *Actor, t Template, opt 
 	}
 	var changes []TemplateChange
 	var blobs []string
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.write(store.LargeWrite(ctx), a, func(tx *store.Tx, a *Actor) error {
 		if !a.IsOwner {
 			return apperr.OwnerOnly("import a template")
 		}
@@ -641,15 +641,28 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 			return nil, err
 		}
 	}
-	for _, c := range p.updateChans {
-		before, err := tx.GetChannel(ctx, c.ID)
-		if err != nil {
-			return nil, err
+	// One read and one statement for all the channels updated, not two
+	// round trips each under the write lock.
+	updates := slices.Clone(p.updateChans)
+	ids := make([]string, len(updates))
+	for i := range updates {
+		ids[i] = updates[i].ID
+		updates[i].UpdatedAt = now
+	}
+	befores, err := tx.ChannelsByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if _, ok := befores[id]; !ok {
+			return nil, apperr.NotFound("Channel %q does not exist.", id)
 		}
-		c.UpdatedAt = now
-		if _, err := tx.UpdateChannel(ctx, c); err != nil {
-			return nil, err
-		}
+	}
+	if err := tx.UpdateChannels(ctx, updates); err != nil {
+		return nil, err
+	}
+	for _, c := range updates {
+		before := befores[c.ID]
 		if c.Name != before.Name || !eqPtr(c.Topic, before.Topic) {
 			typ, data := channelUpdated(before, c)
 			if err := emit(ctx, tx, a, o, typ, "channel:"+c.ID, data); err != nil {
@@ -662,10 +675,12 @@ func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *im
 			}
 		}
 	}
-	for _, co := range p.overwrites {
-		if err := tx.ReplaceOverwrites(ctx, co.channelID, co.list); err != nil {
-			return nil, err
-		}
+	lists := make([]store.OverwriteList, len(p.overwrites))
+	for i, co := range p.overwrites {
+		lists[i] = store.OverwriteList{ChannelID: co.channelID, List: co.list}
+	}
+	if err := tx.ReplaceOverwriteLists(ctx, lists); err != nil {
+		return nil, err
 	}
 	for _, e := range p.owEvents {
 		if err := emit(ctx, tx, a, o, e.typ, "channel:"+e.channelID, e.data); err != nil {

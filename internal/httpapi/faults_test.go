@@ -375,6 +375,14 @@ func TestHeldSQLiteLockAnswersWithinBudget(t *testing.T) {
 		}
 	}
 	defer release()
+	// Before any request tries to write, /readyz finds out by itself: its
+	// empty write does not commit (after the last commit's second, in which
+	// it takes that commit as its answer).
+	for deadline := time.Now().Add(5 * time.Second); readyz(t, e) != http.StatusServiceUnavailable; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still 200 5 s after another process took the write lock, no write tried")
+		}
+	}
 
 	writes := []budgetCase{
 		{name: "create a channel", method: "POST", path: "/channels/held/create", token: e.Owner, body: `{"name":"held"}`},

@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-
-	"gorm.io/gorm"
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
@@ -307,7 +307,7 @@ func buildAuthState(ctx context.Context, q queries, base *AuthState, p authParts
 	for id := range p.channels {
 		ids = append(ids, id)
 	}
-	chans, err := readChannelStates(db, p.all, ids)
+	chans, err := readChannelStates(ctx, q, p.all, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -377,17 +377,42 @@ func overwriteSet(list []model.Overwrite) string {
 
 // readChannelStates reads every channel (all), or those of ids that exist,
 // with their overwrites.
-func readChannelStates(db *gorm.DB, all bool, ids []string) ([]*ChannelState, error) {
-	var rows []channelRow
-	var ows []overwriteRow
-	cq, oq := db, db
+func readChannelStates(ctx context.Context, q queries, all bool, ids []string) ([]*ChannelState, error) {
+	// Prepared statements scanned by hand, not GORM's reflection: after a
+	// reorder or an import, hundreds of channels are read again, inside
+	// the next write transaction too.
+	cq := "SELECT " + channelColumns + " FROM channels"
+	oq := "SELECT channel_id, target_type, target_id, allow_bits, deny_bits FROM overwrites"
+	var args []any
 	if !all {
-		cq, oq = db.Where("id IN ?", ids), db.Where("channel_id IN ?", ids)
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return nil, fmt.Errorf("read channels: %w", err)
+		}
+		cq += " WHERE id IN (" + q.dialect.jsonTexts() + ")"
+		oq += " WHERE channel_id IN (" + q.dialect.jsonTexts() + ")"
+		args = []any{string(list)}
 	}
-	if err := cq.Find(&rows).Error; err != nil {
+	var rows []channelRow
+	if err := scanAll(ctx, q, cq, args, func(r *sql.Rows) error {
+		var c channelRow
+		if err := r.Scan(c.fields()...); err != nil {
+			return err
+		}
+		rows = append(rows, c)
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("read channels: %w", err)
 	}
-	if err := oq.Find(&ows).Error; err != nil {
+	var ows []overwriteRow
+	if err := scanAll(ctx, q, oq, args, func(r *sql.Rows) error {
+		var o overwriteRow
+		if err := r.Scan(&o.ChannelID, &o.TargetType, &o.TargetID, &o.AllowBits, &o.DenyBits); err != nil {
+			return err
+		}
+		ows = append(ows, o)
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("read overwrites: %w", err)
 	}
 	byID := make(map[string]*ChannelState, len(rows))
@@ -417,4 +442,19 @@ func readChannelStates(db *gorm.DB, all bool, ids []string) ([]*ChannelState, er
 		c.set = overwriteSet(c.overwrites)
 	}
 	return out, nil
+}
+
+// scanAll runs a prepared query and hands each row to scan.
+func scanAll(ctx context.Context, q queries, query string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := q.query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Close()
 }

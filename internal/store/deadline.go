@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -168,5 +169,71 @@ func (h *cancelHandler) HandleUnwatchAfterCancel() { _ = h.conn.SetDeadline(time
 // keepOnCancel gives a connection about to open the cancelHandler.
 func keepOnCancel(_ context.Context, cfg *pgx.ConnConfig) error {
 	cfg.BuildContextWatcherHandler = newCancelHandler
+	return nil
+}
+
+// A PostgreSQL instance that stops in the middle of a write transaction
+// (its process paused or frozen, its machine cut off) holds the write lock
+// that every instance's writes take. Its client cannot end the
+// transaction, so the database does, by these bounds, and the others'
+// writes go on at most about 9 s after it stopped:
+//
+//   - each statement of a write transaction ends by writeStatementBound
+//     (SET LOCAL statement_timeout, with the lock: boundWrite), so a
+//     statement it had sent finishes or fails by then;
+//   - a session idle in a transaction is ended after idleInTransaction
+//     (idle_in_transaction_session_timeout), which rolls the transaction
+//     back and releases the lock: a client stopped between statements, or
+//     after its last statement's answer;
+//   - the server closes a connection whose data stays unacknowledged for
+//     tcpUserTimeout (tcp_user_timeout: a client cut off while the server
+//     sends it an answer), and probes an idle connection's peer every
+//     second after two idle ones (keepalives: a session-level lock, the
+//     migrations', of an instance cut off).
+//
+// A write transaction's client never leaves it idle for long: between its
+// statements it only runs the request's own code, microseconds to
+// milliseconds. idleInTransaction is far above that, on a loaded machine
+// too, and with writeStatementBound below the 10 s a stopped instance may
+// hold the others up.
+const (
+	writeStatementBound = 5 * time.Second
+	idleInTransaction   = 4 * time.Second
+	tcpUserTimeout      = 4 * time.Second
+)
+
+// sessionSettings is run on each new PostgreSQL connection: the bounds
+// above that are the session's. A setting the URL gives (a runtime
+// parameter of the same name) is left as the URL says. They are SET once a
+// connection is open, not sent at startup, which a pooler may refuse;
+// before PostgreSQL 12 there is no tcp_user_timeout, and the others do.
+func sessionSettings(ctx context.Context, c *pgx.Conn) error {
+	given := c.Config().RuntimeParams
+	set := func(settings ...[2]string) string {
+		var b strings.Builder
+		for _, s := range settings {
+			if _, ok := given[s[0]]; !ok {
+				fmt.Fprintf(&b, "SET %s = %s; ", s[0], s[1])
+			}
+		}
+		return b.String()
+	}
+	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
+	if q := set([2]string{"idle_in_transaction_session_timeout", ms(idleInTransaction)},
+		[2]string{"tcp_keepalives_idle", "2"}, [2]string{"tcp_keepalives_interval", "1"},
+		[2]string{"tcp_keepalives_count", "3"}); q != "" {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return fmt.Errorf("set the session's timeouts: %w", err)
+		}
+	}
+	if q := set([2]string{"tcp_user_timeout", ms(tcpUserTimeout)}); q != "" {
+		_, err := c.Exec(ctx, q)
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42704" { // undefined_object
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("set the session's timeouts: %w", err)
+		}
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // dialect is every difference between SQLite and PostgreSQL, in one place.
@@ -18,6 +19,11 @@ type dialect interface {
 	// lockWrites serializes write transactions (nothing to do on SQLite, where
 	// the single writer connection and BEGIN IMMEDIATE already do it).
 	lockWrites() string
+	// boundWrite is what a write transaction runs before lockWrites so that
+	// the database itself ends it, whatever its client does (see
+	// writeBounds): its wait for the write lock by lockWait, each of its
+	// statements by statement ("" on SQLite, whose writer is in process).
+	boundWrite(lockWait, statement time.Duration) string
 	// likeEscape is the ESCAPE clause for LIKE patterns built with escapeLike.
 	likeEscape() string
 	// snapshotTx is the transaction for a consistent multi-query read.
@@ -28,6 +34,10 @@ type dialect interface {
 	// parameter, as a column id: a statement over a list of any length
 	// keeps one text (one prepared statement) and one parameter.
 	jsonTexts() string
+	// jsonRecords is a subquery of the objects of a JSON array given as one
+	// parameter, with a column of each of cols (name and SQL type of a
+	// member): a statement over many rows of values is one constant text.
+	jsonRecords(cols ...jsonColumn) string
 	// bytewise is a text column ordered and compared byte by byte, as Go
 	// compares strings (SQLite's default; PostgreSQL's columns follow the
 	// database's collation unless told).
@@ -60,9 +70,18 @@ func (sqliteDialect) groupConcat(col string) string { return "group_concat(" + c
 func (sqliteDialect) groupConcatOrdered(col, order string) string {
 	return "group_concat(" + col + ", ',' ORDER BY " + order + ")"
 }
-func (sqliteDialect) lockWrites() string { return "" }
-func (sqliteDialect) jsonTexts() string  { return "SELECT value AS id FROM json_each(?)" }
-func (sqliteDialect) likeEscape() string { return `ESCAPE '\'` }
+func (sqliteDialect) lockWrites() string                   { return "" }
+func (sqliteDialect) boundWrite(_, _ time.Duration) string { return "" }
+func (sqliteDialect) jsonTexts() string                    { return "SELECT value AS id FROM json_each(?)" }
+func (sqliteDialect) likeEscape() string                   { return `ESCAPE '\'` }
+
+func (sqliteDialect) jsonRecords(cols ...jsonColumn) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = "json_extract(value, '$." + c.name + "') AS " + c.name
+	}
+	return "SELECT " + strings.Join(out, ", ") + " FROM json_each(?)"
+}
 
 // A SQLite read transaction already sees one snapshot (WAL).
 func (sqliteDialect) snapshotTx() *sql.TxOptions { return nil }
@@ -99,7 +118,24 @@ func (postgresDialect) groupConcatOrdered(col, order string) string {
 func (d postgresDialect) lockWrites() string {
 	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", d.writeKey)
 }
+
+// boundWrite sets both bounds for the rest of the transaction, in the
+// round trip of the lock (statements without arguments go in one simple
+// query). A timeout of 0 would mean none: both are at least a millisecond.
+func (postgresDialect) boundWrite(lockWait, statement time.Duration) string {
+	ms := func(d time.Duration) int64 { return max(1, d.Milliseconds()) }
+	return fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; ", ms(lockWait), ms(statement))
+}
+
 func (postgresDialect) likeEscape() string { return `ESCAPE '\'` }
+
+func (postgresDialect) jsonRecords(cols ...jsonColumn) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.name + " " + c.typ
+	}
+	return "SELECT * FROM jsonb_to_recordset(CAST(? AS jsonb)) AS x(" + strings.Join(out, ", ") + ")"
+}
 func (postgresDialect) jsonTexts() string {
 	return "SELECT jsonb_array_elements_text(CAST(? AS jsonb)) AS id"
 }
@@ -115,3 +151,7 @@ func (postgresDialect) writeTx() *sql.TxOptions {
 func (postgresDialect) snapshotTx() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 }
+
+// jsonColumn is a member of the objects jsonRecords reads, and its SQL type
+// (text, integer or bigint).
+type jsonColumn struct{ name, typ string }

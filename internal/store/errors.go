@@ -49,6 +49,7 @@ func (s *Store) Classify(err error) error {
 type faultState struct {
 	lastFull    atomic.Int64 // unix nanoseconds of the last write that met a full disk
 	lastStalled atomic.Int64 // of the last write that did not finish by its deadline
+	lastCommit  atomic.Int64 // of the last write transaction that committed
 }
 
 // faultMemory is how long a write's fault keeps Writable failing after the
@@ -56,16 +57,17 @@ type faultState struct {
 // caller's own check).
 const faultMemory = 5 * time.Second
 
-// Writable reports whether writes can be expected to succeed: not if one met
-// a full disk in the last few seconds, nor if one could not finish by its
-// deadline (a frozen database, or, on SQLite, another process holding the
-// write lock: reads go on, so a ping does not see it).
+// Writable reports whether writes can be expected to succeed, from what
+// the writes met: not if one met a full disk in the last few seconds, nor
+// if one could not finish by its deadline (a frozen database, the write
+// lock held elsewhere: reads go on, so a ping does not see it) and no write
+// transaction committed since. WritesSucceed also asks the database.
 func (s *Store) Writable() error {
 	if recent(&s.faults.lastFull) {
 		return errors.New("a write met a full disk in the last few seconds")
 	}
-	if recent(&s.faults.lastStalled) {
-		return errors.New("a write could not finish by its deadline in the last few seconds (the database does not answer writes, or another process holds the write lock)")
+	if recent(&s.faults.lastStalled) && s.faults.lastCommit.Load() < s.faults.lastStalled.Load() {
+		return errors.New("a write could not finish by its deadline in the last few seconds (the database does not answer writes, or the write lock is held elsewhere)")
 	}
 	return nil
 }
@@ -125,7 +127,11 @@ func unavailable(err error) bool {
 			return true
 		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // shutting down, crashed, starting
 			return true
+		case pe.Code == "25P03", pe.Code == "57P05": // the session ended by idle_in_transaction_session_timeout, idle_session_timeout
+			return true
 		case pe.Code == "57014": // query_canceled: statement_timeout
+			return true
+		case pe.Code == "55P03": // lock_not_available: lock_timeout (the write lock held elsewhere)
 			return true
 		case pe.Code == "53300": // too_many_connections
 			return true

@@ -117,7 +117,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		verifyMarks: opts.VerifyChangeMarks}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):
-		dialector := postgres.New(postgres.Config{DSN: opts.DatabaseURL, OptionOpenDB: []stdlib.OptionOpenDB{stdlib.OptionBeforeConnect(keepOnCancel)}})
+		dialector := postgres.New(postgres.Config{DSN: opts.DatabaseURL, OptionOpenDB: []stdlib.OptionOpenDB{
+			stdlib.OptionBeforeConnect(keepOnCancel), stdlib.OptionAfterConnect(sessionSettings)}})
 		db, err := gorm.Open(pgDialector{dialector.(*postgres.Dialector)}, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
@@ -447,6 +448,9 @@ func openSearchPool(databaseURL string, conns int) (*sql.DB, error) {
 	}
 	cfg.BuildContextWatcherHandler = newCancelHandler
 	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(ctx context.Context, c *pgx.Conn) error {
+		if err := sessionSettings(ctx, c); err != nil {
+			return err
+		}
 		_, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42704" { // undefined_object
 			return nil

@@ -83,11 +83,20 @@ func (q queries) ctx(ctx context.Context) context.Context {
 
 func (q queries) with(ctx context.Context) *gorm.DB { return q.db.WithContext(q.ctx(ctx)) }
 
-// GetChannel returns one channel.
+// GetChannel returns one channel: a prepared statement, as an import
+// reads hundreds of channels one by one under the write lock.
 func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, error) {
 	var r channelRow
-	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return model.Channel{}, notFound(err, "Channel %q does not exist.", id)
+	found := false
+	err := scanAll(ctx, q, "SELECT "+channelColumns+" FROM channels WHERE id = ?", []any{id}, func(rows *sql.Rows) error {
+		found = true
+		return rows.Scan(r.fields()...)
+	})
+	if err != nil {
+		return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
+	}
+	if !found {
+		return model.Channel{}, notFound(gorm.ErrRecordNotFound, "Channel %q does not exist.", id)
 	}
 	return r.model(), nil
 }

@@ -24,6 +24,14 @@ type channelRow struct {
 
 func (channelRow) TableName() string { return "channels" }
 
+// channelColumns are the columns of a channelRow, in the order of fields.
+const channelColumns = "id, name, topic, kind, parent_id, position, version, overwrites_version, created_at, updated_at"
+
+// fields are the destinations of a row of channelColumns.
+func (r *channelRow) fields() []any {
+	return []any{&r.ID, &r.Name, &r.Topic, &r.Kind, &r.ParentID, &r.Position, &r.Version, &r.OverwritesVersion, &r.CreatedAt, &r.UpdatedAt}
+}
+
 func (r channelRow) model() model.Channel {
 	return model.Channel{ID: r.ID, Name: r.Name, Topic: r.Topic, Kind: r.Kind, ParentID: r.ParentID, Position: r.Position,
 		Version: r.Version, CreatedAt: r.CreatedAt.time(), UpdatedAt: r.UpdatedAt.time()}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -275,16 +276,141 @@ func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel
 }
 
 // UpdateChannel stores a channel's name, topic, category and position, and
-// moves its version.
+// moves its version. One prepared statement, which answers the channel as
+// stored: an import changes hundreds of channels one by one.
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
 	tx.mark("channels", c.ID)
-	res := tx.with(ctx).Model(&channelRow{}).Where("id = ?", c.ID).Updates(map[string]any{
-		"name": c.Name, "topic": c.Topic, "parent_id": c.ParentID, "position": c.Position,
-		"version": gorm.Expr("version + 1"), "updated_at": microsOf(c.UpdatedAt)})
-	if res.Error != nil {
-		return model.Channel{}, fmt.Errorf("update channel: %w", res.Error)
+	rows, err := tx.query(ctx, "UPDATE channels SET name = ?, topic = ?, parent_id = ?, position = ?, version = version + 1, "+
+		"updated_at = ? WHERE id = ? RETURNING "+channelColumns,
+		c.Name, c.Topic, c.ParentID, c.Position, int64(microsOf(c.UpdatedAt)), c.ID)
+	if err != nil {
+		return model.Channel{}, fmt.Errorf("update channel: %w", err)
 	}
-	return tx.GetChannel(ctx, c.ID)
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return model.Channel{}, fmt.Errorf("update channel: %w", err)
+		}
+		return model.Channel{}, notFound(gorm.ErrRecordNotFound, "Channel %q does not exist.", c.ID)
+	}
+	var r channelRow
+	if err := rows.Scan(r.fields()...); err != nil {
+		return model.Channel{}, fmt.Errorf("update channel: %w", err)
+	}
+	if err := rows.Close(); err != nil {
+		return model.Channel{}, fmt.Errorf("update channel: %w", err)
+	}
+	return r.model(), nil
+}
+
+// channelUpdates is the subquery of UpdateChannels' list.
+var channelUpdates = []jsonColumn{{"id", "text"}, {"name", "text"}, {"topic", "text"}, {"parent_id", "text"},
+	{"position", "integer"}, {"updated_at", "bigint"}}
+
+// UpdateChannels is UpdateChannel for many channels, in one statement (the
+// list as one JSON parameter), without reading them back.
+func (tx *Tx) UpdateChannels(ctx context.Context, cs []model.Channel) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	type row struct {
+		ID        string  `json:"id"`
+		Name      string  `json:"name"`
+		Topic     *string `json:"topic"`
+		ParentID  *string `json:"parent_id"`
+		Position  int     `json:"position"`
+		UpdatedAt int64   `json:"updated_at"`
+	}
+	rows := make([]row, len(cs))
+	for i, c := range cs {
+		tx.mark("channels", c.ID)
+		rows[i] = row{ID: c.ID, Name: c.Name, Topic: c.Topic, ParentID: c.ParentID, Position: c.Position, UpdatedAt: int64(microsOf(c.UpdatedAt))}
+	}
+	list, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("update channels: %w", err)
+	}
+	res, err := tx.exec(ctx, "UPDATE channels SET name = m.name, topic = m.topic, parent_id = m.parent_id, position = m.position, "+
+		"version = version + 1, updated_at = m.updated_at FROM ("+tx.dialect.jsonRecords(channelUpdates...)+") AS m WHERE channels.id = m.id",
+		string(list))
+	if err != nil {
+		return fmt.Errorf("update channels: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && int(n) != len(cs) {
+		return fmt.Errorf("update channels: %d of %d channels found", n, len(cs))
+	}
+	return nil
+}
+
+// ChannelsByID reads the channels of ids as the transaction sees them; an
+// unknown ID is absent from the map.
+func (tx *Tx) ChannelsByID(ctx context.Context, ids []string) (map[string]model.Channel, error) {
+	out := make(map[string]model.Channel, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("read channels: %w", err)
+	}
+	err = scanAll(ctx, tx.queries, "SELECT "+channelColumns+" FROM channels WHERE id IN ("+tx.dialect.jsonTexts()+")",
+		[]any{string(list)}, func(rows *sql.Rows) error {
+			var r channelRow
+			if err := rows.Scan(r.fields()...); err != nil {
+				return err
+			}
+			out[r.ID] = r.model()
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read channels: %w", err)
+	}
+	return out, nil
+}
+
+// ChannelMove is where MoveChannels puts a channel.
+type ChannelMove struct {
+	ID        string
+	ParentID  *string
+	Position  int
+	UpdatedAt time.Time
+}
+
+// channelMoves is the subquery of MoveChannels' list.
+var channelMoves = []jsonColumn{{"id", "text"}, {"parent_id", "text"}, {"position", "integer"}, {"updated_at", "bigint"}}
+
+// MoveChannels stores the category and position of many channels, and
+// moves their versions, in one statement: a reorder of hundreds of
+// channels costs one round trip, not one per channel (the list travels as
+// one JSON parameter, so the statement is one constant text).
+func (tx *Tx) MoveChannels(ctx context.Context, moves []ChannelMove) error {
+	if len(moves) == 0 {
+		return nil
+	}
+	type row struct {
+		ID        string  `json:"id"`
+		ParentID  *string `json:"parent_id"`
+		Position  int     `json:"position"`
+		UpdatedAt int64   `json:"updated_at"`
+	}
+	rows := make([]row, len(moves))
+	for i, m := range moves {
+		tx.mark("channels", m.ID)
+		rows[i] = row{ID: m.ID, ParentID: m.ParentID, Position: m.Position, UpdatedAt: int64(microsOf(m.UpdatedAt))}
+	}
+	list, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("move channels: %w", err)
+	}
+	res, err := tx.exec(ctx, "UPDATE channels SET parent_id = m.parent_id, position = m.position, version = version + 1, "+
+		"updated_at = m.updated_at FROM ("+tx.dialect.jsonRecords(channelMoves...)+") AS m WHERE channels.id = m.id", string(list))
+	if err != nil {
+		return fmt.Errorf("move channels: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && int(n) != len(moves) {
+		return fmt.Errorf("move channels: %d of %d channels found", n, len(moves))
+	}
+	return nil
 }
 
 // CountChannels counts the channels, and the channels of a category when
@@ -320,25 +446,77 @@ func (tx *Tx) NextPosition(ctx context.Context, parentID *string) (int, error) {
 	return *last + 1, nil
 }
 
+// overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
+var overwriteRecords = []jsonColumn{{"channel_id", "text"}, {"target_type", "text"}, {"target_id", "text"},
+	{"allow_bits", "bigint"}, {"deny_bits", "bigint"}}
+
 // ReplaceOverwrites makes a channel's overwrites exactly the list given
 // (their channel is taken to be channelID), and moves the list's version.
 func (tx *Tx) ReplaceOverwrites(ctx context.Context, channelID string, list []model.Overwrite) error {
-	tx.mark("overwrites", channelID)
-	db := tx.with(ctx)
-	if err := db.Where("channel_id = ?", channelID).Delete(&overwriteRow{}).Error; err != nil {
+	return tx.ReplaceOverwriteLists(ctx, []OverwriteList{{ChannelID: channelID, List: list}})
+}
+
+// OverwriteList is a channel's whole list of overwrites.
+type OverwriteList struct {
+	ChannelID string
+	List      []model.Overwrite // their channel is taken to be ChannelID
+}
+
+// ReplaceOverwriteLists is ReplaceOverwrites for many channels (a
+// channel listed twice gets its last list): three statements whatever the
+// number of channels and overwrites (each list travels as one JSON
+// parameter), as an import replaces hundreds of lists under the write lock.
+func (tx *Tx) ReplaceOverwriteLists(ctx context.Context, lists []OverwriteList) error {
+	if len(lists) == 0 {
+		return nil
+	}
+	type row struct {
+		ChannelID  string `json:"channel_id"`
+		TargetType string `json:"target_type"`
+		TargetID   string `json:"target_id"`
+		Allow      int64  `json:"allow_bits"`
+		Deny       int64  `json:"deny_bits"`
+	}
+	last := make(map[string]int, len(lists))
+	for i, l := range lists {
+		last[l.ChannelID] = i
+	}
+	ids := make([]string, 0, len(last))
+	var rows []row
+	for i, l := range lists {
+		if last[l.ChannelID] != i {
+			continue
+		}
+		tx.mark("overwrites", l.ChannelID)
+		tx.mark("channels", l.ChannelID)
+		ids = append(ids, l.ChannelID)
+		for _, o := range l.List {
+			rows = append(rows, row{ChannelID: l.ChannelID, TargetType: o.TargetType, TargetID: o.TargetID, Allow: int64(o.Allow), Deny: int64(o.Deny)})
+		}
+	}
+	idList, err := json.Marshal(ids)
+	if err != nil {
 		return fmt.Errorf("replace overwrites: %w", err)
 	}
-	if len(list) > 0 {
-		rows := make([]overwriteRow, len(list))
-		for i, o := range list {
-			rows[i] = overwriteRow{ChannelID: channelID, TargetType: o.TargetType, TargetID: o.TargetID,
-				AllowBits: int64(o.Allow), DenyBits: int64(o.Deny)}
+	if _, err := tx.exec(ctx, "DELETE FROM overwrites WHERE channel_id IN ("+tx.dialect.jsonTexts()+")", string(idList)); err != nil {
+		return fmt.Errorf("replace overwrites: %w", err)
+	}
+	if len(rows) > 0 {
+		data, err := json.Marshal(rows)
+		if err != nil {
+			return fmt.Errorf("replace overwrites: %w", err)
 		}
-		if err := db.Create(&rows).Error; err != nil {
+		if _, err := tx.exec(ctx, "INSERT INTO overwrites (channel_id, target_type, target_id, allow_bits, deny_bits) "+
+			"SELECT o.channel_id, o.target_type, o.target_id, o.allow_bits, o.deny_bits FROM ("+
+			tx.dialect.jsonRecords(overwriteRecords...)+") AS o", string(data)); err != nil {
 			return fmt.Errorf("replace overwrites: %w", err)
 		}
 	}
-	return tx.bumpOverwriteLists(ctx, []string{channelID})
+	if _, err := tx.exec(ctx, "UPDATE channels SET overwrites_version = overwrites_version + 1 WHERE id IN ("+
+		tx.dialect.jsonTexts()+")", string(idList)); err != nil {
+		return fmt.Errorf("move the overwrite lists' versions: %w", err)
+	}
+	return nil
 }
 
 // DeleteChannel deletes a channel with its overwrites and attachments and

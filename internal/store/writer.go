@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,10 +44,11 @@ const maxBatch = 64
 var ErrClosed = errors.New("store: closed")
 
 type writeJob struct {
-	ctx  context.Context
-	fn   func(tx *Tx) error
-	done chan writeResult
-	span trace.Span // the write's (trace.go); nil when not traced
+	ctx   context.Context
+	fn    func(tx *Tx) error
+	done  chan writeResult
+	span  trace.Span // the write's (trace.go); nil when not traced
+	large bool       // runs alone (LargeWrite)
 	// deadline is when its request stops waiting (see Write).
 	deadline time.Time
 	// state says whether a transaction runs the job or its request gave up
@@ -94,6 +96,8 @@ type writer struct {
 	quit  chan struct{}
 	ended chan struct{}
 
+	probe writeProbe // WritesSucceed's
+
 	transactions atomic.Int64 // batches, committed or not
 	writes       atomic.Int64 // jobs run in them
 	reruns       atomic.Int64 // batches run again with savepoints
@@ -134,28 +138,54 @@ func (w *writer) stop() {
 func (w *writer) run() {
 	defer close(w.ended)
 	batch := make([]*writeJob, 0, maxBatch)
-	prev := 0 // the size of the last transaction
+	var large []*writeJob // large writes, waiting for a transaction of their own
+	prev := 0             // the size of the last transaction
 	for {
-		var first *writeJob
-		select {
-		case first = <-w.jobs:
-		case <-w.quit:
-			// Answer what is still queued, then end.
-			for {
-				select {
-				case j := <-w.jobs:
-					w.commit([]*writeJob{j})
-				default:
-					return
+		batch = batch[:0]
+		if len(large) == 0 {
+			select {
+			case j := <-w.jobs:
+				if j.large {
+					large = append(large, j)
+				} else {
+					batch = append(batch, j)
+				}
+			case <-w.quit:
+				// Answer what is still queued, then end.
+				for {
+					select {
+					case j := <-w.jobs:
+						w.commit([]*writeJob{j})
+					default:
+						return
+					}
 				}
 			}
 		}
-		batch = append(batch[:0], first)
-		w.gather(&batch, prev > 1)
-		prev = len(batch)
-		w.commit(batch)
+		w.gather(&batch, &large, prev > 1)
+		if len(batch) > 0 {
+			prev = len(batch)
+			w.commit(batch)
+		}
+		if len(large) > 0 {
+			j := large[0]
+			large = large[1:]
+			w.commit([]*writeJob{j})
+		}
 	}
 }
+
+// LargeWrite marks the context of a write at the limits (a reorder of
+// hundreds of channels, a change of a thousand members, an import): the
+// writer runs it in a transaction of its own, after the small writes
+// queued with it, so that a small write waits for at most one large
+// transaction (the one running when it arrives), never for several, nor
+// for one it shares. Writes not yet acknowledged may commit in any order.
+func LargeWrite(ctx context.Context) context.Context {
+	return context.WithValue(ctx, largeKey{}, true)
+}
+
+type largeKey struct{}
 
 // A commit costs about the same for one write as for many (its sync, and
 // writing the pages the writes share), and on a busy instance writes arrive
@@ -169,17 +199,26 @@ const (
 	gatherMax = 3 * time.Millisecond
 )
 
-func (w *writer) gather(batch *[]*writeJob, busy bool) {
+// gather adds the writes queued to the batch, each large one to large,
+// and, when the batch has any, waits for more as said above.
+func (w *writer) gather(batch *[]*writeJob, large *[]*writeJob, busy bool) {
+	place := func(j *writeJob) {
+		if j.large {
+			*large = append(*large, j)
+		} else {
+			*batch = append(*batch, j)
+		}
+	}
 	for len(*batch) < maxBatch { // what is already queued
 		select {
 		case j := <-w.jobs:
-			*batch = append(*batch, j)
+			place(j)
 			continue
 		default:
 		}
 		break
 	}
-	if !busy && len(*batch) == 1 {
+	if len(*batch) == 0 || !busy && len(*batch) == 1 {
 		return
 	}
 	deadline := time.Now().Add(gatherMax)
@@ -188,7 +227,7 @@ func (w *writer) gather(batch *[]*writeJob, busy bool) {
 	for len(*batch) < maxBatch {
 		select {
 		case j := <-w.jobs:
-			*batch = append(*batch, j)
+			place(j)
 			wait := min(gatherGap, time.Until(deadline))
 			if wait <= 0 {
 				return
@@ -225,7 +264,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 		}
 	}
 	queued := time.Now()
-	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp}
+	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp, large: ctx.Value(largeKey{}) != nil}
 	var ok bool
 	if j.deadline, ok = ctx.Deadline(); !ok {
 		j.deadline = time.Now().Add(s.statementTimeout * txPerStatement)
@@ -250,6 +289,105 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 		sc.followed.Store(false)
 	}
 	return r.events, r.err
+}
+
+// probeFresh is how recent a commit must be for WritesSucceed to take it
+// as the answer, without a probe of its own.
+const probeFresh = time.Second
+
+// WritesSucceed reports whether this instance's writes can succeed now
+// (/readyz): not while Writable says they cannot, and not while no write
+// transaction of its writer commits by ctx's deadline. A commit in the last
+// second answers at once; otherwise an empty write (the write lock taken,
+// nothing written: BEGIN IMMEDIATE on SQLite, the advisory lock on
+// PostgreSQL, no sync) goes through the writer like any write, so it fails
+// when writes would: the writer stuck in a transaction that does not end
+// (a frozen disk or database), the lock held by a stopped instance or
+// another process. Callers at the same time share one probe, and after a
+// probe that failed the next second's callers are answered from it.
+func (s *Store) WritesSucceed(ctx context.Context) error {
+	if err := s.Writable(); err != nil {
+		return err
+	}
+	if t := s.faults.lastCommit.Load(); t != 0 && time.Since(time.Unix(0, t)) < probeFresh {
+		return nil
+	}
+	p := &s.writer.probe
+	p.mu.Lock()
+	if !p.failed.IsZero() && time.Since(p.failed) < probeFresh && s.faults.lastCommit.Load() < p.failed.UnixNano() {
+		err := p.err
+		p.mu.Unlock()
+		return err
+	}
+	c := p.call
+	if c == nil {
+		c = &probeCall{done: make(chan struct{})}
+		p.call = c
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeFresh)
+		if dl, ok := ctx.Deadline(); ok {
+			cancel()
+			pctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl)
+		}
+		go func() {
+			defer cancel()
+			c.err = s.writer.probeOnce(pctx)
+			p.mu.Lock()
+			p.call = nil
+			if c.err != nil {
+				p.failed, p.err = time.Now(), c.err
+			}
+			p.mu.Unlock()
+			close(c.done)
+		}()
+	}
+	p.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("no write transaction committed in time: %w", ctx.Err())
+	}
+}
+
+// writeProbe is the probe of WritesSucceed in flight, and the last that
+// failed.
+type writeProbe struct {
+	mu     sync.Mutex
+	call   *probeCall
+	failed time.Time
+	err    error
+}
+
+type probeCall struct {
+	done chan struct{}
+	err  error
+}
+
+// probeOnce runs an empty write through the writer by ctx's deadline.
+func (w *writer) probeOnce(ctx context.Context) error {
+	j := &writeJob{ctx: ctx, fn: func(*Tx) error { return nil }, done: make(chan writeResult, 1)}
+	j.deadline, _ = ctx.Deadline()
+	select {
+	case w.jobs <- j:
+	case <-ctx.Done():
+		w.s.faults.lastStalled.Store(time.Now().UnixNano())
+		return fmt.Errorf("the writer takes no write (every place in its queue is taken): %w", ctx.Err())
+	case <-w.quit:
+		return ErrClosed
+	}
+	select {
+	case r := <-j.done:
+		if r.err != nil {
+			return fmt.Errorf("an empty write failed: %w", r.err)
+		}
+		return nil
+	case <-ctx.Done():
+		// The writer skips it if it has not taken it yet; its answer, if
+		// any, goes to a buffer nobody reads.
+		j.state.CompareAndSwap(jobQueued, jobAbandoned)
+		w.s.faults.lastStalled.Store(time.Now().UnixNano())
+		return fmt.Errorf("no write transaction committed in time (the transaction before has not ended, or the write lock is held elsewhere): %w", ctx.Err())
+	}
 }
 
 // wait returns the job's result, or stops waiting when ctx is done: at
@@ -325,6 +463,9 @@ func (w *writer) commit(batch []*writeJob) {
 			results[i] = writeResult{err: err}
 		}
 	}
+	if err == nil {
+		w.s.faults.lastCommit.Store(time.Now().UnixNano())
+	}
 	for i, j := range live {
 		j.done <- results[i]
 	}
@@ -376,6 +517,11 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 	committing := false
 	err := s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		if lock := s.dialect.lockWrites(); lock != "" {
+			// The database ends the wait for the lock at the batch's
+			// deadline, and a statement of a transaction whose client
+			// stopped (deadline.go), whether the client's own deadlines
+			// can act or not.
+			lock = s.dialect.boundWrite(time.Until(deadline), min(s.statementTimeout, writeStatementBound)) + lock
 			if err := db.Exec(lock).Error; err != nil {
 				return fmt.Errorf("take write lock: %w", err)
 			}

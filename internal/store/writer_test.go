@@ -462,3 +462,44 @@ func TestWriteBoundedByItsDeadline(t *testing.T) {
 		}
 	})
 }
+
+// A small write queued behind a large one (LargeWrite) commits before it,
+// in a transaction without it: it waits for at most the large transaction
+// already running, not for the ones queued beside it.
+func TestLargeWritesRunAloneAfterSmallOnes(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		s := openStore(t, kind)
+		release := holdWriter(t, s)
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		write := func(ctx context.Context, name string) {
+			wg.Go(func() {
+				if _, err := s.Write(ctx, func(*store.Tx) error {
+					mu.Lock()
+					order = append(order, name)
+					mu.Unlock()
+					return nil
+				}); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			})
+		}
+		before := s.WriterStats()
+		write(store.LargeWrite(context.Background()), "large 1")
+		waitQueued(t, s, 1)
+		write(store.LargeWrite(context.Background()), "large 2")
+		waitQueued(t, s, 2)
+		write(context.Background(), "small")
+		waitQueued(t, s, 3)
+		release()
+		wg.Wait()
+		if want := []string{"small", "large 1", "large 2"}; fmt.Sprint(order) != fmt.Sprint(want) {
+			t.Errorf("the writes ran in the order %q, want %q", order, want)
+		}
+		// The held write's, then one each.
+		if got := s.WriterStats().Transactions - before.Transactions; got != 3 {
+			t.Errorf("%d transactions after the held one, want 3 (each large write alone)", got)
+		}
+	})
+}
