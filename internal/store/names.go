@@ -114,13 +114,3 @@ func (tx *Tx) SetNamesChecked(ctx context.Context, rule string, seq int64) error
 	}
 	return nil
 }
-
-// RenameToken stores a token's name.
-func (tx *Tx) RenameToken(ctx context.Context, userID, tokenID, name string) error {
-	tx.mark("tokens", "") // logged by hash
-	err := tx.with(ctx).Model(&tokenRow{}).Where("id = ? AND user_id = ?", tokenID, userID).Update("name", name).Error
-	if err != nil {
-		return fmt.Errorf("rename token: %w", err)
-	}
-	return nil
-}
