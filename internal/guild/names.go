@@ -4,20 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/names"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
+// maxNameLength is the contract's maxLength of Name and DisplayName.
+const maxNameLength = 100
+
 // checkName refuses a name (of a channel, role or token, or a display name)
-// that internal/names refuses: a 400 at field. The contract's pattern
-// refuses most such names before they get here; the rest (a variation
-// selector out of place, nothing visible, code points past U+FFFF that a
-// pattern cannot name) stop here, on every path: HTTP, import, CLI.
+// that is not 1 to 100 characters long or that internal/names refuses: a
+// 400 at field. The contract's length and pattern refuse most such names
+// before they get here; the rest (a variation selector out of place,
+// nothing visible, code points past U+FFFF that a pattern cannot name, and
+// any name that comes by another path than HTTP) stop here, on every path:
+// HTTP, import, CLI. Characters are counted as the contract's validator
+// counts them: code points.
 func checkName(field string, name *string) error {
 	if name == nil {
 		return nil
+	}
+	if n := utf8.RuneCountInString(*name); n < 1 || n > maxNameLength {
+		return apperr.Invalid(field, "must be 1 to %d characters long, not %d", maxNameLength, n)
 	}
 	if msg := names.Check(*name); msg != "" {
 		return apperr.Invalid(field, "%s", msg)
