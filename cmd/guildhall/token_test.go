@@ -56,7 +56,7 @@ func TestTokenCreateNameLength(t *testing.T) {
 			switch {
 			case tc.ok && (code != 0 || !strings.HasPrefix(out, "gh_")):
 				t.Errorf("a name of %d characters: exit %d\n%s%s", len([]rune(tc.name)), code, out, errOut)
-			case !tc.ok && (code != 1 || out != "" || !strings.Contains(errOut, "--name: must be 1 to 100 characters long")):
+			case !tc.ok && (code != 1 || out != "" || !strings.Contains(errOut, "--name: must be at most 100 characters long")):
 				t.Errorf("a name of %d characters: exit %d, stdout %q, stderr %s", len([]rune(tc.name)), code, out, errOut)
 			}
 		}

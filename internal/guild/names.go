@@ -4,52 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/names"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
-// maxNameLength is the contract's maxLength of Name and DisplayName.
-const maxNameLength = 100
-
 // checkName refuses a name (of a channel, role or token, or a display name)
-// that is not 1 to 100 characters long or that internal/names refuses: a
-// 400 at field. The contract's length and pattern refuse most such names
-// before they get here; the rest (a variation selector out of place,
-// nothing visible, code points past U+FFFF that a pattern cannot name, and
-// any name that comes by another path than HTTP) stop here, on every path:
-// HTTP, import, CLI. Characters are counted as the contract's validator
-// counts them: code points.
+// that internal/names refuses, its length included: a 400 at field. The
+// contract's length and pattern refuse most such names before they get
+// here; the rest (a variation selector out of place, nothing visible,
+// code points past U+FFFF that a pattern cannot name, and any name that
+// comes by another path than HTTP) stop here, on every path: HTTP,
+// import, CLI.
 func checkName(field string, name *string) error {
 	if name == nil {
 		return nil
-	}
-	if n := utf8.RuneCountInString(*name); n < 1 || n > maxNameLength {
-		return apperr.Invalid(field, "must be 1 to %d characters long, not %d", maxNameLength, n)
 	}
 	if msg := names.Check(*name); msg != "" {
 		return apperr.Invalid(field, "%s", msg)
 	}
 	return nil
-}
-
-// nameRule is the rule CleanStoredNames records having checked the stored
-// names under: internal/names' rule and the contract's length of a name.
-// Change either and every store's names are checked again in full.
-var nameRule = names.Rule + "/max-" + strconv.Itoa(maxNameLength)
-
-// usable is what a name stored under an earlier rule is now: names.Usable,
-// cut to the contract's length (a cut that leaves a joiner or a variation
-// selector out of place is cleaned again).
-func usable(s, fallback string) string {
-	u := names.Usable(s, fallback)
-	if r := []rune(u); len(r) > maxNameLength {
-		u = names.Usable(string(r[:maxNameLength]), fallback)
-	}
-	return u
 }
 
 // CleanReason is the reason of the events that record a stored name
@@ -61,10 +36,10 @@ const cleanBatch = 200
 
 // CleanStoredNames brings the names stored under an earlier, looser rule
 // under the current one, so that every answer matches the contract: the
-// characters the rule refuses are removed (names.Usable), a name longer
-// than 100 characters is cut to 100, and a name left with nothing visible
-// becomes its ID (a display name: the username). Each
-// change is an event by the system (no actor) with CleanReason. It runs at
+// characters the rule refuses are removed, a name longer than 100
+// characters is cut to 100, and a name left with nothing visible becomes
+// its ID (a display name: the username): names.Usable. Each change is an
+// event by the system (no actor) with CleanReason. It runs at
 // every start. The store remembers under which rule and up to which event
 // it last checked: under the same rule, only the subjects of the events
 // since are checked (every write of a name, by any release, writes one:
@@ -84,12 +59,12 @@ func (s *Service) CleanStoredNames(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	after := checked
-	if rule != nameRule || checked > last || oldest > checked+1 {
+	if rule != names.Rule || checked > last || oldest > checked+1 {
 		after = -1 // everything
 	}
 	var todo []store.StoredName
-	err = s.store.EachNameToCheck(ctx, after, maxNameLength, func(n store.StoredName) error {
-		if usable(n.Name, n.Fallback) != n.Name {
+	err = s.store.EachNameToCheck(ctx, after, names.MaxLength, func(n store.StoredName) error {
+		if names.Usable(n.Name, n.Fallback) != n.Name {
 			todo = append(todo, n)
 		}
 		return nil
@@ -120,8 +95,8 @@ func (s *Service) CleanStoredNames(ctx context.Context) (int, error) {
 		}
 		cleaned += n
 	}
-	if rule != nameRule || last != checked {
-		err = s.write(ctx, nil, func(tx *store.Tx, _ *Actor) error { return tx.SetNamesChecked(ctx, nameRule, last) })
+	if rule != names.Rule || last != checked {
+		err = s.write(ctx, nil, func(tx *store.Tx, _ *Actor) error { return tx.SetNamesChecked(ctx, names.Rule, last) })
 	}
 	return cleaned, err
 }
@@ -136,33 +111,33 @@ func (s *Service) cleanName(ctx context.Context, tx *store.Tx, sn store.StoredNa
 	switch sn.Table {
 	case "channels":
 		c, err := tx.GetChannel(ctx, sn.ID)
-		if err != nil || usable(c.Name, c.ID) == c.Name {
+		if err != nil || names.Usable(c.Name, c.ID) == c.Name {
 			return false, ignoreGone(err)
 		}
 		next := c
-		next.Name, next.UpdatedAt = usable(c.Name, c.ID), now
+		next.Name, next.UpdatedAt = names.Usable(c.Name, c.ID), now
 		if _, err := tx.UpdateChannel(ctx, next); err != nil {
 			return false, err
 		}
 		return true, emit(ctx, tx, nil, o, "channel.renamed", "channel:"+c.ID, map[string]any{"before": c.Name, "after": next.Name})
 	case "roles":
 		r, err := tx.GetRole(ctx, sn.ID)
-		if err != nil || usable(r.Name, r.ID) == r.Name {
+		if err != nil || names.Usable(r.Name, r.ID) == r.Name {
 			return false, ignoreGone(err)
 		}
 		next := r
-		next.Name, next.UpdatedAt = usable(r.Name, r.ID), now
+		next.Name, next.UpdatedAt = names.Usable(r.Name, r.ID), now
 		if _, err := tx.UpdateRole(ctx, next); err != nil {
 			return false, err
 		}
 		return true, emit(ctx, tx, nil, o, "role.renamed", "role:"+r.ID, map[string]any{"before": r.Name, "after": next.Name})
 	case "users":
 		u, err := tx.GetUser(ctx, sn.ID)
-		if err != nil || usable(u.DisplayName, u.Username) == u.DisplayName {
+		if err != nil || names.Usable(u.DisplayName, u.Username) == u.DisplayName {
 			return false, ignoreGone(err)
 		}
 		next := u
-		next.DisplayName, next.UpdatedAt = usable(u.DisplayName, u.Username), now
+		next.DisplayName, next.UpdatedAt = names.Usable(u.DisplayName, u.Username), now
 		out, err := tx.UpdateUser(ctx, next)
 		if err != nil {
 			return false, err
@@ -171,10 +146,10 @@ func (s *Service) cleanName(ctx context.Context, tx *store.Tx, sn store.StoredNa
 			"before": userAudit(u), "after": userAudit(out), "email_changed": false})
 	case "tokens":
 		t, err := tx.GetToken(ctx, sn.UserID, sn.ID)
-		if err != nil || usable(t.Name, t.ID) == t.Name {
+		if err != nil || names.Usable(t.Name, t.ID) == t.Name {
 			return false, ignoreGone(err)
 		}
-		name := usable(t.Name, t.ID)
+		name := names.Usable(t.Name, t.ID)
 		if err := tx.RenameToken(ctx, t.UserID, t.ID, name); err != nil {
 			return false, err
 		}

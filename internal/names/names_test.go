@@ -126,6 +126,33 @@ func TestRule(t *testing.T) {
 	}
 }
 
+// A name holds at most 100 characters, counted as code points (as the
+// contract's validator counts them), not bytes; Usable cuts a longer one,
+// and drops a joiner the cut leaves with nothing after it.
+func TestLength(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, usable string
+		ok               bool
+	}{
+		{"100 ASCII", strings.Repeat("n", 100), strings.Repeat("n", 100), true},
+		{"100 two-byte", strings.Repeat("é", 100), strings.Repeat("é", 100), true},
+		{"100 emoji past U+FFFF", strings.Repeat("😀", 100), strings.Repeat("😀", 100), true},
+		{"101 ASCII", strings.Repeat("n", 101), strings.Repeat("n", 100), false},
+		{"300 two-byte", strings.Repeat("é", 300), strings.Repeat("é", 100), false},
+		{"cut after a joiner", strings.Repeat("😀", 99) + "\u200D💻", strings.Repeat("😀", 99), false},
+		{"cut after refused characters are removed", strings.Repeat("a\u200B", 100), strings.Repeat("a", 100), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if msg := names.Check(tc.in); (msg == "") != tc.ok {
+				t.Errorf("Check = %q, want ok %v", msg, tc.ok)
+			}
+			if got := names.Usable(tc.in, "fallback"); got != tc.usable {
+				t.Errorf("Usable = %+q, want %+q", got, tc.usable)
+			}
+		})
+	}
+}
+
 func TestClean(t *testing.T) {
 	cases := []struct{ in, want, usable string }{
 		{"ad\u200Bmin", "admin", "admin"},
