@@ -173,6 +173,9 @@ func (t *tokenCreateCmd) Run(io *streams) error {
 			"revoke one first (DELETE /api/users/{userID}/tokens/{tokenID}); if none of them works any more, run this command once with a higher --max-tokens-per-user",
 			t.User, t.MaxTokensPerUser)
 	}
+	if e, ok := apperr.As(err); ok && errors.Is(err, apperr.ErrInvalid) && len(e.Fields) == 1 && e.Fields[0].Field == "name" {
+		return fmt.Errorf("--name: %s", e.Fields[0].Message) // the only field the command takes that the service checks
+	}
 	if err != nil {
 		return err
 	}

@@ -1583,7 +1583,10 @@ type ClientInterface interface {
 
 	// ListTokens List a user's tokens
 	//
-	// The user's tokens, metadata only (the secret is never shown again), newest first.
+	// The user's tokens, metadata only (the secret is never shown again), newest first,
+	// in one page: at most the token limit (25 by default; see `createToken`).
+	// Expired tokens are listed until the user's next token is created,
+	// which removes them.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
 	// permissions (else `403 self_or_owner_only`).
@@ -1609,7 +1612,9 @@ type ClientInterface interface {
 	// A user holds at most 25 tokens (by default; the owner's first token
 	// and those `guildhall token create` prints count too, expired ones do
 	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// whoever asks. Creating a token first removes the user's expired
+	// tokens (no event records that), so they stop being listed and never
+	// take a place. Revoking a token (`deleteToken`) frees its place. All
 	// of a user's tokens share one rate-limit budget.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
@@ -1628,7 +1633,9 @@ type ClientInterface interface {
 	// A user holds at most 25 tokens (by default; the owner's first token
 	// and those `guildhall token create` prints count too, expired ones do
 	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// whoever asks. Creating a token first removes the user's expired
+	// tokens (no event records that), so they stop being listed and never
+	// take a place. Revoking a token (`deleteToken`) frees its place. All
 	// of a user's tokens share one rate-limit budget.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
@@ -4143,7 +4150,10 @@ func (c *Client) AssignUserRole(ctx context.Context, userID UserID, roleID RoleI
 
 // ListTokens List a user's tokens
 //
-// The user's tokens, metadata only (the secret is never shown again), newest first.
+// The user's tokens, metadata only (the secret is never shown again), newest first,
+// in one page: at most the token limit (25 by default; see `createToken`).
+// Expired tokens are listed until the user's next token is created,
+// which removes them.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
 // permissions (else `403 self_or_owner_only`).
@@ -4189,7 +4199,9 @@ func (c *Client) HeadTokens(ctx context.Context, userID UserID, reqEditors ...Re
 // A user holds at most 25 tokens (by default; the owner's first token
 // and those `guildhall token create` prints count too, expired ones do
 // not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// whoever asks. Creating a token first removes the user's expired
+// tokens (no event records that), so they stop being listed and never
+// take a place. Revoking a token (`deleteToken`) frees its place. All
 // of a user's tokens share one rate-limit budget.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
@@ -4218,7 +4230,9 @@ func (c *Client) CreateTokenWithBody(ctx context.Context, userID UserID, params 
 // A user holds at most 25 tokens (by default; the owner's first token
 // and those `guildhall token create` prints count too, expired ones do
 // not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// whoever asks. Creating a token first removes the user's expired
+// tokens (no event records that), so they stop being listed and never
+// take a place. Revoking a token (`deleteToken`) frees its place. All
 // of a user's tokens share one rate-limit budget.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
@@ -10596,7 +10610,10 @@ type ClientWithResponsesInterface interface {
 
 	// ListTokensWithResponse List a user's tokens
 	//
-	// The user's tokens, metadata only (the secret is never shown again), newest first.
+	// The user's tokens, metadata only (the secret is never shown again), newest first,
+	// in one page: at most the token limit (25 by default; see `createToken`).
+	// Expired tokens are listed until the user's next token is created,
+	// which removes them.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
 	// permissions (else `403 self_or_owner_only`).
@@ -10626,7 +10643,9 @@ type ClientWithResponsesInterface interface {
 	// A user holds at most 25 tokens (by default; the owner's first token
 	// and those `guildhall token create` prints count too, expired ones do
 	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// whoever asks. Creating a token first removes the user's expired
+	// tokens (no event records that), so they stop being listed and never
+	// take a place. Revoking a token (`deleteToken`) frees its place. All
 	// of a user's tokens share one rate-limit budget.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
@@ -10645,7 +10664,9 @@ type ClientWithResponsesInterface interface {
 	// A user holds at most 25 tokens (by default; the owner's first token
 	// and those `guildhall token create` prints count too, expired ones do
 	// not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-	// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+	// whoever asks. Creating a token first removes the user's expired
+	// tokens (no event records that), so they stop being listed and never
+	// take a place. Revoking a token (`deleteToken`) frees its place. All
 	// of a user's tokens share one rate-limit budget.
 	//
 	// **Permission:** the user themself, or the owner, whatever the caller's
@@ -28438,7 +28459,10 @@ func (c *ClientWithResponses) AssignUserRoleWithResponse(ctx context.Context, us
 
 // ListTokensWithResponse List a user's tokens
 //
-// The user's tokens, metadata only (the secret is never shown again), newest first.
+// The user's tokens, metadata only (the secret is never shown again), newest first,
+// in one page: at most the token limit (25 by default; see `createToken`).
+// Expired tokens are listed until the user's next token is created,
+// which removes them.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
 // permissions (else `403 self_or_owner_only`).
@@ -28480,7 +28504,9 @@ func (c *ClientWithResponses) HeadTokensWithResponse(ctx context.Context, userID
 // A user holds at most 25 tokens (by default; the owner's first token
 // and those `guildhall token create` prints count too, expired ones do
 // not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// whoever asks. Creating a token first removes the user's expired
+// tokens (no event records that), so they stop being listed and never
+// take a place. Revoking a token (`deleteToken`) frees its place. All
 // of a user's tokens share one rate-limit budget.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's
@@ -28505,7 +28531,9 @@ func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Contex
 // A user holds at most 25 tokens (by default; the owner's first token
 // and those `guildhall token create` prints count too, expired ones do
 // not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-// whoever asks. Revoking a token (`deleteToken`) frees its place. All
+// whoever asks. Creating a token first removes the user's expired
+// tokens (no event records that), so they stop being listed and never
+// take a place. Revoking a token (`deleteToken`) frees its place. All
 // of a user's tokens share one rate-limit budget.
 //
 // **Permission:** the user themself, or the owner, whatever the caller's

@@ -90,19 +90,64 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	limits.MaxAttachmentBytes = cfg.MaxAttachmentBytes
 	limits.MaxTokensPerUser = cfg.MaxTokensPerUser
 	svc := guild.New(guild.Options{Store: st, Blobs: blobs, Limits: limits, Notifier: broker, Logger: log})
-	token, err := svc.Bootstrap(ctx, cfg.OwnerName, cfg.BootstrapToken)
+	token, err := prepareData(ctx, svc, cfg, log)
 	if err != nil {
 		_ = st.Close()
-		return nil, fmt.Errorf("bootstrap: %w", err)
+		return nil, err
 	}
-	// Names stored under an earlier, looser rule are served as the contract
-	// says only once cleaned: before the first request.
-	if n, err := svc.CleanStoredNames(ctx); err != nil {
+	reg := metrics(st, broker)
+	proxies, _ := cfg.Proxies() // checked by Validate
+	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
+		tracing: tp}
+	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
+		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
+		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout, DBTimeout: cfg.DBTimeout,
+			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, TrustedProxies: proxies,
+			RateLimitClients: cfg.RateLimitClients},
+		Tracer: tp.TracerProvider()})
+	if err != nil {
 		_ = st.Close()
-		return nil, fmt.Errorf("clean stored names: %w", err)
-	} else if n > 0 {
+		return nil, err
+	}
+	a.HTTP, a.Handler = srv, srv.Echo
+	if cfg.ContractCheck {
+		doc, err := httpapi.LoadContract()
+		if err == nil {
+			var c *contractcheck.Checker
+			if c, err = contractcheck.New(doc, httpapi.SchemaOptions()...); err == nil {
+				a.Handler = c.Wrap(srv.Echo, func(msg string) { log.Error("contract violation", "detail", msg) })
+			}
+		}
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("contract check: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// prepareData brings the store to what the first request may find: the
+// owner on an empty store (it returns the owner's new token, if any), and
+// the names stored under an earlier, looser rule cleaned, since they are
+// served as the contract says only once cleaned.
+func prepareData(ctx context.Context, svc *guild.Service, cfg config.Config, log *slog.Logger) (string, error) {
+	token, err := svc.Bootstrap(ctx, cfg.OwnerName, cfg.BootstrapToken)
+	if err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
+	}
+	n, err := svc.CleanStoredNames(ctx)
+	if err != nil {
+		return "", fmt.Errorf("clean stored names: %w", err)
+	}
+	if n > 0 {
 		log.Info("cleaned names stored under an earlier rule (see the audit log)", "names", n, "reason", guild.CleanReason)
 	}
+	return token, nil
+}
+
+// metrics is the registry /metrics serves: the Go runtime's and the
+// process's, the store's writer and read cache, the event streams.
+func metrics(st *store.Store, broker *events.Broker) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "guildhall_store_write_transactions_total",
@@ -135,34 +180,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_event_stream_subscribers",
 			Help: "Event streams (Server-Sent Events) open on this instance."},
 			func() float64 { return float64(broker.Subscribers()) }))
-	proxies, _ := cfg.Proxies() // checked by Validate
-	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
-		tracing: tp}
-	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
-		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
-		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout, DBTimeout: cfg.DBTimeout,
-			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, TrustedProxies: proxies,
-			RateLimitClients: cfg.RateLimitClients},
-		Tracer: tp.TracerProvider()})
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	a.HTTP, a.Handler = srv, srv.Echo
-	if cfg.ContractCheck {
-		doc, err := httpapi.LoadContract()
-		if err == nil {
-			var c *contractcheck.Checker
-			if c, err = contractcheck.New(doc, httpapi.SchemaOptions()...); err == nil {
-				a.Handler = c.Wrap(srv.Echo, func(msg string) { log.Error("contract violation", "detail", msg) })
-			}
-		}
-		if err != nil {
-			_ = st.Close()
-			return nil, fmt.Errorf("contract check: %w", err)
-		}
-	}
-	return a, nil
+	return reg
 }
 
 // Background starts the instance's background work until ctx ends: the

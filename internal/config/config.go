@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -92,6 +93,11 @@ func Default() Config {
 	return c
 }
 
+// username is the contract's Username pattern. The owner's username is
+// inserted at bootstrap as given, past the validator that holds every
+// other username to it, so it is checked here, before anything starts.
+var username = regexp.MustCompile(`^[A-Za-z0-9_.-]{2,32}$`)
+
 // Validate checks the values; it is the one place that does.
 func (c Config) Validate() error {
 	var errs []error
@@ -122,6 +128,9 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimitClients < 1 {
 		errs = append(errs, errors.New("the rate limiter must remember at least one client"))
+	}
+	if !username.MatchString(c.OwnerName) {
+		errs = append(errs, fmt.Errorf("the owner's username %q must be 2 to 32 ASCII letters, digits, '_', '.' or '-'", c.OwnerName))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 32 {
 		errs = append(errs, errors.New("the bootstrap token must be at least 32 characters"))

@@ -52,6 +52,15 @@ func TestParse(t *testing.T) {
 			return c.CacheEntryLimit() == 0 && c.CacheBytes == 1<<20
 		}, ""},
 		{"a negative memory limit", []string{"--memory-limit=-1"}, nil, "must not be negative"},
+		{"an owner's username of the contract's pattern", []string{"--owner=Ada.L_1-x"}, func(c config.Config) bool {
+			return c.OwnerName == "Ada.L_1-x"
+		}, ""},
+		{"an owner's username with a space", []string{"--owner=ada lovelace"}, nil, "owner's username"},
+		{"an owner's username of one character", []string{"--owner=a"}, nil, "owner's username"},
+		{"an owner's username of 33 characters", []string{"--owner=" + strings.Repeat("a", 33)}, nil, "owner's username"},
+		{"an owner's username beyond ASCII", []string{"--owner=zoë"}, nil, "owner's username"},
+		{"an owner's username with a control character", []string{"--owner=ad\u0000min"}, nil, "owner's username"},
+		{"an empty owner's username", []string{"--owner="}, nil, "owner's username"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

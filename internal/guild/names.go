@@ -11,10 +11,12 @@ import (
 )
 
 // checkName refuses a name (of a channel, role or token, or a display name)
-// that internal/names refuses: a 400 at field. The contract's pattern
-// refuses most such names before they get here; the rest (a variation
-// selector out of place, nothing visible, code points past U+FFFF that a
-// pattern cannot name) stop here, on every path: HTTP, import, CLI.
+// that internal/names refuses, its length included: a 400 at field. The
+// contract's length and pattern refuse most such names before they get
+// here; the rest (a variation selector out of place, nothing visible,
+// code points past U+FFFF that a pattern cannot name, and any name that
+// comes by another path than HTTP) stop here, on every path: HTTP,
+// import, CLI.
 func checkName(field string, name *string) error {
 	if name == nil {
 		return nil
@@ -34,9 +36,10 @@ const cleanBatch = 200
 
 // CleanStoredNames brings the names stored under an earlier, looser rule
 // under the current one, so that every answer matches the contract: the
-// characters the rule refuses are removed (names.Usable), and a name left
-// with nothing visible becomes its ID (a display name: the username). Each
-// change is an event by the system (no actor) with CleanReason. It runs at
+// characters the rule refuses are removed, a name longer than 100
+// characters is cut to 100, and a name left with nothing visible becomes
+// its ID (a display name: the username): names.Usable. Each change is an
+// event by the system (no actor) with CleanReason. It runs at
 // every start. The store remembers under which rule and up to which event
 // it last checked: under the same rule, only the subjects of the events
 // since are checked (every write of a name, by any release, writes one:
@@ -60,7 +63,7 @@ func (s *Service) CleanStoredNames(ctx context.Context) (int, error) {
 		after = -1 // everything
 	}
 	var todo []store.StoredName
-	err = s.store.EachNameToCheck(ctx, after, func(n store.StoredName) error {
+	err = s.store.EachNameToCheck(ctx, after, names.MaxLength, func(n store.StoredName) error {
 		if names.Usable(n.Name, n.Fallback) != n.Name {
 			todo = append(todo, n)
 		}

@@ -69,8 +69,13 @@ type TemplateChange struct {
 type ImportOptions struct {
 	DryRun bool // list the changes, make none
 	Prune  bool // delete the roles, channels and overwrites the template leaves out
-	// Tag is the entity tag of an export (the transport's: a digest of the
-	// document it writes), which the write's IfMatch names.
+	// Tag is the entity tag of an export, which the write's IfMatch names.
+	// The transport passes it because the domain cannot compute it: the
+	// tag is the digest of the export as the contract encodes it in JSON
+	// (field names, order, omitted fields), which only the transport
+	// knows. It is a function, not a value, because the import computes
+	// it from the state it plans against (inside its write transaction),
+	// so the check and the changes see the same community.
 	Tag func(Template) (string, error)
 }
 

@@ -430,11 +430,20 @@ func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string
 	return tok, secret, err
 }
 
-// checkTokenLimit refuses a token past the user's limit; expired tokens
-// do not count, revoked ones are gone. It runs inside the serialized write,
-// so two concurrent creates cannot both take the last place.
+// checkTokenLimit refuses a token past the user's limit. It first deletes
+// the user's expired tokens, so that they neither count nor pile up (a
+// user minting tokens that expire a second later would otherwise grow
+// their rows and listTokens without bound); revoked ones are gone already.
+// The purge writes no event: a token ends at its expiry, by no one's act,
+// and an event per purged token would grow the log as the rows no longer
+// do. It runs inside the serialized write, so
+// two concurrent creates cannot both take the last place.
 func (s *Service) checkTokenLimit(ctx context.Context, tx *store.Tx, userID string) error {
-	n, err := tx.CountLiveTokens(ctx, userID, s.now())
+	now := s.now()
+	if err := tx.DeleteExpiredTokens(ctx, userID, now); err != nil {
+		return err
+	}
+	n, err := tx.CountLiveTokens(ctx, userID, now)
 	if err != nil {
 		return err
 	}

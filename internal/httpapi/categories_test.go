@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"slices"
@@ -255,7 +254,8 @@ func TestCategoriesTreeOrderAndFilter(t *testing.T) {
 // parent_id null after the whole tree the caller can view, by their own
 // position (ties by ID), positions as stored: neither their place nor their
 // order tells where, or how many, hidden categories there are. Pages of any
-// size see each channel once, and a cursor names no hidden channel. A
+// size see each channel once (what a cursor holds is sealed, so only the
+// pages it leads to can tell anything). A
 // holder of MANAGE_CHANNELS (or MANAGE_ROLES) in base knows every channel:
 // they are listed all of them in tree order, those they cannot view with
 // viewable false; nobody else is ever shown viewable.
@@ -323,22 +323,8 @@ func TestCategoriesHiddenCategoryListedLast(t *testing.T) {
 			}
 		}
 		for _, limit := range []int{1, 2, 3, 4, 5} {
-			var cursors []string
-			got := e2eWalk(t, e, alice.Token, "/channels", limit, func(_ int, p e2ePage) {
-				if p.Next != "" {
-					cursors = append(cursors, p.Next)
-				}
-			})
-			if !slices.Equal(got, want) {
+			if got := e2eWalk(t, e, alice.Token, "/channels", limit, nil); !slices.Equal(got, want) {
 				t.Errorf("alice's walk by %d: %v, want %v", limit, got, want)
-			}
-			for _, c := range cursors {
-				raw, _ := base64.RawURLEncoding.DecodeString(c)
-				for _, hidden := range []string{"staff", "vault", "s3"} {
-					if strings.Contains(c, hidden) || strings.Contains(string(raw), hidden) {
-						t.Errorf("a cursor names %s: %s", hidden, c)
-					}
-				}
 			}
 		}
 		// A hidden category is answered as a missing one.

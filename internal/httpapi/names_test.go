@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the operator's PostgreSQL driver
@@ -287,5 +289,52 @@ func TestStoredNamesCleanedAtStart(t *testing.T) {
 		u := e3.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID, Token: e3.Owner}).Map(t)
 		e3.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + alice.ID, Token: e3.Owner,
 			Body: map[string]any{"username": u["username"], "display_name": u["display_name"], "status": u["status"]}})
+	})
+}
+
+// Names stored longer than the contract's 100 characters (a token named by
+// an earlier `guildhall token create --name`, an owner's display name from
+// GUILDHALL_OWNER) are cut to 100 when the server starts, each cut an event
+// by the system; a cut that leaves a joiner with no emoji after it drops
+// the joiner too.
+func TestStoredNamesCutToLength(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		cfg := testenv.Config(t, kind)
+		e := testenv.StartWith(t, kind, cfg)
+		e.NewChannel("emoji")
+		alice := e.NewUser("alice")
+		long := strings.Repeat("é", 300)
+		joined := strings.Repeat("😀", 99) + "\u200D💻" // 101 characters, the 100th a joiner
+		operatorExec(t, e,
+			"UPDATE tokens SET name = '"+long+"' WHERE user_id = '"+alice.ID+"'",
+			"UPDATE users SET display_name = '"+strings.Repeat("O", 150)+"' WHERE username = 'owner'",
+			"UPDATE channels SET name = '"+joined+"' WHERE id = 'emoji'",
+			"UPDATE names_checked SET rule = 'an earlier rule'") // as after an upgrade
+		seq := lastSeq(t, e)
+
+		e2 := testenv.StartWith(t, kind, cfg) // checks every answer against the contract
+		tokens := e2.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/tokens", Token: e2.Owner}).Map(t)
+		if got := tokens["items"].([]any)[0].(map[string]any)["name"]; got != strings.Repeat("é", 100) {
+			t.Errorf("token name = %+q, want it cut to 100 characters", got)
+		}
+		if got := e2eGet(t, e2, "/me")["display_name"]; got != strings.Repeat("O", 100) {
+			t.Errorf("owner's display name = %+q, want it cut to 100 characters", got)
+		}
+		if got := e2eGet(t, e2, "/channels/emoji")["name"]; got != strings.Repeat("😀", 99) {
+			t.Errorf("channel name = %+q, want the 99 emoji without the joiner", got)
+		}
+		page := e2.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?limit=200", Token: e2.Owner}).Map(t)
+		var got []string
+		for _, it := range page["items"].([]any) {
+			if ev := it.(map[string]any); ev["seq"].(float64) > seq && ev["reason"] == guild.CleanReason {
+				got = append(got, ev["type"].(string))
+			}
+		}
+		slices.Sort(got)
+		if want := []string{"channel.renamed", "user.token.renamed", "user.updated"}; !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
 	})
 }

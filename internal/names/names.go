@@ -12,6 +12,7 @@ package names
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -21,7 +22,7 @@ import (
 // included: change it whenever the rule changes (a class added, an
 // exception narrowed), so that every store's names are checked again in
 // full at the next start (guild.CleanStoredNames).
-var Rule = "r1/unicode-" + unicode.Version
+var Rule = "r2/unicode-" + unicode.Version
 
 // Blank holds the letters and symbols that draw nothing: fillers of Hangul
 // and the blank Braille pattern. Most are default-ignorable too; U+2800 is
@@ -141,10 +142,19 @@ func scan(s string, keep func(r rune, ok bool) bool) {
 	}
 }
 
-// Check says what is wrong with a name ("" when nothing is): a refused code
-// point out of its allowed context, or no visible character at all. It
-// does not check lengths: the contract does.
+// MaxLength is the most characters (code points, as the contract's
+// validator counts them) a name holds: the contract's maxLength of Name
+// and DisplayName. A name is checked against it on every path, those the
+// contract does not guard (import's own checks, the CLI) included.
+const MaxLength = 100
+
+// Check says what is wrong with a name ("" when nothing is): more than
+// MaxLength characters, a refused code point out of its allowed context,
+// or no visible character at all.
 func Check(s string) string {
+	if n := utf8.RuneCountInString(s); n > MaxLength {
+		return "must be at most " + strconv.Itoa(MaxLength) + " characters long, not " + strconv.Itoa(n)
+	}
 	if msg := CheckText(s); msg != "" {
 		return msg
 	}
@@ -208,11 +218,14 @@ func Clean(s string) string {
 	return b.String()
 }
 
-// Usable returns the name s cleaned, or fallback when nothing visible is
-// left of it: what a name stored under an earlier rule is now, whether
-// read from the store or from history.
+// Usable returns the name s cleaned and cut to MaxLength characters, or
+// fallback when nothing visible is left of it: what a name stored under
+// an earlier rule is now, whether read from the store or from history.
 func Usable(s, fallback string) string {
 	c := Clean(s)
+	if r := []rune(c); len(r) > MaxLength {
+		c = Clean(string(r[:MaxLength])) // the cut may leave a joiner with nothing after it
+	}
 	if Check(c) != "" {
 		return fallback
 	}

@@ -126,6 +126,33 @@ func TestRule(t *testing.T) {
 	}
 }
 
+// A name holds at most 100 characters, counted as code points (as the
+// contract's validator counts them), not bytes; Usable cuts a longer one,
+// and drops a joiner the cut leaves with nothing after it.
+func TestLength(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, usable string
+		ok               bool
+	}{
+		{"100 ASCII", strings.Repeat("n", 100), strings.Repeat("n", 100), true},
+		{"100 two-byte", strings.Repeat("é", 100), strings.Repeat("é", 100), true},
+		{"100 emoji past U+FFFF", strings.Repeat("😀", 100), strings.Repeat("😀", 100), true},
+		{"101 ASCII", strings.Repeat("n", 101), strings.Repeat("n", 100), false},
+		{"300 two-byte", strings.Repeat("é", 300), strings.Repeat("é", 100), false},
+		{"cut after a joiner", strings.Repeat("😀", 99) + "\u200D💻", strings.Repeat("😀", 99), false},
+		{"cut after refused characters are removed", strings.Repeat("a\u200B", 100), strings.Repeat("a", 100), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if msg := names.Check(tc.in); (msg == "") != tc.ok {
+				t.Errorf("Check = %q, want ok %v", msg, tc.ok)
+			}
+			if got := names.Usable(tc.in, "fallback"); got != tc.usable {
+				t.Errorf("Usable = %+q, want %+q", got, tc.usable)
+			}
+		})
+	}
+}
+
 func TestClean(t *testing.T) {
 	cases := []struct{ in, want, usable string }{
 		{"ad\u200Bmin", "admin", "admin"},
@@ -205,13 +232,22 @@ func TestPatternIsTheRuleInTheBMP(t *testing.T) {
 	}
 }
 
+// ruleEmoji is what the rule takes for an emoji on either side of a
+// joiner: a symbol (So) or a skin tone, that is not refused.
+func ruleEmoji(r rune) bool { return (unicode.Is(unicode.So, r) || skinTone(r)) && !names.Refused(r) }
+
+// skinTone: the emoji modifiers U+1F3FB–U+1F3FF, which may end an emoji
+// before a joiner but not start the one after it.
+func skinTone(r rune) bool { return r >= 0x1F3FB && r <= 0x1F3FF }
+
 // FuzzRule holds the rule's invariants on any text: what it accepts as a
 // name holds a visible character, and a refused code point only where one
 // is allowed; the contract's pattern accepts whatever the rule accepts;
 // cleaning gives text the rule accepts, changes nothing it accepts, and is
 // idempotent.
 func FuzzRule(f *testing.F) {
-	for _, s := range []string{"Moderators", "ad\u200Bmin", "👩‍💻", "🏳️‍🌈", "❤️", "a\U000E0020", "\u3164", "a\u202E", "1️⃣", "\uFE0F", "a\u200Db"} {
+	for _, s := range []string{"Moderators", "ad\u200Bmin", "👩‍💻", "🏳️‍🌈", "❤️", "a\U000E0020", "\u3164", "a\u202E", "1️⃣", "\uFE0F", "a\u200Db",
+		"a\u200D💻", "💻\u200Da", "❤️\u200D🔥", "👍🏽\u200D💻", "💻\u200D🏽", "a\uFE0F\u200D💻"} {
 		f.Add(s)
 	}
 	name, _, reason := contractPatterns(f)
@@ -232,7 +268,11 @@ func FuzzRule(f *testing.F) {
 						t.Errorf("%+q: a variation selector not after a visible character", s)
 					}
 				case r == 0x200D:
-					if i == 0 || i == len(runes)-1 || !names.Visible(runes[i+1]) {
+					before := i - 1 // the emoji before, past its variation selector
+					if before >= 0 && runes[before] >= 0xFE00 && runes[before] <= 0xFE0F {
+						before--
+					}
+					if before < 0 || i == len(runes)-1 || !ruleEmoji(runes[before]) || !ruleEmoji(runes[i+1]) || skinTone(runes[i+1]) {
 						t.Errorf("%+q: a joiner not between two emoji", s)
 					}
 				default:

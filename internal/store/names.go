@@ -16,9 +16,10 @@ type StoredName struct {
 }
 
 // namesToCheck select, table by table, the names that may break the rule
-// of internal/names: those holding a character outside printable ASCII, or
-// none but spaces. Any other name passes it, so the database alone reads
-// those and none of them leaves it. %[1]s is that condition on the name's
+// of internal/names or the names' length: those holding a character
+// outside printable ASCII, or none but spaces, or longer than the length.
+// Any other name passes, so the database alone reads those and none of
+// them leaves it. %[1]s is that condition on the name's
 // column, %[2]s the condition that limits the rows to the subjects of the
 // events after a seq (or nothing).
 var namesToCheck = []struct{ table, col, sql, subjects string }{
@@ -36,26 +37,29 @@ const subjectsAfter = "SELECT substr(subject, %d) FROM events WHERE seq > %d AND
 // table's names (a token's events are its user's).
 var subjectKind = map[string]string{"channels": "channel:", "roles": "role:", "tokens": "user:", "users": "user:"}
 
-// mayBreakNameRule is the condition of namesToCheck on a column.
-func (q queries) mayBreakNameRule(col string) string {
+// mayBreakNameRule is the condition of namesToCheck on a column, names
+// being at most maxLen characters (length counts characters on both).
+func (q queries) mayBreakNameRule(col string, maxLen int) string {
+	tooLong := fmt.Sprintf(" OR length(%s) > %d", col, maxLen)
 	if q.dialect.name() == "postgres" {
-		return col + " ~ '[^ -~]' OR " + col + " !~ '[!-~]'"
+		return col + " ~ '[^ -~]' OR " + col + " !~ '[!-~]'" + tooLong
 	}
-	return col + " GLOB '*[^ -~]*' OR " + col + " NOT GLOB '*[!-~]*'"
+	return col + " GLOB '*[^ -~]*' OR " + col + " NOT GLOB '*[!-~]*'" + tooLong
 }
 
 // EachNameToCheck calls fn with every stored name that may break the rule
-// of names (see namesToCheck), one row at a time: with after < 0 among all
+// of names or be longer than maxLen characters (see namesToCheck), one row
+// at a time: with after < 0 among all
 // the names; else only among those of the subjects of the events after
 // that seq (every write of a name, by any release, writes one).
-func (q queries) EachNameToCheck(ctx context.Context, after int64, fn func(StoredName) error) error {
+func (q queries) EachNameToCheck(ctx context.Context, after int64, maxLen int, fn func(StoredName) error) error {
 	for _, t := range namesToCheck {
 		limit := ""
 		if after >= 0 {
 			kind := subjectKind[t.table]
 			limit = " AND " + fmt.Sprintf(t.subjects, fmt.Sprintf(subjectsAfter, len(kind)+1, after, kind))
 		}
-		rows, err := q.with(ctx).Raw(fmt.Sprintf(t.sql, q.mayBreakNameRule(t.col), limit)).Rows()
+		rows, err := q.with(ctx).Raw(fmt.Sprintf(t.sql, q.mayBreakNameRule(t.col, maxLen), limit)).Rows()
 		if err != nil {
 			return fmt.Errorf("names of %s: %w", t.table, err)
 		}
@@ -111,16 +115,6 @@ func (tx *Tx) SetNamesChecked(ctx context.Context, rule string, seq int64) error
 	}
 	if res.Error != nil {
 		return fmt.Errorf("write names_checked: %w", res.Error)
-	}
-	return nil
-}
-
-// RenameToken stores a token's name.
-func (tx *Tx) RenameToken(ctx context.Context, userID, tokenID, name string) error {
-	tx.mark("tokens", "") // logged by hash
-	err := tx.with(ctx).Model(&tokenRow{}).Where("id = ? AND user_id = ?", tokenID, userID).Update("name", name).Error
-	if err != nil {
-		return fmt.Errorf("rename token: %w", err)
 	}
 	return nil
 }

@@ -1017,6 +1017,29 @@ func (tx *Tx) DeleteToken(ctx context.Context, userID, tokenID string) error {
 	return nil
 }
 
+// RenameToken stores a token's name.
+func (tx *Tx) RenameToken(ctx context.Context, userID, tokenID, name string) error {
+	tx.mark("tokens", "") // logged by hash
+	err := tx.with(ctx).Model(&tokenRow{}).Where("id = ? AND user_id = ?", tokenID, userID).Update("name", name).Error
+	if err != nil {
+		return fmt.Errorf("rename token: %w", err)
+	}
+	return nil
+}
+
+// DeleteExpiredTokens removes a user's tokens that expired by now: they
+// no longer authenticate, and removing them before a token is counted
+// keeps a user's rows, and the list of them, within the token limit.
+func (tx *Tx) DeleteExpiredTokens(ctx context.Context, userID string, now time.Time) error {
+	tx.mark("tokens", "") // logged by hash
+	err := tx.with(ctx).Where("user_id = ? AND expires_at IS NOT NULL AND expires_at <= ?", userID, microsOf(now)).
+		Delete(&tokenRow{}).Error
+	if err != nil {
+		return fmt.Errorf("delete expired tokens: %w", err)
+	}
+	return nil
+}
+
 // --- attachments
 
 // PutAttachment creates or replaces an attachment's metadata.
