@@ -78,12 +78,12 @@ const shot = async (page, name, opts = {}) => {
 // out (Retry-After) and asked again, as the console itself does; a check must
 // never read a 429's problem as the state it is checking.
 let apiRateLimited = 0;
-async function api(method, p, tok, body) {
+async function api(method, p, tok, body, headers = {}) {
   let r;
   for (let attempt = 0; ; attempt++) {
     r = await fetch(`${base}/api${p}`, {
       method,
-      headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}), ...headers },
       body: body ? JSON.stringify(body) : undefined,
     });
     if (r.status !== 429 || attempt === 10) break;
@@ -844,6 +844,10 @@ try {
   edited.channels = edited.channels.filter((c) => c.id !== 'lounge');
   const tplFile = path.join(userDataDir, 'template.json');
   fs.writeFileSync(tplFile, JSON.stringify(edited, null, 2));
+  // Every import the console sends names the community it reviewed (If-Match: the export's ETag).
+  const importsSent = [];
+  const onImport = (r) => { if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/import') importsSent.push(r); };
+  page.on('request', onImport);
   await page.locator('input[name="template-file"]').setInputFiles(tplFile);
   expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled before a review');
   await page.getByTestId('review').click();
@@ -867,15 +871,39 @@ try {
   expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled after prune changed');
   await page.getByTestId('review').click();
   await review.locator('tr[data-op="delete"][data-kind="channel"][data-id="lounge"]').waitFor();
-  const dryPrune = (await api('POST', '/import?dry_run=true&prune=true', token, edited)).json;
+  expect(await review.locator('tr[data-op="update"][data-kind="channel"][data-id="rules"]').count() === 1, 'the pruning review does not update rules');
+  await shot(page, 'settings-import-prune', { fullPage: true });
+  // The community changes after the review (rules gets the topic the
+  // template gives it): the apply is refused (412), nothing is applied,
+  // and the user is told to review again.
+  stage = 'settings: import, changed since the review';
+  const reviewedTag = (await api('GET', '/export', token)).etag;
+  const meanwhile = await api('PATCH', '/channels/rules', token, { topic: 'Read these first.' }, { 'Content-Type': 'application/merge-patch+json' });
+  expect(meanwhile.status === 200, `changing rules meanwhile answered ${meanwhile.status}`);
+  expect((await api('GET', '/export', token)).etag !== reviewedTag, 'the export ETag did not change with the community');
+  const staleSent = page.waitForResponse((r) => r.request().method() === 'POST' && /\/api\/import\?prune=true$/.test(r.url()));
+  await page.getByTestId('apply').click();
+  expect((await staleSent).status() === 412, `applying a stale review answered ${(await staleSent).status()}`);
+  await page.getByTestId('import-stale').waitFor();
+  await review.waitFor({ state: 'detached' });
+  expect((await page.getByTestId('import-stale').textContent()).includes('changed since you reviewed'), 'the stale import is not explained');
+  expect((await api('GET', '/roles/guests', token)).status === 404, 'a stale import applied something');
+  expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled after a stale apply');
+  await shot(page, 'settings-import-stale', { fullPage: true });
+  await page.getByTestId('review').click();
+  await review.locator('tr[data-op="delete"][data-kind="channel"][data-id="lounge"]').waitFor();
+  expect(await page.getByTestId('import-stale').count() === 0, 'the stale notice outlives a new review');
+  expect(await review.locator('tr[data-op="update"][data-kind="channel"][data-id="rules"]').count() === 0, 'the new review still updates rules');
+  const tagNow = (await api('GET', '/export', token)).etag;
+  const dryPrune = (await api('POST', '/import?dry_run=true&prune=true', token, edited, { 'If-Match': tagNow })).json;
   expect(await reviewed.count() === dryPrune.changes.length, `the pruning review lists ${await reviewed.count()} changes, the dry run ${dryPrune.changes.length}`);
   const applyLabel = await page.getByTestId('apply').textContent();
   expect(applyLabel.includes(`Apply ${dryPrune.changes.length} changes`) && applyLabel.includes('deletion'), `the apply button reads ${applyLabel}`);
-  await shot(page, 'settings-import-prune', { fullPage: true });
   stage = 'settings: import, applied';
   const importSent = page.waitForRequest((r) => r.method() === 'POST' && /\/api\/import\?prune=true$/.test(r.url()));
   await page.getByTestId('apply').click();
   expect((await importSent).postData() === JSON.stringify(edited), 'the import applied is not the template reviewed');
+  expect((await importSent).headers()['if-match'] === tagNow, `the import applied sent If-Match ${(await importSent).headers()['if-match']}, not ${tagNow}`);
   await page.getByTestId('applied').filter({ hasText: `Applied ${dryPrune.changes.length} change` }).waitFor();
   expect((await api('GET', '/roles/guests', token)).status === 200, 'the role guests was not created');
   expect((await api('GET', '/channels/announcements', token)).json?.topic === 'News.', 'the channel announcements was not created');
@@ -885,6 +913,9 @@ try {
   await page.getByTestId('review').click();
   await review.filter({ hasText: 'Nothing to change' }).waitFor();
   expect(await page.getByTestId('apply').getAttribute('data-reason') === 'nothing to change', 'Apply is not disabled with nothing to change');
+  page.off('request', onImport);
+  const noTag = importsSent.filter((r) => !r.headers()['if-match']).map((r) => r.url());
+  expect(importsSent.length >= 5 && noTag.length === 0, `imports sent without If-Match: ${noTag.join(', ')} (of ${importsSent.length})`);
   expectLive('role.created', 'role:guests');
   expectLive('channel.deleted', 'channel:lounge');
   summary.push(`template exported byte for byte, ${dryPrune.changes.length} changes reviewed then applied (prune chosen)`);
