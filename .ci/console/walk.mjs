@@ -105,6 +105,7 @@ async function auditNamed(p, { alice, bob }) {
   // Names are looked up after the entries show: wait until none is pending.
   await p.waitForFunction(() => ![...document.querySelectorAll('[data-testid="audit"] .ref')].some((r) => r.textContent === '…'));
   const text = await table.locator('tbody').innerText();
+  expect(!/\bparent_id\b/.test(text), 'the audit log shows parent_id, not the category by name');
   const raw = text.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b(user|role|channel|token|attachment):[^\s,;]+|\bunknown (user|role|channel|token)\b/g) ?? [];
   expect(raw.length === 0, `the audit log shows IDs, not names: ${[...new Set(raw)].slice(0, 4).join(', ')}`);
   // [type, subject, what it says, the ID on hover]
@@ -118,6 +119,8 @@ async function auditNamed(p, { alice, bob }) {
     ['role.deleted', 'role:helpers', 'role Helpers', 'role:helpers'],
     ['channel.deleted', 'channel:scratch', '#Scratch pad', 'channel:scratch'],
     ['channel.attachment.deleted', 'attachment:ops/logo.png', 'logo.png in #Operations', 'channel:ops'],
+    // A channel created in a category names it.
+    ['channel.created', 'channel:rules', 'category #Staff', 'channel:staff'],
   ];
   for (const [type, subject, name, title] of want) {
     const hover = title.endsWith(':') ? `[title^="${title}"]` : `[title="${title}"]`;
@@ -1014,9 +1017,51 @@ try {
 
   // -------------------------------------------------------------- moderator
   stage = 'moderator';
+  // #secret, which no one but the owner may view: the moderator (MANAGE_CHANNELS) knows of it.
+  expect((await api('POST', '/channels/secret/create', token, { name: 'Secret' })).status === 201, 'channel secret not created');
+  expect((await api('POST', '/channels/secret/permissions', token, { target_type: 'everyone', allow: [], deny: ['VIEW_CHANNEL'] })).status === 200,
+    'secret not hidden');
   await page.getByRole('button', { name: 'Sign out' }).click();
+  // Every API request the moderator's console makes, with its answer.
+  const modAnswers = [];
+  const onModAnswer = (r) => { if (new URL(r.url()).pathname.startsWith('/api/')) modAnswers.push([r.request().method(), new URL(r.url()).pathname, r.status()]); };
+  page.on('response', onModAnswer);
   await signIn(page, modToken);
   expect((await page.getByTestId('whoami').textContent()).includes('Moderators'), 'the moderator does not see their role');
+  stage = 'moderator: a channel they cannot view, in the tree';
+  await soft(stage, async () => {
+    await page.goto(`${base}/console/#/channels`);
+    const secretRow = page.locator('[data-channel="secret"] > a');
+    await secretRow.waitFor();
+    expect(await secretRow.getAttribute('data-viewable') === 'false', 'the moderator\'s tree does not mark #secret as not viewable');
+    expect((await secretRow.innerText()).includes('you cannot view it'), `the moderator's #secret row reads: ${await secretRow.innerText()}`);
+    const asked = modAnswers.length;
+    await secretRow.click();
+    await page.getByTestId('unviewable-channel').waitFor();
+    await page.waitForLoadState('networkidle');
+    const secretAsked = modAnswers.slice(asked).filter(([, p]) => p.startsWith('/api/channels/secret') || p.includes('channelID=secret'));
+    expect(secretAsked.length === 0, `the console asked for what the moderator cannot view: ${secretAsked.map((x) => x.join(' ')).join(', ')}`);
+    await shot(page, 'moderator-unviewable', { fullPage: true });
+    log('moderator: #secret listed in the tree, marked as one they cannot view; its details not asked for');
+  });
+  stage = 'moderator: the audit log';
+  await soft(stage, async () => {
+    const asked = modAnswers.length;
+    await page.goto(`${base}/console/#/audit`);
+    await page.getByTestId('audit').waitFor();
+    await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid="audit"] .ref')].some((r) => r.textContent === '…'));
+    await page.waitForLoadState('networkidle');
+    const refused = modAnswers.slice(asked).filter(([, , st]) => st >= 400);
+    expect(refused.length === 0, `the moderator's audit page was refused: ${refused.map((x) => x.join(' ')).join(', ')}`);
+    const byID = modAnswers.slice(asked).filter(([m, p]) => m === 'GET' && /^\/api\/channels\/[^/]+$/.test(p));
+    expect(byID.length === 0, `the moderator's audit page asked channels one by one: ${byID.map((x) => x[1]).join(', ')}`);
+    const secretRow = page.locator('[data-testid="audit"] tbody tr[data-type="channel.overwrite.set"][data-subject="channel:secret"]').first();
+    const t = (await secretRow.innerText()).replace(/\s+/g, ' ');
+    expect(t.includes('#Secret'), `the moderator's audit entry of #secret reads: ${t}`);
+    await shot(page, 'moderator-audit', { fullPage: true });
+    log(`moderator: the audit page made ${modAnswers.length - asked} requests, none refused; #secret named`);
+  });
+  page.off('response', onModAnswer);
   // Roles: no MANAGE_ROLES.
   await page.goto(`${base}/console/#/roles`);
   await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();

@@ -193,7 +193,8 @@ function ChannelTree(props: {
         aria-current={props.selected === ch.id ? "true" : undefined}
         aria-describedby={reason ? "move-why" : undefined}
         draggable={reason === null && !props.busy}
-        class={`${cat ? "cat" : ""}${over && (over === `before:${ch.id}` || over === `into:${ch.id}`) ? ` drop-${over.split(":")[0]}` : ""}${dragging?.id === ch.id ? " dragging" : ""}`}
+        data-viewable={ch.viewable === false ? "false" : undefined}
+        class={`${cat ? "cat" : ""}${ch.viewable === false ? " unviewable" : ""}${over && (over === `before:${ch.id}` || over === `into:${ch.id}`) ? ` drop-${over.split(":")[0]}` : ""}${dragging?.id === ch.id ? " dragging" : ""}`}
         onKeyDown={(e) => {
           if (e.altKey && (e.key === "ArrowUp" || e.key === "ArrowDown")) {
             e.preventDefault();
@@ -239,6 +240,11 @@ function ChannelTree(props: {
           </>
         )}
         {orphan && <span class="sub">in a category you cannot see</span>}
+        {ch.viewable === false && (
+          <span class="sub unviewable" data-testid="unviewable">
+            you cannot view it (you know of it as a manager)
+          </span>
+        )}
         {!cat && ch.topic && <span class="sub">{ch.topic}</span>}
       </a>
     );
@@ -425,15 +431,32 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined } & Arou
         users,
       });
     });
+  // A channel the caller knows of but cannot view (a holder of
+  // MANAGE_CHANNELS or MANAGE_ROLES sees it listed): its details would be 404.
+  const unviewable = props.listed?.viewable === false;
   useEffect(() => {
-    if (!missing) void load();
-  }, [props.id]);
+    if (!missing && !unviewable) void load();
+  }, [props.id, unviewable]);
   // The list changed this channel (moved it, synced or unsynced it, renamed
   // it): show it as it is now.
   const version = props.listed ? versionOf(props.listed) : null;
   useEffect(() => {
     if (version !== null && state !== null && !loader.busy && versionOf(state.channel) !== version) void load();
   }, [version]);
+  if (props.listed && unviewable) {
+    const ch = props.listed;
+    return (
+      <div class="card" role="note" data-testid="unviewable-channel">
+        <h2>
+          {channelLabel(ch)} <span class="muted">{ch.id}</span> <span class="badge warn">you cannot view it</span>
+        </h2>
+        <p>
+          You may not view this {ch.kind === "category" ? "category" : "channel"} (you lack VIEW_CHANNEL in it), so its settings, permission overwrites and
+          attachments are not shown. It is listed because you manage channels or roles, which needs knowing every channel.
+        </p>
+      </div>
+    );
+  }
   if (missing) {
     return (
       <div class="problem" role="alert" data-status="404" data-code="not_found" data-testid="no-channel">
