@@ -133,6 +133,32 @@ async function auditNamed(p, { alice, bob }) {
   }
 }
 
+// Every disabled control says why in visible text, not only in a tooltip
+// (which keyboard and touch users never see): a button's reason is in the
+// text of the page, and a disabled matrix cell's section says why. (A
+// control disabled by its own state, such as Save with nothing changed or
+// Next on the last page, is exempt: what it lacks is in sight.)
+const stateReasons = ['nothing changed', 'this is the first page', 'this is the last page', 'no older events', 'nothing selected',
+  'review the changes first', 'nothing to change', 'not timed out'];
+async function reasonsVisible(p, where) {
+  const missing = await p.evaluate((exempt) => {
+    const text = document.body.innerText;
+    const out = [];
+    for (const b of document.querySelectorAll('button[disabled][data-reason]')) {
+      if (!b.checkVisibility()) continue;
+      const r = b.dataset.reason;
+      if (!exempt.includes(r) && !text.includes(r)) out.push(`"${b.textContent.trim()}" (${r})`);
+    }
+    for (const card of document.querySelectorAll('.card')) {
+      if (!card.querySelector('button.tri[disabled]')) continue;
+      const says = [...card.querySelectorAll('.why, .readonly')].some((x) => x.checkVisibility() && x.textContent.trim() !== '');
+      if (!says) out.push(`the disabled cells of "${card.querySelector('h2')?.textContent.trim()}"`);
+    }
+    return [...new Set(out)];
+  }, stateReasons);
+  expect(missing.length === 0, `${where}: disabled with the reason in a tooltip only: ${missing.join(', ')}`);
+}
+
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guildhall-console-'));
 fs.mkdirSync(shotDir, { recursive: true });
 let context;
@@ -663,13 +689,28 @@ try {
   await page.getByTestId('matrix-save').click();
   await page.locator('#settings-h [data-testid="synced"][data-synced="false"]').waitFor();
   expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'rules is still synced after an edit of its own');
+  // The keyboard stays where the work is, not on <body>.
+  const focusIn = () => page.evaluate(() => document.activeElement?.closest('.card')?.querySelector('h2')?.id ?? document.activeElement?.tagName);
+  await page.waitForFunction(() => document.activeElement?.id === 'matrix-h');
+  // "Sync with Staff" replaces the channel's own overwrites: it asks first, and Cancel changes nothing.
   await page.getByTestId('sync').click();
+  const syncAsk = page.locator('dialog.confirm[open]');
+  await syncAsk.filter({ hasText: 'Sync #Rules with Staff?' }).waitFor();
+  expect((await syncAsk.textContent()).includes('replaces the'), `the sync confirmation reads: ${await syncAsk.textContent()}`);
+  await syncAsk.getByRole('button', { name: 'Cancel' }).click();
+  await syncAsk.waitFor({ state: 'detached' });
+  expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'cancelling the sync synced rules');
+  await page.getByTestId('sync').click();
+  await syncAsk.getByRole('button', { name: 'Sync with Staff' }).click();
   await page.locator('#settings-h [data-testid="synced"][data-synced="true"]').waitFor();
+  await page.waitForFunction(() => document.activeElement?.id === 'settings-h').catch(async () => {
+    failures.push(`after "Sync with Staff" the focus is on ${await focusIn()}`);
+  });
   const rulesOws = (await api('GET', '/channels/rules/permissions', token)).json?.items ?? [];
   const staffOws = (await api('GET', '/channels/staff/permissions', token)).json?.items ?? [];
   expect((await api('GET', '/channels/rules', token)).json?.synced === true && JSON.stringify(rulesOws) === JSON.stringify(staffOws),
     `rules after "Sync with Staff": ${JSON.stringify(rulesOws)} (staff: ${JSON.stringify(staffOws)})`);
-  log('an edit of its own unsynced #rules (warned first); "Sync with Staff" synced it again');
+  log('an edit of its own unsynced #rules (warned first, the focus kept); "Sync with Staff" asked first, then synced it again (the focus kept)');
 
   // "Why?" with a fresh page each time (a question asked again on the same page would read the last answer).
   const askWhy = async (username, channelID, perm) => {
@@ -1125,6 +1166,14 @@ try {
   const words = (await refused.textContent()).replace(/\s+/g, ' ');
   expect(words.includes('you need MANAGE_CHANNELS in #ops') && !words.includes('{'), `the 403 reads: ${words}`);
   expect((await api('GET', '/channels/ops', token)).json?.topic === 'Where the moderators meet.', 'the refused save changed the topic');
+  // What the moderator may do here is computed again: Save disables itself, with the reason, and is not sent twice.
+  await page.waitForFunction(() => {
+    const b = [...document.querySelectorAll('#settings-h ~ form button[type="submit"]')][0];
+    return b?.disabled && b.dataset.reason === 'you need MANAGE_CHANNELS in #ops';
+  }).catch(() => failures.push('after the refused save, Save is not disabled with "you need MANAGE_CHANNELS in #ops"'));
+  expect(await page.locator('textarea[name="topic"]').isDisabled(), 'after the refused save, the topic is still editable');
+  expect((await refused.count()) === 1, 'the refusal is no longer shown');
+  await reasonsVisible(page, 'moderator, #ops after the refusal');
   await shot(page, 'moderator-403');
   summary.push(`moderator: disabled controls with reasons, 403 reads "${words.match(/Refused: [^.]*?#ops/)?.[0]}"`);
   log(`moderator: controls disabled with reasons; the refused save reads "${words}"`);

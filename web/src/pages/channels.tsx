@@ -497,6 +497,16 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined } & Arou
   );
 }
 
+/** Whether an error is a 403 (what the caller may do changed since it was computed). */
+function refused(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 403;
+}
+
+/** Moves the focus to an element once the page is drawn again (after a save, the form is new). */
+function focusSoon(id: string): void {
+  window.setTimeout(() => document.getElementById(id)?.focus(), 0);
+}
+
 /** What the list says of a channel that its page shows. */
 function versionOf(ch: Channel): string {
   return [ch.updated_at, ch.parent_id, ch.position, ch.synced, ch.name, ch.topic].join("|");
@@ -552,6 +562,12 @@ function ChannelSettings(
     if (err === null || isStale(err)) {
       props.onStale(isStale(err) ? err : null);
       await props.onChanged();
+      // The form is drawn anew for the saved state: keep the keyboard here, not on <body>.
+      if (err === null) focusSoon("settings-h");
+    } else if (refused(err)) {
+      // What I may do in this channel changed: recompute it, so that the
+      // controls disable themselves with the reason (the refusal stays shown).
+      await props.onChanged();
     }
   };
   const save = async (e: Event) => {
@@ -574,7 +590,9 @@ function ChannelSettings(
   };
   // Replaces the channel's overwrites with its category's.
   const syncReason = reason ?? need(c.access, "MANAGE_ROLES");
+  const [confirmSync, setConfirmSync] = useState(false);
   const sync = async () => {
+    setConfirmSync(false);
     const err = await act.run(async () => {
       await ok(
         c.api.PATCH("/channels/{channelID}", {
@@ -603,7 +621,7 @@ function ChannelSettings(
   const children = props.channels.filter((x) => x.parent_id === channel.id).length;
   return (
     <section class="card" aria-labelledby="settings-h">
-      <h2 id="settings-h">
+      <h2 id="settings-h" tabIndex={-1}>
         {category ? channel.name : `#${channel.name}`} <span class="muted">{channel.id}</span>
         {category && <span class="badge">category</span>}
         <SyncBadge channel={channel} channels={props.channels} />
@@ -636,7 +654,7 @@ function ChannelSettings(
               Save
             </Btn>
             {channel.parent_id && !channel.synced && (
-              <Btn reason={syncReason} busy={act.busy} onClick={() => void sync()} testid="sync">
+              <Btn reason={syncReason} busy={act.busy} onClick={() => setConfirmSync(true)} testid="sync">
                 Sync with {categoryName(props.channels, channel.parent_id)}
               </Btn>
             )}
@@ -651,6 +669,23 @@ function ChannelSettings(
         <ProblemBox error={props.stale} names={c.names} onClose={() => props.onStale(null)} />
       ) : null}
       {!isStale(act.error) && <ProblemBox error={act.error} names={c.names} />}
+      {confirmSync && channel.parent_id && (
+        <Confirm
+          title={`Sync #${channel.name} with ${categoryName(props.channels, channel.parent_id)}?`}
+          confirm={`Sync with ${categoryName(props.channels, channel.parent_id)}`}
+          onConfirm={() => void sync()}
+          onCancel={() => setConfirmSync(false)}
+        >
+          <p>
+            This replaces the{" "}
+            <strong>
+              {overwrites} permission overwrite{overwrites === 1 ? "" : "s"}
+            </strong>{" "}
+            of #{channel.name} with a copy of the category {categoryName(props.channels, channel.parent_id)}'s. Its own are lost; an edit of the category's
+            will reach it from then on.
+          </p>
+        </Confirm>
+      )}
       {confirm && (
         <Confirm
           title={`Delete ${category ? channel.name : `#${channel.name}`}?`}
@@ -754,6 +789,10 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
     if (err === null || isStale(err)) {
       props.onStale(isStale(err) ? err : null);
       await props.onReload();
+      if (err === null) focusSoon("matrix-h");
+    } else if (refused(err)) {
+      // Recompute what I may do here: Save and the cells disable themselves with the reason.
+      await props.onReload();
     }
   };
 
@@ -790,7 +829,9 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
 
   return (
     <section class="card" aria-labelledby="matrix-h">
-      <h2 id="matrix-h">Permissions in {channelLabel(channel)}</h2>
+      <h2 id="matrix-h" tabIndex={-1}>
+        Permissions in {channelLabel(channel)}
+      </h2>
       <p class="hint">
         Overwrites change what each target may do in this {category ? "category" : "channel"}: <span class="tri allow">✓</span> allow, <span class="tri inherit">/</span> inherit,{" "}
         <span class="tri deny">✗</span> deny. Click a cell (or focus it and press Space) to cycle.
