@@ -810,6 +810,18 @@ try {
   expectLive('user.role.removed', `user:${carol.id}`);
   summary.push(`${onPage} users given a role in one request, 2 taken off`);
   log(`selected all ${onPage} users on the page and gave them Regulars in one request; took it from alice and carol`);
+  // A timeout that ends by itself: the list's badge goes with it, with no reload.
+  stage = 'users: a timeout ends by itself';
+  const shortEnd = new Date(Date.now() + 4000).toISOString();
+  const shortTimeout = await api('PATCH', `/users/${carol.id}`, token, { timeout_until: shortEnd }, { 'Content-Type': 'application/merge-patch+json' });
+  expect(shortTimeout.status === 200, `timing carol out for 4 s answered ${shortTimeout.status}`);
+  await page.goto('about:blank');
+  await page.goto(`${base}/console/#/users`);
+  const carolBadge = page.locator('[data-testid="user-list"] li[data-user="carol"] [data-testid="timed-out"]');
+  await carolBadge.waitFor();
+  await carolBadge.waitFor({ state: 'detached', timeout: 10_000 });
+  expect(Date.now() >= Date.parse(shortEnd), 'the badge went before the timeout ended');
+  log('a 4 s timeout: the users list\'s badge ended with it, with no reload');
 
   stage = 'roles: members, paged';
   await page.goto(`${base}/console/#/roles`);
@@ -1040,10 +1052,32 @@ try {
   await page.locator('[data-cell="ops/SEND_MESSAGES"]').click();
   await page.getByTestId('preview-why').waitFor();
   await fits('view as roles');
+  // Picked from the list, the details come into view with the focus (they are far below it).
+  const shownAndFocused = async (sel, what) => {
+    await page.waitForFunction((q) => document.activeElement === document.querySelector(q), sel).catch(() => {});
+    const at = await page.evaluate((q) => {
+      const el = document.querySelector(q);
+      const r = el?.getBoundingClientRect();
+      return { focused: document.activeElement === el, top: r?.top ?? -1, bottom: r?.bottom ?? -1, h: window.innerHeight };
+    }, sel);
+    expect(at.focused && at.top >= -1 && at.bottom <= at.h, `at 360 px ${what} is not in view with the focus: ${JSON.stringify(at)}`);
+  };
   await page.goto(`${base}/console/#/users`);
   await page.locator('[data-testid="user-list"] a', { hasText: 'Carol' }).click();
   await page.getByTestId('timeout').waitFor();
+  await shownAndFocused('#user-h', "Carol's details");
   await fits('users timeout');
+  await page.goto(`${base}/console/#/channels/ops`);
+  await page.locator('#settings-h').waitFor();
+  await page.locator('[data-channel="rules"] > a').click();
+  await page.locator('#settings-h', { hasText: 'Rules' }).waitFor();
+  await shownAndFocused('#settings-h', "#rules's settings");
+  // Every section's tab in sight (they wrap, none scrolled off screen).
+  const offTabs = await page.evaluate(() => [...document.querySelectorAll('nav.tabs a')].filter((a) => {
+    const r = a.getBoundingClientRect();
+    return r.left < 0 || r.right > window.innerWidth || r.width === 0;
+  }).map((a) => a.textContent));
+  expect(offTabs.length === 0, `at 360 px these tabs are off screen: ${offTabs.join(', ')}`);
   // The template as first exported: its review undoes the import (lounge back, the topic of rules).
   const firstFile = path.join(userDataDir, 'template-first.json');
   fs.writeFileSync(firstFile, exported);

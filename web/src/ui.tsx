@@ -173,3 +173,20 @@ export function bytes(n: number): string {
 export function isStale(e: unknown): boolean {
   return e instanceof ApiError && e.status === 412;
 }
+
+/**
+ * On a narrow screen (one column) the details of what was just picked show
+ * far below the list: scroll them into view and move the focus there (to
+ * the first element matching `selector`), so that neither eyes nor keyboard
+ * have to look for them. A wide screen shows them beside the list: nothing moves.
+ */
+export function revealDetail(selector: string): void {
+  if (!window.matchMedia("(max-width: 900px)").matches) return;
+  window.setTimeout(() => {
+    const el = document.querySelector<HTMLElement>(selector);
+    if (!el) return;
+    if (!el.hasAttribute("tabindex")) el.tabIndex = -1;
+    el.focus({ preventScroll: true });
+    el.scrollIntoView({ block: "start" });
+  }, 0);
+}

@@ -19,7 +19,7 @@ import {
   type User,
 } from "../api";
 import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
-import { Btn, Confirm, isStale, ProblemBox, ReadOnly, TriCell, useAction, Why, type Tri } from "../ui";
+import { Btn, Confirm, isStale, ProblemBox, ReadOnly, revealDetail, TriCell, useAction, Why, type Tri } from "../ui";
 import { Attachments } from "./attachments";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -69,6 +69,8 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
       if (e.type.startsWith("channel.") && !e.type.startsWith("channel.attachment.")) void reload();
     });
   }, []);
+  // The channel the page opened on (from its address) stays where it is; one picked later is brought into view.
+  const opened = useRef(props.selected);
   const createReason = need(c.access, "MANAGE_CHANNELS");
   const moveReason = need(c.access, "MANAGE_CHANNELS");
 
@@ -150,7 +152,14 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
       </section>
       <section class="detail">
         {props.selected ? (
-          <ChannelDetail key={props.selected} id={props.selected} listed={selected} channels={channels ?? []} onChanged={reload} />
+          <ChannelDetail
+            key={props.selected}
+            id={props.selected}
+            listed={selected}
+            channels={channels ?? []}
+            onChanged={reload}
+            reveal={props.selected !== opened.current}
+          />
         ) : (
           <p class="muted">Pick a channel to see its settings, permissions and attachments.</p>
         )}
@@ -385,7 +394,7 @@ interface Around {
   onChanged: () => Promise<unknown>;
 }
 
-function ChannelDetail(props: { id: string; listed: Channel | undefined } & Around): JSX.Element {
+function ChannelDetail(props: { id: string; listed: Channel | undefined; reveal: boolean } & Around): JSX.Element {
   const c = useConsole();
   const [state, setState] = useState<Loaded | null>(null);
   const [attachmentCount, setAttachmentCount] = useState(0);
@@ -431,6 +440,15 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined } & Arou
         users,
       });
     });
+  // Picked from the tree: on a narrow screen, show it (once there is something to show).
+  const ready = state !== null || missing || props.listed?.viewable === false;
+  const revealed = useRef(false);
+  useEffect(() => {
+    if (ready && props.reveal && !revealed.current) {
+      revealed.current = true;
+      revealDetail(".detail h2, .detail [role=alert]");
+    }
+  }, [ready]);
   // A channel the caller knows of but cannot view (a holder of
   // MANAGE_CHANNELS or MANAGE_ROLES sees it listed): its details would be 404.
   const unviewable = props.listed?.viewable === false;
