@@ -558,9 +558,9 @@ try {
   const why = page.locator('[data-testid="explain"] tr[data-permission="SEND_MESSAGES"]');
   await why.waitFor();
   const reason = (await why.textContent()).replace(/\s+/g, ' ');
-  expect(reason.includes('not granted') && reason.includes('denied by the overwrite of role Muted in #ops'), `Why? SEND_MESSAGES: ${reason}`);
+  expect(reason.includes('not granted') && reason.includes('denied by the overwrite of role Muted in #Operations'), `Why? SEND_MESSAGES: ${reason}`);
   await shot(page, 'permissions-why', { fullPage: true });
-  summary.push(`Why? reads "${reason.match(/denied by [^.]*?#ops/)?.[0]}"`);
+  summary.push(`Why? reads "${reason.match(/denied by [^.]*?#Operations/)?.[0]}"`);
   log(`Why? alice in #ops, SEND_MESSAGES: ${reason}`);
 
   // ------------------------------------------- MODERATE_MEMBERS in pickers
@@ -627,6 +627,10 @@ try {
   await reorderSent;
   await waitChildren('rules,lounge');
   expect(await apiOrder('&parent_id=staff') === 'rules,lounge', `after Alt+ArrowUp, staff holds ${await apiOrder('&parent_id=staff')}`);
+  // At the category's edge a keyboard move says why it goes no further.
+  await page.locator('[data-channel="rules"] > a').focus();
+  await page.keyboard.press('Alt+ArrowUp');
+  await page.getByTestId('move-edge').filter({ hasText: '#Rules is already first in Staff' }).waitFor();
   expectLive('channel.moved', 'channel:lounge');
 
   stage = 'categories: move between categories';
@@ -726,7 +730,7 @@ try {
   };
   stage = 'categories: Why? names the category';
   const copied = await askWhy('alice', 'rules', 'SEND_MESSAGES');
-  expect(copied.includes('not granted') && copied.includes('denied by the overwrite of role Muted in #rules (copied from category Staff)'), `Why? in #rules: ${copied}`);
+  expect(copied.includes('not granted') && copied.includes('denied by the overwrite of role Muted in #Rules (copied from category Staff)'), `Why? in #rules: ${copied}`);
   await shot(page, 'permissions-why-category', { fullPage: true });
   log(`Why? alice in #rules, SEND_MESSAGES: ${copied}`);
 
@@ -870,14 +874,14 @@ try {
   const cellWhy = page.getByTestId('preview-why');
   await cellWhy.filter({ hasText: 'in #Operations' }).waitFor();
   const whyOps = (await cellWhy.textContent()).replace(/\s+/g, ' ');
-  expect(whyOps.includes('denied by the overwrite of role Muted in #ops'), `Why? of the cell: ${whyOps}`);
+  expect(whyOps.includes('denied by the overwrite of role Muted in #Operations'), `Why? of the cell: ${whyOps}`);
   await page.locator('[data-cell="rules/SEND_MESSAGES"]').click();
   await cellWhy.filter({ hasText: 'in #Rules' }).waitFor();
   const whyRules = (await cellWhy.textContent()).replace(/\s+/g, ' ');
   expect(whyRules.includes('copied from category Staff'), `Why? of the #rules cell: ${whyRules}`);
   await shot(page, 'view-as-roles', { fullPage: true });
   summary.push(`view as roles: ${Object.keys(cells).length} cells as the server says, Why? per cell`);
-  log(`viewed as Muted: ${rowsShown.length} rows in tree order, every cell as the server's preview; Why? of #ops reads "${whyOps.match(/denied by [^.]*#ops/)?.[0]}"`);
+  log(`viewed as Muted: ${rowsShown.length} rows in tree order, every cell as the server's preview; Why? of #ops reads "${whyOps.match(/denied by [^.]*#Operations/)?.[0]}"`);
 
   // -------------------------------------------------------------- templates
   stage = 'settings: export';
@@ -1180,6 +1184,9 @@ try {
   expect(await page.getByRole('button', { name: 'Preview' }).isDisabled(), 'Preview is enabled for the moderator');
   await page.goto(`${base}/console/#/settings`);
   expect(await page.getByTestId('export').getAttribute('data-reason') === 'only the owner may export or import templates', 'Export is not disabled for the moderator');
+  const readOnlyWords = await page.locator('.readonly').first().textContent();
+  expect(readOnlyWords === 'Read-only: only the owner may export or import templates.', `the settings read: ${readOnlyWords}`);
+  await reasonsVisible(page, 'moderator, settings');
   await shot(page, 'moderator-settings');
   log('moderator: timed Carol out for 60 s and ended it; Alice (above) disabled with the reason; bulk, view as roles and templates disabled with theirs');
   // The channel: may edit it (MANAGE_CHANNELS) but not its overwrites (MANAGE_ROLES in #ops).
@@ -1188,6 +1195,7 @@ try {
   const save = page.getByTestId('matrix-save');
   expect(await save.isDisabled() && (await save.getAttribute('data-reason')) === 'you need MANAGE_ROLES in #ops',
     `matrix save reason ${await save.getAttribute('data-reason')}`);
+  await reasonsVisible(page, 'moderator, #ops');
   await shot(page, 'moderator-channel', { fullPage: true });
   // The owner takes MANAGE_CHANNELS away meanwhile: the save is refused, and the 403 reads in words.
   const modsNow = await api('GET', '/roles/mods', token);
@@ -1208,6 +1216,25 @@ try {
   expect(await page.locator('textarea[name="topic"]').isDisabled(), 'after the refused save, the topic is still editable');
   expect((await refused.count()) === 1, 'the refusal is no longer shown');
   await reasonsVisible(page, 'moderator, #ops after the refusal');
+  // With MANAGE_ROLES in #rules the moderator may set overwrites there, but
+  // only of what they hold: the other cells are greyed, and say why in words.
+  stage = 'moderator: cells they may not grant';
+  await soft(stage, async () => {
+    expect((await api('POST', '/channels/rules/permissions', token, { target_type: 'role', target_id: 'mods', allow: ['MANAGE_ROLES'], deny: [] })).status === 200,
+      'MANAGE_ROLES in #rules not given to mods');
+    await page.goto(`${base}/console/#/channels/rules`);
+    await page.getByTestId('matrix').waitFor();
+    const cellsWhy = page.getByTestId('cells-why');
+    await cellsWhy.waitFor();
+    const says = (await cellsWhy.textContent()).replace(/\s+/g, ' ');
+    expect(says.includes('you do not hold') && says.includes('so you cannot grant or revoke'), `the greyed cells say: ${says}`);
+    const cells = page.locator('[data-testid="matrix"] tr[data-row="everyone"] button.tri');
+    const disabled = await page.locator('[data-testid="matrix"] tr[data-row="everyone"] button.tri[disabled]').count();
+    expect(disabled > 0 && disabled < await cells.count(), `${disabled} of ${await cells.count()} cells disabled for the moderator in #rules`);
+    await reasonsVisible(page, 'moderator, #rules');
+    await shot(page, 'moderator-cells-why', { fullPage: true });
+    log(`moderator in #rules: ${disabled} cells greyed, saying "${says}"`);
+  });
   await shot(page, 'moderator-403');
   summary.push(`moderator: disabled controls with reasons, 403 reads "${words.match(/Refused: [^.]*?#ops/)?.[0]}"`);
   log(`moderator: controls disabled with reasons; the refused save reads "${words}"`);
@@ -1248,6 +1275,7 @@ try {
     expect(await opsRow.getAttribute('draggable') === 'false', 'a member can drag channels');
     expect((await page.locator('#move-why').textContent()).includes('you need MANAGE_CHANNELS'), 'moving channels is not disabled with the reason');
     await reasonOf(page.getByRole('button', { name: 'Create channel' }), 'you need MANAGE_CHANNELS', 'create a channel');
+    await reasonsVisible(page, 'member, channels');
     await page.goto(`${base}/console/#/users`);
     await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
     await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
@@ -1261,6 +1289,7 @@ try {
     await page.locator('select[name="bulk-role"]').selectOption('regulars');
     await reasonOf(page.getByTestId('bulk-add'), 'you need MANAGE_ROLES', 'bulk add');
     await reasonOf(page.getByTestId('bulk-remove'), 'you need MANAGE_ROLES', 'bulk remove');
+    await reasonsVisible(page, 'member, users');
     await shot(page, 'member-users', { fullPage: true });
     await page.goto(`${base}/console/#/roles`);
     await page.locator('[data-role="regulars"]').click();
@@ -1268,9 +1297,17 @@ try {
     await page.goto(`${base}/console/#/preview`);
     await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();
     await reasonOf(page.getByRole('button', { name: 'Preview' }), 'you need MANAGE_ROLES', 'view as roles');
+    await reasonsVisible(page, 'member, view as roles');
+    // Why? about someone else: Explain disabled, the reason beside it.
+    await page.goto(`${base}/console/#/permissions`);
+    await page.locator('input[name="why-user"]').fill('carol');
+    await page.locator('.suggest button', { hasText: 'carol' }).click();
+    await reasonOf(page.getByRole('button', { name: 'Explain' }), 'you need MANAGE_ROLES', 'explain for someone else');
+    await reasonsVisible(page, 'member, Why?');
     await page.goto(`${base}/console/#/settings`);
     await reasonOf(page.getByTestId('export'), 'only the owner may export or import templates', 'export');
     await reasonOf(page.getByTestId('review'), 'only the owner may export or import templates', 'import');
+    await reasonsVisible(page, 'member, settings');
     await shot(page, 'member-settings');
     log('member: moving channels, timeouts, bulk role changes, view as roles and templates are disabled, each with its reason');
   });

@@ -40,12 +40,13 @@ export function Why(props: { reason: string | null | undefined }): JSX.Element |
   return <span class="why">Disabled: {props.reason}</span>;
 }
 
-/** A section-wide banner for read-only views. */
-export function ReadOnly(props: { reason: string | null | undefined; what: string }): JSX.Element | null {
+/** A section-wide banner for read-only views ("Read-only: you need X to do Y."; a reason that says what it refuses stands alone). */
+export function ReadOnly(props: { reason: string | null | undefined; what?: string }): JSX.Element | null {
   if (!props.reason) return null;
   return (
     <p class="readonly" role="note">
-      Read-only: {props.reason} to {props.what}.
+      Read-only: {props.reason}
+      {props.what ? ` to ${props.what}` : ""}.
     </p>
   );
 }

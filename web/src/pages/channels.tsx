@@ -61,6 +61,8 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
   const [channels, setChannels] = useState<Channel[] | null>(null);
   const list = useAction();
   const mover = useAction();
+  // Said aloud when a keyboard move cannot go further (the first or last of its category).
+  const [edge, setEdge] = useState<string | null>(null);
   const reload = () => list.run(async () => setChannels(await listChannels(c)));
   useEffect(() => {
     void reload();
@@ -120,7 +122,13 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
     const parent = ch.parent_id ?? null;
     const sibs = siblingsOf(channels, parent);
     const i = sibs.findIndex((x) => x.id === ch.id);
-    if (i < 0 || i + by < 0 || i + by >= sibs.length) return;
+    if (i < 0) return;
+    if (i + by < 0 || i + by >= sibs.length) {
+      const where = parent === null ? "the top level" : categoryName(channels, parent);
+      setEdge(`${channelLabel(ch)} is already ${by < 0 ? "first" : "last"} in ${where}${parent === null ? "" : "; drag it, or change its category in its settings, to take it out"}.`);
+      return;
+    }
+    setEdge(null);
     void place(ch, parent, i + by);
   };
 
@@ -134,6 +142,9 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
         </p>
         <ProblemBox error={list.error} names={c.names} />
         <ProblemBox error={mover.error} names={c.names} onClose={() => mover.setError(null)} />
+        <p class="hint edge" role="status" data-testid="move-edge">
+          {edge}
+        </p>
         {channels === null ? (
           <p class="loading">Loading…</p>
         ) : channels.length === 0 ? (
@@ -844,6 +855,9 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
   const children = category ? props.channels.filter((x) => x.parent_id === channel.id) : [];
   const synced = children.filter((x) => x.synced);
   const syncedNames = synced.map((x) => `#${x.name}`).join(", ");
+  // Why some cells are greyed, in words next to the matrix (a tooltip alone reaches neither keyboard nor touch).
+  const unheld = reason === null ? cols.filter((p) => grantReason(c.access, [p.name], mine) !== null).map((p) => p.name) : [];
+  const cellReasons = unheld.length > 0 ? [grantReason(c.access, unheld, mine) ?? ""] : [];
 
   return (
     <section class="card" aria-labelledby="matrix-h">
@@ -950,6 +964,11 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
         </Btn>
         <Why reason={reason} />
       </div>
+      {reason === null && cellReasons.length > 0 && (
+        <p class="why" data-testid="cells-why">
+          Some cells are disabled: {cellReasons.join("; ")}.
+        </p>
+      )}
       {edits.size > 0 && synced.length > 0 && (
         <p class="warn" role="status" data-testid="sync-warning">
           Saving also changes {synced.length} synced channel{synced.length === 1 ? "" : "s"}: {syncedNames}.

@@ -47,7 +47,7 @@ function Export(): JSX.Element {
         The community's structure as a file: the global permissions, the roles (order, colour, permissions) and the channels and categories (order, topic,
         the @everyone and role overwrites). No users, tokens, attachments or user overwrites.
       </p>
-      <ReadOnly reason={reason} what="export or import templates" />
+      <ReadOnly reason={reason} />
       <div class="row wrap">
         <Btn kind="primary" reason={reason} busy={act.busy} onClick={() => void download()} testid="export">
           Download template (.json)
@@ -147,7 +147,7 @@ function Import(): JSX.Element {
         Makes the roles and channels what the template says, matched by ID: what is missing is created, what differs is updated. Every change is listed for
         review before anything is written.
       </p>
-      <ReadOnly reason={reason} what="export or import templates" />
+      <ReadOnly reason={reason} />
       <fieldset disabled={reason !== null}>
         <label>
           Template file{" "}
