@@ -695,7 +695,9 @@ try {
   expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'rules is still synced after an edit of its own');
   // The keyboard stays where the work is, not on <body>.
   const focusIn = () => page.evaluate(() => document.activeElement?.closest('.card')?.querySelector('h2')?.id ?? document.activeElement?.tagName);
-  await page.waitForFunction(() => document.activeElement?.id === 'matrix-h');
+  await page.waitForFunction(() => document.activeElement?.id === 'matrix-h').catch(async () => {
+    failures.push(`after saving the matrix the focus is on ${await focusIn()}`);
+  });
   // "Sync with Staff" replaces the channel's own overwrites: it asks first, and Cancel changes nothing.
   await page.getByTestId('sync').click();
   const syncAsk = page.locator('dialog.confirm[open]');
@@ -821,7 +823,7 @@ try {
   expect(shortTimeout.status === 200, `timing carol out for 4 s answered ${shortTimeout.status}`);
   await page.goto('about:blank');
   await page.goto(`${base}/console/#/users`);
-  const carolBadge = page.locator('[data-testid="user-list"] li[data-user="carol"] [data-testid="timed-out"]');
+  const carolBadge = page.locator('[data-testid="user-list"] li[data-user="carol"] .badge', { hasText: 'timed out' });
   await carolBadge.waitFor();
   await carolBadge.waitFor({ state: 'detached', timeout: 10_000 });
   expect(Date.now() >= Date.parse(shortEnd), 'the badge went before the timeout ended');
