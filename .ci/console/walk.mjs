@@ -78,12 +78,12 @@ const shot = async (page, name, opts = {}) => {
 // out (Retry-After) and asked again, as the console itself does; a check must
 // never read a 429's problem as the state it is checking.
 let apiRateLimited = 0;
-async function api(method, p, tok, body) {
+async function api(method, p, tok, body, headers = {}) {
   let r;
   for (let attempt = 0; ; attempt++) {
     r = await fetch(`${base}/api${p}`, {
       method,
-      headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      headers: { Authorization: `Bearer ${tok}`, ...(body ? { 'Content-Type': 'application/json' } : {}), ...headers },
       body: body ? JSON.stringify(body) : undefined,
     });
     if (r.status !== 429 || attempt === 10) break;
@@ -105,6 +105,7 @@ async function auditNamed(p, { alice, bob }) {
   // Names are looked up after the entries show: wait until none is pending.
   await p.waitForFunction(() => ![...document.querySelectorAll('[data-testid="audit"] .ref')].some((r) => r.textContent === '…'));
   const text = await table.locator('tbody').innerText();
+  expect(!/\bparent_id\b/.test(text), 'the audit log shows parent_id, not the category by name');
   const raw = text.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b(user|role|channel|token|attachment):[^\s,;]+|\bunknown (user|role|channel|token)\b/g) ?? [];
   expect(raw.length === 0, `the audit log shows IDs, not names: ${[...new Set(raw)].slice(0, 4).join(', ')}`);
   // [type, subject, what it says, the ID on hover]
@@ -118,6 +119,8 @@ async function auditNamed(p, { alice, bob }) {
     ['role.deleted', 'role:helpers', 'role Helpers', 'role:helpers'],
     ['channel.deleted', 'channel:scratch', '#Scratch pad', 'channel:scratch'],
     ['channel.attachment.deleted', 'attachment:ops/logo.png', 'logo.png in #Operations', 'channel:ops'],
+    // A channel created in a category names it.
+    ['channel.created', 'channel:rules', 'category #Staff', 'channel:staff'],
   ];
   for (const [type, subject, name, title] of want) {
     const hover = title.endsWith(':') ? `[title^="${title}"]` : `[title="${title}"]`;
@@ -128,6 +131,32 @@ async function auditNamed(p, { alice, bob }) {
     const t = (await r.innerText()).replace(/\s+/g, ' ');
     expect(t.includes(name), `the ${type} entry does not say "${name}": ${t}`);
   }
+}
+
+// Every disabled control says why in visible text, not only in a tooltip
+// (which keyboard and touch users never see): a button's reason is in the
+// text of the page, and a disabled matrix cell's section says why. (A
+// control disabled by its own state, such as Save with nothing changed or
+// Next on the last page, is exempt: what it lacks is in sight.)
+const stateReasons = ['nothing changed', 'this is the first page', 'this is the last page', 'no older events', 'nothing selected',
+  'review the changes first', 'nothing to change', 'not timed out'];
+async function reasonsVisible(p, where) {
+  const missing = await p.evaluate((exempt) => {
+    const text = document.body.innerText;
+    const out = [];
+    for (const b of document.querySelectorAll('button[disabled][data-reason]')) {
+      if (!b.checkVisibility()) continue;
+      const r = b.dataset.reason;
+      if (!exempt.includes(r) && !text.includes(r)) out.push(`"${b.textContent.trim()}" (${r})`);
+    }
+    for (const card of document.querySelectorAll('.card')) {
+      if (!card.querySelector('button.tri[disabled]')) continue;
+      const says = [...card.querySelectorAll('.why, .readonly')].some((x) => x.checkVisibility() && x.textContent.trim() !== '');
+      if (!says) out.push(`the disabled cells of "${card.querySelector('h2')?.textContent.trim()}"`);
+    }
+    return [...new Set(out)];
+  }, stateReasons);
+  expect(missing.length === 0, `${where}: disabled with the reason in a tooltip only: ${missing.join(', ')}`);
 }
 
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guildhall-console-'));
@@ -529,9 +558,9 @@ try {
   const why = page.locator('[data-testid="explain"] tr[data-permission="SEND_MESSAGES"]');
   await why.waitFor();
   const reason = (await why.textContent()).replace(/\s+/g, ' ');
-  expect(reason.includes('not granted') && reason.includes('denied by the overwrite of role Muted in #ops'), `Why? SEND_MESSAGES: ${reason}`);
+  expect(reason.includes('not granted') && reason.includes('denied by the overwrite of role Muted in #Operations'), `Why? SEND_MESSAGES: ${reason}`);
   await shot(page, 'permissions-why', { fullPage: true });
-  summary.push(`Why? reads "${reason.match(/denied by [^.]*?#ops/)?.[0]}"`);
+  summary.push(`Why? reads "${reason.match(/denied by [^.]*?#Operations/)?.[0]}"`);
   log(`Why? alice in #ops, SEND_MESSAGES: ${reason}`);
 
   // ------------------------------------------- MODERATE_MEMBERS in pickers
@@ -598,6 +627,10 @@ try {
   await reorderSent;
   await waitChildren('rules,lounge');
   expect(await apiOrder('&parent_id=staff') === 'rules,lounge', `after Alt+ArrowUp, staff holds ${await apiOrder('&parent_id=staff')}`);
+  // At the category's edge a keyboard move says why it goes no further.
+  await page.locator('[data-channel="rules"] > a').focus();
+  await page.keyboard.press('Alt+ArrowUp');
+  await page.getByTestId('move-edge').filter({ hasText: '#Rules is already first in Staff' }).waitFor();
   expectLive('channel.moved', 'channel:lounge');
 
   stage = 'categories: move between categories';
@@ -660,13 +693,30 @@ try {
   await page.getByTestId('matrix-save').click();
   await page.locator('#settings-h [data-testid="synced"][data-synced="false"]').waitFor();
   expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'rules is still synced after an edit of its own');
+  // The keyboard stays where the work is, not on <body>.
+  const focusIn = () => page.evaluate(() => document.activeElement?.closest('.card')?.querySelector('h2')?.id ?? document.activeElement?.tagName);
+  await page.waitForFunction(() => document.activeElement?.id === 'matrix-h').catch(async () => {
+    failures.push(`after saving the matrix the focus is on ${await focusIn()}`);
+  });
+  // "Sync with Staff" replaces the channel's own overwrites: it asks first, and Cancel changes nothing.
   await page.getByTestId('sync').click();
+  const syncAsk = page.locator('dialog.confirm[open]');
+  await syncAsk.filter({ hasText: 'Sync #Rules with Staff?' }).waitFor();
+  expect((await syncAsk.textContent()).includes('replaces the'), `the sync confirmation reads: ${await syncAsk.textContent()}`);
+  await syncAsk.getByRole('button', { name: 'Cancel' }).click();
+  await syncAsk.waitFor({ state: 'detached' });
+  expect((await api('GET', '/channels/rules', token)).json?.synced === false, 'cancelling the sync synced rules');
+  await page.getByTestId('sync').click();
+  await syncAsk.getByRole('button', { name: 'Sync with Staff' }).click();
   await page.locator('#settings-h [data-testid="synced"][data-synced="true"]').waitFor();
+  await page.waitForFunction(() => document.activeElement?.id === 'settings-h').catch(async () => {
+    failures.push(`after "Sync with Staff" the focus is on ${await focusIn()}`);
+  });
   const rulesOws = (await api('GET', '/channels/rules/permissions', token)).json?.items ?? [];
   const staffOws = (await api('GET', '/channels/staff/permissions', token)).json?.items ?? [];
   expect((await api('GET', '/channels/rules', token)).json?.synced === true && JSON.stringify(rulesOws) === JSON.stringify(staffOws),
     `rules after "Sync with Staff": ${JSON.stringify(rulesOws)} (staff: ${JSON.stringify(staffOws)})`);
-  log('an edit of its own unsynced #rules (warned first); "Sync with Staff" synced it again');
+  log('an edit of its own unsynced #rules (warned first, the focus kept); "Sync with Staff" asked first, then synced it again (the focus kept)');
 
   // "Why?" with a fresh page each time (a question asked again on the same page would read the last answer).
   const askWhy = async (username, channelID, perm) => {
@@ -682,7 +732,7 @@ try {
   };
   stage = 'categories: Why? names the category';
   const copied = await askWhy('alice', 'rules', 'SEND_MESSAGES');
-  expect(copied.includes('not granted') && copied.includes('denied by the overwrite of role Muted in #rules (copied from category Staff)'), `Why? in #rules: ${copied}`);
+  expect(copied.includes('not granted') && copied.includes('denied by the overwrite of role Muted in #Rules (copied from category Staff)'), `Why? in #rules: ${copied}`);
   await shot(page, 'permissions-why-category', { fullPage: true });
   log(`Why? alice in #rules, SEND_MESSAGES: ${copied}`);
 
@@ -766,6 +816,18 @@ try {
   expectLive('user.role.removed', `user:${carol.id}`);
   summary.push(`${onPage} users given a role in one request, 2 taken off`);
   log(`selected all ${onPage} users on the page and gave them Regulars in one request; took it from alice and carol`);
+  // A timeout that ends by itself: the list's badge goes with it, with no reload.
+  stage = 'users: a timeout ends by itself';
+  const shortEnd = new Date(Date.now() + 4000).toISOString();
+  const shortTimeout = await api('PATCH', `/users/${carol.id}`, token, { timeout_until: shortEnd }, { 'Content-Type': 'application/merge-patch+json' });
+  expect(shortTimeout.status === 200, `timing carol out for 4 s answered ${shortTimeout.status}`);
+  await page.goto('about:blank');
+  await page.goto(`${base}/console/#/users`);
+  const carolBadge = page.locator('[data-testid="user-list"] li[data-user="carol"] .badge', { hasText: 'timed out' });
+  await carolBadge.waitFor();
+  await carolBadge.waitFor({ state: 'detached', timeout: 10_000 });
+  expect(Date.now() >= Date.parse(shortEnd), 'the badge went before the timeout ended');
+  log('a 4 s timeout: the users list\'s badge ended with it, with no reload');
 
   stage = 'roles: members, paged';
   await page.goto(`${base}/console/#/roles`);
@@ -814,14 +876,14 @@ try {
   const cellWhy = page.getByTestId('preview-why');
   await cellWhy.filter({ hasText: 'in #Operations' }).waitFor();
   const whyOps = (await cellWhy.textContent()).replace(/\s+/g, ' ');
-  expect(whyOps.includes('denied by the overwrite of role Muted in #ops'), `Why? of the cell: ${whyOps}`);
+  expect(whyOps.includes('denied by the overwrite of role Muted in #Operations'), `Why? of the cell: ${whyOps}`);
   await page.locator('[data-cell="rules/SEND_MESSAGES"]').click();
   await cellWhy.filter({ hasText: 'in #Rules' }).waitFor();
   const whyRules = (await cellWhy.textContent()).replace(/\s+/g, ' ');
   expect(whyRules.includes('copied from category Staff'), `Why? of the #rules cell: ${whyRules}`);
   await shot(page, 'view-as-roles', { fullPage: true });
   summary.push(`view as roles: ${Object.keys(cells).length} cells as the server says, Why? per cell`);
-  log(`viewed as Muted: ${rowsShown.length} rows in tree order, every cell as the server's preview; Why? of #ops reads "${whyOps.match(/denied by [^.]*#ops/)?.[0]}"`);
+  log(`viewed as Muted: ${rowsShown.length} rows in tree order, every cell as the server's preview; Why? of #ops reads "${whyOps.match(/denied by [^.]*#Operations/)?.[0]}"`);
 
   // -------------------------------------------------------------- templates
   stage = 'settings: export';
@@ -844,6 +906,10 @@ try {
   edited.channels = edited.channels.filter((c) => c.id !== 'lounge');
   const tplFile = path.join(userDataDir, 'template.json');
   fs.writeFileSync(tplFile, JSON.stringify(edited, null, 2));
+  // Every import the console sends names the community it reviewed (If-Match: the export's ETag).
+  const importsSent = [];
+  const onImport = (r) => { if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/import') importsSent.push(r); };
+  page.on('request', onImport);
   await page.locator('input[name="template-file"]').setInputFiles(tplFile);
   expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled before a review');
   await page.getByTestId('review').click();
@@ -867,15 +933,39 @@ try {
   expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled after prune changed');
   await page.getByTestId('review').click();
   await review.locator('tr[data-op="delete"][data-kind="channel"][data-id="lounge"]').waitFor();
-  const dryPrune = (await api('POST', '/import?dry_run=true&prune=true', token, edited)).json;
+  expect(await review.locator('tr[data-op="update"][data-kind="channel"][data-id="rules"]').count() === 1, 'the pruning review does not update rules');
+  await shot(page, 'settings-import-prune', { fullPage: true });
+  // The community changes after the review (rules gets the topic the
+  // template gives it): the apply is refused (412), nothing is applied,
+  // and the user is told to review again.
+  stage = 'settings: import, changed since the review';
+  const reviewedTag = (await api('GET', '/export', token)).etag;
+  const meanwhile = await api('PATCH', '/channels/rules', token, { topic: 'Read these first.' }, { 'Content-Type': 'application/merge-patch+json' });
+  expect(meanwhile.status === 200, `changing rules meanwhile answered ${meanwhile.status}`);
+  expect((await api('GET', '/export', token)).etag !== reviewedTag, 'the export ETag did not change with the community');
+  const staleSent = page.waitForResponse((r) => r.request().method() === 'POST' && /\/api\/import\?prune=true$/.test(r.url()));
+  await page.getByTestId('apply').click();
+  expect((await staleSent).status() === 412, `applying a stale review answered ${(await staleSent).status()}`);
+  await page.getByTestId('import-stale').waitFor();
+  await review.waitFor({ state: 'detached' });
+  expect((await page.getByTestId('import-stale').textContent()).includes('changed since you reviewed'), 'the stale import is not explained');
+  expect((await api('GET', '/roles/guests', token)).status === 404, 'a stale import applied something');
+  expect(await page.getByTestId('apply').getAttribute('data-reason') === 'review the changes first', 'Apply is not disabled after a stale apply');
+  await shot(page, 'settings-import-stale', { fullPage: true });
+  await page.getByTestId('review').click();
+  await review.locator('tr[data-op="delete"][data-kind="channel"][data-id="lounge"]').waitFor();
+  expect(await page.getByTestId('import-stale').count() === 0, 'the stale notice outlives a new review');
+  expect(await review.locator('tr[data-op="update"][data-kind="channel"][data-id="rules"]').count() === 0, 'the new review still updates rules');
+  const tagNow = (await api('GET', '/export', token)).etag;
+  const dryPrune = (await api('POST', '/import?dry_run=true&prune=true', token, edited, { 'If-Match': tagNow })).json;
   expect(await reviewed.count() === dryPrune.changes.length, `the pruning review lists ${await reviewed.count()} changes, the dry run ${dryPrune.changes.length}`);
   const applyLabel = await page.getByTestId('apply').textContent();
   expect(applyLabel.includes(`Apply ${dryPrune.changes.length} changes`) && applyLabel.includes('deletion'), `the apply button reads ${applyLabel}`);
-  await shot(page, 'settings-import-prune', { fullPage: true });
   stage = 'settings: import, applied';
   const importSent = page.waitForRequest((r) => r.method() === 'POST' && /\/api\/import\?prune=true$/.test(r.url()));
   await page.getByTestId('apply').click();
   expect((await importSent).postData() === JSON.stringify(edited), 'the import applied is not the template reviewed');
+  expect((await importSent).headers()['if-match'] === tagNow, `the import applied sent If-Match ${(await importSent).headers()['if-match']}, not ${tagNow}`);
   await page.getByTestId('applied').filter({ hasText: `Applied ${dryPrune.changes.length} change` }).waitFor();
   expect((await api('GET', '/roles/guests', token)).status === 200, 'the role guests was not created');
   expect((await api('GET', '/channels/announcements', token)).json?.topic === 'News.', 'the channel announcements was not created');
@@ -885,6 +975,9 @@ try {
   await page.getByTestId('review').click();
   await review.filter({ hasText: 'Nothing to change' }).waitFor();
   expect(await page.getByTestId('apply').getAttribute('data-reason') === 'nothing to change', 'Apply is not disabled with nothing to change');
+  page.off('request', onImport);
+  const noTag = importsSent.filter((r) => !r.headers()['if-match']).map((r) => r.url());
+  expect(importsSent.length >= 5 && noTag.length === 0, `imports sent without If-Match: ${noTag.join(', ')} (of ${importsSent.length})`);
   expectLive('role.created', 'role:guests');
   expectLive('channel.deleted', 'channel:lounge');
   summary.push(`template exported byte for byte, ${dryPrune.changes.length} changes reviewed then applied (prune chosen)`);
@@ -965,10 +1058,32 @@ try {
   await page.locator('[data-cell="ops/SEND_MESSAGES"]').click();
   await page.getByTestId('preview-why').waitFor();
   await fits('view as roles');
+  // Picked from the list, the details come into view with the focus (they are far below it).
+  const shownAndFocused = async (sel, what) => {
+    await page.waitForFunction((q) => document.activeElement === document.querySelector(q), sel).catch(() => {});
+    const at = await page.evaluate((q) => {
+      const el = document.querySelector(q);
+      const r = el?.getBoundingClientRect();
+      return { focused: document.activeElement === el, top: r?.top ?? -1, bottom: r?.bottom ?? -1, h: window.innerHeight };
+    }, sel);
+    expect(at.focused && at.top >= -1 && at.bottom <= at.h, `at 360 px ${what} is not in view with the focus: ${JSON.stringify(at)}`);
+  };
   await page.goto(`${base}/console/#/users`);
   await page.locator('[data-testid="user-list"] a', { hasText: 'Carol' }).click();
   await page.getByTestId('timeout').waitFor();
+  await shownAndFocused('#user-h', "Carol's details");
   await fits('users timeout');
+  await page.goto(`${base}/console/#/channels/ops`);
+  await page.locator('#settings-h').waitFor();
+  await page.locator('[data-channel="rules"] > a').click();
+  await page.locator('#settings-h', { hasText: 'Rules' }).waitFor();
+  await shownAndFocused('#settings-h', "#rules's settings");
+  // Every section's tab in sight (they wrap, none scrolled off screen).
+  const offTabs = await page.evaluate(() => [...document.querySelectorAll('nav.tabs a')].filter((a) => {
+    const r = a.getBoundingClientRect();
+    return r.left < 0 || r.right > window.innerWidth || r.width === 0;
+  }).map((a) => a.textContent));
+  expect(offTabs.length === 0, `at 360 px these tabs are off screen: ${offTabs.join(', ')}`);
   // The template as first exported: its review undoes the import (lounge back, the topic of rules).
   const firstFile = path.join(userDataDir, 'template-first.json');
   fs.writeFileSync(firstFile, exported);
@@ -983,9 +1098,51 @@ try {
 
   // -------------------------------------------------------------- moderator
   stage = 'moderator';
+  // #secret, which no one but the owner may view: the moderator (MANAGE_CHANNELS) knows of it.
+  expect((await api('POST', '/channels/secret/create', token, { name: 'Secret' })).status === 201, 'channel secret not created');
+  expect((await api('POST', '/channels/secret/permissions', token, { target_type: 'everyone', allow: [], deny: ['VIEW_CHANNEL'] })).status === 200,
+    'secret not hidden');
   await page.getByRole('button', { name: 'Sign out' }).click();
+  // Every API request the moderator's console makes, with its answer.
+  const modAnswers = [];
+  const onModAnswer = (r) => { if (new URL(r.url()).pathname.startsWith('/api/')) modAnswers.push([r.request().method(), new URL(r.url()).pathname, r.status()]); };
+  page.on('response', onModAnswer);
   await signIn(page, modToken);
   expect((await page.getByTestId('whoami').textContent()).includes('Moderators'), 'the moderator does not see their role');
+  stage = 'moderator: a channel they cannot view, in the tree';
+  await soft(stage, async () => {
+    await page.goto(`${base}/console/#/channels`);
+    const secretRow = page.locator('[data-channel="secret"] > a');
+    await secretRow.waitFor();
+    expect(await secretRow.getAttribute('data-viewable') === 'false', 'the moderator\'s tree does not mark #secret as not viewable');
+    expect((await secretRow.innerText()).includes('you cannot view it'), `the moderator's #secret row reads: ${await secretRow.innerText()}`);
+    const asked = modAnswers.length;
+    await secretRow.click();
+    await page.getByTestId('unviewable-channel').waitFor();
+    await page.waitForLoadState('networkidle');
+    const secretAsked = modAnswers.slice(asked).filter(([, p]) => p.startsWith('/api/channels/secret') || p.includes('channelID=secret'));
+    expect(secretAsked.length === 0, `the console asked for what the moderator cannot view: ${secretAsked.map((x) => x.join(' ')).join(', ')}`);
+    await shot(page, 'moderator-unviewable', { fullPage: true });
+    log('moderator: #secret listed in the tree, marked as one they cannot view; its details not asked for');
+  });
+  stage = 'moderator: the audit log';
+  await soft(stage, async () => {
+    const asked = modAnswers.length;
+    await page.goto(`${base}/console/#/audit`);
+    await page.getByTestId('audit').waitFor();
+    await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid="audit"] .ref')].some((r) => r.textContent === '…'));
+    await page.waitForLoadState('networkidle');
+    const refused = modAnswers.slice(asked).filter(([, , st]) => st >= 400);
+    expect(refused.length === 0, `the moderator's audit page was refused: ${refused.map((x) => x.join(' ')).join(', ')}`);
+    const byID = modAnswers.slice(asked).filter(([m, p]) => m === 'GET' && /^\/api\/channels\/[^/]+$/.test(p));
+    expect(byID.length === 0, `the moderator's audit page asked channels one by one: ${byID.map((x) => x[1]).join(', ')}`);
+    const secretRow = page.locator('[data-testid="audit"] tbody tr[data-type="channel.overwrite.set"][data-subject="channel:secret"]').first();
+    const t = (await secretRow.innerText()).replace(/\s+/g, ' ');
+    expect(t.includes('#Secret'), `the moderator's audit entry of #secret reads: ${t}`);
+    await shot(page, 'moderator-audit', { fullPage: true });
+    log(`moderator: the audit page made ${modAnswers.length - asked} requests, none refused; #secret named`);
+  });
+  page.off('response', onModAnswer);
   // Roles: no MANAGE_ROLES.
   await page.goto(`${base}/console/#/roles`);
   await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();
@@ -1029,6 +1186,9 @@ try {
   expect(await page.getByRole('button', { name: 'Preview' }).isDisabled(), 'Preview is enabled for the moderator');
   await page.goto(`${base}/console/#/settings`);
   expect(await page.getByTestId('export').getAttribute('data-reason') === 'only the owner may export or import templates', 'Export is not disabled for the moderator');
+  const readOnlyWords = await page.locator('.readonly').first().textContent();
+  expect(readOnlyWords === 'Read-only: only the owner may export or import templates.', `the settings read: ${readOnlyWords}`);
+  await reasonsVisible(page, 'moderator, settings');
   await shot(page, 'moderator-settings');
   log('moderator: timed Carol out for 60 s and ended it; Alice (above) disabled with the reason; bulk, view as roles and templates disabled with theirs');
   // The channel: may edit it (MANAGE_CHANNELS) but not its overwrites (MANAGE_ROLES in #ops).
@@ -1037,6 +1197,7 @@ try {
   const save = page.getByTestId('matrix-save');
   expect(await save.isDisabled() && (await save.getAttribute('data-reason')) === 'you need MANAGE_ROLES in #ops',
     `matrix save reason ${await save.getAttribute('data-reason')}`);
+  await reasonsVisible(page, 'moderator, #ops');
   await shot(page, 'moderator-channel', { fullPage: true });
   // The owner takes MANAGE_CHANNELS away meanwhile: the save is refused, and the 403 reads in words.
   const modsNow = await api('GET', '/roles/mods', token);
@@ -1049,6 +1210,33 @@ try {
   const words = (await refused.textContent()).replace(/\s+/g, ' ');
   expect(words.includes('you need MANAGE_CHANNELS in #ops') && !words.includes('{'), `the 403 reads: ${words}`);
   expect((await api('GET', '/channels/ops', token)).json?.topic === 'Where the moderators meet.', 'the refused save changed the topic');
+  // What the moderator may do here is computed again: Save disables itself, with the reason, and is not sent twice.
+  await page.waitForFunction(() => {
+    const b = [...document.querySelectorAll('#settings-h ~ form button[type="submit"]')][0];
+    return b?.disabled && b.dataset.reason === 'you need MANAGE_CHANNELS in #ops';
+  }).catch(() => failures.push('after the refused save, Save is not disabled with "you need MANAGE_CHANNELS in #ops"'));
+  expect(await page.locator('textarea[name="topic"]').isDisabled(), 'after the refused save, the topic is still editable');
+  expect((await refused.count()) === 1, 'the refusal is no longer shown');
+  await reasonsVisible(page, 'moderator, #ops after the refusal');
+  // With MANAGE_ROLES in #rules the moderator may set overwrites there, but
+  // only of what they hold: the other cells are greyed, and say why in words.
+  stage = 'moderator: cells they may not grant';
+  await soft(stage, async () => {
+    expect((await api('POST', '/channels/rules/permissions', token, { target_type: 'role', target_id: 'mods', allow: ['MANAGE_ROLES'], deny: [] })).status === 200,
+      'MANAGE_ROLES in #rules not given to mods');
+    await page.goto(`${base}/console/#/channels/rules`);
+    await page.getByTestId('matrix').waitFor();
+    const cellsWhy = page.getByTestId('cells-why');
+    await cellsWhy.waitFor();
+    const says = (await cellsWhy.textContent()).replace(/\s+/g, ' ');
+    expect(says.includes('you do not hold') && says.includes('so you cannot grant or revoke'), `the greyed cells say: ${says}`);
+    const cells = page.locator('[data-testid="matrix"] tr[data-row="everyone"] button.tri');
+    const disabled = await page.locator('[data-testid="matrix"] tr[data-row="everyone"] button.tri[disabled]').count();
+    expect(disabled > 0 && disabled < await cells.count(), `${disabled} of ${await cells.count()} cells disabled for the moderator in #rules`);
+    await reasonsVisible(page, 'moderator, #rules');
+    await shot(page, 'moderator-cells-why', { fullPage: true });
+    log(`moderator in #rules: ${disabled} cells greyed, saying "${says}"`);
+  });
   await shot(page, 'moderator-403');
   summary.push(`moderator: disabled controls with reasons, 403 reads "${words.match(/Refused: [^.]*?#ops/)?.[0]}"`);
   log(`moderator: controls disabled with reasons; the refused save reads "${words}"`);
@@ -1089,6 +1277,7 @@ try {
     expect(await opsRow.getAttribute('draggable') === 'false', 'a member can drag channels');
     expect((await page.locator('#move-why').textContent()).includes('you need MANAGE_CHANNELS'), 'moving channels is not disabled with the reason');
     await reasonOf(page.getByRole('button', { name: 'Create channel' }), 'you need MANAGE_CHANNELS', 'create a channel');
+    await reasonsVisible(page, 'member, channels');
     await page.goto(`${base}/console/#/users`);
     await page.locator('[data-testid="user-list"] a', { hasText: 'Alice' }).click();
     await page.locator('#user-h').filter({ hasText: 'Alice' }).waitFor();
@@ -1102,6 +1291,7 @@ try {
     await page.locator('select[name="bulk-role"]').selectOption('regulars');
     await reasonOf(page.getByTestId('bulk-add'), 'you need MANAGE_ROLES', 'bulk add');
     await reasonOf(page.getByTestId('bulk-remove'), 'you need MANAGE_ROLES', 'bulk remove');
+    await reasonsVisible(page, 'member, users');
     await shot(page, 'member-users', { fullPage: true });
     await page.goto(`${base}/console/#/roles`);
     await page.locator('[data-role="regulars"]').click();
@@ -1109,9 +1299,17 @@ try {
     await page.goto(`${base}/console/#/preview`);
     await page.locator('.readonly', { hasText: 'you need MANAGE_ROLES' }).waitFor();
     await reasonOf(page.getByRole('button', { name: 'Preview' }), 'you need MANAGE_ROLES', 'view as roles');
+    await reasonsVisible(page, 'member, view as roles');
+    // Why? about someone else: Explain disabled, the reason beside it.
+    await page.goto(`${base}/console/#/permissions`);
+    await page.locator('input[name="why-user"]').fill('carol');
+    await page.locator('.suggest button', { hasText: 'carol' }).click();
+    await reasonOf(page.getByRole('button', { name: 'Explain' }), 'you need MANAGE_ROLES', 'explain for someone else');
+    await reasonsVisible(page, 'member, Why?');
     await page.goto(`${base}/console/#/settings`);
     await reasonOf(page.getByTestId('export'), 'only the owner may export or import templates', 'export');
     await reasonOf(page.getByTestId('review'), 'only the owner may export or import templates', 'import');
+    await reasonsVisible(page, 'member, settings');
     await shot(page, 'member-settings');
     log('member: moving channels, timeouts, bulk role changes, view as roles and templates are disabled, each with its reason');
   });

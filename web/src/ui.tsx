@@ -40,12 +40,13 @@ export function Why(props: { reason: string | null | undefined }): JSX.Element |
   return <span class="why">Disabled: {props.reason}</span>;
 }
 
-/** A section-wide banner for read-only views. */
-export function ReadOnly(props: { reason: string | null | undefined; what: string }): JSX.Element | null {
+/** A section-wide banner for read-only views ("Read-only: you need X to do Y."; a reason that says what it refuses stands alone). */
+export function ReadOnly(props: { reason: string | null | undefined; what?: string }): JSX.Element | null {
   if (!props.reason) return null;
   return (
     <p class="readonly" role="note">
-      Read-only: {props.reason} to {props.what}.
+      Read-only: {props.reason}
+      {props.what ? ` to ${props.what}` : ""}.
     </p>
   );
 }
@@ -172,4 +173,21 @@ export function bytes(n: number): string {
 /** Whether an error is a 412 (the resource changed meanwhile). */
 export function isStale(e: unknown): boolean {
   return e instanceof ApiError && e.status === 412;
+}
+
+/**
+ * On a narrow screen (one column) the details of what was just picked show
+ * far below the list: scroll them into view and move the focus there (to
+ * the first element matching `selector`), so that neither eyes nor keyboard
+ * have to look for them. A wide screen shows them beside the list: nothing moves.
+ */
+export function revealDetail(selector: string): void {
+  if (!window.matchMedia("(max-width: 900px)").matches) return;
+  window.setTimeout(() => {
+    const el = document.querySelector<HTMLElement>(selector);
+    if (!el) return;
+    if (!el.hasAttribute("tabindex")) el.tabIndex = -1;
+    el.focus({ preventScroll: true });
+    el.scrollIntoView({ block: "start" });
+  }, 0);
 }

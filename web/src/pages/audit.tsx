@@ -6,8 +6,8 @@ import type { ComponentChildren, JSX } from "preact";
 import { createContext, Fragment } from "preact";
 import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { need } from "../access";
-import { ok, type AuditEvent } from "../api";
-import { eventTypes, useConsole, type Console } from "../state";
+import { ok, type AuditEvent, type Channel } from "../api";
+import { eventTypes, listChannels, useConsole, type Console } from "../state";
 import { Btn, ProblemBox, ReadOnly, useAction, when } from "../ui";
 
 interface Filters {
@@ -206,6 +206,37 @@ function show(v: unknown): string {
   return String(v);
 }
 
+/** A value as show() writes it, but a category (parent_id) by name. */
+function Shown(props: { v: unknown }): JSX.Element {
+  const { v } = props;
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return <>{show(v)}</>;
+  return joinedWith(
+    Object.entries(v as Record<string, unknown>).map(([k, x]) =>
+      k === "parent_id" ? (
+        <>category: {typeof x === "string" && x ? <Ref kind="channel" id={x} /> : "none"}</>
+      ) : (
+        <>
+          {k}: {show(x)}
+        </>
+      ),
+    ),
+    "; ",
+  );
+}
+
+function joinedWith(items: JSX.Element[], sep: string): JSX.Element {
+  return (
+    <>
+      {items.map((x, i) => (
+        <Fragment key={i}>
+          {i > 0 && sep}
+          {x}
+        </Fragment>
+      ))}
+    </>
+  );
+}
+
 /** Where a moved channel was or went: its category by name and its position. */
 function Place(props: { at: unknown }): JSX.Element {
   const at = typeof props.at === "object" && props.at !== null ? (props.at as Record<string, unknown>) : {};
@@ -285,6 +316,7 @@ function Change(props: { event: AuditEvent }): JSX.Element {
     if (k === "role_id" && typeof v === "string") rows.push(["role", <Ref kind="role" id={v} />]);
     else if (k === "channel_id" && typeof v === "string") rows.push(["channel", <Ref kind="channel" id={v} />]);
     else if (k === "token_id" && typeof v === "string") rows.push(["token", <Ref kind="token" id={v} />]);
+    else if (k === "parent_id") rows.push(["category", typeof v === "string" && v ? <Ref kind="channel" id={v} /> : "none"]);
     else if (k === "synced_from") {
       // null when the category is hidden from the reader
       if (typeof v === "string") rows.push(["copied from", <Ref kind="channel" id={v} />]);
@@ -315,7 +347,7 @@ function Change(props: { event: AuditEvent }): JSX.Element {
         </div>
       ) : before !== undefined || after !== undefined ? (
         <span class="sub">
-          before: {show(before)} → after: {show(after)}
+          before: <Shown v={before} /> → after: <Shown v={after} />
         </span>
       ) : null}
       {rows.length > 0 && (
@@ -464,7 +496,8 @@ function refsOf(e: AuditEvent): [string, string][] {
   if (typeof d.token_id === "string" && kind === "user") out.push([`token:${d.token_id}`, id]);
   if ((d.target_type === "role" || d.target_type === "user") && typeof d.target_id === "string") out.push([`${d.target_type}:${d.target_id}`, ""]);
   if (typeof d.synced_from === "string") out.push([`channel:${d.synced_from}`, ""]);
-  if (e.type === "channel.moved") {
+  if (typeof d.parent_id === "string") out.push([`channel:${d.parent_id}`, ""]);
+  if (e.type === "channel.moved" || e.type === "channel.updated") {
     for (const at of [d.before, d.after]) {
       const parent = typeof at === "object" && at !== null ? (at as Record<string, unknown>).parent_id : undefined;
       if (typeof parent === "string" && parent) out.push([`channel:${parent}`, ""]);
@@ -489,10 +522,12 @@ function useNames(c: Console, items: AuditEvent[] | null): Names {
   const [tried, setTried] = useState<ReadonlySet<string>>(new Set());
   const asked = useRef(new Set<string>());
   const tokenLists = useRef(new Map<string, Promise<[string, string][]>>());
+  const channels = useRef<Promise<Channel[]> | null>(null);
   const roleNow = (key: string) => (key.startsWith("role:") ? c.roles.find((r) => `role:${r.id}` === key)?.name : undefined);
   const name = (key: string) => learned.get(key) ?? roleNow(key) ?? fetched.get(key);
 
   useEffect(() => {
+    const channelList = () => (channels.current ??= listChannels(c).catch(() => []));
     const history = async (subject: string, type?: string): Promise<[string, string][]> => {
       const r = await ok(c.api.GET("/audit-log", { params: { query: { subject, limit: 200, ...(type ? { type } : {}) } } }));
       return [...namesIn(r.data.items)];
@@ -504,7 +539,11 @@ function useNames(c: Console, items: AuditEvent[] | null): Names {
         return [[key, u.data.display_name || u.data.username]];
       }
       if (kind === "role") return [[key, (await ok(c.api.GET("/roles/{roleID}", { params: { path: { roleID: id } } }))).data.name]];
-      return [[key, (await ok(c.api.GET("/channels/{channelID}", { params: { path: { channelID: id } } }))).data.name]];
+      // Channels by the list, which holds every channel the caller may know
+      // of: asking for one by ID is refused (404) for one they cannot view.
+      const ch = (await channelList()).find((x) => x.id === id);
+      if (!ch) throw new Error(`channel ${id} is not listed`);
+      return [[key, ch.name]];
     };
     const tokens = (userID: string): Promise<[string, string][]> => {
       let p = tokenLists.current.get(userID);

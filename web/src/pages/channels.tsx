@@ -19,7 +19,7 @@ import {
   type User,
 } from "../api";
 import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
-import { Btn, Confirm, isStale, ProblemBox, ReadOnly, TriCell, useAction, Why, type Tri } from "../ui";
+import { Btn, Confirm, isStale, ProblemBox, ReadOnly, revealDetail, TriCell, useAction, Why, type Tri } from "../ui";
 import { Attachments } from "./attachments";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -61,6 +61,8 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
   const [channels, setChannels] = useState<Channel[] | null>(null);
   const list = useAction();
   const mover = useAction();
+  // Said aloud when a keyboard move cannot go further (the first or last of its category).
+  const [edge, setEdge] = useState<string | null>(null);
   const reload = () => list.run(async () => setChannels(await listChannels(c)));
   useEffect(() => {
     void reload();
@@ -69,6 +71,8 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
       if (e.type.startsWith("channel.") && !e.type.startsWith("channel.attachment.")) void reload();
     });
   }, []);
+  // The channel the page opened on (from its address) stays where it is; one picked later is brought into view.
+  const opened = useRef(props.selected);
   const createReason = need(c.access, "MANAGE_CHANNELS");
   const moveReason = need(c.access, "MANAGE_CHANNELS");
 
@@ -118,7 +122,13 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
     const parent = ch.parent_id ?? null;
     const sibs = siblingsOf(channels, parent);
     const i = sibs.findIndex((x) => x.id === ch.id);
-    if (i < 0 || i + by < 0 || i + by >= sibs.length) return;
+    if (i < 0) return;
+    if (i + by < 0 || i + by >= sibs.length) {
+      const where = parent === null ? "the top level" : categoryName(channels, parent);
+      setEdge(`${channelLabel(ch)} is already ${by < 0 ? "first" : "last"} in ${where}${parent === null ? "" : "; drag it, or change its category in its settings, to take it out"}.`);
+      return;
+    }
+    setEdge(null);
     void place(ch, parent, i + by);
   };
 
@@ -132,6 +142,9 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
         </p>
         <ProblemBox error={list.error} names={c.names} />
         <ProblemBox error={mover.error} names={c.names} onClose={() => mover.setError(null)} />
+        <p class="hint edge" role="status" data-testid="move-edge">
+          {edge}
+        </p>
         {channels === null ? (
           <p class="loading">Loading…</p>
         ) : channels.length === 0 ? (
@@ -150,7 +163,14 @@ export function ChannelsPage(props: { selected: string }): JSX.Element {
       </section>
       <section class="detail">
         {props.selected ? (
-          <ChannelDetail key={props.selected} id={props.selected} listed={selected} channels={channels ?? []} onChanged={reload} />
+          <ChannelDetail
+            key={props.selected}
+            id={props.selected}
+            listed={selected}
+            channels={channels ?? []}
+            onChanged={reload}
+            reveal={props.selected !== opened.current}
+          />
         ) : (
           <p class="muted">Pick a channel to see its settings, permissions and attachments.</p>
         )}
@@ -193,7 +213,8 @@ function ChannelTree(props: {
         aria-current={props.selected === ch.id ? "true" : undefined}
         aria-describedby={reason ? "move-why" : undefined}
         draggable={reason === null && !props.busy}
-        class={`${cat ? "cat" : ""}${over && (over === `before:${ch.id}` || over === `into:${ch.id}`) ? ` drop-${over.split(":")[0]}` : ""}${dragging?.id === ch.id ? " dragging" : ""}`}
+        data-viewable={ch.viewable === false ? "false" : undefined}
+        class={`${cat ? "cat" : ""}${ch.viewable === false ? " unviewable" : ""}${over && (over === `before:${ch.id}` || over === `into:${ch.id}`) ? ` drop-${over.split(":")[0]}` : ""}${dragging?.id === ch.id ? " dragging" : ""}`}
         onKeyDown={(e) => {
           if (e.altKey && (e.key === "ArrowUp" || e.key === "ArrowDown")) {
             e.preventDefault();
@@ -239,6 +260,11 @@ function ChannelTree(props: {
           </>
         )}
         {orphan && <span class="sub">in a category you cannot see</span>}
+        {ch.viewable === false && (
+          <span class="sub unviewable" data-testid="unviewable">
+            you cannot view it (you know of it as a manager)
+          </span>
+        )}
         {!cat && ch.topic && <span class="sub">{ch.topic}</span>}
       </a>
     );
@@ -379,7 +405,7 @@ interface Around {
   onChanged: () => Promise<unknown>;
 }
 
-function ChannelDetail(props: { id: string; listed: Channel | undefined } & Around): JSX.Element {
+function ChannelDetail(props: { id: string; listed: Channel | undefined; reveal: boolean } & Around): JSX.Element {
   const c = useConsole();
   const [state, setState] = useState<Loaded | null>(null);
   const [attachmentCount, setAttachmentCount] = useState(0);
@@ -425,15 +451,41 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined } & Arou
         users,
       });
     });
+  // Picked from the tree: on a narrow screen, show it (once there is something to show).
+  const ready = state !== null || missing || props.listed?.viewable === false;
+  const revealed = useRef(false);
   useEffect(() => {
-    if (!missing) void load();
-  }, [props.id]);
+    if (ready && props.reveal && !revealed.current) {
+      revealed.current = true;
+      revealDetail(".detail h2, .detail [role=alert]");
+    }
+  }, [ready]);
+  // A channel the caller knows of but cannot view (a holder of
+  // MANAGE_CHANNELS or MANAGE_ROLES sees it listed): its details would be 404.
+  const unviewable = props.listed?.viewable === false;
+  useEffect(() => {
+    if (!missing && !unviewable) void load();
+  }, [props.id, unviewable]);
   // The list changed this channel (moved it, synced or unsynced it, renamed
   // it): show it as it is now.
   const version = props.listed ? versionOf(props.listed) : null;
   useEffect(() => {
     if (version !== null && state !== null && !loader.busy && versionOf(state.channel) !== version) void load();
   }, [version]);
+  if (props.listed && unviewable) {
+    const ch = props.listed;
+    return (
+      <div class="card" role="note" data-testid="unviewable-channel">
+        <h2>
+          {channelLabel(ch)} <span class="muted">{ch.id}</span> <span class="badge warn">you cannot view it</span>
+        </h2>
+        <p>
+          You may not view this {ch.kind === "category" ? "category" : "channel"} (you lack VIEW_CHANNEL in it), so its settings, permission overwrites and
+          attachments are not shown. It is listed because you manage channels or roles, which needs knowing every channel.
+        </p>
+      </div>
+    );
+  }
   if (missing) {
     return (
       <div class="problem" role="alert" data-status="404" data-code="not_found" data-testid="no-channel">
@@ -472,6 +524,16 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined } & Arou
       <Attachments channel={state.channel} mine={state.mine} onCount={setAttachmentCount} />
     </div>
   );
+}
+
+/** Whether an error is a 403 (what the caller may do changed since it was computed). */
+function refused(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 403;
+}
+
+/** Moves the focus to an element once the page is drawn again (after a save, the form is new). */
+function focusSoon(id: string): void {
+  window.setTimeout(() => document.getElementById(id)?.focus(), 0);
 }
 
 /** What the list says of a channel that its page shows. */
@@ -529,6 +591,12 @@ function ChannelSettings(
     if (err === null || isStale(err)) {
       props.onStale(isStale(err) ? err : null);
       await props.onChanged();
+      // The form is drawn anew for the saved state: keep the keyboard here, not on <body>.
+      if (err === null) focusSoon("settings-h");
+    } else if (refused(err)) {
+      // What I may do in this channel changed: recompute it, so that the
+      // controls disable themselves with the reason (the refusal stays shown).
+      await props.onChanged();
     }
   };
   const save = async (e: Event) => {
@@ -551,7 +619,9 @@ function ChannelSettings(
   };
   // Replaces the channel's overwrites with its category's.
   const syncReason = reason ?? need(c.access, "MANAGE_ROLES");
+  const [confirmSync, setConfirmSync] = useState(false);
   const sync = async () => {
+    setConfirmSync(false);
     const err = await act.run(async () => {
       await ok(
         c.api.PATCH("/channels/{channelID}", {
@@ -580,7 +650,7 @@ function ChannelSettings(
   const children = props.channels.filter((x) => x.parent_id === channel.id).length;
   return (
     <section class="card" aria-labelledby="settings-h">
-      <h2 id="settings-h">
+      <h2 id="settings-h" tabIndex={-1}>
         {category ? channel.name : `#${channel.name}`} <span class="muted">{channel.id}</span>
         {category && <span class="badge">category</span>}
         <SyncBadge channel={channel} channels={props.channels} />
@@ -613,7 +683,7 @@ function ChannelSettings(
               Save
             </Btn>
             {channel.parent_id && !channel.synced && (
-              <Btn reason={syncReason} busy={act.busy} onClick={() => void sync()} testid="sync">
+              <Btn reason={syncReason} busy={act.busy} onClick={() => setConfirmSync(true)} testid="sync">
                 Sync with {categoryName(props.channels, channel.parent_id)}
               </Btn>
             )}
@@ -628,6 +698,23 @@ function ChannelSettings(
         <ProblemBox error={props.stale} names={c.names} onClose={() => props.onStale(null)} />
       ) : null}
       {!isStale(act.error) && <ProblemBox error={act.error} names={c.names} />}
+      {confirmSync && channel.parent_id && (
+        <Confirm
+          title={`Sync #${channel.name} with ${categoryName(props.channels, channel.parent_id)}?`}
+          confirm={`Sync with ${categoryName(props.channels, channel.parent_id)}`}
+          onConfirm={() => void sync()}
+          onCancel={() => setConfirmSync(false)}
+        >
+          <p>
+            This replaces the{" "}
+            <strong>
+              {overwrites} permission overwrite{overwrites === 1 ? "" : "s"}
+            </strong>{" "}
+            of #{channel.name} with a copy of the category {categoryName(props.channels, channel.parent_id)}'s. Its own are lost; an edit of the category's
+            will reach it from then on.
+          </p>
+        </Confirm>
+      )}
       {confirm && (
         <Confirm
           title={`Delete ${category ? channel.name : `#${channel.name}`}?`}
@@ -731,6 +818,10 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
     if (err === null || isStale(err)) {
       props.onStale(isStale(err) ? err : null);
       await props.onReload();
+      if (err === null) focusSoon("matrix-h");
+    } else if (refused(err)) {
+      // Recompute what I may do here: Save and the cells disable themselves with the reason.
+      await props.onReload();
     }
   };
 
@@ -764,10 +855,15 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
   const children = category ? props.channels.filter((x) => x.parent_id === channel.id) : [];
   const synced = children.filter((x) => x.synced);
   const syncedNames = synced.map((x) => `#${x.name}`).join(", ");
+  // Why some cells are greyed, in words next to the matrix (a tooltip alone reaches neither keyboard nor touch).
+  const unheld = reason === null ? cols.filter((p) => grantReason(c.access, [p.name], mine) !== null).map((p) => p.name) : [];
+  const cellReasons = unheld.length > 0 ? [grantReason(c.access, unheld, mine) ?? ""] : [];
 
   return (
     <section class="card" aria-labelledby="matrix-h">
-      <h2 id="matrix-h">Permissions in {channelLabel(channel)}</h2>
+      <h2 id="matrix-h" tabIndex={-1}>
+        Permissions in {channelLabel(channel)}
+      </h2>
       <p class="hint">
         Overwrites change what each target may do in this {category ? "category" : "channel"}: <span class="tri allow">✓</span> allow, <span class="tri inherit">/</span> inherit,{" "}
         <span class="tri deny">✗</span> deny. Click a cell (or focus it and press Space) to cycle.
@@ -868,6 +964,11 @@ function Matrix(props: { state: Loaded; onReload: () => Promise<unknown>; channe
         </Btn>
         <Why reason={reason} />
       </div>
+      {reason === null && cellReasons.length > 0 && (
+        <p class="why" data-testid="cells-why">
+          Some cells are disabled: {cellReasons.join("; ")}.
+        </p>
+      )}
       {edits.size > 0 && synced.length > 0 && (
         <p class="warn" role="status" data-testid="sync-warning">
           Saving also changes {synced.length} synced channel{synced.length === 1 ? "" : "s"}: {syncedNames}.

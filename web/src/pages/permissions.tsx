@@ -6,7 +6,7 @@ import { useEffect, useState } from "preact/hooks";
 import { need } from "../access";
 import { ifMatch, ok, type Channel, type Explanation, type Permission, type Schemas, type User } from "../api";
 import { channelLabel, listChannels, useConsole, type Console } from "../state";
-import { Btn, isStale, ProblemBox, ReadOnly, useAction } from "../ui";
+import { Btn, isStale, ProblemBox, ReadOnly, useAction, Why as Disabled } from "../ui";
 
 export function PermissionsPage(): JSX.Element {
   return (
@@ -101,7 +101,9 @@ function GlobalPermissions(): JSX.Element {
 export function stepWords(c: Console, s: Schemas["ExplanationStep"], channel: Pick<Channel, "id"> | null, channels: readonly Channel[] = []): string {
   const verb = s.effect === "allow" ? (s.kind.startsWith("overwrite") ? "allowed" : "granted") : "denied";
   const from = s.from_category ? ` (copied from category ${channels.find((x) => x.id === s.from_category)?.name ?? s.from_category})` : "";
-  const inCh = (channel ? ` in #${channel.id}` : "") + from;
+  // The channel as its heading names it ("#Operations"), its ID only when it is not listed.
+  const listed = channel ? channels.find((x) => x.id === channel.id) : undefined;
+  const inCh = (channel ? ` in ${listed ? channelLabel(listed) : `#${channel.id}`}` : "") + from;
   switch (s.kind) {
     case "owner":
       return "granted: the owner has every permission";
@@ -216,6 +218,7 @@ function Why(): JSX.Element {
         <Btn type="submit" kind="primary" reason={user ? reason : "pick a user first"} busy={act.busy}>
           Explain
         </Btn>
+        <Disabled reason={user ? reason : "pick a user first"} />
       </form>
       <ProblemBox error={act.error} names={c.names} />
       {result && (

@@ -6,9 +6,9 @@
 import type { ComponentChildren, JSX } from "preact";
 import { useState } from "preact/hooks";
 import { templateReason } from "../access";
-import { ApiError, ok, type Schemas } from "../api";
+import { ApiError, ifMatch, ok, type Schemas } from "../api";
 import { useConsole } from "../state";
-import { Btn, ProblemBox, ReadOnly, useAction, Why } from "../ui";
+import { Btn, isStale, ProblemBox, ReadOnly, useAction, Why } from "../ui";
 
 type Template = Schemas["Template"];
 type Change = Schemas["TemplateChange"];
@@ -47,7 +47,7 @@ function Export(): JSX.Element {
         The community's structure as a file: the global permissions, the roles (order, colour, permissions) and the channels and categories (order, topic,
         the @everyone and role overwrites). No users, tokens, attachments or user overwrites.
       </p>
-      <ReadOnly reason={reason} what="export or import templates" />
+      <ReadOnly reason={reason} />
       <div class="row wrap">
         <Btn kind="primary" reason={reason} busy={act.busy} onClick={() => void download()} testid="export">
           Download template (.json)
@@ -68,6 +68,8 @@ interface Review {
   template: Template;
   prune: boolean;
   changes: Change[];
+  /** The export's ETag when reviewed: the apply is refused (412) if the community changed since. */
+  etag: string;
 }
 
 function Import(): JSX.Element {
@@ -78,10 +80,12 @@ function Import(): JSX.Element {
   const [prune, setPrune] = useState(false);
   const [review, setReview] = useState<Review | null>(null);
   const [applied, setApplied] = useState<number | null>(null);
+  const [stale, setStale] = useState(false);
   const act = useAction();
   const choose = async (f: File | undefined) => {
     setReview(null);
     setApplied(null);
+    setStale(false);
     setFile(null);
     setFileError(null);
     act.setError(null);
@@ -95,23 +99,42 @@ function Import(): JSX.Element {
       setFileError(`${f.name} is not a template: ${e instanceof Error ? e.message : String(e)}`);
     }
   };
-  const send = (template: Template, dryRun: boolean, pruning: boolean) =>
-    ok(c.api.POST("/import", { params: { query: { ...(dryRun ? { dry_run: true } : {}), ...(pruning ? { prune: true } : {}) } }, body: template }));
+  // Both the review (the dry run) and the apply name the community they were
+  // made against (the export's ETag), so a change made meanwhile is a 412, not
+  // an apply of something nobody reviewed; the server insists when pruning.
+  const send = (template: Template, dryRun: boolean, pruning: boolean, etag: string) =>
+    ok(
+      c.api.POST("/import", {
+        params: { query: { ...(dryRun ? { dry_run: true } : {}), ...(pruning ? { prune: true } : {}) }, header: ifMatch(etag) },
+        body: template,
+      }),
+    );
   const reviewIt = async () => {
     if (!file) return;
     setApplied(null);
-    await act.run(async () => {
-      const r = await send(file.template, true, prune);
-      setReview({ template: file.template, prune, changes: r.data.changes });
+    setStale(false);
+    const err = await act.run(async () => {
+      const current = await ok(c.api.GET("/export", { parseAs: "blob" }));
+      const r = await send(file.template, true, prune, current.etag);
+      setReview({ template: file.template, prune, changes: r.data.changes, etag: current.etag });
     });
+    stale412(err);
+  };
+  /** A 412: what was reviewed is no longer what would be applied, so it must be reviewed again. */
+  const stale412 = (err: unknown) => {
+    if (!isStale(err)) return;
+    setReview(null);
+    setStale(true);
+    act.setError(null);
   };
   const apply = async () => {
     if (!review) return;
     const err = await act.run(async () => {
-      const r = await send(review.template, false, review.prune);
+      const r = await send(review.template, false, review.prune, review.etag);
       setApplied(r.data.changes.length);
       setReview(null);
     });
+    stale412(err);
     if (err === null) await c.refresh();
   };
   const deletes = review ? review.changes.filter((x) => x.op === "delete").length : 0;
@@ -124,7 +147,7 @@ function Import(): JSX.Element {
         Makes the roles and channels what the template says, matched by ID: what is missing is created, what differs is updated. Every change is listed for
         review before anything is written.
       </p>
-      <ReadOnly reason={reason} what="export or import templates" />
+      <ReadOnly reason={reason} />
       <fieldset disabled={reason !== null}>
         <label>
           Template file{" "}
@@ -169,6 +192,11 @@ function Import(): JSX.Element {
         <Why reason={reason ? null : applyReason} />
       </fieldset>
       <ProblemBox error={act.error} names={c.names} />
+      {stale && (
+        <p class="problem stale" role="alert" data-testid="import-stale">
+          <strong>The community changed since you reviewed, so nothing was applied.</strong> Review the changes again to see what the template changes now.
+        </p>
+      )}
       {act.error instanceof ApiError && act.error.status === 400 && <p class="hint">Nothing was changed: the template must be fixed first.</p>}
       {applied !== null && (
         <p class="done" role="status" data-testid="applied">

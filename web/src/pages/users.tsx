@@ -1,11 +1,11 @@
 // Users: paged and searchable (q, role, status), create, edit, suspend,
 // delete, assign and remove roles, tokens (a new secret is shown once; revoke).
 import type { JSX } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { bulkRoleReason, grantReason, holderReason, need, problemWords, roleReason, timeoutReason, tokenReason, userReason, type Names } from "../access";
 import { ApiError, done, ifMatch, mergePatch, ok, type Token, type User } from "../api";
 import { byOthers, useConsole } from "../state";
-import { Btn, Confirm, isStale, ProblemBox, ReadOnly, useAction, when, Why } from "../ui";
+import { Btn, Confirm, isStale, ProblemBox, ReadOnly, revealDetail, useAction, when, Why } from "../ui";
 
 type Status = "active" | "suspended";
 
@@ -64,6 +64,14 @@ export function UsersPage(): JSX.Element {
       return next;
     });
   const onPage = page?.items ?? [];
+  // A timeout ends by itself: draw the list again when the first one shown ends, so its badge goes with it.
+  const [now, setNow] = useState(Date.now());
+  const nextEnd = Math.min(...onPage.map((u) => (timeoutLeft(u, now) > 0 ? Date.parse(u.timeout_until ?? "") : Infinity)));
+  useEffect(() => {
+    if (!Number.isFinite(nextEnd)) return;
+    const t = window.setTimeout(() => setNow(Date.now()), Math.min(Math.max(nextEnd - Date.now() + 50, 0), 2 ** 31 - 1));
+    return () => window.clearTimeout(t);
+  }, [nextEnd]);
   const pickedHere = onPage.filter((u) => picked.has(u.id)).length;
   const allHere = onPage.length > 0 && pickedHere === onPage.length;
   const pickAll = (on: boolean) =>
@@ -156,7 +164,11 @@ export function UsersPage(): JSX.Element {
                 >
                   <strong>{u.display_name || u.username}</strong> <span class="muted">@{u.username}</span>
                   {u.status === "suspended" && <span class="badge warn">suspended</span>}
-                  {timeoutLeft(u, Date.now()) > 0 && <span class="badge warn">timed out</span>}
+                  {timeoutLeft(u, now) > 0 && (
+                    <span class="badge warn" data-testid="timed-out">
+                      timed out
+                    </span>
+                  )}
                   {u.is_owner && <span class="badge">owner</span>}
                   <span class="sub">{u.roles.map(c.names.role).join(", ") || "no roles"}</span>
                 </a>
@@ -326,6 +338,14 @@ function UserDetail(props: { id: string; version: number; onChanged: () => Promi
       const r = await ok(c.api.GET("/users/{userID}", { params: { path: { userID: props.id } } }));
       setUser({ user: r.data, etag: r.etag });
     });
+  // Picked from the list: on a narrow screen, show it (once it is loaded).
+  const revealed = useRef(false);
+  useEffect(() => {
+    if ((user || loader.error) && !revealed.current) {
+      revealed.current = true;
+      revealDetail(".detail h2, .detail [role=alert]");
+    }
+  }, [user, loader.error]);
   // After one's own change: this user and the list it shows in.
   const changed = async () => {
     await load();
