@@ -1333,7 +1333,10 @@ export interface paths {
         };
         /**
          * List a user's tokens
-         * @description The user's tokens, metadata only (the secret is never shown again), newest first.
+         * @description The user's tokens, metadata only (the secret is never shown again), newest first,
+         *     in one page: at most the token limit (25 by default; see `createToken`).
+         *     Expired tokens are listed until the user's next token is created,
+         *     which removes them.
          *
          *     **Permission:** the user themself, or the owner, whatever the caller's
          *     permissions (else `403 self_or_owner_only`).
@@ -1348,7 +1351,9 @@ export interface paths {
          *     A user holds at most 25 tokens (by default; the owner's first token
          *     and those `guildhall token create` prints count too, expired ones do
          *     not): one more is a `409` `limit_exceeded` with `limit: tokens`,
-         *     whoever asks. Revoking a token (`deleteToken`) frees its place. All
+         *     whoever asks. Creating a token first removes the user's expired
+         *     tokens (no event records that), so they stop being listed and never
+         *     take a place. Revoking a token (`deleteToken`) frees its place. All
          *     of a user's tokens share one rate-limit budget.
          *
          *     **Permission:** the user themself, or the owner, whatever the caller's
