@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oapi-codegen/nullable"
 
@@ -187,4 +188,28 @@ func ExampleClientWithResponses_GetAttachmentWithResponse() {
 	// Output:
 	// 201 17 text/plain
 	// 206 "hello" bytes 0-4/17
+}
+
+// Ending a timeout sends `null`, which the client keeps apart from an
+// absent member because gen/api is generated with nullable-type: true.
+func ExampleClientWithResponses_PatchUserWithApplicationMergePatchPlusJSONBodyWithResponse() {
+	ctx := context.Background()
+	owner := client(server.Owner)
+	u, err := owner.CreateUserWithResponse(ctx, &api.CreateUserParams{}, api.CreateUserJSONRequestBody{Username: "example-erin"})
+	if err != nil {
+		panic(err)
+	}
+	id := u.JSON201.Id
+	out, err := owner.PatchUserWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, id, &api.PatchUserParams{},
+		api.UserPatch{TimeoutUntil: nullable.NewNullableWithValue(time.Now().Add(time.Hour))})
+	if err != nil {
+		panic(err)
+	}
+	back, err := owner.PatchUserWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, id, &api.PatchUserParams{},
+		api.UserPatch{TimeoutUntil: nullable.NewNullNullable[time.Time]()})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(out.StatusCode(), out.JSON200.TimeoutUntil != nil, back.StatusCode(), back.JSON200.TimeoutUntil != nil)
+	// Output: 200 true 200 false
 }

@@ -19,6 +19,9 @@ type authzRequirement struct {
 	Permissions []string
 	Scope       string // global, channel or public
 	Rule        string // "" or one of authzRules
+	// Fields maps a request body member to the permissions it needs instead
+	// of Permissions (patchUser's timeout_until: MODERATE_MEMBERS).
+	Fields map[string][]string
 }
 
 // authzRule is what a rule of x-required-permissions obliges the operation's
@@ -32,18 +35,17 @@ type authzRule struct {
 // authzRules is the vocabulary of x-required-permissions.rule; the contract's
 // info.description documents each.
 var authzRules = map[string]authzRule{
-	"filtered_by_view_channel":             {phrases: []string{"filtered by `VIEW_CHANNEL`"}, extra: []string{"VIEW_CHANNEL"}},
-	"grant_held":                           {phrases: []string{"held in the channel", "cannot_grant_unheld"}},
-	"replace_others_needs_manage_messages": {phrases: []string{"someone else's attachment also needs `MANAGE_MESSAGES`"}, extra: []string{"MANAGE_MESSAGES"}},
-	"or_uploader":                          {phrases: []string{"the uploader, or"}, extra: []string{"VIEW_CHANNEL"}},
-	"or_self":                              {phrases: []string{"the user themself, or"}},
-	"hierarchy":                            {phrases: []string{"strictly below the caller's top role"}},
-	"hierarchy_and_grant_held":             {phrases: []string{"below", "held by the caller"}},
-	"user_hierarchy":                       {phrases: []string{"top role strictly below the caller's"}},
-	"user_hierarchy_or_self_except_status": {phrases: []string{"top role strictly below the caller's", "their own `username` or `display_name` needs", "their own `email` needs `MANAGE_USERS`", "never their own `status`"}},
-	"self_or_owner":                        {phrases: []string{"the user themself, or the owner"}},
-	"user_patch": {phrases: []string{"for `timeout_until`, `MODERATE_MEMBERS`", "their own `username` or", "their own `email` needs `MANAGE_USERS`", "never their own `status`"},
-		extra: []string{"MODERATE_MEMBERS"}},
+	"filtered_by_view_channel":              {phrases: []string{"filtered by `VIEW_CHANNEL`"}, extra: []string{"VIEW_CHANNEL"}},
+	"grant_held":                            {phrases: []string{"held in the channel", "cannot_grant_unheld"}},
+	"replace_others_needs_manage_messages":  {phrases: []string{"someone else's attachment also needs `MANAGE_MESSAGES`"}, extra: []string{"MANAGE_MESSAGES"}},
+	"or_uploader":                           {phrases: []string{"the uploader, or"}, extra: []string{"VIEW_CHANNEL"}},
+	"or_self":                               {phrases: []string{"the user themself, or"}},
+	"hierarchy":                             {phrases: []string{"strictly below the caller's top role"}},
+	"hierarchy_and_grant_held":              {phrases: []string{"below", "held by the caller"}},
+	"user_hierarchy":                        {phrases: []string{"top role strictly below the caller's"}},
+	"user_hierarchy_or_self_except_status":  {phrases: []string{"top role strictly below the caller's", "their own `username` or `display_name` needs", "their own `email` needs `MANAGE_USERS`", "never their own `status`"}},
+	"self_or_owner":                         {phrases: []string{"the user themself, or the owner"}},
+	"user_patch":                            {phrases: []string{"for `timeout_until`, `MODERATE_MEMBERS`", "their own `username` or", "their own `email` needs `MANAGE_USERS`", "never their own `status`"}},
 	"moves_need_destination":                {phrases: []string{"in the destination category", "`lock_permissions`"}, extra: []string{"MANAGE_ROLES"}},
 	"owner_only":                            {phrases: []string{"the owner alone"}},
 	"email_visible_to_self_or_manage_users": {phrases: []string{"`email` is shown only"}, extra: []string{"MANAGE_USERS"}},
@@ -106,6 +108,25 @@ func authzRequirementOf(op *openapi3.Operation) (authzRequirement, error) {
 			r.Scope, _ = v.(string)
 		case "rule":
 			r.Rule, _ = v.(string)
+		case "fields":
+			fm, ok := v.(map[string]any)
+			if !ok {
+				return r, fmt.Errorf("fields is %T, want an object", v)
+			}
+			r.Fields = map[string][]string{}
+			for field, list := range fm {
+				perms, ok := list.([]any)
+				if !ok || len(perms) == 0 {
+					return r, fmt.Errorf("fields.%s is %v, want a non-empty array of names", field, list)
+				}
+				for _, p := range perms {
+					name, ok := p.(string)
+					if !ok {
+						return r, fmt.Errorf("fields.%s holds %T", field, p)
+					}
+					r.Fields[field] = append(r.Fields[field], name)
+				}
+			}
 		default:
 			return r, fmt.Errorf("unknown member %q", k)
 		}
@@ -114,6 +135,19 @@ func authzRequirementOf(op *openapi3.Operation) (authzRequirement, error) {
 		return r, fmt.Errorf("permissions is missing")
 	}
 	return r, nil
+}
+
+// authzBodyHasMember says whether op's JSON request body has the member.
+func authzBodyHasMember(op *openapi3.Operation, member string) bool {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return false
+	}
+	for _, mt := range op.RequestBody.Value.Content {
+		if mt.Schema != nil && mt.Schema.Value != nil && mt.Schema.Value.Properties[member] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TestContractRequiredPermissionsAgreeWithDescriptions checks, for every
@@ -199,8 +233,28 @@ func TestContractRequiredPermissionsAgreeWithDescriptions(t *testing.T) {
 				t.Errorf("requires no permission, so the paragraph should start with who may call: %q", para)
 			}
 
-			// Rule: known, its phrases present; no other permission named.
+			// Fields: members of the request body, their permissions known
+			// and named in the paragraph beside the member.
 			allowed := slices.Clone(req.Permissions)
+			for field, perms := range req.Fields {
+				if !authzBodyHasMember(c.op, field) {
+					t.Errorf("fields names %q, which the request body does not take", field)
+				}
+				if !strings.Contains(para, "`"+field+"`") {
+					t.Errorf("fields names %q but the paragraph does not: %q", field, para)
+				}
+				for _, p := range perms {
+					if _, ok := permissions.ByName(p); !ok {
+						t.Errorf("fields.%s names unknown permission %q", field, p)
+					}
+					if !strings.Contains(para, "`"+p+"`") {
+						t.Errorf("fields.%s requires %s but the paragraph does not name it: %q", field, p, para)
+					}
+					allowed = append(allowed, p)
+				}
+			}
+
+			// Rule: known, its phrases present; no other permission named.
 			if req.Rule != "" {
 				rule, ok := authzRules[req.Rule]
 				if !ok {
