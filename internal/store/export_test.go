@@ -67,15 +67,15 @@ func (s *Store) SearchKeptForTest(ctx context.Context, f UserFilter, after strin
 
 // AfterCachedReadForTest runs fn between a read the cache missed and its
 // keeping.
-func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.afterRead = fn }
+func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.AfterRead(fn) }
 
 // ChangeLogTables are the tables whose writes the change log logs, and
 // those whose writes it does not.
 func ChangeLogTables() (logged, unlogged []string) {
-	for _, t := range changeLogTables {
-		logged = append(logged, t.table)
+	for _, t := range registry.Logged {
+		logged = append(logged, t.Name)
 	}
-	return logged, unloggedTables
+	return logged, registry.Unlogged
 }
 
 // ExplainListUsersForTest returns how the database runs a page of users:
@@ -125,7 +125,7 @@ func (s *Store) UserBatchesSentForTest() int64 {
 	if s.userBatches == nil {
 		return 0
 	}
-	return s.userBatches.sent.Load()
+	return s.userBatches.Sent()
 }
 
 // CloseSearchPoolForTest closes the pool searches run on (PostgreSQL).

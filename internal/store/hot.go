@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
@@ -25,24 +25,7 @@ import (
 // of the request's scope: the caller's own value, decoded afresh from the
 // cache's packed users (packed.go) or read from the database.
 func (s *Store) User(ctx context.Context, id string) (model.User, error) {
-	c := s.cache
-	if err := c.fresh(ctx); err != nil {
-		return model.User{}, err
-	}
-	u, hit, gen := c.lookupUser(id)
-	c.decided(ctx, cacheUser, hit)
-	if hit {
-		return u, nil
-	}
-	u, err := s.readUser(ctx, id)
-	if err != nil {
-		return u, err
-	}
-	if c.afterRead != nil {
-		c.afterRead()
-	}
-	c.keepUser(gen, u)
-	return u, nil
+	return s.cache.User(ctx, id, func() (model.User, error) { return s.readUser(ctx, id) })
 }
 
 // readUser reads one user from the database: on PostgreSQL in a batch with
@@ -51,7 +34,7 @@ func (s *Store) readUser(ctx context.Context, id string) (model.User, error) {
 	if s.userBatches == nil {
 		return s.queries.getUser(ctx, id)
 	}
-	u, ok, err := s.userBatches.get(ctx, id)
+	u, ok, err := s.userBatches.Get(ctx, id)
 	switch {
 	case err != nil:
 		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
@@ -63,9 +46,6 @@ func (s *Store) readUser(ctx context.Context, id string) (model.User, error) {
 
 // GetUser returns one user with their role IDs, as the transaction sees it.
 func (tx *Tx) GetUser(ctx context.Context, id string) (model.User, error) { return tx.getUser(ctx, id) }
-
-// pageDeps: a page of users changes with any user, and any role's position.
-var pageDeps = []dep{{"users", ""}, {"roles", ""}}
 
 func copyUser(u model.User) model.User {
 	u.Roles = slices.Clone(u.Roles)
@@ -120,20 +100,6 @@ func (q queries) getUsers(ctx context.Context, ids []string) (map[string]model.U
 		return nil, err // a user left out would read as missing
 	}
 	return out, nil
-}
-
-// allocBytes is what an allocation of n bytes takes on the heap, roughly:
-// Go's size classes round up, by 16 bytes up to 128 and by an eighth or
-// more past it.
-func allocBytes(n int) int {
-	switch {
-	case n == 0:
-		return 0
-	case n <= 128:
-		return (n + 15) &^ 15
-	default:
-		return n + n/8
-	}
 }
 
 // userColumns are what a user's representation needs, with their role IDs
@@ -223,82 +189,23 @@ type UserFilter struct {
 //
 // A position is the store's own; callers pass back what it returned.
 func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
-	c := s.cache
-	if err := c.fresh(ctx); err != nil {
-		return nil, "", err
-	}
-	key := cacheKey{kind: cacheUserPage, a: f.Prefix, b: f.RoleID, c: f.Status, d: after, n: limit, flag: f.MatchEmail}
-	users, next, hit, gen := c.lookupPage(key)
-	c.decided(ctx, cacheUserPage, hit)
-	if hit {
-		return users, next, nil
-	}
-	q := s.queries
-	if f.Prefix != "" && s.searchStmts != nil {
-		q.stmts = s.searchStmts // PostgreSQL: generic plans (openSearchPool)
-	}
-	err := errNotKept
-	if f.Prefix != "" {
-		users, next, err = s.searchKept(ctx, q, f, after, limit)
-		if err == nil {
-			c.keptSearches.Add(1)
+	key := fresh.Key{Kind: fresh.UserPage, A: f.Prefix, B: f.RoleID, C: f.Status, D: after, N: limit, Flag: f.MatchEmail}
+	return s.cache.Page(ctx, key, func() ([]model.User, string, error) {
+		q := s.queries
+		if f.Prefix != "" && s.searchStmts != nil {
+			q.stmts = s.searchStmts // PostgreSQL: generic plans (openSearchPool)
 		}
-	}
-	if errors.Is(err, errNotKept) {
-		users, next, err = q.listUsers(ctx, f, after, limit)
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	if c.afterRead != nil {
-		c.afterRead()
-	}
-	c.keepPage(gen, key, users, next)
-	return users, next, nil
-}
-
-// userPage is a page of users as the cache keeps it: each user's ID,
-// encoded as the packed users encode it (16 bytes for a UUID), and
-// version, the users themselves being kept packed (lookupPage). A page
-// holds a few bytes per user instead of its users' values, so the pages
-// of a big community's searches fit in the entries' share.
-type userPage struct {
-	refs []byte // per user: appendID, then the version as a uvarint
-	n    int    // users
-	next string
-}
-
-func newUserPage(users []model.User, next string) userPage {
-	refs := make([]byte, 0, 20*len(users)) // a UUID and a short version each
-	for _, u := range users {
-		refs = appendID(refs, u.ID)
-		refs = binary.AppendUvarint(refs, uint64(u.Version))
-	}
-	// The position may be a part of what the read allocated (a kept
-	// user's ID, decoded into one buffer with the page's others).
-	return userPage{refs: slices.Clone(refs), n: len(users), next: strings.Clone(next)}
-}
-
-// bytes estimates what keeping a page's value costs: its box, its users'
-// references and its position.
-func (p userPage) bytes() int {
-	return 48 + allocBytes(len(p.refs)) + allocBytes(len(p.next))
-}
-
-// each calls fn with each user's encoded ID and version, in order, while
-// fn returns true; it reports whether every call did.
-func (p userPage) each(fn func(id []byte, version int64) bool) bool {
-	rest := p.refs
-	for range p.n {
-		var id []byte
-		id, rest = readID(rest)
-		v, k := binary.Uvarint(rest)
-		rest = rest[k:]
-		if !fn(id, int64(v)) {
-			return false
+		if f.Prefix != "" {
+			users, next, err := s.searchKept(ctx, q, f, after, limit)
+			if err == nil {
+				s.cache.NoteKeptSearch()
+			}
+			if !errors.Is(err, errNotKept) {
+				return users, next, err
+			}
 		}
-	}
-	return true
+		return q.listUsers(ctx, f, after, limit)
+	})
 }
 
 func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
@@ -374,7 +281,7 @@ func (s *Store) searchKept(ctx context.Context, q queries, f UserFilter, after s
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return nil, nil, fmt.Errorf("list users: %w", err)
 		}
-		users, ok := s.cache.keptUsers(ids, versions)
+		users, ok := s.cache.KeptUsers(ids, versions)
 		if !ok {
 			return nil, nil, errNotKept
 		}
@@ -829,19 +736,13 @@ type Credentials struct {
 // unknown or revoked token is a 401 (never kept: the next request asks
 // again).
 func (s *Store) Credentials(ctx context.Context, tokenHash string) (Credentials, error) {
-	return cachedRead(ctx, s.cache, cacheKey{kind: cacheCredentials, a: tokenHash}, credentialDeps,
+	return fresh.Read(ctx, s.cache, fresh.Key{Kind: fresh.Credentials, A: tokenHash}, credentialDeps,
 		func(c Credentials) int { return 256 + 40*len(c.Principal.Roles) },
 		func(c Credentials) Credentials {
 			c.Principal.Roles = slices.Clone(c.Principal.Roles)
 			return c
 		},
 		func() (Credentials, error) { return s.queries.tokenCredentials(ctx, false, tokenHash) })
-}
-
-// credentialDeps: a token's credentials change with the token and with its
-// user (status, roles, deletion).
-func credentialDeps(c Credentials) []dep {
-	return []dep{{"tokens", c.TokenHash}, {"users", c.Principal.UserID}}
 }
 
 // CredentialsOfToken is Credentials for a token already authenticated, by

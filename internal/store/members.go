@@ -47,12 +47,6 @@ func (q queries) UsersByID(ctx context.Context, ids []string) (map[string]model.
 // of each changed (a user of add who holds the role, or of remove who does
 // not, is no change).
 func (tx *Tx) ChangeRoleMembers(ctx context.Context, roleID string, add, remove []string, now time.Time) (added, removed int, err error) {
-	for _, id := range add {
-		tx.mark("users", id)
-	}
-	for _, id := range remove {
-		tx.mark("users", id)
-	}
 	ids := tx.dialect.jsonTexts()
 	at := int64(microsOf(now))
 	if len(add) > 0 {
@@ -81,9 +75,6 @@ func (tx *Tx) ChangeRoleMembers(ctx context.Context, roleID string, add, remove 
 func (tx *Tx) TouchUsers(ctx context.Context, userIDs []string, now time.Time) error {
 	if len(userIDs) == 0 {
 		return nil
-	}
-	for _, id := range userIDs {
-		tx.mark("users", id)
 	}
 	list, _ := json.Marshal(userIDs)
 	_, err := tx.exec(ctx, "UPDATE users SET version = version + 1, updated_at = ? WHERE id IN ("+tx.dialect.jsonTexts()+")",

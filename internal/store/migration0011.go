@@ -1,9 +1,12 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"gorm.io/gorm"
+
+	"github.com/guildhall/guildhall/internal/fresh"
 )
 
 // Migration 0011 as it shipped: PostgreSQL's data_version row, and
@@ -30,10 +33,10 @@ func migrateDataVersion(tx *gorm.DB, d dialect) error {
   v BIGINT NOT NULL,
   nonce BIGINT NOT NULL
 )`,
-		"INSERT INTO data_version (id, v, nonce) VALUES (1, 1, " + randomNonce + ")",
+		"INSERT INTO data_version (id, v, nonce) VALUES (1, 1, " + fresh.RandomNonce + ")",
 		bumpFunction0011(schema, pg.tag),
 	}
-	fn := quoteIdent(schema) + ".bump_data_version()"
+	fn := fresh.QuoteIdent(schema) + ".bump_data_version()"
 	for _, t := range cachedTablesOf0011 {
 		stmts = append(stmts,
 			"CREATE CONSTRAINT TRIGGER "+t+"_data_version AFTER INSERT OR UPDATE OR DELETE ON "+t+
@@ -51,7 +54,7 @@ func migrateDataVersion(tx *gorm.DB, d dialect) error {
 }
 
 func bumpFunction0011(schema, tag string) string {
-	q := quoteIdent(schema)
+	q := fresh.QuoteIdent(schema)
 	bumped := "'guildhall.data_version_" + tag + "'"
 	return `CREATE OR REPLACE FUNCTION ` + q + `.bump_data_version() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,9 +65,61 @@ BEGIN
   IF current_setting('guildhall.writer_` + tag + `', true) IS DISTINCT FROM 'on' THEN
     UPDATE ` + q + `.settings SET auth_version = auth_version + 1, credentials_version = credentials_version + 1 WHERE id = 1;
   END IF;
-  INSERT INTO ` + q + `.data_version AS d (id, v, nonce) VALUES (1, 1, ` + randomNonce + `)
+  INSERT INTO ` + q + `.data_version AS d (id, v, nonce) VALUES (1, 1, ` + fresh.RandomNonce + `)
     ON CONFLICT (id) DO UPDATE SET v = d.v + 1, nonce = excluded.nonce;
   RETURN NULL;
 END
 $$`
+}
+
+// cachedTablesOf0011 are the tables migration 0011 put data_version
+// triggers on.
+var cachedTablesOf0011 = []string{"settings", "users", "roles", "user_roles", "channels", "overwrites", "tokens"}
+
+// migrateChangeLog is migration 0012: the change log, with the triggers
+// of the tables logged then (registryOf0012); on PostgreSQL they replace
+// the data_version triggers of 0011, bumping the same row.
+func migrateChangeLog(tx *gorm.DB, d dialect) error {
+	ctx := context.Background()
+	pg, err := freshOf(tx, d)
+	if err != nil {
+		return err
+	}
+	if err := fresh.CreateLog(ctx, tx.Statement.ConnPool, registryOf0012, pg); err != nil {
+		return err
+	}
+	if pg == nil {
+		return nil
+	}
+	for _, t := range cachedTablesOf0011 {
+		for _, s := range []string{"DROP TRIGGER IF EXISTS " + t + "_data_version ON " + t,
+			"DROP TRIGGER IF EXISTS " + t + "_data_version_truncate ON " + t} {
+			if err := tx.Exec(s).Error; err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+	}
+	return tx.Exec("DROP FUNCTION IF EXISTS " + fresh.QuoteIdent(pg.Schema) + ".bump_data_version()").Error
+}
+
+// freshOf says how the database of db logs (nil on SQLite), for the
+// migrations, which run before the store knows its namespace.
+func freshOf(db *gorm.DB, d dialect) (*fresh.Postgres, error) {
+	pg, ok := d.(postgresDialect)
+	if !ok {
+		return nil, nil
+	}
+	schema, err := currentSchema(db)
+	if err != nil {
+		return nil, err
+	}
+	return &fresh.Postgres{Schema: schema, Tag: pg.tag, LockWrites: pg.lockWrites()}, nil
+}
+
+func currentSchema(db *gorm.DB) (string, error) {
+	var schema string
+	if err := db.Raw("SELECT current_schema()").Scan(&schema).Error; err != nil {
+		return "", fmt.Errorf("read the current schema: %w", err)
+	}
+	return schema, nil
 }

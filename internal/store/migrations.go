@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/guildhall/guildhall/internal/fresh"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -174,10 +176,11 @@ ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) 
 	// triggers' function is installed again at every start when it differs
 	// (installBumpFunction).
 	{id: "0011_data_version", run: migrateDataVersion},
-	// The change log (changelog.go): triggers on every table a cached read
-	// depends on log the key of each row written, so that caches drop
+	// The change log (internal/fresh): triggers on every table a cached
+	// read depends on log the key of each row written, so that caches drop
 	// what changed and nothing else. On PostgreSQL its triggers replace
-	// 0011's and bump the same data_version row.
+	// 0011's and bump the same data_version row. The triggers of tables
+	// logged since are installed at every start (fresh.Install).
 	{id: "0012_change_log", run: migrateChangeLog},
 	// Categories (a channel's kind, its category and its position among its
 	// siblings; deleting a category leaves its channels outside any) and
@@ -444,7 +447,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := gormigrate.New(conn, &opts, list).Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		return installChangeFunctions(conn, s.dialect)
+		// One transaction: on PostgreSQL the triggers are created under the
+		// write lock it takes (fresh.Install).
+		return conn.Transaction(func(tx *gorm.DB) error {
+			pg, err := freshOf(tx, s.dialect)
+			if err != nil {
+				return err
+			}
+			return fresh.Install(ctx, tx.Statement.ConnPool, registry, pg)
+		})
 	})
 }
 

@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
@@ -48,20 +48,15 @@ type Options struct {
 	// StatementTimeout bounds each statement (a transaction gets four
 	// times that); DefaultStatementTimeout when 0.
 	StatementTimeout time.Duration
-	// CacheBytes bounds the read cache's estimated size (cache.go);
-	// DefaultCacheBytes when 0.
+	// CacheBytes bounds the read cache's estimated size (internal/fresh);
+	// fresh.DefaultCacheBytes when 0.
 	CacheBytes int
 	// MaxCacheEntryBytes, when not 0, caps the share of CacheBytes that
-	// the cache's entries on the heap get (splitBound).
+	// the cache's entries on the heap get.
 	MaxCacheEntryBytes int
 	// Tracer, when set, traces what the store does for a caller whose
 	// context carries a recording span (trace.go); nil: no tracing.
-	Tracer trace.TracerProvider
-	// VerifyChangeMarks makes every write on SQLite check, before it
-	// commits, that it marked each change the change log's triggers
-	// logged for it (Tx.mark); a write that did not fails. For tests.
-	VerifyChangeMarks bool
-
+	Tracer      trace.TracerProvider
 	migrateUpTo int // see Store.migrateUpTo
 }
 
@@ -72,13 +67,12 @@ type Store struct {
 	read    *gorm.DB // SQLite: a read-only pool; PostgreSQL: the pool
 	queries
 	wstmts       *stmtCache   // prepared statements of the write pool
-	cache        *cache       // the read cache (cache.go)
-	sqliteLog    *sqliteLog   // SQLite: the change log's own connection
-	sqliteLogDSN string       // and where it opens it
+	cache        *fresh.Cache // the read cache (internal/fresh)
+	auth         *fresh.View[*AuthState]
+	sqliteLogDSN string       // where the cache's connection to the change log opens
 	sqliteShm    string       // the SQLite file's wal-index
 	statements   atomic.Int64 // see QueryCount
 	tracer       *tracer      // nil: tracing off (trace.go)
-	verifyMarks  bool         // Options.VerifyChangeMarks
 	cursorKey    []byte       // seals list cursors (CursorKey)
 
 	// searchStmts: PostgreSQL's prepared statements of searches, on a pool
@@ -86,7 +80,7 @@ type Store struct {
 	searchStmts *stmtCache
 	// userBatches: PostgreSQL's reads of users that miss the cache, shared
 	// (batch.go); nil on SQLite, where a read is no round trip.
-	userBatches *batches[model.User]
+	userBatches *fresh.Batches[model.User]
 
 	writer *writer
 	// migrateUpTo, when positive, applies only the first migrations (tests
@@ -113,8 +107,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = DefaultStatementTimeout
 	}
-	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout, cache: newCache(opts.CacheBytes, opts.MaxCacheEntryBytes),
-		verifyMarks: opts.VerifyChangeMarks}
+	s := &Store{migrateUpTo: opts.migrateUpTo, statementTimeout: opts.StatementTimeout}
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):
 		dialector := postgres.New(postgres.Config{DSN: opts.DatabaseURL, OptionOpenDB: []stdlib.OptionOpenDB{
@@ -194,12 +187,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	s.tracer = newTracer(opts.Tracer, s.dialect)
-	s.cache.tracer = s.tracer
+	s.cache = fresh.New(fresh.Options{MaxBytes: opts.CacheBytes, MaxEntryBytes: opts.MaxCacheEntryBytes,
+		Users: userDeps, Tracing: s.tracer.forCache()})
+	s.auth = newAuthView(s.cache)
 	s.queries = queries{db: s.read, dialect: s.dialect, stmts: newStmtCache(rdb, s.dialect).withTimeout(s.statementTimeout),
 		counter: &s.statements, tracer: s.tracer}
 	s.wstmts = s.queries.stmts
 	if s.dialect.name() == "postgres" {
-		s.userBatches = &batches[model.User]{read: s.queries.getUsers, traced: s.tracer != nil}
+		s.userBatches = fresh.NewBatches(s.queries.getUsers, s.tracer != nil)
 		sdb, err := openSearchPool(opts.DatabaseURL, max(2, opts.MaxOpenConns/4))
 		if err != nil {
 			_ = s.Close()
@@ -253,63 +248,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // followChangeLog starts the read cache at the change log's position now
 // and sets how it asks what changed since.
 func (s *Store) followChangeLog(ctx context.Context) error {
-	c := s.cache
-	if !s.write.Migrator().HasTable("change_log") {
-		// Migrated short of the change log (tests of a migration): every
-		// question starts over, so nothing outlives a request.
-		c.follow = func(context.Context) error {
-			c.apply(delta{reset: true})
-			return nil
-		}
+	switch {
+	case !s.write.Migrator().HasTable("change_log"):
+		s.cache.FollowNothing()
 		return nil
+	case s.Postgres():
+		return s.cache.FollowPostgres(ctx, s.queries.query)
+	default:
+		return s.cache.FollowSQLite(s.sqliteLogDSN, s.sqliteShm, &s.statements)
 	}
-	if !s.Postgres() {
-		l, err := openSQLiteLog(s.sqliteLogDSN, s.sqliteShm, &s.statements, s.tracer)
-		if err != nil {
-			return err
-		}
-		s.sqliteLog = l
-		p, err := l.start()
-		if err != nil {
-			return fmt.Errorf("read the change log: %w", err)
-		}
-		c.pos = p
-		var mu sync.Mutex // one question at a time: the connection serves one statement at a time
-		c.follow = func(ctx context.Context) error {
-			mu.Lock()
-			defer mu.Unlock()
-			c.mu.Lock()
-			from := c.pos
-			c.mu.Unlock()
-			d, err := l.next(ctx, from)
-			if err != nil {
-				return err
-			}
-			c.apply(d)
-			return nil
-		}
-		return nil
-	}
-	d, err := pgNext(ctx, s.queries, position{v: -1})
-	if err != nil {
-		return fmt.Errorf("read the change log: %w", err)
-	}
-	c.pos = d.to
-	r := &rounds{ask: func(ctx context.Context) error {
-		c.mu.Lock()
-		from := c.pos
-		c.mu.Unlock()
-		d, err := pgNext(ctx, s.queries, from)
-		if err != nil {
-			return err
-		}
-		c.apply(d)
-		return nil
-	}}
-	r.traced = s.tracer != nil
-	c.follow = r.follow
-	c.rounds = r
-	return nil
 }
 
 // sqliteDriver is the SQLite driver with what every connection needs beyond
@@ -412,8 +359,8 @@ func (s *Store) Close() error {
 	if s.searchStmts != nil {
 		errs = append(errs, s.searchStmts.db.Close())
 	}
-	if s.sqliteLog != nil {
-		errs = append(errs, s.sqliteLog.close())
+	if s.cache != nil {
+		errs = append(errs, s.cache.Close())
 	}
 	for _, g := range []*gorm.DB{s.write, s.read} {
 		if g == nil {
@@ -426,8 +373,8 @@ func (s *Store) Close() error {
 			break
 		}
 	}
-	if s.sqliteLog != nil {
-		s.sqliteLog.releaseWALIndex() // after every connection of the store
+	if s.cache != nil {
+		s.cache.ReleaseWALIndex() // after every connection of the store
 	}
 	return errors.Join(errs...)
 }

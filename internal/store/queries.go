@@ -50,7 +50,11 @@ type queries struct {
 	sqlTx   *sql.Tx         // set inside a write transaction
 	txCtx   context.Context // set inside a write transaction: see Tx
 	counter *atomic.Int64   // QueryCount
-	tracer  *tracer         // nil: tracing off
+	// writes, inside a write transaction, counts its statements that may
+	// have written (Tx.own reads what the transaction changed again only
+	// after one).
+	writes *atomic.Int64
+	tracer *tracer // nil: tracing off
 	// span, inside a write transaction, is the span of the write whose
 	// part of the batch q runs (nil: not traced): its statements run under
 	// the batch's context, and belong to that span.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -196,6 +197,7 @@ func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Row
 		return nil, err
 	}
 	q.count()
+	q.wrote(query)
 	sp := q.tracer.statement(ctx, query)
 	rows, err := st.QueryContext(ctx, args...)
 	endSpan(sp, err) // the rows are read after: the span is the statement's, until its first answer
@@ -212,6 +214,7 @@ func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Resul
 		return nil, err
 	}
 	q.count()
+	q.wrote(query)
 	sp := q.tracer.statement(ctx, query)
 	res, err := st.ExecContext(ctx, args...)
 	endSpan(sp, err)
@@ -225,6 +228,21 @@ func (q queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 		return q.stmts.prepareIn(ctx, q.sqlTx, query)
 	}
 	return q.stmts.get(ctx, query)
+}
+
+// wrote counts a statement of a write transaction that may have written.
+func (q queries) wrote(query string) {
+	if q.writes != nil && mayWrite(query) {
+		q.writes.Add(1)
+	}
+}
+
+// mayWrite reports whether a statement may change rows: anything but a
+// plain SELECT (a WITH may hold a write; a savepoint's rollback undoes
+// some).
+func mayWrite(query string) bool {
+	q := strings.TrimLeft(query, " \t\n\r(")
+	return len(q) < 6 || !strings.EqualFold(q[:6], "SELECT")
 }
 
 func (q queries) count() {
@@ -252,7 +270,8 @@ func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, err
 	// A session with a context clones the statement: the transaction keeps
 	// its own connection, which it commits.
 	db = db.Session(&gorm.Session{Context: ctx})
-	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts}
+	q.writes = &atomic.Int64{}
+	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts, writes: q.writes}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
 	return q, nil
 }
@@ -262,8 +281,9 @@ func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, err
 // maxStatements of them; past that (GORM writes IN lists of every length),
 // a statement is run unprepared.
 type stmtPool struct {
-	tx    *sql.Tx
-	stmts *stmtCache
+	tx     *sql.Tx
+	stmts  *stmtCache
+	writes *atomic.Int64 // queries.writes
 }
 
 // maxStatements bounds the statements a stmtCache keeps for GORM; the hot
@@ -283,6 +303,7 @@ func (p stmtPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, 
 }
 
 func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	p.writes.Add(1)
 	if st, ok, err := p.stmt(ctx, query); err != nil {
 		return nil, err
 	} else if ok {
@@ -292,6 +313,9 @@ func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (s
 }
 
 func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if mayWrite(query) {
+		p.writes.Add(1)
+	}
 	if st, ok, err := p.stmt(ctx, query); err != nil {
 		return nil, err
 	} else if ok {
@@ -301,6 +325,9 @@ func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (
 }
 
 func (p stmtPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if mayWrite(query) {
+		p.writes.Add(1)
+	}
 	if st, ok, err := p.stmt(ctx, query); err == nil && ok {
 		return st.QueryRowContext(ctx, args...)
 	}

@@ -12,6 +12,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
+
+	"github.com/guildhall/guildhall/internal/fresh"
 )
 
 // Tracing, off unless Options.Tracer is set (then s.tracer is nil and
@@ -24,11 +26,8 @@ import (
 //     and the change log's questions. A span per statement, named by its
 //     summary ("SELECT users"), with the query text (bounded; the
 //     arguments never, they are bound parameters).
-//   - The cache's decision: an event "cache.hit" or "cache.miss" on the
-//     current span for each cacheable read, and a span
-//     "store.follow_changes" for the freshness question (following the
-//     change log), with its outcome: unchanged, changed (and how many
-//     changes), or reset.
+//   - The cache's decisions and its freshness questions (internal/fresh,
+//     which the store hands its statement tracing).
 //   - A write: a span "store.write" from the request's Write to its
 //     answer, with the statements of its part of the batch as children
 //     (they run on the writer goroutine, under the batch's context).
@@ -42,13 +41,8 @@ const maxQueryText = 1024
 // Attributes of the store's spans and events beyond the semantic
 // conventions.
 const (
-	attrCacheRead    = attribute.Key("guildhall.cache.read")    // credentials, user, user_page, auth_state
-	attrCacheOutcome = attribute.Key("guildhall.cache.outcome") // unchanged, changed, reset
-	attrCacheChanges = attribute.Key("guildhall.cache.changes") // changes followed
-	attrCacheVersion = attribute.Key("guildhall.cache.version") // the change log's version followed to
-	attrAuthParts    = attribute.Key("guildhall.cache.rebuild") // the parts of the authorization state read again
-	attrBatchWrites  = attribute.Key("guildhall.store.batch_writes")
-	attrSavepoints   = attribute.Key("guildhall.store.savepoints")
+	attrBatchWrites = attribute.Key("guildhall.store.batch_writes")
+	attrSavepoints  = attribute.Key("guildhall.store.savepoints")
 )
 
 type tracer struct {
@@ -225,67 +219,6 @@ func (s *Store) traceStatements(db *gorm.DB) error {
 	return nil
 }
 
-// decided records the cache's answer to a cacheable read as an event of
-// the current span.
-func (t *tracer) decided(ctx context.Context, read string, hit bool, attrs ...attribute.KeyValue) {
-	sp, ok := t.recording(ctx)
-	if !ok {
-		return
-	}
-	name := "cache.miss"
-	if hit {
-		name = "cache.hit"
-	}
-	sp.AddEvent(name, trace.WithAttributes(append(attrs, attrCacheRead.String(read))...))
-}
-
-// cacheReads names the cacheable reads for decided.
-var cacheReads = map[cacheKind]string{cacheCredentials: "credentials", cacheUser: "user", cacheUserPage: "user_page"}
-
-// followSpan starts the span of a freshness question, with what the cache
-// had followed so far; nil when not traced.
-func (t *tracer) followSpan(ctx context.Context, c *cache) (context.Context, *followTrace) {
-	if _, ok := t.recording(ctx); !ok {
-		return ctx, nil
-	}
-	ctx, sp := t.t.Start(ctx, "store.follow_changes")
-	return ctx, &followTrace{span: sp, changes: c.changes.Load(), resets: c.resets.Load()}
-}
-
-// followTrace is a freshness question being traced.
-type followTrace struct {
-	span            trace.Span
-	changes, resets int64
-}
-
-// end records the question's outcome: what the cache followed while the
-// request waited for it (on PostgreSQL a question answers every read
-// waiting for it, so what it followed is what each of them waited for).
-func (f *followTrace) end(c *cache, err error) {
-	if f == nil {
-		return
-	}
-	if err != nil {
-		f.span.RecordError(err)
-		f.span.SetStatus(codes.Error, "the change log did not answer")
-		f.span.End()
-		return
-	}
-	changes := c.changes.Load() - f.changes
-	outcome := "unchanged"
-	switch {
-	case c.resets.Load() > f.resets:
-		outcome = "reset"
-	case changes > 0:
-		outcome = "changed"
-	}
-	c.mu.Lock()
-	v := c.pos.v
-	c.mu.Unlock()
-	f.span.SetAttributes(attrCacheOutcome.String(outcome), attrCacheChanges.Int64(changes), attrCacheVersion.Int64(v))
-	f.span.End()
-}
-
 // write starts the span of a write, from Write to its answer; nil when not
 // traced.
 func (t *tracer) write(ctx context.Context) (context.Context, trace.Span) {
@@ -301,4 +234,13 @@ func running(sp trace.Span, batch int, savepoints bool) {
 		return
 	}
 	sp.AddEvent("transaction", trace.WithAttributes(attrBatchWrites.Int(batch), attrSavepoints.Bool(savepoints)))
+}
+
+// forCache is how the read cache traces (internal/fresh): its decisions
+// on the caller's span, and its log statements as the store's.
+func (t *tracer) forCache() fresh.Tracing {
+	if t == nil {
+		return fresh.Tracing{}
+	}
+	return fresh.Tracing{Tracer: t.t, Statement: t.statement, End: endSpan}
 }

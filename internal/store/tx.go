@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 )
@@ -30,38 +31,30 @@ type Tx struct {
 	batch     *batchState
 }
 
-// mark notes that the transaction changed a key of a logged table (key ""
-// for rows not known one by one): the cache's values of it are then not
-// what the transaction sees. Every write method marks what it changes, as
-// the change log's triggers log it (Options.VerifyChangeMarks checks that
-// on SQLite).
-func (tx *Tx) mark(tbl, key string) { tx.batch.marks[dep{tbl, key}] = struct{}{} }
-
-// dirty reports whether the transaction changed a key of a table.
-func (b *batchState) dirty(tbl, key string) bool {
-	_, k := b.marks[dep{tbl, key}]
-	_, all := b.marks[dep{tbl, ""}]
-	return k || all
-}
-
-// authParts are the parts of the authorization state the transaction
-// changed.
-func (b *batchState) authParts() authParts {
-	var p authParts
-	for d := range b.marks {
-		switch {
-		case d.tbl == "settings" || d.tbl == "roles":
-			p.roles = true
-		case (d.tbl == "channels" || d.tbl == "overwrites") && d.key == "":
-			p.all = true
-		case d.tbl == "channels" || d.tbl == "overwrites":
-			if p.channels == nil {
-				p.channels = map[string]bool{}
-			}
-			p.channels[d.key] = true
-		}
+// own returns what the transaction changed so far, as the change log's
+// triggers logged it (fresh.Cache.Own): what the cache holds of it is not
+// what the transaction sees. It is read again only after a statement that
+// may have written (queries.wrote).
+func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
+	c := tx.store.cache
+	if err := c.Fresh(tx.cacheCtx(ctx)); err != nil {
+		return nil, err
 	}
-	return p
+	b := tx.batch
+	if !b.fromSet {
+		// The first question of the transaction: the cache has followed
+		// the log under the write lock, so on SQLite what the log holds
+		// after its position is the transaction's.
+		b.from, b.fromSet = c.Position(), true
+	}
+	if n := tx.writes.Load(); n != b.ownAt || !b.ownRead {
+		changes, err := c.Own(ctx, tx.query, tx.store.freshPG(), b.from)
+		if err != nil {
+			return nil, err
+		}
+		b.ownChanges, b.ownAt, b.ownRead = changes, n, true
+	}
+	return b.ownChanges, nil
 }
 
 // cacheCtx is ctx in the batch's read scope: the cache follows the change
@@ -71,7 +64,7 @@ func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
 	if tx.span != nil { // traced: the cache's work is the write's
 		ctx = trace.ContextWithSpan(ctx, tx.span)
 	}
-	return context.WithValue(ctx, scopeKey{}, tx.batch.scope)
+	return tx.batch.scope(ctx)
 }
 
 // AuthState returns the authorization state as the transaction sees it:
@@ -82,8 +75,12 @@ func (tx *Tx) AuthState(ctx context.Context) (*AuthState, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := tx.batch.authParts()
-	if p.empty() {
+	own, err := tx.own(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := tx.store.auth.PartsOf(own)
+	if p.Empty() {
 		return base, nil
 	}
 	return buildAuthState(ctx, tx.queries, base, p)
@@ -92,24 +89,38 @@ func (tx *Tx) AuthState(ctx context.Context) (*AuthState, error) {
 // Credentials looks a token up by its hash as the transaction sees it: from
 // the cache unless the transaction changed the token or its user.
 func (tx *Tx) Credentials(ctx context.Context, tokenHash string) (Credentials, error) {
-	if !tx.batch.dirty("tokens", tokenHash) {
-		if err := tx.store.cache.fresh(tx.cacheCtx(ctx)); err != nil {
-			return Credentials{}, err
-		}
-		v, hit, _ := tx.store.cache.lookup(cacheKey{kind: cacheCredentials, a: tokenHash})
-		if hit && tx.batch.dirty("users", v.(Credentials).Principal.UserID) {
-			hit = false
-		}
-		if tx.tracer != nil {
-			tx.tracer.decided(tx.cacheCtx(ctx), "credentials", hit)
-		}
-		if hit {
-			c := v.(Credentials)
-			c.Principal.Roles = slices.Clone(c.Principal.Roles)
-			return c, nil
+	own, err := tx.own(ctx)
+	if err != nil {
+		return Credentials{}, err
+	}
+	c := tx.store.cache
+	v, hit := c.Lookup(fresh.Key{Kind: fresh.Credentials, A: tokenHash})
+	if hit {
+		cred := v.(Credentials)
+		for _, d := range credentialDeps(cred) {
+			if changed(own, d) {
+				hit = false
+			}
 		}
 	}
+	c.Traced(tx.cacheCtx(ctx), fresh.Credentials, hit)
+	if hit {
+		cred := v.(Credentials)
+		cred.Principal.Roles = slices.Clone(cred.Principal.Roles)
+		return cred, nil
+	}
 	return tx.tokenCredentials(ctx, false, tokenHash)
+}
+
+// changed reports whether changes reach d: its key, its whole table, or
+// everything.
+func changed(changes []fresh.Change, d fresh.Dep) bool {
+	for _, ch := range changes {
+		if ch.Table == "*" || ch.Table == d.Table && (ch.Key == d.Key || ch.Key == "") {
+			return true
+		}
+	}
+	return false
 }
 
 // CredentialsOf is Store.CredentialsOf as the transaction sees it.
@@ -237,7 +248,6 @@ func (settingsRow) TableName() string { return "settings" }
 
 // EnsureSettings creates the settings row of a fresh store.
 func (tx *Tx) EnsureSettings(ctx context.Context, global permissions.Set) error {
-	tx.mark("settings", "")
 	now := microsOf(model.Now())
 	row := settingsRow{ID: 1, GlobalPermissions: int64(global), GlobalVersion: 1, AuthVersion: 1, CredentialsVersion: 1,
 		CreatedAt: now, UpdatedAt: now}
@@ -249,7 +259,6 @@ func (tx *Tx) EnsureSettings(ctx context.Context, global permissions.Set) error 
 
 // SetGlobal replaces the global permissions.
 func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
-	tx.mark("settings", "")
 	err := tx.with(ctx).Model(&settingsRow{}).Where("id = 1").Updates(map[string]any{
 		"global_permissions": int64(global), "global_version": gorm.Expr("global_version + 1"),
 		"updated_at": microsOf(model.Now())}).Error
@@ -263,7 +272,6 @@ func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
 
 // InsertChannel creates a channel; a taken ID is a conflict.
 func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
-	tx.mark("channels", c.ID)
 	if c.Kind == "" {
 		c.Kind = model.KindText
 	}
@@ -279,7 +287,6 @@ func (tx *Tx) InsertChannel(ctx context.Context, c model.Channel) (model.Channel
 // moves its version. One prepared statement, which answers the channel as
 // stored: an import changes hundreds of channels one by one.
 func (tx *Tx) UpdateChannel(ctx context.Context, c model.Channel) (model.Channel, error) {
-	tx.mark("channels", c.ID)
 	rows, err := tx.query(ctx, "UPDATE channels SET name = ?, topic = ?, parent_id = ?, position = ?, version = version + 1, "+
 		"updated_at = ? WHERE id = ? RETURNING "+channelColumns,
 		c.Name, c.Topic, c.ParentID, c.Position, int64(microsOf(c.UpdatedAt)), c.ID)
@@ -323,7 +330,6 @@ func (tx *Tx) UpdateChannels(ctx context.Context, cs []model.Channel) error {
 	}
 	rows := make([]row, len(cs))
 	for i, c := range cs {
-		tx.mark("channels", c.ID)
 		rows[i] = row{ID: c.ID, Name: c.Name, Topic: c.Topic, ParentID: c.ParentID, Position: c.Position, UpdatedAt: int64(microsOf(c.UpdatedAt))}
 	}
 	list, err := json.Marshal(rows)
@@ -395,7 +401,6 @@ func (tx *Tx) MoveChannels(ctx context.Context, moves []ChannelMove) error {
 	}
 	rows := make([]row, len(moves))
 	for i, m := range moves {
-		tx.mark("channels", m.ID)
 		rows[i] = row{ID: m.ID, ParentID: m.ParentID, Position: m.Position, UpdatedAt: int64(microsOf(m.UpdatedAt))}
 	}
 	list, err := json.Marshal(rows)
@@ -487,8 +492,6 @@ func (tx *Tx) ReplaceOverwriteLists(ctx context.Context, lists []OverwriteList) 
 		if last[l.ChannelID] != i {
 			continue
 		}
-		tx.mark("overwrites", l.ChannelID)
-		tx.mark("channels", l.ChannelID)
 		ids = append(ids, l.ChannelID)
 		for _, o := range l.List {
 			rows = append(rows, row{ChannelID: l.ChannelID, TargetType: o.TargetType, TargetID: o.TargetID, Allow: int64(o.Allow), Deny: int64(o.Deny)})
@@ -523,8 +526,6 @@ func (tx *Tx) ReplaceOverwriteLists(ctx context.Context, lists []OverwriteList) 
 // returns the blob keys that are no longer referenced. The channels of a
 // category it deletes stay, outside any category, changed at now.
 func (tx *Tx) DeleteChannel(ctx context.Context, id string, now time.Time) ([]string, error) {
-	tx.mark("channels", id)
-	tx.mark("overwrites", id)
 	var children []string
 	if err := tx.with(ctx).Model(&channelRow{}).Where("parent_id = ?", id).Pluck("id", &children).Error; err != nil {
 		return nil, fmt.Errorf("list a category's channels: %w", err)
@@ -533,9 +534,6 @@ func (tx *Tx) DeleteChannel(ctx context.Context, id string, now time.Time) ([]st
 	if len(children) > 0 {
 		// A category's channels leave it: they change, so their versions
 		// (ETags) and updated_at move, which ON DELETE SET NULL would not do.
-		for _, c := range children {
-			tx.mark("channels", c)
-		}
 		if err := db.Model(&channelRow{}).Where("parent_id = ?", id).Updates(map[string]any{
 			"parent_id": nil, "version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error; err != nil {
 			return nil, fmt.Errorf("take channels out of a category: %w", err)
@@ -557,7 +555,6 @@ func (tx *Tx) DeleteChannel(ctx context.Context, id string, now time.Time) ([]st
 // PutOverwrite creates, replaces or (when empty) removes an overwrite and
 // moves the channel's overwrite-list version.
 func (tx *Tx) PutOverwrite(ctx context.Context, o model.Overwrite) error {
-	tx.mark("overwrites", o.ChannelID)
 	db := tx.with(ctx)
 	var err error
 	if o.Allow.IsEmpty() && o.Deny.IsEmpty() {
@@ -581,9 +578,6 @@ func (tx *Tx) PutOverwrite(ctx context.Context, o model.Overwrite) error {
 func (tx *Tx) bumpOverwriteLists(ctx context.Context, channelIDs []string) error {
 	if len(channelIDs) == 0 {
 		return nil
-	}
-	for _, id := range channelIDs {
-		tx.mark("channels", id)
 	}
 	err := tx.with(ctx).Model(&channelRow{}).Where("id IN ?", channelIDs).
 		Update("overwrites_version", gorm.Expr("overwrites_version + 1")).Error
@@ -629,9 +623,6 @@ func (tx *Tx) deleteOverwritesOf(ctx context.Context, targetType, targetID strin
 	if len(channels) == 0 {
 		return nil
 	}
-	for _, id := range channels {
-		tx.mark("overwrites", id)
-	}
 	if err := db.Where("target_type = ? AND target_id = ?", targetType, targetID).Delete(&overwriteRow{}).Error; err != nil {
 		return fmt.Errorf("delete overwrites of %s %s: %w", targetType, targetID, err)
 	}
@@ -650,7 +641,6 @@ func (tx *Tx) InsertRole(ctx context.Context, r model.Role) (model.Role, error) 
 	if err := tx.shiftRoles(ctx, 1, 1<<30, +1, r.CreatedAt); err != nil {
 		return model.Role{}, err
 	}
-	tx.mark("roles", r.ID)
 	row := roleRow{ID: r.ID, Name: r.Name, Position: 1, Color: r.Color, Permissions: int64(r.Permissions),
 		Version: 1, CreatedAt: microsOf(r.CreatedAt), UpdatedAt: microsOf(r.UpdatedAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
@@ -673,7 +663,6 @@ func (tx *Tx) InsertRolesOnTop(ctx context.Context, rs []model.Role) error {
 	}
 	rows := make([]roleRow, len(rs))
 	for i, r := range rs {
-		tx.mark("roles", r.ID)
 		rows[i] = roleRow{ID: r.ID, Name: r.Name, Position: top + 1 + i, Color: r.Color, Permissions: int64(r.Permissions),
 			Version: 1, CreatedAt: microsOf(r.CreatedAt), UpdatedAt: microsOf(r.UpdatedAt)}
 	}
@@ -685,7 +674,6 @@ func (tx *Tx) InsertRolesOnTop(ctx context.Context, rs []model.Role) error {
 
 // UpdateRole stores a role's name, color and permissions and moves its version.
 func (tx *Tx) UpdateRole(ctx context.Context, r model.Role) (model.Role, error) {
-	tx.mark("roles", r.ID)
 	err := tx.with(ctx).Model(&roleRow{}).Where("id = ?", r.ID).Updates(map[string]any{
 		"name": r.Name, "color": r.Color, "permissions": int64(r.Permissions),
 		"version": gorm.Expr("version + 1"), "updated_at": microsOf(r.UpdatedAt)}).Error
@@ -697,7 +685,6 @@ func (tx *Tx) UpdateRole(ctx context.Context, r model.Role) (model.Role, error) 
 
 // MoveRole places a role at a position, shifting the roles in between.
 func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Time) (model.Role, error) {
-	tx.mark("roles", id)
 	db := tx.with(ctx)
 	if err := db.Model(&roleRow{}).Where("id = ?", id).Update("position", 0).Error; err != nil {
 		return model.Role{}, fmt.Errorf("move role: %w", err)
@@ -731,7 +718,6 @@ func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Ti
 		err = tx.bumpOverwriteLists(ctx, channels)
 	}
 	if err == nil {
-		tx.mark("users", "")
 		err = db.Model(&userRow{}).
 			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id = ?", id)).
 			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id IN (?)", passed)).
@@ -746,7 +732,6 @@ func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Ti
 // DeleteRole deletes a role, takes it from every user and overwrite, and
 // moves the roles above it down one. It returns how many users had it.
 func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int64, error) {
-	tx.mark("roles", r.ID)
 	db := tx.with(ctx)
 	var holders int64
 	if err := db.Model(&userRoleRow{}).Where("role_id = ?", r.ID).Count(&holders).Error; err != nil {
@@ -754,7 +739,6 @@ func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int6
 	}
 	if holders > 0 {
 		// The users' representation (their role list) changes.
-		tx.mark("users", "")
 		err := db.Model(&userRow{}).Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id = ?", r.ID)).
 			Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
 		if err != nil {
@@ -820,7 +804,6 @@ func (tx *Tx) SetRolePositions(ctx context.Context, to map[string]int, now time.
 	if len(to) == 0 {
 		return nil
 	}
-	tx.mark("roles", "")
 	db := tx.with(ctx)
 	// Each role is parked at its negated position, so the unique index on
 	// position holds throughout, by one statement of constant text (one
@@ -845,7 +828,6 @@ func (tx *Tx) SetRolePositions(ctx context.Context, to map[string]int, now time.
 		err = tx.bumpOverwriteLists(ctx, channels)
 	}
 	if err == nil {
-		tx.mark("users", "")
 		err = db.Model(&userRow{}).
 			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id IN ?", ids)).
 			Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Group("user_id").Having("COUNT(*) > 1")).
@@ -864,7 +846,6 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 	if lo > hi {
 		return nil
 	}
-	tx.mark("roles", "")
 	db := tx.with(ctx)
 	err := db.Model(&roleRow{}).Where("position >= ? AND position <= ?", lo, hi).
 		Update("position", gorm.Expr("-(position + ?)", delta)).Error
@@ -883,7 +864,6 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 // InsertUser creates a user; a taken username or email is a conflict,
 // found by the unique indexes themselves (no query before the insert).
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
-	tx.mark("users", u.ID)
 	// Constant SQL, a hot write (queries.go): every member who joins
 	// makes it, and GORM's builder cost it as much CPU as the INSERT.
 	if _, err := tx.exec(ctx, tx.sql().insertUser, u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName,
@@ -901,7 +881,6 @@ func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) 
 // UpdateUser stores a user's fields (their timeout included) and moves
 // their version.
 func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) {
-	tx.mark("users", u.ID)
 	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", u.ID).Updates(map[string]any{
 		"username": u.Username, "username_key": strings.ToLower(u.Username),
 		"display_name": u.DisplayName, "display_name_key": strings.ToLower(u.DisplayName),
@@ -931,8 +910,6 @@ func userConflict(err error, u model.User) error {
 // (ON DELETE CASCADE) and clear them from attachments (SET NULL); their
 // overwrites, whose target is not a foreign key, are deleted here.
 func (tx *Tx) DeleteUser(ctx context.Context, id string) (map[string]int64, error) {
-	tx.mark("users", id)
-	tx.mark("tokens", "") // theirs, by hash
 	db := tx.with(ctx)
 	gone := map[string]int64{}
 	for _, c := range []struct {
@@ -961,7 +938,6 @@ func (tx *Tx) DeleteUser(ctx context.Context, id string) (map[string]int64, erro
 
 // AddUserRole gives a user a role; it reports whether anything changed.
 func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
-	tx.mark("users", userID)
 	res := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&userRoleRow{UserID: userID, RoleID: roleID, CreatedAt: microsOf(now)})
 	if res.Error != nil {
 		return false, fmt.Errorf("assign role: %w", res.Error)
@@ -974,7 +950,6 @@ func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.T
 
 // RemoveUserRole takes a role from a user; it reports whether anything changed.
 func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
-	tx.mark("users", userID)
 	res := tx.with(ctx).Where("user_id = ? AND role_id = ?", userID, roleID).Delete(&userRoleRow{})
 	if res.Error != nil {
 		return false, fmt.Errorf("remove role: %w", res.Error)
@@ -987,7 +962,6 @@ func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now tim
 
 // touchUser moves a user's version: their representation changed.
 func (tx *Tx) touchUser(ctx context.Context, userID string, now time.Time) error {
-	tx.mark("users", userID)
 	err := tx.with(ctx).Model(&userRow{}).Where("id = ?", userID).
 		Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
 	if err != nil {
@@ -1000,7 +974,6 @@ func (tx *Tx) touchUser(ctx context.Context, userID string, now time.Time) error
 
 // InsertToken stores a token's metadata and hash.
 func (tx *Tx) InsertToken(ctx context.Context, t model.Token, hash string) error {
-	tx.mark("tokens", hash)
 	row := tokenRow{ID: t.ID, UserID: t.UserID, Name: t.Name, Hash: hash, CreatedAt: microsOf(t.CreatedAt), ExpiresAt: microsPtr(t.ExpiresAt)}
 	if err := tx.with(ctx).Create(&row).Error; err != nil {
 		return duplicate(err, "The token already exists.")
@@ -1010,7 +983,6 @@ func (tx *Tx) InsertToken(ctx context.Context, t model.Token, hash string) error
 
 // DeleteToken revokes a token.
 func (tx *Tx) DeleteToken(ctx context.Context, userID, tokenID string) error {
-	tx.mark("tokens", "") // logged by hash
 	if err := tx.with(ctx).Where("id = ? AND user_id = ?", tokenID, userID).Delete(&tokenRow{}).Error; err != nil {
 		return fmt.Errorf("delete token: %w", err)
 	}
@@ -1019,7 +991,6 @@ func (tx *Tx) DeleteToken(ctx context.Context, userID, tokenID string) error {
 
 // RenameToken stores a token's name.
 func (tx *Tx) RenameToken(ctx context.Context, userID, tokenID, name string) error {
-	tx.mark("tokens", "") // logged by hash
 	err := tx.with(ctx).Model(&tokenRow{}).Where("id = ? AND user_id = ?", tokenID, userID).Update("name", name).Error
 	if err != nil {
 		return fmt.Errorf("rename token: %w", err)
@@ -1031,7 +1002,6 @@ func (tx *Tx) RenameToken(ctx context.Context, userID, tokenID, name string) err
 // no longer authenticate, and removing them before a token is counted
 // keeps a user's rows, and the list of them, within the token limit.
 func (tx *Tx) DeleteExpiredTokens(ctx context.Context, userID string, now time.Time) error {
-	tx.mark("tokens", "") // logged by hash
 	err := tx.with(ctx).Where("user_id = ? AND expires_at IS NOT NULL AND expires_at <= ?", userID, microsOf(now)).
 		Delete(&tokenRow{}).Error
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
+	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
@@ -284,10 +285,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Eve
 	}
 	r := j.wait(ctx)
 	s.noteWrite(r.err, time.Since(queued))
-	if sc := scopeOf(ctx); sc != nil {
-		// What the request reads next must include its own write.
-		sc.followed.Store(false)
-	}
+	fresh.AskAgain(ctx) // what the request reads next must include its own write
 	return r.events, r.err
 }
 
@@ -521,7 +519,11 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			// deadline, and a statement of a transaction whose client
 			// stopped (deadline.go), whether the client's own deadlines
 			// can act or not.
-			lock = s.dialect.boundWrite(time.Until(deadline), min(s.statementTimeout, writeStatementBound)) + lock
+			// Under the lock, the change log's triggers fire as each
+			// statement ends (fresh.ImmediateSQL): the transaction reads
+			// what it changed so far (Tx.own).
+			lock = s.dialect.boundWrite(time.Until(deadline), min(s.statementTimeout, writeStatementBound)) + lock +
+				"; " + fresh.ImmediateSQL
 			if err := db.Exec(lock).Error; err != nil {
 				return fmt.Errorf("take write lock: %w", err)
 			}
@@ -599,17 +601,7 @@ func (s *Store) runJob(j *writeJob, tx *Tx) (err error) {
 			err = fmt.Errorf("panic in write: %v\n%s", r, debug.Stack())
 		}
 	}()
-	if !s.verifyMarks || s.Postgres() {
-		return j.fn(tx)
-	}
-	from, err := tx.lastChange(j.ctx)
-	if err != nil {
-		return err
-	}
-	if err := j.fn(tx); err != nil {
-		return err
-	}
-	return tx.verifyMarks(j.ctx, from)
+	return j.fn(tx)
 }
 
 // beginJob opens the savepoint of a job of a batch, releasing the previous
@@ -660,14 +652,22 @@ func (tx *Tx) savepoint(ctx context.Context, stmt string) error {
 
 // batchState is what the requests of one transaction share.
 type batchState struct {
-	// marks are what the transaction changed so far (Tx.mark), committed
-	// or not: what the cache holds of them is not what it sees.
-	marks map[dep]struct{}
-	// scope makes the cache follow the change log once per transaction
-	// (Tx.cacheCtx).
-	scope *readScope
+	// ctx makes the cache follow the change log once per transaction
+	// (Tx.cacheCtx): it holds the transaction's read scope.
+	ctx context.Context
+	// from is the version the cache followed to at the transaction's first
+	// question (Tx.own); ownChanges are the transaction's changes as read
+	// after its ownAt-th statement that may have written.
+	from       int64
+	fromSet    bool
+	ownRead    bool
+	ownChanges []fresh.Change
+	ownAt      int64
 }
 
 func newBatchState() *batchState {
-	return &batchState{marks: map[dep]struct{}{}, scope: &readScope{}}
+	return &batchState{ctx: fresh.TxScope(context.Background())}
 }
+
+// scope returns ctx in the transaction's read scope.
+func (b *batchState) scope(ctx context.Context) context.Context { return fresh.WithScopeOf(ctx, b.ctx) }

@@ -1,4 +1,4 @@
-package store
+package fresh
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,12 +68,12 @@ func FuzzPackedUser(f *testing.F) {
 		"00000000-0000-0000-0000--00000000000", int64(0))
 	f.Fuzz(func(t *testing.T, id, username, display, status, email string, hasEmail, owner bool, version, created, updated int64, roles string, timeout int64) {
 		u := model.User{ID: id, Username: username, DisplayName: display, Status: status, IsOwner: owner, Version: version,
-			CreatedAt: micros(created).time(), UpdatedAt: micros(updated).time(), Roles: splitIDs(roles)}
+			CreatedAt: time.UnixMicro(created).UTC(), UpdatedAt: time.UnixMicro(updated).UTC(), Roles: splitTestIDs(roles)}
 		if hasEmail {
 			u.Email = &email
 		}
 		if timeout != 0 {
-			tt := micros(timeout).time()
+			tt := time.UnixMicro(timeout).UTC()
 			u.TimeoutUntil = &tt
 		}
 		p := newPackedUsers(1 << 20)
@@ -248,48 +250,34 @@ func TestSplitBound(t *testing.T) {
 // one has given way, the page is read again, and the same either way.
 func TestPageServedOnlyWithItsUsers(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var ids []string
-	if _, err := s.Write(ctx, func(tx *Tx) error {
-		for i := range 3 {
-			now := model.Now()
-			u := model.User{ID: uuid.Must(uuid.NewV7()).String(), Username: fmt.Sprintf("p%d", i), DisplayName: "P",
-				Status: model.StatusActive, CreatedAt: now, UpdatedAt: now}
-			if _, err := tx.InsertUser(ctx, u); err != nil {
-				return err
-			}
-			ids = append(ids, u.ID)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c := New(Options{Users: UserDeps{Table: "users", Whole: []string{"roles"}}})
+	c.follow = func(context.Context) error { c.apply(delta{to: c.pos}); return nil } // nothing ever changes
+	rng := rand.New(rand.NewPCG(3, 4))
+	first := []model.User{packedUser(1, rng), packedUser(2, rng), packedUser(3, rng)}
+	reads := 0
+	key := Key{Kind: UserPage, A: "p", N: 10}
 	page := func(wantHit bool) []model.User {
 		t.Helper()
-		before := s.CacheStats()
-		users, _, err := s.ListUsers(s.ReadScope(ctx), UserFilter{Prefix: "p"}, "", 10)
+		before := reads
+		users, _, err := c.Page(Scope(ctx), key, func() ([]model.User, string, error) {
+			reads++
+			return slices.Clone(first), "", nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if hit := s.CacheStats().Hits > before.Hits; hit != wantHit {
+		if hit := reads == before; hit != wantHit {
 			t.Fatalf("page answered from memory: %v, want %v", hit, wantHit)
 		}
 		return users
 	}
-	first := page(false)
-	if len(first) != 3 {
-		t.Fatalf("%d users, want 3", len(first))
-	}
+	page(false)
 	if again := page(true); !reflect.DeepEqual(again, first) {
 		t.Fatalf("from memory:\n%+v\nread:\n%+v", again, first)
 	}
-	s.cache.mu.Lock()
-	s.cache.users.drop(ids[1]) // as if it had given way in the ring
-	s.cache.mu.Unlock()
+	c.mu.Lock()
+	c.users.drop(first[1].ID) // as if it had given way in the ring
+	c.mu.Unlock()
 	if again := page(false); !reflect.DeepEqual(again, first) {
 		t.Fatalf("read again:\n%+v\nfirst:\n%+v", again, first)
 	}
@@ -299,9 +287,9 @@ func TestPageServedOnlyWithItsUsers(t *testing.T) {
 	newer := first[2]
 	newer.Version++
 	newer.DisplayName = "Q"
-	s.cache.mu.Lock()
-	s.cache.users.put(newer)
-	s.cache.mu.Unlock()
+	c.mu.Lock()
+	c.users.put(newer)
+	c.mu.Unlock()
 	if again := page(false); !reflect.DeepEqual(again, first) {
 		t.Fatalf("read again:\n%+v\nfirst:\n%+v", again, first)
 	}
@@ -368,7 +356,23 @@ func TestUserPageRefs(t *testing.T) {
 	}
 	// UUID and version 1; length, "owner" and 6 bytes of version; length,
 	// 36 characters and 2 bytes of version; UUID and version 127.
-	if want := 48 + allocBytes(17+1+(1+5+6)+(1+36+2)+17+1) + allocBytes(len(p.next)); p.bytes() != want {
+	if want := 48 + AllocBytes(17+1+(1+5+6)+(1+36+2)+17+1) + AllocBytes(len(p.next)); p.bytes() != want {
 		t.Errorf("bytes %d, want %d", p.bytes(), want)
 	}
+}
+
+func splitTestIDs(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

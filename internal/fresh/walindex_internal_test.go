@@ -1,6 +1,6 @@
 //go:build unix
 
-package store
+package fresh
 
 import (
 	"context"
@@ -9,23 +9,46 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
 
-// openMapped opens a store on dir, closed with the test, whose change log
-// mapped the wal-index.
-func openMapped(t *testing.T, dir string) *Store {
+// openMapped creates a database in dir with a change log that logs the
+// table gadgets, and opens the log's connection on it, closed with the
+// test, with the wal-index mapped.
+func openMapped(t *testing.T, dir string) (*sqliteLog, *atomic.Int64) {
 	t.Helper()
-	s, err := Open(context.Background(), Options{DataDir: dir})
+	ctx := context.Background()
+	path := filepath.Join(dir, "fresh.db")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	if s.sqliteLog == nil || s.sqliteLog.wal == nil {
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS gadgets (id TEXT PRIMARY KEY, n INTEGER NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateLog(ctx, db, Registry{Logged: []Table{{Name: "gadgets", LogAs: "gadgets", Key: "id"}}}, nil); err != nil &&
+		!strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	var counter atomic.Int64
+	l, err := openSQLiteLog("file:"+path+"?_query_only=true&_busy_timeout=10000", path+"-shm", &counter, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = l.close()
+		l.releaseWALIndex()
+	})
+	if _, err := l.start(); err != nil {
+		t.Fatal(err)
+	}
+	if l.wal == nil {
 		t.Fatal("the change log did not map the wal-index")
 	}
-	return s
+	return l, &counter
 }
 
 // TestSQLiteLogAsksOnlyWhenTheHeaderMoves: while nothing is committed, the
@@ -37,9 +60,8 @@ func openMapped(t *testing.T, dir string) *Store {
 func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openMapped(t, dir)
-	l := s.sqliteLog
-	other, err := sql.Open(sqliteDriver, "file:"+filepath.Join(dir, "guildhall.db")+"?_busy_timeout=10000")
+	l, statements := openMapped(t, dir)
+	other, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "fresh.db")+"?_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +76,15 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	// ask returns what next says after pos and how many statements it ran.
 	ask := func() (delta, int64) {
 		t.Helper()
-		before := s.statements.Load()
+		before := statements.Load()
 		d, err := l.next(ctx, pos)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d, s.statements.Load() - before
+		return d, statements.Load() - before
 	}
 
-	exec("INSERT INTO settings (id, global_permissions, global_version, auth_version, created_at, updated_at) " +
-		"VALUES (1, 0, 0, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP) ON CONFLICT DO NOTHING")
+	exec("INSERT INTO gadgets (id, n) VALUES ('g', 0)")
 	if pos, err = l.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +95,9 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 		}
 	}
 
-	exec("UPDATE settings SET global_permissions = global_permissions + 1")
+	exec("UPDATE gadgets SET n = n + 1")
 	d, n := ask()
-	if n != 1 || d.reset || len(d.changes) != 1 || d.changes[0].tbl != "settings" || d.to.v != pos.v+1 {
+	if n != 1 || d.reset || len(d.changes) != 1 || d.changes[0].Table != "gadgets" || d.to.v != pos.v+1 {
 		t.Fatalf("after another connection's commit: next = %+v after %d statements; want the settings change in one", d, n)
 	}
 	pos = d.to
@@ -88,7 +109,7 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	if d, n := ask(); n != 1 || d.to != pos || d.reset || len(d.changes) != 0 {
 		t.Fatalf("after a checkpoint: next = %+v after %d statements; want no change, asked in one", d, n)
 	}
-	exec("UPDATE settings SET global_permissions = global_permissions + 1")
+	exec("UPDATE gadgets SET n = n + 1")
 	if d, n = ask(); n != 1 || len(d.changes) != 1 || d.to.v != pos.v+1 {
 		t.Fatalf("after a commit into a restarted log: next = %+v after %d statements; want the change in one", d, n)
 	}
@@ -109,7 +130,7 @@ func TestSQLiteLogAsksOnlyWhenTheHeaderMoves(t *testing.T) {
 	if d, n = ask(); n != 1 || d.to != pos {
 		t.Fatalf("without the header, nothing committed: next = %+v after %d statements; want data_version alone", d, n)
 	}
-	exec("UPDATE settings SET global_permissions = global_permissions + 1")
+	exec("UPDATE gadgets SET n = n + 1")
 	if d, n = ask(); n != 2 || len(d.changes) != 1 || d.to.v != pos.v+1 {
 		t.Fatalf("without the header, after a commit: next = %+v after %d statements; want the change in two", d, n)
 	}
@@ -126,15 +147,14 @@ func TestWALIndexKeepsSQLiteLocks(t *testing.T) {
 	}
 	dir := t.TempDir()
 	openMapped(t, dir)
-	// A second store on the same file maps the same wal-index again.
-	s2, err := Open(context.Background(), Options{DataDir: dir})
-	if err != nil {
+	// A second connection of the log on the same file maps the same
+	// wal-index again, and gives it back.
+	l2, _ := openMapped(t, dir)
+	if err := l2.close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(filepath.Join(dir, "guildhall.db-shm"))
+	l2.releaseWALIndex()
+	fi, err := os.Stat(filepath.Join(dir, "fresh.db-shm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +174,14 @@ func TestWALIndexKeepsSQLiteLocks(t *testing.T) {
 	}
 	if !held {
 		t.Fatalf("the process holds no lock on byte 128 of the wal-index (inode %d) with a store open:\n%s", ino, locks)
+	}
+}
+
+// TestSQLiteLogLimitIsNotPlanned: the change log's question on SQLite does
+// not give its LIMIT as a plain parameter, which SQLite's planner reads
+// and then prepares the statement again at every run.
+func TestSQLiteLogLimitIsNotPlanned(t *testing.T) {
+	if !strings.Contains(sqliteChangesAfter, "LIMIT +?") || strings.Contains(sqliteChangesAfter, "LIMIT ?") {
+		t.Errorf("the change log's question limits with %q; want LIMIT +?", sqliteChangesAfter)
 	}
 }

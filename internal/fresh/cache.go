@@ -1,9 +1,10 @@
-package store
+package fresh
 
 import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -45,10 +46,10 @@ import (
 
 // dep is what a cached value depends on: a key of a logged table, or the
 // whole table (key "").
-type dep struct{ tbl, key string }
+type Dep struct{ Table, Key string }
 
-// change is one entry of the change log; the table "*" is everything.
-type change struct{ tbl, key string }
+// Change is one entry of the change log; the table "*" is everything.
+type Change = Dep
 
 // position is how far the cache has followed the log.
 type position struct {
@@ -64,7 +65,7 @@ type position struct {
 // over at to.
 type delta struct {
 	to      position
-	changes []change
+	changes []Change
 	reset   bool
 }
 
@@ -94,26 +95,26 @@ func splitBound(max, capEntries int) (entries, users int) {
 	return entries, max - entries
 }
 
-type cacheKind uint8
+type Kind uint8
 
 const (
-	cacheCredentials cacheKind = iota + 1
-	cacheUser
-	cacheUserPage
+	Credentials Kind = iota + 1
+	User
+	UserPage
 )
 
-// cacheKey names one read: its kind and its arguments.
-type cacheKey struct {
-	kind       cacheKind
-	a, b, c, d string
-	n          int
-	flag       bool
+// Key names one read: its kind and its arguments.
+type Key struct {
+	Kind       Kind
+	A, B, C, D string
+	N          int
+	Flag       bool
 }
 
 type entry struct {
-	key   cacheKey
+	key   Key
 	value any
-	deps  []dep
+	deps  []Dep
 	bytes int
 }
 
@@ -147,7 +148,7 @@ func (s *entrySet) remove(e *entry) bool {
 	return s.one == nil && len(s.more) == 0
 }
 
-type cache struct {
+type Cache struct {
 	// follow asks the log what changed and applies it (SQLite: one
 	// question at a time; PostgreSQL: rounds).
 	follow func(ctx context.Context) error
@@ -156,37 +157,74 @@ type cache struct {
 	mu    sync.Mutex
 	pos   position
 	gen   uint64 // moves with every change followed: a read kept at another gen is not kept
-	m     map[cacheKey]*entry
-	byDep map[dep]entrySet
+	m     map[Key]*entry
+	byDep map[Dep]entrySet
 	bytes int // the entries' estimate
 	max   int // the entries' bound
 	users *packedUsers
 	// removed counts the entries removed since the maps were compacted.
 	removed int
-	auth    authView
+	views   []*view // values built from several tables (View)
+	// userDeps are what a kept user depends on (Options.Users).
+	userDeps UserDeps
 
 	// afterRead, when set (tests), runs between a read that missed and
 	// its keeping.
 	afterRead func()
 
 	hits, misses, questions, resets atomic.Int64
-	keptSearches                    atomic.Int64 // pages of searches whose users were kept (searchKept)
+	keptSearches                    atomic.Int64 // pages of searches whose users were kept (NoteKeptSearch)
 	changes                         atomic.Int64 // changes followed (for tracing)
 	tracer                          *tracer      // nil: tracing off
+	sqliteLog                       *sqliteLog   // SQLite: the log's own connection (FollowSQLite)
 }
 
-func newCache(max, capEntries int) *cache {
+// Options size a cache and say what its users depend on.
+type Options struct {
+	// MaxBytes bounds the cache's estimated size; DefaultCacheBytes when 0.
+	MaxBytes int
+	// MaxEntryBytes, when not 0, caps the share of MaxBytes that the
+	// entries on the heap get (splitBound).
+	MaxEntryBytes int
+	// Users says which logged tables a kept user depends on.
+	Users UserDeps
+	// Tracing, when its Tracer is set, traces the cache's decisions.
+	Tracing Tracing
+}
+
+// UserDeps are the logged tables a kept user depends on: Table by the
+// user's ID, and every table of Whole as a whole (any role's position
+// orders every user's role IDs).
+type UserDeps struct {
+	Table string
+	Whole []string
+}
+
+// pageDeps: a page of users changes with any user, and with what every
+// user depends on.
+func (u UserDeps) pageDeps() []Dep {
+	out := []Dep{{u.Table, ""}}
+	for _, t := range u.Whole {
+		out = append(out, Dep{t, ""})
+	}
+	return out
+}
+
+// New returns an empty cache; it follows nothing until one of the Follow
+// methods says how.
+func New(opts Options) *Cache {
+	max := opts.MaxBytes
 	if max <= 0 {
 		max = DefaultCacheBytes
 	}
-	entries, users := splitBound(max, capEntries)
-	return &cache{max: entries, users: newPackedUsers(users), m: map[cacheKey]*entry{}, byDep: map[dep]entrySet{},
-		auth: authView{building: make(chan struct{}, 1)}}
+	entries, users := splitBound(max, opts.MaxEntryBytes)
+	return &Cache{max: entries, users: newPackedUsers(users), m: map[Key]*entry{}, byDep: map[Dep]entrySet{},
+		userDeps: opts.Users, tracer: newTracer(opts.Tracing)}
 }
 
 // apply follows a delta: it drops what depends on the changes and moves
 // the position.
-func (c *cache) apply(d delta) {
+func (c *Cache) apply(d delta) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d.reset {
@@ -194,16 +232,18 @@ func (c *cache) apply(d delta) {
 		c.clearLocked()
 	}
 	for _, ch := range d.changes {
-		if ch.tbl == "*" {
+		if ch.Table == "*" {
 			c.clearLocked()
 			continue
 		}
-		c.dropLocked(dep(ch))
-		if ch.key != "" {
-			c.dropLocked(dep{ch.tbl, ""})
+		c.dropLocked(ch)
+		if ch.Key != "" {
+			c.dropLocked(Dep{ch.Table, ""})
 		}
 		c.dropUsersLocked(ch)
-		c.auth.mark(ch, c.gen+1)
+		for _, v := range c.views {
+			v.mark(ch, c.gen+1)
+		}
 	}
 	if d.reset || len(d.changes) > 0 {
 		c.gen++
@@ -212,14 +252,16 @@ func (c *cache) apply(d delta) {
 	c.pos = d.to
 }
 
-func (c *cache) clearLocked() {
-	c.m, c.byDep, c.bytes, c.removed = map[cacheKey]*entry{}, map[dep]entrySet{}, 0, 0
+func (c *Cache) clearLocked() {
+	c.m, c.byDep, c.bytes, c.removed = map[Key]*entry{}, map[Dep]entrySet{}, 0, 0
 	c.users.clear()
-	c.auth.markAll(c.gen + 1)
+	for _, v := range c.views {
+		v.markAll(c.gen + 1)
+	}
 }
 
 // dropLocked drops the entries that depend on d.
-func (c *cache) dropLocked(d dep) {
+func (c *Cache) dropLocked(d Dep) {
 	set, ok := c.byDep[d]
 	if !ok {
 		return
@@ -232,7 +274,7 @@ func (c *cache) dropLocked(d dep) {
 	}
 }
 
-func (c *cache) removeLocked(e *entry) {
+func (c *Cache) removeLocked(e *entry) {
 	delete(c.m, e.key)
 	c.bytes -= e.bytes
 	c.removed++
@@ -248,7 +290,7 @@ func (c *cache) removeLocked(e *entry) {
 
 // lookup returns an entry's value, and the gen a read that misses must be
 // kept at.
-func (c *cache) lookup(k cacheKey) (any, bool, uint64) {
+func (c *Cache) lookup(k Key) (any, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
@@ -275,12 +317,12 @@ const (
 
 // entryBytes is what keeping a value of the given estimate under k, with
 // deps, costs in all.
-func (c *cache) entryBytesLocked(k cacheKey, deps []dep, value int) int {
-	n := value + entryOverhead + allocBytes(len(k.a)) + allocBytes(len(k.b)) + allocBytes(len(k.c)) + allocBytes(len(k.d))
+func (c *Cache) entryBytesLocked(k Key, deps []Dep, value int) int {
+	n := value + entryOverhead + AllocBytes(len(k.A)) + AllocBytes(len(k.B)) + AllocBytes(len(k.C)) + AllocBytes(len(k.D))
 	for _, d := range deps {
 		switch set, ok := c.byDep[d]; {
 		case !ok:
-			n += newSetOverhead + allocBytes(len(d.key))
+			n += newSetOverhead + AllocBytes(len(d.Key))
 		case set.more == nil:
 			n += depOverhead + setMapOverhead
 		default:
@@ -292,7 +334,7 @@ func (c *cache) entryBytesLocked(k cacheKey, deps []dep, value int) int {
 
 // keep stores a value read at gen, unless a change was followed since (the
 // read may predate it). bytes is the value's own estimate.
-func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
+func (c *Cache) keep(gen uint64, k Key, deps []Dep, value any, bytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == gen {
@@ -300,7 +342,7 @@ func (c *cache) keep(gen uint64, k cacheKey, deps []dep, value any, bytes int) {
 	}
 }
 
-func (c *cache) keepLocked(k cacheKey, deps []dep, value any, bytes int) {
+func (c *Cache) keepLocked(k Key, deps []Dep, value any, bytes int) {
 	if e, ok := c.m[k]; ok {
 		c.removeLocked(e)
 	}
@@ -332,7 +374,7 @@ func (c *cache) keepLocked(k cacheKey, deps []dep, value any, bytes int) {
 // than the cache holds pay one removal per miss, not a sweep of a quarter
 // of the cache. The maps are compacted once as many entries were removed
 // as are kept (keep).
-func (c *cache) evictLocked(target int) {
+func (c *Cache) evictLocked(target int) {
 	for _, e := range c.m {
 		if c.bytes <= target {
 			break
@@ -345,14 +387,14 @@ func (c *cache) evictLocked(target int) {
 // every large set of entries into maps of their size. A Go map never
 // shrinks, and one that entries keep entering and leaving holds the
 // deleted slots too, several times what a fresh copy holds.
-func (c *cache) compactLocked() {
+func (c *Cache) compactLocked() {
 	c.removed = 0
-	m := make(map[cacheKey]*entry, len(c.m))
+	m := make(map[Key]*entry, len(c.m))
 	for k, e := range c.m {
 		m[k] = e
 	}
 	c.m = m
-	byDep := make(map[dep]entrySet, len(c.byDep))
+	byDep := make(map[Dep]entrySet, len(c.byDep))
 	for d, set := range c.byDep {
 		if len(set.more) > 8 {
 			fresh := make(map[*entry]struct{}, len(set.more))
@@ -373,16 +415,36 @@ type scopeKey struct{}
 // the others need not.
 type readScope struct{ followed atomic.Bool }
 
-// ReadScope returns a context for one request: its cached reads are all
+// Scope returns a context for one request: its cached reads are all
 // answered as of one moment after this call, which its first cached read
-// asks for. A write committed through it (Store.Write) makes the next read
+// asks for. A write committed through it (AskAgain) makes the next read
 // ask again, so the request reads its own writes.
-func (s *Store) ReadScope(ctx context.Context) context.Context {
+func Scope(ctx context.Context) context.Context {
 	sc := &readScope{}
 	if testOnlySkipFreshness != "" {
 		sc.followed.Store(true)
 	}
 	return context.WithValue(ctx, scopeKey{}, sc)
+}
+
+// TxScope returns a scope of its own for a write transaction: the cache
+// follows the log once per transaction, under the write lock, so what it
+// holds is what the transaction started from (its own changes aside: Own).
+func TxScope(ctx context.Context) context.Context {
+	return context.WithValue(ctx, scopeKey{}, &readScope{})
+}
+
+// WithScopeOf returns ctx in the read scope of scoped.
+func WithScopeOf(ctx, scoped context.Context) context.Context {
+	return context.WithValue(ctx, scopeKey{}, scopeOf(scoped))
+}
+
+// AskAgain makes the next cached read of ctx's scope follow the log again:
+// a write committed in the scope is then read back.
+func AskAgain(ctx context.Context) {
+	if sc := scopeOf(ctx); sc != nil {
+		sc.followed.Store(false)
+	}
 }
 
 // testOnlySkipFreshness, when not empty, breaks the rule above on purpose:
@@ -391,7 +453,7 @@ func (s *Store) ReadScope(ctx context.Context) context.Context {
 // follows the log inside write transactions). Only a test's own build sets
 // it, at link time:
 //
-//	go build -ldflags "-X github.com/guildhall/guildhall/internal/store.testOnlySkipFreshness=yes"
+//	go build -ldflags "-X github.com/guildhall/guildhall/internal/fresh.testOnlySkipFreshness=yes"
 //
 // cmd/guildhall's linearizability test does, to show that its checker
 // finds the stale reads of a cache that does not ask. Nothing else sets it.
@@ -402,9 +464,9 @@ func scopeOf(ctx context.Context) *readScope {
 	return sc
 }
 
-// fresh makes sure the cache has followed the log up to a moment after the
+// Fresh makes sure the cache has followed the log up to a moment after the
 // request's scope began (after now, without a scope).
-func (c *cache) fresh(ctx context.Context) error {
+func (c *Cache) Fresh(ctx context.Context) error {
 	sc := scopeOf(ctx)
 	if sc != nil && sc.followed.Load() {
 		return nil
@@ -425,17 +487,17 @@ func (c *cache) fresh(ctx context.Context) error {
 	return nil
 }
 
-// cachedRead answers a read from the cache when it may, else runs it and
-// keeps what it read. deps are what the value depends on; bytes estimates
-// what keeping it costs; copyOut gives the caller a value of its own.
-func cachedRead[T any](ctx context.Context, c *cache, k cacheKey, deps func(T) []dep, bytes func(T) int,
+// Read answers a read from the cache when it may, else runs it and keeps
+// what it read. deps are what the value depends on; bytes estimates what
+// keeping it costs; copyOut gives the caller a value of its own.
+func Read[T any](ctx context.Context, c *Cache, k Key, deps func(T) []Dep, bytes func(T) int,
 	copyOut func(T) T, read func() (T, error)) (T, error) {
-	if err := c.fresh(ctx); err != nil {
+	if err := c.Fresh(ctx); err != nil {
 		var zero T
 		return zero, err
 	}
 	v, hit, gen := c.lookup(k)
-	c.decided(ctx, k.kind, hit)
+	c.decided(ctx, k.Kind, hit)
 	if hit {
 		return copyOut(v.(T)), nil
 	}
@@ -451,7 +513,7 @@ func cachedRead[T any](ctx context.Context, c *cache, k cacheKey, deps func(T) [
 }
 
 // decided counts (and traces) a read answered from memory or not.
-func (c *cache) decided(ctx context.Context, kind cacheKind, hit bool) {
+func (c *Cache) decided(ctx context.Context, kind Kind, hit bool) {
 	if c.tracer != nil {
 		c.tracer.decided(ctx, cacheReads[kind], hit)
 	}
@@ -464,7 +526,7 @@ func (c *cache) decided(ctx context.Context, kind cacheKind, hit bool) {
 
 // lookupUser returns a kept user, and the gen a read that misses must be
 // kept at.
-func (c *cache) lookupUser(id string) (model.User, bool, uint64) {
+func (c *Cache) lookupUser(id string) (model.User, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	u, ok := c.users.user(id)
@@ -476,7 +538,7 @@ func (c *cache) lookupUser(id string) (model.User, bool, uint64) {
 // (keepPage), and served only while each of its users is kept too, as the
 // page read them: a user kept again since, read after a change that was
 // not followed yet, would mix two moments in one answer.
-func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
+func (c *Cache) lookupPage(k Key) ([]model.User, string, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
@@ -503,7 +565,7 @@ func (c *cache) lookupPage(k cacheKey) ([]model.User, string, bool, uint64) {
 
 // keptUsers returns the kept users of ids, each at its version of
 // versions, or false when one of them is not kept at it.
-func (c *cache) keptUsers(ids []string, versions []int64) ([]model.User, bool) {
+func (c *Cache) keptUsers(ids []string, versions []int64) ([]model.User, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	recs := make([][]byte, len(ids))
@@ -537,7 +599,7 @@ func decodeAt(recs [][]byte, versions []int64) ([]model.User, bool) {
 
 // keepPage keeps a page of users read at gen, unless a change was followed
 // since: its users, and their IDs as the page.
-func (c *cache) keepPage(gen uint64, k cacheKey, users []model.User, next string) {
+func (c *Cache) keepPage(gen uint64, k Key, users []model.User, next string) {
 	p := newUserPage(users, next)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -547,11 +609,11 @@ func (c *cache) keepPage(gen uint64, k cacheKey, users []model.User, next string
 	for _, u := range users {
 		c.users.put(u)
 	}
-	c.keepLocked(k, pageDeps, p, p.bytes())
+	c.keepLocked(k, c.userDeps.pageDeps(), p, p.bytes())
 }
 
 // keepUser keeps a user read at gen, unless a change was followed since.
-func (c *cache) keepUser(gen uint64, u model.User) {
+func (c *Cache) keepUser(gen uint64, u model.User) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == gen {
@@ -562,20 +624,20 @@ func (c *cache) keepUser(gen uint64, u model.User) {
 // dropUsersLocked drops the users a change may have changed: a user
 // changes with their row and their roles (logged as theirs), and with any
 // role's position, which orders their role IDs.
-func (c *cache) dropUsersLocked(ch change) {
+func (c *Cache) dropUsersLocked(ch Change) {
 	switch {
-	case ch.tbl == "users" && ch.key != "":
-		c.users.drop(ch.key)
-	case ch.tbl == "users" || ch.tbl == "roles":
+	case ch.Table == c.userDeps.Table && ch.Key != "":
+		c.users.drop(ch.Key)
+	case ch.Table == c.userDeps.Table || slices.Contains(c.userDeps.Whole, ch.Table):
 		c.users.clear()
 	}
 }
 
-// CacheStats counts what the read cache answered from memory, what it sent
+// Stats counts what the read cache answered from memory, what it sent
 // to the database, the questions it asked the change log, and the times it
 // started over; Entries and Bytes are its size now (Bytes an estimate),
 // users included.
-type CacheStats struct {
+type Stats struct {
 	Hits, Misses, Questions, Resets int64
 	Entries, Bytes                  int
 	// UserBytes is the part of Bytes that the packed users hold.
@@ -585,14 +647,13 @@ type CacheStats struct {
 	KeptSearches int64
 }
 
-// CacheStats returns the read cache's counters since the store was opened.
-func (s *Store) CacheStats() CacheStats {
-	c := s.cache
+// Stats returns the cache's counters since it was made.
+func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	n, ub := len(c.m)+c.users.len(), c.users.bytes()
 	b := c.bytes + ub
 	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
 		Resets: c.resets.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load()}
 }
 

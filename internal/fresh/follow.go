@@ -1,4 +1,4 @@
-package store
+package fresh
 
 import (
 	"context"
@@ -15,6 +15,96 @@ import (
 
 // How the cache asks the change log what changed (cache.go): on SQLite, on
 // a connection of its own; on PostgreSQL, in rounds on the read pool.
+
+// FollowNothing is for a database migrated short of the change log (tests
+// of a migration): every question starts over, so nothing outlives a
+// request.
+func (c *Cache) FollowNothing() {
+	c.follow = func(context.Context) error {
+		c.apply(delta{reset: true})
+		return nil
+	}
+}
+
+// FollowSQLite starts the cache at the log's position now and has it ask
+// the SQLite file at dsn (read-only), whose wal-index is the file shm,
+// one question at a time. counter counts its statements.
+func (c *Cache) FollowSQLite(dsn, shm string, counter *atomic.Int64) error {
+	l, err := openSQLiteLog(dsn, shm, counter, c.tracer)
+	if err != nil {
+		return err
+	}
+	c.sqliteLog = l
+	p, err := l.start()
+	if err != nil {
+		return fmt.Errorf("read the change log: %w", err)
+	}
+	c.pos = p
+	var mu sync.Mutex // one question at a time: the connection serves one statement at a time
+	c.follow = func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		c.mu.Lock()
+		from := c.pos
+		c.mu.Unlock()
+		d, err := l.next(ctx, from)
+		if err != nil {
+			return err
+		}
+		c.apply(d)
+		return nil
+	}
+	return nil
+}
+
+// FollowPostgres starts the cache at the log's position now and has it ask
+// through q, in rounds that concurrent reads share.
+func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc) error {
+	d, err := pgNext(ctx, q, position{v: -1})
+	if err != nil {
+		return fmt.Errorf("read the change log: %w", err)
+	}
+	c.pos = d.to
+	r := &rounds{ask: func(ctx context.Context) error {
+		c.mu.Lock()
+		from := c.pos
+		c.mu.Unlock()
+		d, err := pgNext(ctx, q, from)
+		if err != nil {
+			return err
+		}
+		c.apply(d)
+		return nil
+	}}
+	r.traced = c.tracer != nil
+	c.follow = r.follow
+	c.rounds = r
+	return nil
+}
+
+// Close closes SQLite's log connection (nothing else holds resources).
+func (c *Cache) Close() error {
+	if c.sqliteLog == nil {
+		return nil
+	}
+	return c.sqliteLog.close()
+}
+
+// ReleaseWALIndex gives the wal-index's file back, once the store's
+// connections are closed (walindex_unix.go says why not before).
+func (c *Cache) ReleaseWALIndex() {
+	if c.sqliteLog != nil {
+		c.sqliteLog.releaseWALIndex()
+	}
+}
+
+// RoundsSent is how many questions PostgreSQL's rounds sent.
+func (c *Cache) RoundsSent() int64 {
+	if c.rounds == nil {
+		return 0
+	}
+	return c.rounds.sent.Load()
+}
 
 // sqliteLog reads SQLite's change log on a connection that never writes:
 // PRAGMA data_version on it moves whenever any other connection commits,
@@ -98,7 +188,7 @@ func (l *sqliteLog) query(ctx context.Context, query string, st driver.Stmt, arg
 	each func(dest []driver.Value) error, width int) (err error) {
 	l.counter.Add(1)
 	if sp := l.tracer.statement(ctx, query); sp != nil {
-		defer func() { endSpan(sp, err) }()
+		defer func() { l.tracer.end(sp, err) }()
 	}
 	rows, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), args)
 	if err != nil {
@@ -165,7 +255,7 @@ func (l *sqliteLog) next(ctx context.Context, from position) (delta, error) {
 			d.reset = true // a hole: pruned (or deleted) past where the cache stood
 		}
 		d.to.v = v
-		d.changes = append(d.changes, change{tbl: text(row[1]), key: text(row[2])})
+		d.changes = append(d.changes, Change{Table: text(row[1]), Key: text(row[2])})
 		return nil
 	}, 3)
 	if err != nil {
@@ -249,12 +339,16 @@ func text(v driver.Value) string {
 // none when the data_version row is missing (someone deleted it: nothing is
 // cached until a write puts it back).
 const pgChangesAfter = `SELECT d.v, d.nonce, c.v, c.prev, c.tbl, c.key FROM data_version d
-LEFT JOIN LATERAL (SELECT v, prev, tbl, key FROM change_log WHERE v > ? AND v <= d.v ORDER BY v LIMIT ?) c ON true
+LEFT JOIN LATERAL (SELECT v, prev, tbl, key FROM change_log WHERE v > $1 AND v <= d.v ORDER BY v LIMIT $2) c ON true
 WHERE d.id = 1`
 
+// QueryFunc runs a statement on the read pool (the store's, with its
+// deadlines, counting and tracing).
+type QueryFunc func(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+
 // pgNext returns what changed after from, read through q (the read pool).
-func pgNext(ctx context.Context, q queries, from position) (delta, error) {
-	rows, err := q.query(ctx, pgChangesAfter, from.v, maxChangesFollowed+1)
+func pgNext(ctx context.Context, q QueryFunc, from position) (delta, error) {
+	rows, err := q(ctx, pgChangesAfter, from.v, maxChangesFollowed+1)
 	if err != nil {
 		return delta{}, err
 	}
@@ -283,7 +377,7 @@ func pgNext(ctx context.Context, q queries, from position) (delta, error) {
 			d.reset = true
 		}
 		last = v.Int64
-		d.changes = append(d.changes, change{tbl: tbl.String, key: key.String})
+		d.changes = append(d.changes, Change{Table: tbl.String, Key: key.String})
 	}
 	if err := rows.Close(); err != nil {
 		return delta{}, err

@@ -1,10 +1,11 @@
-package store
+package fresh
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/maphash"
+	"time"
 	"unsafe"
 
 	"github.com/guildhall/guildhall/internal/model"
@@ -434,12 +435,12 @@ func encodeUser(b []byte, u model.User) []byte {
 		b = appendString(b, *u.Email)
 	}
 	if u.TimeoutUntil != nil {
-		b = binary.AppendVarint(b, int64(microsOf(*u.TimeoutUntil)))
+		b = binary.AppendVarint(b, u.TimeoutUntil.UnixMicro())
 	}
 	b = binary.AppendVarint(b, u.Version)
-	created := int64(microsOf(u.CreatedAt))
+	created := u.CreatedAt.UnixMicro()
 	b = binary.AppendVarint(b, created)
-	return binary.AppendVarint(b, int64(microsOf(u.UpdatedAt))-created)
+	return binary.AppendVarint(b, u.UpdatedAt.UnixMicro()-created)
 }
 
 // userRoom is what decodeUser appends to its buffer for a record, at most:
@@ -486,7 +487,7 @@ func decodeUser(buf, rec []byte) (model.User, []byte) {
 	if flags&flagTimeout != 0 {
 		v, k := binary.Varint(b)
 		b = b[k:]
-		t := micros(v).time()
+		t := time.UnixMicro(v).UTC()
 		u.TimeoutUntil = &t
 	}
 	var v [3]int64
@@ -495,7 +496,7 @@ func decodeUser(buf, rec []byte) (model.User, []byte) {
 		v[i], k = binary.Varint(b)
 		b = b[k:]
 	}
-	u.Version, u.CreatedAt, u.UpdatedAt = v[0], micros(v[1]).time(), micros(v[1]+v[2]).time()
+	u.Version, u.CreatedAt, u.UpdatedAt = v[0], time.UnixMicro(v[1]).UTC(), time.UnixMicro(v[1]+v[2]).UTC()
 	return u, buf
 }
 

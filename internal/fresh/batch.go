@@ -1,4 +1,4 @@
-package store
+package fresh
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// batches share the reads that miss the cache among concurrent requests,
+// Batches share the reads that miss the cache among concurrent requests,
 // on PostgreSQL, where each statement is a round trip and most of its cost
 // is the statement itself, not the rows: among a million users read at
 // random, nearly every read misses, and one statement a read would cost
@@ -22,7 +22,7 @@ import (
 // Every read of a batch arrived before its statement was sent, so what it
 // answers holds every commit acknowledged before the read. A batch holds
 // at most as many keys as there are requests at once.
-type batches[V any] struct {
+type Batches[V any] struct {
 	// read reads the values of keys (distinct), in one statement; a key
 	// with no value is left out.
 	read     func(ctx context.Context, keys []string) (map[string]V, error)
@@ -40,10 +40,10 @@ type batch[V any] struct {
 	err  error
 }
 
-// get returns key's value, and false when it has none. It waits for its
+// Get returns key's value, and false when it has none. It waits for its
 // batch under ctx; the statement runs under none (it answers every read
 // of the batch), bounded by the statement deadline.
-func (b *batches[V]) get(ctx context.Context, key string) (V, bool, error) {
+func (b *Batches[V]) Get(ctx context.Context, key string) (V, bool, error) {
 	b.mu.Lock()
 	bt := b.next
 	if bt == nil {
@@ -70,7 +70,7 @@ func (b *batches[V]) get(ctx context.Context, key string) (V, bool, error) {
 	}
 }
 
-func (b *batches[V]) send(ctx context.Context, bt *batch[V]) {
+func (b *Batches[V]) send(ctx context.Context, bt *batch[V]) {
 	b.inflight.Lock()
 	defer b.inflight.Unlock()
 	defer close(bt.done)
@@ -88,3 +88,12 @@ func (b *batches[V]) send(ctx context.Context, bt *batch[V]) {
 	}()
 	bt.got, bt.err = b.read(ctx, keys)
 }
+
+// NewBatches returns batches that read with read (traced: the statement
+// carries the span of the read that opened its batch).
+func NewBatches[V any](read func(ctx context.Context, keys []string) (map[string]V, error), traced bool) *Batches[V] {
+	return &Batches[V]{read: read, traced: traced}
+}
+
+// Sent is how many statements the batches sent.
+func (b *Batches[V]) Sent() int64 { return b.sent.Load() }

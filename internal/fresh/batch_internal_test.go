@@ -1,4 +1,4 @@
-package store
+package fresh
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 // statement's number.
 
 type scriptedBatches struct {
-	*batches[string]
+	*Batches[string]
 	sent    chan []string // the keys of a statement sent
 	answers chan error    // its outcome: nil answers every key but "missing"
 }
 
 func newScriptedBatches() *scriptedBatches {
-	s := &scriptedBatches{batches: &batches[string]{}, sent: make(chan []string, 16), answers: make(chan error)}
+	s := &scriptedBatches{Batches: &Batches[string]{}, sent: make(chan []string, 16), answers: make(chan error)}
 	n := 0
 	s.read = func(_ context.Context, keys []string) (map[string]string, error) {
 		s.sent <- slices.Clone(keys)
@@ -48,7 +48,7 @@ type batchResult struct {
 func (s *scriptedBatches) getAsync(ctx context.Context, key string) chan batchResult {
 	out := make(chan batchResult, 1)
 	go func() {
-		v, ok, err := s.get(ctx, key)
+		v, ok, err := s.Get(ctx, key)
 		out <- batchResult{v, ok, err}
 	}()
 	return out

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package store
+package fresh
 
 // openWALIndex returns nil: the change log asks PRAGMA data_version every
 // time.
