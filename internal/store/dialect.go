@@ -155,3 +155,10 @@ func (postgresDialect) snapshotTx() *sql.TxOptions {
 // jsonColumn is a member of the objects jsonRecords reads, and its SQL type
 // (text, integer or bigint).
 type jsonColumn struct{ name, typ string }
+
+// byDialect builds a value for each dialect, once: the text of a
+// resource's hot statements, which a request then looks up by its
+// dialect's name.
+func byDialect[T any](build func(dialect) T) map[string]T {
+	return map[string]T{"sqlite": build(sqliteDialect{}), "postgres": build(postgresDialect{})}
+}

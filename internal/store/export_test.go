@@ -86,7 +86,7 @@ func (s *Store) ExplainListUsersForTest(ctx context.Context, f UserFilter, after
 	if i := strings.LastIndexByte(after, 0); i >= 0 {
 		key, id = after[:i], after[i+1:]
 	}
-	text, args := s.sql().listUsers(f, key, id, limit+1)
+	text, args := s.lists().listUsers(f, key, id, limit+1)
 	if s.Postgres() {
 		var plan string
 		err := s.read.WithContext(ctx).Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+text, args...).Row().Scan(&plan)

@@ -666,7 +666,8 @@ type batchState struct {
 }
 
 func newBatchState() *batchState {
-	return &batchState{ctx: fresh.TxScope(context.Background())}
+	// Nothing written yet: nothing changed.
+	return &batchState{ctx: fresh.TxScope(context.Background()), ownRead: true}
 }
 
 // scope returns ctx in the transaction's read scope.

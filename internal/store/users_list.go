@@ -6,154 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
-	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 )
-
-// The hot reads (see the rule in queries.go): their SQL, their scanners,
-// and their cached form.
-
-// User returns one user with their role IDs (by position descending), as
-// of the request's scope: the caller's own value, decoded afresh from the
-// cache's packed users (packed.go) or read from the database.
-func (s *Store) User(ctx context.Context, id string) (model.User, error) {
-	return s.cache.User(ctx, id, func() (model.User, error) { return s.readUser(ctx, id) })
-}
-
-// readUser reads one user from the database: on PostgreSQL in a batch with
-// the misses that arrive with it (batch.go).
-func (s *Store) readUser(ctx context.Context, id string) (model.User, error) {
-	if s.userBatches == nil {
-		return s.queries.getUser(ctx, id)
-	}
-	u, ok, err := s.userBatches.Get(ctx, id)
-	switch {
-	case err != nil:
-		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
-	case !ok:
-		return model.User{}, apperr.NotFound("User %q does not exist.", id)
-	}
-	return copyUser(u), nil // the batch's value is every reader's of it
-}
-
-// GetUser returns one user with their role IDs, as the transaction sees it.
-func (tx *Tx) GetUser(ctx context.Context, id string) (model.User, error) { return tx.getUser(ctx, id) }
-
-func copyUser(u model.User) model.User {
-	u.Roles = slices.Clone(u.Roles)
-	return u
-}
-
-// nullTime is a nullable micros column as a time.
-func nullTime(n sql.NullInt64) *time.Time {
-	if !n.Valid {
-		return nil
-	}
-	t := micros(n.Int64).time()
-	return &t
-}
-
-func (q queries) getUser(ctx context.Context, id string) (model.User, error) {
-	rows, err := q.query(ctx, q.sql().getUser, id)
-	if err != nil {
-		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return model.User{}, fmt.Errorf("read user %q: %w", id, err)
-		}
-		return model.User{}, apperr.NotFound("User %q does not exist.", id)
-	}
-	u, err := newUserScanner().scan(rows)
-	if err != nil {
-		return model.User{}, fmt.Errorf("read user %q: %w", id, err)
-	}
-	return u, rows.Close()
-}
-
-// getUsers reads the users of ids (distinct) in one statement, by ID.
-func (q queries) getUsers(ctx context.Context, ids []string) (map[string]model.User, error) {
-	rows, err := q.query(ctx, q.sql().getUsers, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[string]model.User, len(ids))
-	scan := newUserScanner()
-	for rows.Next() {
-		u, err := scan.scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out[u.ID] = u
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, err // a user left out would read as missing
-	}
-	return out, nil
-}
-
-// userColumns are what a user's representation needs, with their role IDs
-// by position descending as one comma-separated column (a role ID never
-// holds a comma).
-func userColumns(d dialect) string {
-	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.timeout_until, u.version, u.created_at, u.updated_at, " +
-		// The ordered aggregate costs SQLite a join and a sorter per user;
-		// a user with no role (most of a community) skips both after one
-		// probe of user_roles' primary key.
-		"CASE WHEN EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id) THEN (SELECT " +
-		d.groupConcatOrdered("ur.role_id", "r.position DESC") +
-		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id) END"
-}
-
-// userScanner reads rows of userColumns. One serves every row of a
-// statement: its destinations escape to the heap once, not once per row,
-// and the timestamps are scanned as plain int64s, which database/sql
-// assigns directly instead of converting them through reflection.
-type userScanner struct {
-	u                model.User
-	created, updated int64
-	timeout          sql.NullInt64
-	roles            sql.NullString
-	dest             []any
-}
-
-func newUserScanner() *userScanner {
-	s := &userScanner{}
-	s.dest = []any{&s.u.ID, &s.u.Username, &s.u.DisplayName, &s.u.Email, &s.u.Status,
-		&s.u.IsOwner, &s.timeout, &s.u.Version, &s.created, &s.updated, &s.roles}
-	return s
-}
-
-// scan reads the current row. Every destination is assigned by each scan
-// (NULL included), so nothing of the row before carries over.
-func (s *userScanner) scan(rows *sql.Rows) (model.User, error) {
-	if err := rows.Scan(s.dest...); err != nil {
-		return model.User{}, err
-	}
-	u := s.u
-	u.CreatedAt, u.UpdatedAt = micros(s.created).time(), micros(s.updated).time()
-	u.TimeoutUntil = nullTime(s.timeout)
-	u.Roles = splitIDs(s.roles.String)
-	return u, nil
-}
-
-// splitIDs splits a comma-separated list of IDs ("" is none).
-func splitIDs(s string) []string {
-	if s == "" {
-		return []string{}
-	}
-	return strings.Split(s, ",")
-}
 
 // UserFilter selects users; the zero value selects everyone.
 type UserFilter struct {
@@ -219,7 +79,7 @@ func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limi
 	if f.RoleID != "" && f.Status != "" {
 		return q.listHoldersByStatus(ctx, f, after, limit)
 	}
-	text, args := q.sql().listUsers(f, "", after, limit+1)
+	text, args := q.lists().listUsers(f, "", after, limit+1)
 	out, err := q.readUsers(ctx, text, args, limit+1, nil, nil)
 	if err != nil || len(out) <= limit {
 		return out, "", err
@@ -235,7 +95,7 @@ func (q queries) listUsers(ctx context.Context, f UserFilter, after string, limi
 func (q queries) listHoldersByStatus(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	return filteredPage(limit, maxSearchRead, after, func(u model.User) string { return u.ID },
 		func(after string, n int) ([]model.User, []bool, error) {
-			text, args := q.sql().listUsers(f, "", after, n)
+			text, args := q.lists().listUsers(f, "", after, n)
 			var passes []bool
 			var p bool
 			users, err := q.readUsers(ctx, text, args, n, []any{&p}, func(model.User) { passes = append(passes, p) })
@@ -259,7 +119,7 @@ var errNotKept = errors.New("a search's users are not kept")
 // changed since), it returns errNotKept.
 func (s *Store) searchKept(ctx context.Context, q queries, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	return searchPage(f, after, limit, func(at searchPos, want int) ([]searchEntry, []model.User, error) {
-		text, args := q.sql().searchEntries(f, at.key, at.id, want)
+		text, args := q.lists().searchEntries(f, at.key, at.id, want)
 		rows, err := q.query(ctx, text, args...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("list users: %w", err)
@@ -308,7 +168,7 @@ func (s *Store) searchKept(ctx context.Context, q queries, f UserFilter, after s
 func (q queries) searchUsers(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, string, error) {
 	nkeys := len(f.keys())
 	return searchPage(f, after, limit, func(at searchPos, want int) ([]searchEntry, []model.User, error) {
-		text, args := q.sql().listUsers(f, at.key, at.id, want)
+		text, args := q.lists().listUsers(f, at.key, at.id, want)
 		var entries []searchEntry
 		var e searchEntry
 		users, err := q.readUsers(ctx, text, args, nkeys*want,
@@ -483,7 +343,7 @@ func (q queries) readUsers(ctx context.Context, text string, args []any, n int, 
 // listUsers returns the statement of a page of users for the filter's shape
 // (built once per shape) and its arguments: n rows (of each key's range,
 // for a search) from the position on (atKey is a search's).
-func (h *hotSQL) listUsers(f UserFilter, atKey, atID string, n int) (string, []any) {
+func (h *listSQL) listUsers(f UserFilter, atKey, atID string, n int) (string, []any) {
 	shape := 0
 	if f.Prefix != "" {
 		shape |= 1
@@ -503,7 +363,7 @@ func (h *hotSQL) listUsers(f UserFilter, atKey, atID string, n int) (string, []a
 // searchEntries returns the statement of a search's entries from the
 // position on (buildSearchEntries), n of each key's range, and its
 // arguments.
-func (h *hotSQL) searchEntries(f UserFilter, atKey, atID string, n int) (string, []any) {
+func (h *listSQL) searchEntries(f UserFilter, atKey, atID string, n int) (string, []any) {
 	shape := 16 | 1 // the filters are not the statement's
 	if f.MatchEmail {
 		shape |= 2
@@ -513,12 +373,12 @@ func (h *hotSQL) searchEntries(f UserFilter, atKey, atID string, n int) (string,
 
 // statement returns the statement of a shape (built once) and its
 // arguments.
-func (h *hotSQL) statement(f UserFilter, shape int, build func(dialect, UserFilter) (string, []slot),
+func (h *listSQL) statement(f UserFilter, shape int, build func(dialect, UserFilter) (string, []slot),
 	atKey, atID string, n int) (string, []any) {
-	st, ok := h.listUsersByShape.Load(shape)
+	st, ok := h.byShape.Load(shape)
 	if !ok {
 		text, slots := build(h.dialect, f)
-		st, _ = h.listUsersByShape.LoadOrStore(shape, listStatement{text, slots})
+		st, _ = h.byShape.LoadOrStore(shape, listStatement{text, slots})
 	}
 	ls := st.(listStatement)
 	hi := ""
@@ -674,35 +534,6 @@ func writeSearchRanges(b *strings.Builder, d dialect, f UserFilter, versions boo
 	}
 }
 
-// hotSQL is the text of the hot statements for one dialect, built once.
-type hotSQL struct {
-	dialect                               dialect
-	getUser                               string
-	getUsers                              string // PostgreSQL: by an array of IDs
-	tokenByHash, tokenByID, credentialsOf string
-	insertUser                            string
-	listUsersByShape                      sync.Map // int -> listStatement
-}
-
-func newHotSQL(d dialect) *hotSQL {
-	token := "SELECT t.id, t.hash, t.expires_at, " + credentialColumns(d) +
-		" FROM tokens t JOIN users u ON u.id = t.user_id WHERE "
-	return &hotSQL{
-		dialect:       d,
-		getUser:       "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
-		getUsers:      "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ANY(?)",
-		tokenByHash:   token + "t.hash = ?",
-		tokenByID:     token + "t.id = ?",
-		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u WHERE u.id = ?",
-		insertUser: "INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, " +
-			"status, is_owner, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-	}
-}
-
-var hotSQLs = map[string]*hotSQL{"sqlite": newHotSQL(sqliteDialect{}), "postgres": newHotSQL(postgresDialect{})}
-
-func (q queries) sql() *hotSQL { return hotSQLs[q.dialect.name()] }
-
 // prefixEnd is the least string greater than every string that starts with
 // prefix: its last rune incremented (a rune already at the maximum is
 // dropped and the one before it incremented). "" has no end: it is returned
@@ -722,106 +553,13 @@ func prefixEnd(prefix string) string {
 	return string(utf8.MaxRune)
 }
 
-// Credentials are what authenticating a token learns: whose it is (their
-// status, whether they own the community, their roles) and until when it
-// holds.
-type Credentials struct {
-	Principal model.Principal
-	TokenHash string
-	Status    string
-	ExpiresAt *time.Time
+// listSQL is the text of the pages' statements in one dialect, built once
+// per shape of filter.
+type listSQL struct {
+	dialect dialect
+	byShape sync.Map // int -> listStatement
 }
 
-// Credentials looks a token up by its hash, as of the request's scope. An
-// unknown or revoked token is a 401 (never kept: the next request asks
-// again).
-func (s *Store) Credentials(ctx context.Context, tokenHash string) (Credentials, error) {
-	return fresh.Read(ctx, s.cache, fresh.Key{Kind: fresh.Credentials, A: tokenHash}, credentialDeps,
-		func(c Credentials) int { return 256 + 40*len(c.Principal.Roles) },
-		func(c Credentials) Credentials {
-			c.Principal.Roles = slices.Clone(c.Principal.Roles)
-			return c
-		},
-		func() (Credentials, error) { return s.queries.tokenCredentials(ctx, false, tokenHash) })
-}
+var listSQLs = byDialect(func(d dialect) *listSQL { return &listSQL{dialect: d} })
 
-// CredentialsOfToken is Credentials for a token already authenticated, by
-// its ID, read now: requests that outlive their start (event streams) use
-// it to learn that their token was revoked or has expired since.
-func (s *Store) CredentialsOfToken(ctx context.Context, tokenID string) (Credentials, error) {
-	return s.queries.tokenCredentials(ctx, true, tokenID)
-}
-
-// CredentialsOf is what Credentials learns, for a user rather than a token
-// (no token, no expiry): their status and roles, read now. An unknown user
-// is a 404.
-func (s *Store) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
-	return s.queries.credentialsOf(ctx, userID)
-}
-
-func credentialColumns(d dialect) string {
-	return "u.id, u.status, u.is_owner, u.timeout_until, (SELECT " + d.groupConcat("ur.role_id") +
-		" FROM user_roles ur WHERE ur.user_id = u.id)"
-}
-
-func (q queries) tokenCredentials(ctx context.Context, byID bool, arg string) (Credentials, error) {
-	text := q.sql().tokenByHash
-	if byID {
-		text = q.sql().tokenByID
-	}
-	rows, err := q.query(ctx, text, arg)
-	if err != nil {
-		return Credentials{}, fmt.Errorf("authenticate: %w", err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return Credentials{}, fmt.Errorf("authenticate: %w", err)
-		}
-		return Credentials{}, apperr.Unauthenticated("The bearer token is unknown or revoked.")
-	}
-	var c Credentials
-	var expires *micros
-	var roles sql.NullString
-	var timeout sql.NullInt64
-	if err := rows.Scan(append([]any{&c.Principal.TokenID, &c.TokenHash, &expires}, c.scanTargets(&timeout, &roles)...)...); err != nil {
-		return Credentials{}, fmt.Errorf("authenticate: %w", err)
-	}
-	c.ExpiresAt = timePtr(expires)
-	c.finish(timeout, roles)
-	return c, rows.Close()
-}
-
-func (q queries) credentialsOf(ctx context.Context, userID string) (Credentials, error) {
-	rows, err := q.query(ctx, q.sql().credentialsOf, userID)
-	if err != nil {
-		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
-		}
-		return Credentials{}, apperr.NotFound("User %q does not exist.", userID)
-	}
-	var c Credentials
-	var roles sql.NullString
-	var timeout sql.NullInt64
-	if err := rows.Scan(c.scanTargets(&timeout, &roles)...); err != nil {
-		return Credentials{}, fmt.Errorf("read credentials of %s: %w", userID, err)
-	}
-	c.finish(timeout, roles)
-	return c, rows.Close()
-}
-
-// scanTargets are the destinations of credentialColumns; finish completes
-// what they hold.
-func (c *Credentials) scanTargets(timeout *sql.NullInt64, roles *sql.NullString) []any {
-	return []any{&c.Principal.UserID, &c.Status, &c.Principal.IsOwner, timeout, roles}
-}
-
-func (c *Credentials) finish(timeout sql.NullInt64, roles sql.NullString) {
-	c.Principal.TimeoutUntil = nullTime(timeout)
-	c.Principal.Roles = splitIDs(roles.String)
-	sort.Strings(c.Principal.Roles)
-}
+func (q queries) lists() *listSQL { return listSQLs[q.dialect.name()] }
