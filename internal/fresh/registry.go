@@ -35,13 +35,15 @@ import (
 // a restore) breaks the chain where the cache stood, and the cache starts
 // over.
 //
-// When a PostgreSQL change is logged. The triggers are deferred: a
-// transaction of another program (psql, an older instance) logs at its
-// commit, so the data_version row is the last lock it takes and cannot
-// close a deadlock cycle with the row locks it took before. The service's
-// own write transactions take a lock of their own first, which serializes
-// them, and make the triggers immediate (ImmediateSQL): each statement
-// logs as it ends, so the transaction can read what it changed so far.
+// When a PostgreSQL change is logged (registry_pg.go). A transaction of
+// another program (psql, an older instance) logs through deferred row
+// triggers, at its commit: the data_version row is the last lock it takes,
+// so it cannot close a deadlock cycle with the row locks it took before.
+// The service's own write transactions, which take a lock of their own
+// first and so run one at a time, say so (OwnWriterSQL) and log through
+// statement triggers instead: each statement logs every row it wrote in
+// one insert as it ends (a change of a thousand members costs one), and
+// the transaction can read what it changed so far (Own).
 
 // Table declares how the writes of one table are logged.
 type Table struct {
@@ -85,7 +87,7 @@ type Conn interface {
 // CreateLog creates change_log and the triggers of r (on PostgreSQL, the
 // data_version row and its table too, when they are not there yet). The functions
 // the triggers call also move the version counters of a settings table
-// (LogChangeBody), which must exist.
+// (LogChangesBody), which must exist.
 func CreateLog(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
 	var stmts []string
 	if pg != nil {
@@ -148,8 +150,7 @@ func Install(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
 		stmts = append(stmts, r.pgFunctions(pg)...)
 	}
 	for _, t := range r.Logged {
-		ok, err := exists(ctx, c, "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2",
-			quoteIdent(pg.Schema)+"."+quoteIdent(t.Name), t.Name+"_log")
+		ok, err := pgTriggersInstalled(ctx, c, pg, t)
 		if err != nil {
 			return err
 		}
@@ -225,138 +226,6 @@ func sqliteTriggers(t Table, ifNotExists bool) []string {
 		create + t.Name + "_log_delete AFTER DELETE ON " + t.Name + " BEGIN " + ins("OLD") + " END",
 	}
 }
-
-// pgFunctions are the functions the PostgreSQL triggers call: log_change,
-// which bumps the data version once per transaction and logs one change,
-// a trigger function per logged table, and log_truncate.
-func (r Registry) pgFunctions(pg *Postgres) []string {
-	q := quoteIdent(pg.Schema)
-	out := []string{`CREATE OR REPLACE FUNCTION ` + q + `.log_change(t TEXT, k TEXT) RETURNS void LANGUAGE plpgsql AS $$` +
-		LogChangeBody(pg.Schema, pg.Tag) + `$$`}
-	for _, t := range r.Logged {
-		out = append(out, `CREATE OR REPLACE FUNCTION `+q+`.log_`+t.Name+`() RETURNS trigger LANGUAGE plpgsql AS $$`+
-			pgTriggerBody(pg, t)+`$$`)
-	}
-	return append(out, `CREATE OR REPLACE FUNCTION `+q+`.log_truncate() RETURNS trigger LANGUAGE plpgsql AS $$`+
-		pgTruncateBody(pg)+`$$`)
-}
-
-func pgTriggerBody(pg *Postgres, t Table) string {
-	q := quoteIdent(pg.Schema)
-	body := "\nBEGIN\n"
-	if t.Key == "" {
-		body += "  PERFORM " + q + ".log_change('" + t.LogAs + "', '');\n"
-	} else {
-		body += "  IF TG_OP <> 'INSERT' THEN PERFORM " + q + ".log_change('" + t.LogAs + "', OLD." + t.Key + "::text); END IF;\n" +
-			"  IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW." + t.Key + " IS DISTINCT FROM OLD." + t.Key + ") THEN\n" +
-			"    PERFORM " + q + ".log_change('" + t.LogAs + "', NEW." + t.Key + "::text);\n  END IF;\n"
-	}
-	return body + "  RETURN NULL;\nEND\n"
-}
-
-func pgTruncateBody(pg *Postgres) string {
-	return "\nBEGIN\n  PERFORM " + quoteIdent(pg.Schema) + ".log_change('*', '');\n  RETURN NULL;\nEND\n"
-}
-
-// pgFunctionsInstalled reports whether every function is the one this
-// version writes.
-func (r Registry) pgFunctionsInstalled(ctx context.Context, c Conn, pg *Postgres) (bool, error) {
-	q := quoteIdent(pg.Schema)
-	want := map[string]string{q + ".log_change(text,text)": LogChangeBody(pg.Schema, pg.Tag), q + ".log_truncate()": pgTruncateBody(pg)}
-	for _, t := range r.Logged {
-		want[q+".log_"+t.Name+"()"] = pgTriggerBody(pg, t)
-	}
-	for fn, body := range want {
-		rows, err := c.QueryContext(ctx, "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure($1)", fn)
-		if err != nil {
-			return false, fmt.Errorf("read the change log's functions: %w", err)
-		}
-		var have string
-		found := rows.Next()
-		if found {
-			err = rows.Scan(&have)
-		}
-		if err := errorsJoin(err, rows.Close()); err != nil {
-			return false, fmt.Errorf("read the change log's functions: %w", err)
-		}
-		if !found || have != body {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// LogChangeBody is the body of log_change, as pg_proc.prosrc keeps it.
-//
-// The first change of a transaction bumps data_version (upserting the
-// row, so that a row deleted by hand comes back, with a prev of 0 that
-// matches no cache) and remembers the bump in a setting local to the
-// transaction, keyed by its ID: a savepoint rolled back takes the bump and
-// the setting back together. It also moves the version counters of
-// settings that instances of earlier versions key their caches by, so
-// that they stay right during a rolling upgrade.
-func LogChangeBody(schema, tag string) string {
-	q := quoteIdent(schema)
-	setting := "'" + changeSetting(tag) + "'"
-	return `
-DECLARE
-  cur TEXT := current_setting(` + setting + `, true);
-  me TEXT := txid_current()::text;
-  nv BIGINT;
-  nn BIGINT;
-  np BIGINT;
-BEGIN
-  IF cur IS NOT NULL AND split_part(cur, ':', 1) = me THEN
-    nv := split_part(cur, ':', 2)::bigint;
-    nn := split_part(cur, ':', 3)::bigint;
-    np := split_part(cur, ':', 4)::bigint;
-  ELSE
-    SELECT d.nonce INTO np FROM ` + q + `.data_version d WHERE d.id = 1 FOR UPDATE;
-    nn := ` + RandomNonce + `;
-    INSERT INTO ` + q + `.data_version AS d (id, v, nonce) VALUES (1, 1, nn)
-      ON CONFLICT (id) DO UPDATE SET v = d.v + 1, nonce = excluded.nonce RETURNING d.v INTO nv;
-    np := COALESCE(np, 0);
-    UPDATE ` + q + `.settings SET auth_version = auth_version + 1, credentials_version = credentials_version + 1 WHERE id = 1;
-    PERFORM set_config(` + setting + `, me || ':' || nv || ':' || nn || ':' || np, true);
-  END IF;
-  INSERT INTO ` + q + `.change_log (v, nonce, prev, tbl, key) VALUES (nv, nn, np, t, k) ON CONFLICT DO NOTHING;
-END
-`
-}
-
-// changeSetting is the name of the setting that remembers a transaction's
-// bump.
-func changeSetting(tag string) string { return "guildhall.change_" + tag }
-
-// pgTriggers put the logging triggers on t: a deferred row trigger (see
-// the order above), fired ALWAYS (in replica sessions too), and a
-// TRUNCATE trigger that logs the whole store as changed.
-func pgTriggers(pg *Postgres, t Table) []string {
-	q := quoteIdent(pg.Schema)
-	events := "INSERT OR UPDATE OR DELETE"
-	if t.Columns != "" {
-		events = "INSERT OR UPDATE OF " + t.Columns + " OR DELETE"
-	}
-	return []string{
-		"CREATE CONSTRAINT TRIGGER " + t.Name + "_log AFTER " + events + " ON " + t.Name +
-			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + q + ".log_" + t.Name + "()",
-		"CREATE TRIGGER " + t.Name + "_log_truncate AFTER TRUNCATE ON " + t.Name + " FOR EACH STATEMENT EXECUTE FUNCTION " + q + ".log_truncate()",
-		"ALTER TABLE " + t.Name + " ENABLE ALWAYS TRIGGER " + t.Name + "_log",
-		"ALTER TABLE " + t.Name + " ENABLE ALWAYS TRIGGER " + t.Name + "_log_truncate",
-	}
-}
-
-// ImmediateSQL makes the logging triggers of the service's own write
-// transaction fire as each statement ends (see "When a PostgreSQL change
-// is logged"); it runs after the transaction's write lock is taken.
-const ImmediateSQL = "SET CONSTRAINTS ALL IMMEDIATE"
 
 // QuoteIdent quotes a PostgreSQL identifier.
 func QuoteIdent(s string) string { return quoteIdent(s) }

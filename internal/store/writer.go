@@ -519,11 +519,11 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			// deadline, and a statement of a transaction whose client
 			// stopped (deadline.go), whether the client's own deadlines
 			// can act or not.
-			// Under the lock, the change log's triggers fire as each
-			// statement ends (fresh.ImmediateSQL): the transaction reads
-			// what it changed so far (Tx.own).
+			// Under the lock, the transaction is the service's own write:
+			// its statements log as they end (fresh.OwnWriterSQL), and it
+			// reads what it changed so far (Tx.own).
 			lock = s.dialect.boundWrite(time.Until(deadline), min(s.statementTimeout, writeStatementBound)) + lock +
-				"; " + fresh.ImmediateSQL
+				"; " + fresh.OwnWriterSQL
 			if err := db.Exec(lock).Error; err != nil {
 				return fmt.Errorf("take write lock: %w", err)
 			}
