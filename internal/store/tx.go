@@ -14,36 +14,67 @@ import (
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // Tx is one request's part of a write transaction (see Write). Its reads
 // see the state it will commit on: writers are serialized, and the requests
 // before it in the same transaction have already made their changes.
 type Tx struct {
-	queries
-	store     *Store
-	events    []model.Event
-	eventData []string // the events' data, encoded
-	batch     *batchState
+	queries // the transaction's
+	sqlTx   *sqldb.Tx
+	store   *Store
 }
+
+// AppendEvent records an event of the request. Its seq is assigned when
+// the transaction writes the events of all its requests, after the last:
+// Write returns them with it.
+func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error { return tx.sqlTx.AppendEvent(ev) }
+
+// batchState is what the requests of one transaction share
+// (sqldb.Tx.Shared).
+type batchState struct {
+	// ctx makes the cache follow the change log once per transaction
+	// (Tx.cacheCtx): it holds the transaction's read scope.
+	ctx context.Context
+	// from is the version the cache followed to at the transaction's first
+	// question (Tx.own); ownChanges are the transaction's changes as read
+	// after its ownAt-th statement that may have written.
+	from       int64
+	fromSet    bool
+	ownRead    bool
+	ownChanges []fresh.Change
+	ownAt      int64
+}
+
+func newBatchState() any {
+	// Nothing written yet: nothing changed.
+	return &batchState{ctx: fresh.TxScope(context.Background()), ownRead: true}
+}
+
+// batch is the transaction's batchState.
+func (tx *Tx) batch() *batchState { return tx.sqlTx.Shared(newBatchState).(*batchState) }
+
+// scope returns ctx in the transaction's read scope.
+func (b *batchState) scope(ctx context.Context) context.Context { return fresh.WithScopeOf(ctx, b.ctx) }
 
 // own returns what the transaction changed so far, as the change log's
 // triggers logged it (fresh.Cache.Own): what the cache holds of it is not
 // what the transaction sees. It is read again only after a statement that
-// may have written (queries.wrote).
+// may have written (sqldb.Tx.WritesSoFar).
 func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
 	c := tx.store.cache
 	if err := c.Fresh(tx.cacheCtx(ctx)); err != nil {
 		return nil, err
 	}
-	b := tx.batch
+	b := tx.batch()
 	if !b.fromSet {
 		// The first question of the transaction: the cache has followed
 		// the log under the write lock, so on SQLite what the log holds
 		// after its position is the transaction's.
 		b.from, b.fromSet = c.Position(), true
 	}
-	if n := tx.writes.Load(); n != b.ownAt || !b.ownRead {
+	if n := tx.sqlTx.WritesSoFar(); n != b.ownAt || !b.ownRead {
 		changes, err := c.Own(ctx, tx.query, tx.store.freshPG(), b.from)
 		if err != nil {
 			return nil, err
@@ -57,10 +88,10 @@ func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
 // log once per transaction, after the write lock is held, so what it holds
 // is what the transaction started from.
 func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
-	if tx.span != nil { // traced: the cache's work is the write's
-		ctx = trace.ContextWithSpan(ctx, tx.span)
+	if sp := tx.sqlTx.Span(); sp != nil { // traced: the cache's work is the write's
+		ctx = trace.ContextWithSpan(ctx, sp)
 	}
-	return tx.batch.scope(ctx)
+	return tx.batch().scope(ctx)
 }
 
 // AuthState returns the authorization state as the transaction sees it:
@@ -127,15 +158,17 @@ func (tx *Tx) CredentialsOf(ctx context.Context, userID string) (Credentials, er
 // --- channels
 
 // channelUpdates is the subquery of UpdateChannels' list.
-var channelUpdates = []jsonColumn{{"id", "text"}, {"name", "text"}, {"topic", "text"}, {"parent_id", "text"},
-	{"position", "integer"}, {"updated_at", "bigint"}}
+var channelUpdates = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "name", Type: "text"},
+	{Name: "topic", Type: "text"}, {Name: "parent_id", Type: "text"}, {Name: "position", Type: "integer"},
+	{Name: "updated_at", Type: "bigint"}}
 
 // channelMoves is the subquery of MoveChannels' list.
-var channelMoves = []jsonColumn{{"id", "text"}, {"parent_id", "text"}, {"position", "integer"}, {"updated_at", "bigint"}}
+var channelMoves = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "parent_id", Type: "text"},
+	{Name: "position", Type: "integer"}, {Name: "updated_at", Type: "bigint"}}
 
 // overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
-var overwriteRecords = []jsonColumn{{"channel_id", "text"}, {"target_type", "text"}, {"target_id", "text"},
-	{"allow_bits", "bigint"}, {"deny_bits", "bigint"}}
+var overwriteRecords = []sqldb.JSONColumn{{Name: "channel_id", Type: "text"}, {Name: "target_type", Type: "text"},
+	{Name: "target_id", Type: "text"}, {Name: "allow_bits", Type: "bigint"}, {Name: "deny_bits", Type: "bigint"}}
 
 // --- overwrites
 
@@ -158,7 +191,7 @@ const holderAtOrAbove = "id IN (SELECT user_id FROM user_roles WHERE role_id = ?
 // --- helpers
 
 func duplicate(err error, format string, args ...any) error {
-	if errors.Is(err, gorm.ErrDuplicatedKey) || uniqueViolation(err) != "" {
+	if errors.Is(err, gorm.ErrDuplicatedKey) || sqldb.UniqueViolation(err) != "" {
 		return apperr.Conflict(format, args...)
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
