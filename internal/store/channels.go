@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"gorm.io/gorm"
 )
 
@@ -274,3 +275,12 @@ func (q queries) ExistingChannels(ctx context.Context, ids []string) (map[string
 	}
 	return out, nil
 }
+
+// channelUpdates is the subquery of UpdateChannels' list.
+var channelUpdates = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "name", Type: "text"},
+	{Name: "topic", Type: "text"}, {Name: "parent_id", Type: "text"}, {Name: "position", Type: "integer"},
+	{Name: "updated_at", Type: "bigint"}}
+
+// channelMoves is the subquery of MoveChannels' list.
+var channelMoves = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "parent_id", Type: "text"},
+	{Name: "position", Type: "integer"}, {Name: "updated_at", Type: "bigint"}}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -191,3 +192,7 @@ func (q queries) ChannelOverwrites(ctx context.Context, channelID string) ([]mod
 	}
 	return out, nil
 }
+
+// overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
+var overwriteRecords = []sqldb.JSONColumn{{Name: "channel_id", Type: "text"}, {Name: "target_type", Type: "text"},
+	{Name: "target_id", Type: "text"}, {Name: "allow_bits", Type: "bigint"}, {Name: "deny_bits", Type: "bigint"}}

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -93,3 +95,22 @@ func notFound(err error, format string, args ...any) error {
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }
+
+// duplicate turns a unique key's violation into a 409 with the detail
+// given.
+func duplicate(err error, format string, args ...any) error {
+	if errors.Is(err, gorm.ErrDuplicatedKey) || sqldb.UniqueViolation(err) != "" {
+		return apperr.Conflict(format, args...)
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}
+
+func lowerPtr(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	l := strings.ToLower(*s)
+	return &l
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -2,16 +2,10 @@ package store
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/trace"
-	"gorm.io/gorm"
 
-	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/sqldb"
@@ -154,55 +148,3 @@ func changed(changes []fresh.Change, d fresh.Dep) bool {
 func (tx *Tx) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
 	return tx.credentialsOf(ctx, userID)
 }
-
-// --- channels
-
-// channelUpdates is the subquery of UpdateChannels' list.
-var channelUpdates = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "name", Type: "text"},
-	{Name: "topic", Type: "text"}, {Name: "parent_id", Type: "text"}, {Name: "position", Type: "integer"},
-	{Name: "updated_at", Type: "bigint"}}
-
-// channelMoves is the subquery of MoveChannels' list.
-var channelMoves = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "parent_id", Type: "text"},
-	{Name: "position", Type: "integer"}, {Name: "updated_at", Type: "bigint"}}
-
-// overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
-var overwriteRecords = []sqldb.JSONColumn{{Name: "channel_id", Type: "text"}, {Name: "target_type", Type: "text"},
-	{Name: "target_id", Type: "text"}, {Name: "allow_bits", Type: "bigint"}, {Name: "deny_bits", Type: "bigint"}}
-
-// --- overwrites
-
-// --- roles
-
-// holderAtOrAbove is the condition on a user (row of users) who holds a
-// role (the first parameter), is not a given user (the second), and is the
-// owner or holds a role at a position (the third) or above.
-const holderAtOrAbove = "id IN (SELECT user_id FROM user_roles WHERE role_id = ?) AND id <> ? AND " +
-	"(is_owner OR EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = users.id AND r.position >= ?))"
-
-// --- users
-
-// --- tokens
-
-// --- attachments
-
-// --- profile links
-
-// --- helpers
-
-func duplicate(err error, format string, args ...any) error {
-	if errors.Is(err, gorm.ErrDuplicatedKey) || sqldb.UniqueViolation(err) != "" {
-		return apperr.Conflict(format, args...)
-	}
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
-}
-
-func lowerPtr(s *string) *string {
-	if s == nil {
-		return nil
-	}
-	l := strings.ToLower(*s)
-	return &l
-}
-
-func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
