@@ -15,8 +15,8 @@ import (
 // see the state it will commit on: writers are serialized, and the requests
 // before it in the same transaction have already made their changes.
 type Tx struct {
-	queries // the transaction's
-	sqlTx   *sqldb.Tx
+	queries           // on the transaction's connection
+	sqlTx   *sqldb.Tx // its events, its writes so far, its batch's shared state
 	store   *Store
 }
 
