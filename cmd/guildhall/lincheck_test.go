@@ -751,11 +751,11 @@ func TestLinearizable(t *testing.T) {
 }
 
 // TestLinearizableFindsStaleReads runs the same workload, without faults,
-// against a build whose read cache skips its freshness question (the
-// cache's testOnlySkipFreshness in internal/fresh, set at link time): the checker must find
-// the history not linearizable, and name a stale check. It checks what
-// was recorded every second and stops at the first violation; finding
-// none within ten seconds fails.
+// against a build whose read cache skips its freshness question
+// (internal/fresh's testOnlySkipFreshness, set at link time): the checker
+// must find the history not linearizable, and name a stale check. It
+// checks what was recorded every second and stops at the first violation;
+// finding none within ten seconds fails.
 func TestLinearizableFindsStaleReads(t *testing.T) {
 	t.Parallel()
 	bin := binaryLinked(t, "guildhall-skips-freshness",

@@ -136,7 +136,7 @@ const (
 	// AUTOINCREMENT's mark, which deleting rows leaves alone) first, then
 	// the changes after a version.
 	sqliteChangesAfter = "SELECT seq, NULL, NULL FROM sqlite_sequence WHERE name = 'change_log' UNION ALL " +
-		"SELECT * FROM (SELECT v, tbl, key FROM change_log WHERE v > ? ORDER BY v LIMIT +?)" // +?: sqliteDialect.limit
+		"SELECT * FROM (SELECT v, tbl, key FROM change_log WHERE v > ? ORDER BY v LIMIT +?)" // +?: internal/sqldb's Dialect.Limit
 	sqliteLastChange = "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'change_log'), 0)"
 )
 

@@ -243,8 +243,8 @@ func readChannelStates(ctx context.Context, q queries, all bool, ids []string) (
 		if err != nil {
 			return nil, fmt.Errorf("read channels: %w", err)
 		}
-		cq += " WHERE id IN (" + q.dialect.jsonTexts() + ")"
-		oq += " WHERE channel_id IN (" + q.dialect.jsonTexts() + ")"
+		cq += " WHERE id IN (" + q.dialect().JSONTexts() + ")"
+		oq += " WHERE channel_id IN (" + q.dialect().JSONTexts() + ")"
 		args = []any{string(list)}
 	}
 	var rows []channelRow

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"gorm.io/gorm"
 )
 
@@ -102,7 +103,7 @@ func (tx *Tx) UpdateChannels(ctx context.Context, cs []model.Channel) error {
 		return fmt.Errorf("update channels: %w", err)
 	}
 	res, err := tx.exec(ctx, "UPDATE channels SET name = m.name, topic = m.topic, parent_id = m.parent_id, position = m.position, "+
-		"version = version + 1, updated_at = m.updated_at FROM ("+tx.dialect.jsonRecords(channelUpdates...)+") AS m WHERE channels.id = m.id",
+		"version = version + 1, updated_at = m.updated_at FROM ("+tx.dialect().JSONRecords(channelUpdates...)+") AS m WHERE channels.id = m.id",
 		string(list))
 	if err != nil {
 		return fmt.Errorf("update channels: %w", err)
@@ -124,7 +125,7 @@ func (tx *Tx) ChannelsByID(ctx context.Context, ids []string) (map[string]model.
 	if err != nil {
 		return nil, fmt.Errorf("read channels: %w", err)
 	}
-	err = scanAll(ctx, tx.queries, "SELECT "+channelColumns+" FROM channels WHERE id IN ("+tx.dialect.jsonTexts()+")",
+	err = scanAll(ctx, tx.queries, "SELECT "+channelColumns+" FROM channels WHERE id IN ("+tx.dialect().JSONTexts()+")",
 		[]any{string(list)}, func(rows *sql.Rows) error {
 			var r channelRow
 			if err := rows.Scan(r.fields()...); err != nil {
@@ -170,7 +171,7 @@ func (tx *Tx) MoveChannels(ctx context.Context, moves []ChannelMove) error {
 		return fmt.Errorf("move channels: %w", err)
 	}
 	res, err := tx.exec(ctx, "UPDATE channels SET parent_id = m.parent_id, position = m.position, version = version + 1, "+
-		"updated_at = m.updated_at FROM ("+tx.dialect.jsonRecords(channelMoves...)+") AS m WHERE channels.id = m.id", string(list))
+		"updated_at = m.updated_at FROM ("+tx.dialect().JSONRecords(channelMoves...)+") AS m WHERE channels.id = m.id", string(list))
 	if err != nil {
 		return fmt.Errorf("move channels: %w", err)
 	}
@@ -274,3 +275,12 @@ func (q queries) ExistingChannels(ctx context.Context, ids []string) (map[string
 	}
 	return out, nil
 }
+
+// channelUpdates is the subquery of UpdateChannels' list.
+var channelUpdates = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "name", Type: "text"},
+	{Name: "topic", Type: "text"}, {Name: "parent_id", Type: "text"}, {Name: "position", Type: "integer"},
+	{Name: "updated_at", Type: "bigint"}}
+
+// channelMoves is the subquery of MoveChannels' list.
+var channelMoves = []sqldb.JSONColumn{{Name: "id", Type: "text"}, {Name: "parent_id", Type: "text"},
+	{Name: "position", Type: "integer"}, {Name: "updated_at", Type: "bigint"}}

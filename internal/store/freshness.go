@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/guildhall/guildhall/internal/fresh"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // The store's freshness, declared once. Every table is in the registry:
@@ -68,11 +69,20 @@ func newAuthView(c *fresh.Cache) *fresh.View[*AuthState] {
 
 // freshPG says how the PostgreSQL database logs (nil on SQLite).
 func (s *Store) freshPG() *fresh.Postgres {
-	pg, ok := s.dialect.(postgresDialect)
-	if !ok {
+	if !s.Postgres() {
 		return nil
 	}
-	return &fresh.Postgres{Schema: s.ns.schema, Tag: pg.tag, LockWrites: pg.lockWrites()}
+	ns := s.db.Namespace()
+	return &fresh.Postgres{Schema: ns.Schema, Tag: ns.Tag, LockWrites: s.db.Dialect().LockWrites()}
+}
+
+// cacheTracing is how the read cache traces: its decisions on the caller's
+// span, with the store's tracer, and its log statements as the store's.
+func cacheTracing(db *sqldb.DB) fresh.Tracing {
+	if db.Tracer() == nil {
+		return fresh.Tracing{}
+	}
+	return fresh.Tracing{Tracer: db.Tracer(), Statement: db.StatementSpan, End: sqldb.EndSpan}
 }
 
 // ReadScope returns a context for one request: its cached reads are all

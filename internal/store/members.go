@@ -10,7 +10,7 @@ import (
 )
 
 // Statements over a list of users of any length: the list travels as one
-// JSON array parameter (dialect.jsonTexts), so each is one constant
+// JSON array parameter (sqldb.Dialect.JSONTexts), so each is one constant
 // statement, prepared once, whatever the list's length.
 
 // ChangeRoleMembers gives a role to the users of add and takes it from
@@ -18,7 +18,7 @@ import (
 // of each changed (a user of add who holds the role, or of remove who does
 // not, is no change).
 func (tx *Tx) ChangeRoleMembers(ctx context.Context, roleID string, add, remove []string, now time.Time) (added, removed int, err error) {
-	ids := tx.dialect.jsonTexts()
+	ids := tx.dialect().JSONTexts()
 	at := int64(microsOf(now))
 	if len(add) > 0 {
 		list, _ := json.Marshal(add)

@@ -7,26 +7,23 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/guildhall/guildhall/internal/fresh"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // Migration 0011 as it shipped: PostgreSQL's data_version row, and
 // triggers that bumped it once per writing transaction. Migration 0012
 // replaced its triggers and function with the change log's
-// (changelog.go), which bumps the same row; this code only runs on the way
-// there.
+// (internal/fresh), which bumps the same row; this code only runs on the
+// way there.
 
-func migrateDataVersion(tx *gorm.DB, d dialect) error {
-	pg, ok := d.(postgresDialect)
-	if !ok {
+func migrateDataVersion(tx *gorm.DB, _ sqldb.Dialect, pg *fresh.Postgres) error {
+	if pg == nil {
 		return nil
 	}
-	if err := tx.Exec(pg.lockWrites()).Error; err != nil {
+	if err := tx.Exec(pg.LockWrites).Error; err != nil {
 		return fmt.Errorf("take the write lock: %w", err)
 	}
-	schema, err := currentSchema(tx)
-	if err != nil {
-		return err
-	}
+	schema := pg.Schema
 	stmts := []string{
 		`CREATE TABLE data_version (
   id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -34,7 +31,7 @@ func migrateDataVersion(tx *gorm.DB, d dialect) error {
   nonce BIGINT NOT NULL
 )`,
 		"INSERT INTO data_version (id, v, nonce) VALUES (1, 1, " + fresh.RandomNonce + ")",
-		bumpFunction0011(schema, pg.tag),
+		bumpFunction0011(schema, pg.Tag),
 	}
 	fn := fresh.QuoteIdent(schema) + ".bump_data_version()"
 	for _, t := range cachedTablesOf0011 {
@@ -47,7 +44,7 @@ func migrateDataVersion(tx *gorm.DB, d dialect) error {
 	}
 	for _, s := range stmts {
 		if err := tx.Exec(s).Error; err != nil {
-			return fmt.Errorf("%s: %w", firstLine(s), err)
+			return fmt.Errorf("%s: %w", sqldb.FirstLine(s), err)
 		}
 	}
 	return nil
@@ -79,12 +76,8 @@ var cachedTablesOf0011 = []string{"settings", "users", "roles", "user_roles", "c
 // migrateChangeLog is migration 0012: the change log, with the triggers
 // of the tables logged then (registryOf0012); on PostgreSQL they replace
 // the data_version triggers of 0011, bumping the same row.
-func migrateChangeLog(tx *gorm.DB, d dialect) error {
+func migrateChangeLog(tx *gorm.DB, _ sqldb.Dialect, pg *fresh.Postgres) error {
 	ctx := context.Background()
-	pg, err := freshOf(tx, d)
-	if err != nil {
-		return err
-	}
 	if err := fresh.CreateLog(ctx, tx.Statement.ConnPool, registryOf0012, pg); err != nil {
 		return err
 	}
@@ -100,26 +93,4 @@ func migrateChangeLog(tx *gorm.DB, d dialect) error {
 		}
 	}
 	return tx.Exec("DROP FUNCTION IF EXISTS " + fresh.QuoteIdent(pg.Schema) + ".bump_data_version()").Error
-}
-
-// freshOf says how the database of db logs (nil on SQLite), for the
-// migrations, which run before the store knows its namespace.
-func freshOf(db *gorm.DB, d dialect) (*fresh.Postgres, error) {
-	pg, ok := d.(postgresDialect)
-	if !ok {
-		return nil, nil
-	}
-	schema, err := currentSchema(db)
-	if err != nil {
-		return nil, err
-	}
-	return &fresh.Postgres{Schema: schema, Tag: pg.tag, LockWrites: pg.lockWrites()}, nil
-}
-
-func currentSchema(db *gorm.DB) (string, error) {
-	var schema string
-	if err := db.Raw("SELECT current_schema()").Scan(&schema).Error; err != nil {
-		return "", fmt.Errorf("read the current schema: %w", err)
-	}
-	return schema, nil
 }

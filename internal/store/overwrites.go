@@ -7,6 +7,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -72,7 +73,7 @@ func (tx *Tx) ReplaceOverwriteLists(ctx context.Context, lists []OverwriteList) 
 	if err != nil {
 		return fmt.Errorf("replace overwrites: %w", err)
 	}
-	if _, err := tx.exec(ctx, "DELETE FROM overwrites WHERE channel_id IN ("+tx.dialect.jsonTexts()+")", string(idList)); err != nil {
+	if _, err := tx.exec(ctx, "DELETE FROM overwrites WHERE channel_id IN ("+tx.dialect().JSONTexts()+")", string(idList)); err != nil {
 		return fmt.Errorf("replace overwrites: %w", err)
 	}
 	if len(rows) > 0 {
@@ -82,12 +83,12 @@ func (tx *Tx) ReplaceOverwriteLists(ctx context.Context, lists []OverwriteList) 
 		}
 		if _, err := tx.exec(ctx, "INSERT INTO overwrites (channel_id, target_type, target_id, allow_bits, deny_bits) "+
 			"SELECT o.channel_id, o.target_type, o.target_id, o.allow_bits, o.deny_bits FROM ("+
-			tx.dialect.jsonRecords(overwriteRecords...)+") AS o", string(data)); err != nil {
+			tx.dialect().JSONRecords(overwriteRecords...)+") AS o", string(data)); err != nil {
 			return fmt.Errorf("replace overwrites: %w", err)
 		}
 	}
 	if _, err := tx.exec(ctx, "UPDATE channels SET overwrites_version = overwrites_version + 1 WHERE id IN ("+
-		tx.dialect.jsonTexts()+")", string(idList)); err != nil {
+		tx.dialect().JSONTexts()+")", string(idList)); err != nil {
 		return fmt.Errorf("move the overwrite lists' versions: %w", err)
 	}
 	return nil
@@ -191,3 +192,7 @@ func (q queries) ChannelOverwrites(ctx context.Context, channelID string) ([]mod
 	}
 	return out, nil
 }
+
+// overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
+var overwriteRecords = []sqldb.JSONColumn{{Name: "channel_id", Type: "text"}, {Name: "target_type", Type: "text"},
+	{Name: "target_id", Type: "text"}, {Name: "allow_bits", Type: "bigint"}, {Name: "deny_bits", Type: "bigint"}}

@@ -158,6 +158,12 @@ func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int6
 	return holders, nil
 }
 
+// holderAtOrAbove is the condition on a user (row of users) who holds a
+// role (the first parameter), is not a given user (the second), and is the
+// owner or holds a role at a position (the third) or above.
+const holderAtOrAbove = "id IN (SELECT user_id FROM user_roles WHERE role_id = ?) AND id <> ? AND " +
+	"(is_owner OR EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = users.id AND r.position >= ?))"
+
 // RoleHolderAtOrAbove finds a holder of role roleID, other than exceptUserID,
 // who is the owner or holds a role at position top or above: one whom a
 // caller of that top position may not take the role from. The owner is

@@ -11,6 +11,7 @@ import (
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 type tokenRow struct {
@@ -139,8 +140,8 @@ func (s *Store) CredentialsOf(ctx context.Context, userID string) (Credentials, 
 	return s.queries.credentialsOf(ctx, userID)
 }
 
-func credentialColumns(d dialect) string {
-	return "u.id, u.status, u.is_owner, u.timeout_until, (SELECT " + d.groupConcat("ur.role_id") +
+func credentialColumns(d sqldb.Dialect) string {
+	return "u.id, u.status, u.is_owner, u.timeout_until, (SELECT " + d.GroupConcat("ur.role_id") +
 		" FROM user_roles ur WHERE ur.user_id = u.id)"
 }
 
@@ -210,11 +211,11 @@ func (c *Credentials) finish(timeout sql.NullInt64, roles sql.NullString) {
 // (queries.go) in one dialect.
 type tokenStatements struct{ byHash, byID, credentialsOf string }
 
-var tokenSQL = byDialect(func(d dialect) tokenStatements {
+var tokenSQL = sqldb.ByDialect(func(d sqldb.Dialect) tokenStatements {
 	token := "SELECT t.id, t.hash, t.expires_at, " + credentialColumns(d) +
 		" FROM tokens t JOIN users u ON u.id = t.user_id WHERE "
 	return tokenStatements{byHash: token + "t.hash = ?", byID: token + "t.id = ?",
 		credentialsOf: "SELECT " + credentialColumns(d) + " FROM users u WHERE u.id = ?"}
 })
 
-func (q queries) tokens() tokenStatements { return tokenSQL[q.dialect.name()] }
+func (q queries) tokens() tokenStatements { return tokenSQL[q.dialect().Name()] }

@@ -2,48 +2,73 @@ package store
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/trace"
-	"gorm.io/gorm"
 
-	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // Tx is one request's part of a write transaction (see Write). Its reads
 // see the state it will commit on: writers are serialized, and the requests
 // before it in the same transaction have already made their changes.
 type Tx struct {
-	queries
-	store     *Store
-	events    []model.Event
-	eventData []string // the events' data, encoded
-	batch     *batchState
+	queries           // on the transaction's connection
+	sqlTx   *sqldb.Tx // its events, its writes so far, its batch's shared state
+	store   *Store
 }
+
+// AppendEvent records an event of the request. Its seq is assigned when
+// the transaction writes the events of all its requests, after the last:
+// Write returns them with it.
+func (tx *Tx) AppendEvent(_ context.Context, ev model.Event) error { return tx.sqlTx.AppendEvent(ev) }
+
+// batchState is what the requests of one transaction share
+// (sqldb.Tx.Shared).
+type batchState struct {
+	// ctx makes the cache follow the change log once per transaction
+	// (Tx.cacheCtx): it holds the transaction's read scope.
+	ctx context.Context
+	// from is the version the cache followed to at the transaction's first
+	// question (Tx.own); ownChanges are the transaction's changes as read
+	// after its ownAt-th statement that may have written.
+	from       int64
+	fromSet    bool
+	ownRead    bool
+	ownChanges []fresh.Change
+	ownAt      int64
+}
+
+func newBatchState() any {
+	// Nothing written yet: nothing changed.
+	return &batchState{ctx: fresh.TxScope(context.Background()), ownRead: true}
+}
+
+// batch is the transaction's batchState.
+func (tx *Tx) batch() *batchState { return tx.sqlTx.Shared(newBatchState).(*batchState) }
+
+// scope returns ctx in the transaction's read scope.
+func (b *batchState) scope(ctx context.Context) context.Context { return fresh.WithScopeOf(ctx, b.ctx) }
 
 // own returns what the transaction changed so far, as the change log's
 // triggers logged it (fresh.Cache.Own): what the cache holds of it is not
 // what the transaction sees. It is read again only after a statement that
-// may have written (queries.wrote).
+// may have written (sqldb.Tx.WritesSoFar).
 func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
 	c := tx.store.cache
 	if err := c.Fresh(tx.cacheCtx(ctx)); err != nil {
 		return nil, err
 	}
-	b := tx.batch
+	b := tx.batch()
 	if !b.fromSet {
 		// The first question of the transaction: the cache has followed
 		// the log under the write lock, so on SQLite what the log holds
 		// after its position is the transaction's.
 		b.from, b.fromSet = c.Position(), true
 	}
-	if n := tx.writes.Load(); n != b.ownAt || !b.ownRead {
+	if n := tx.sqlTx.WritesSoFar(); n != b.ownAt || !b.ownRead {
 		changes, err := c.Own(ctx, tx.query, tx.store.freshPG(), b.from)
 		if err != nil {
 			return nil, err
@@ -57,10 +82,10 @@ func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
 // log once per transaction, after the write lock is held, so what it holds
 // is what the transaction started from.
 func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
-	if tx.span != nil { // traced: the cache's work is the write's
-		ctx = trace.ContextWithSpan(ctx, tx.span)
+	if sp := tx.sqlTx.Span(); sp != nil { // traced: the cache's work is the write's
+		ctx = trace.ContextWithSpan(ctx, sp)
 	}
-	return tx.batch.scope(ctx)
+	return tx.batch().scope(ctx)
 }
 
 // AuthState returns the authorization state as the transaction sees it:
@@ -123,53 +148,3 @@ func changed(changes []fresh.Change, d fresh.Dep) bool {
 func (tx *Tx) CredentialsOf(ctx context.Context, userID string) (Credentials, error) {
 	return tx.credentialsOf(ctx, userID)
 }
-
-// --- channels
-
-// channelUpdates is the subquery of UpdateChannels' list.
-var channelUpdates = []jsonColumn{{"id", "text"}, {"name", "text"}, {"topic", "text"}, {"parent_id", "text"},
-	{"position", "integer"}, {"updated_at", "bigint"}}
-
-// channelMoves is the subquery of MoveChannels' list.
-var channelMoves = []jsonColumn{{"id", "text"}, {"parent_id", "text"}, {"position", "integer"}, {"updated_at", "bigint"}}
-
-// overwriteRecords is the subquery of ReplaceOverwriteLists' rows.
-var overwriteRecords = []jsonColumn{{"channel_id", "text"}, {"target_type", "text"}, {"target_id", "text"},
-	{"allow_bits", "bigint"}, {"deny_bits", "bigint"}}
-
-// --- overwrites
-
-// --- roles
-
-// holderAtOrAbove is the condition on a user (row of users) who holds a
-// role (the first parameter), is not a given user (the second), and is the
-// owner or holds a role at a position (the third) or above.
-const holderAtOrAbove = "id IN (SELECT user_id FROM user_roles WHERE role_id = ?) AND id <> ? AND " +
-	"(is_owner OR EXISTS (SELECT 1 FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = users.id AND r.position >= ?))"
-
-// --- users
-
-// --- tokens
-
-// --- attachments
-
-// --- profile links
-
-// --- helpers
-
-func duplicate(err error, format string, args ...any) error {
-	if errors.Is(err, gorm.ErrDuplicatedKey) || uniqueViolation(err) != "" {
-		return apperr.Conflict(format, args...)
-	}
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
-}
-
-func lowerPtr(s *string) *string {
-	if s == nil {
-		return nil
-	}
-	l := strings.ToLower(*s)
-	return &l
-}
-
-func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"gorm.io/gorm"
 )
 
@@ -69,7 +70,7 @@ func (tx *Tx) UpdateUser(ctx context.Context, u model.User) (model.User, error) 
 // userConflict turns a unique-index violation on users into the 409 that
 // names what is taken; other errors pass through.
 func userConflict(err error, u model.User) error {
-	switch idx := uniqueViolation(err); {
+	switch idx := sqldb.UniqueViolation(err); {
 	case strings.Contains(idx, "username_key"):
 		return apperr.Conflict("The username %q is taken (usernames are unique ignoring case).", u.Username)
 	case strings.Contains(idx, "email_key") && u.Email != nil:
@@ -129,7 +130,7 @@ func (q queries) UsersByID(ctx context.Context, ids []string) (map[string]model.
 	if err != nil {
 		return nil, fmt.Errorf("read users: %w", err)
 	}
-	rows, err := q.query(ctx, "SELECT "+userColumns(q.dialect)+" FROM users u WHERE u.id IN ("+q.dialect.jsonTexts()+")", string(list))
+	rows, err := q.query(ctx, "SELECT "+userColumns(q.dialect())+" FROM users u WHERE u.id IN ("+q.dialect().JSONTexts()+")", string(list))
 	if err != nil {
 		return nil, fmt.Errorf("read users: %w", err)
 	}
@@ -154,7 +155,7 @@ func (tx *Tx) TouchUsers(ctx context.Context, userIDs []string, now time.Time) e
 		return nil
 	}
 	list, _ := json.Marshal(userIDs)
-	_, err := tx.exec(ctx, "UPDATE users SET version = version + 1, updated_at = ? WHERE id IN ("+tx.dialect.jsonTexts()+")",
+	_, err := tx.exec(ctx, "UPDATE users SET version = version + 1, updated_at = ? WHERE id IN ("+tx.dialect().JSONTexts()+")",
 		int64(microsOf(now)), string(list))
 	if err != nil {
 		return fmt.Errorf("touch users: %w", err)
@@ -264,13 +265,13 @@ func (q queries) getUsers(ctx context.Context, ids []string) (map[string]model.U
 // userColumns are what a user's representation needs, with their role IDs
 // by position descending as one comma-separated column (a role ID never
 // holds a comma).
-func userColumns(d dialect) string {
+func userColumns(d sqldb.Dialect) string {
 	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.timeout_until, u.version, u.created_at, u.updated_at, " +
 		// The ordered aggregate costs SQLite a join and a sorter per user;
 		// a user with no role (most of a community) skips both after one
 		// probe of user_roles' primary key.
 		"CASE WHEN EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id) THEN (SELECT " +
-		d.groupConcatOrdered("ur.role_id", "r.position DESC") +
+		d.GroupConcatOrdered("ur.role_id", "r.position DESC") +
 		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id) END"
 }
 
@@ -322,7 +323,7 @@ type userStatements struct {
 	insert  string
 }
 
-var userSQL = byDialect(func(d dialect) userStatements {
+var userSQL = sqldb.ByDialect(func(d sqldb.Dialect) userStatements {
 	return userStatements{
 		get:     "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
 		getMany: "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ANY(?)",
@@ -331,4 +332,4 @@ var userSQL = byDialect(func(d dialect) userStatements {
 	}
 })
 
-func (q queries) users() userStatements { return userSQL[q.dialect.name()] }
+func (q queries) users() userStatements { return userSQL[q.dialect().Name()] }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // UserFilter selects users; the zero value selects everyone.
@@ -52,10 +53,8 @@ func (s *Store) ListUsers(ctx context.Context, f UserFilter, after string, limit
 	key := fresh.Key{Kind: fresh.UserPage, A: f.Prefix, B: f.RoleID, C: f.Status, D: after, N: limit, Flag: f.MatchEmail}
 	return s.cache.Page(ctx, key, func() ([]model.User, string, error) {
 		q := s.queries
-		if f.Prefix != "" && s.searchStmts != nil {
-			q.stmts = s.searchStmts // PostgreSQL: generic plans (openSearchPool)
-		}
 		if f.Prefix != "" {
+			q = s.searches // PostgreSQL: generic plans (sqldb.DB.Searches)
 			users, next, err := s.searchKept(ctx, q, f, after, limit)
 			if err == nil {
 				s.cache.NoteKeptSearch()
@@ -373,7 +372,7 @@ func (h *listSQL) searchEntries(f UserFilter, atKey, atID string, n int) (string
 
 // statement returns the statement of a shape (built once) and its
 // arguments.
-func (h *listSQL) statement(f UserFilter, shape int, build func(dialect, UserFilter) (string, []slot),
+func (h *listSQL) statement(f UserFilter, shape int, build func(sqldb.Dialect, UserFilter) (string, []slot),
 	atKey, atID string, n int) (string, []any) {
 	st, ok := h.byShape.Load(shape)
 	if !ok {
@@ -436,7 +435,7 @@ func (f UserFilter) keys() []string {
 	return searchKeys[:2]
 }
 
-func buildListUsers(d dialect, f UserFilter) (string, []slot) {
+func buildListUsers(d sqldb.Dialect, f UserFilter) (string, []slot) {
 	var b strings.Builder
 	var slots []slot
 	arg := func(sl slot) string {
@@ -464,7 +463,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 		}
 		b.WriteString("(" + strings.Join(passes, " AND ") + ") FROM (")
 		writeSearchRanges(&b, d, f, false, arg)
-		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
+		b.WriteString(") m JOIN users u ON u.id = m.id ORDER BY m.k, " + d.Bytewise("m.id") + ", m.s")
 		return b.String(), slots
 	}
 	b.WriteString("SELECT " + userColumns(d))
@@ -484,7 +483,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 	default:
 		b.WriteString(" WHERE")
 	}
-	b.WriteString(" " + order + " > " + arg(slotAtID) + " ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)))
+	b.WriteString(" " + order + " > " + arg(slotAtID) + " ORDER BY " + order + " LIMIT " + d.Limit(arg(slotLimit)))
 	return b.String(), slots
 }
 
@@ -492,7 +491,7 @@ func buildListUsers(d dialect, f UserFilter) (string, []slot) {
 // key's range from the position on, its first entries as IDs, keys and
 // versions, in the search's order (searchKept): of each entry's user only
 // the row's ID and version, no other column and no roles.
-func buildSearchEntries(d dialect, f UserFilter) (string, []slot) {
+func buildSearchEntries(d sqldb.Dialect, f UserFilter) (string, []slot) {
 	var b strings.Builder
 	var slots []slot
 	arg := func(sl slot) string {
@@ -501,14 +500,14 @@ func buildSearchEntries(d dialect, f UserFilter) (string, []slot) {
 	}
 	b.WriteString("SELECT m.id, m.k, m.s, m.v FROM (")
 	writeSearchRanges(&b, d, f, true, arg)
-	b.WriteString(") m ORDER BY m.k, " + d.bytewise("m.id") + ", m.s")
+	b.WriteString(") m ORDER BY m.k, " + d.Bytewise("m.id") + ", m.s")
 	return b.String(), slots
 }
 
 // writeSearchRanges writes each of f's keys' index range from the position
 // on, its first entries (ID, key as k, the key's index in searchKeys as s,
 // and with versions the user's version as v), one after the other.
-func writeSearchRanges(b *strings.Builder, d dialect, f UserFilter, versions bool, arg func(slot) string) {
+func writeSearchRanges(b *strings.Builder, d sqldb.Dialect, f UserFilter, versions bool, arg func(slot) string) {
 	v := ""
 	if versions {
 		v = ", c.version AS v"
@@ -519,7 +518,7 @@ func writeSearchRanges(b *strings.Builder, d dialect, f UserFilter, versions boo
 		}
 		b.WriteString("SELECT * FROM (SELECT c.id, c." + k + " AS k, " + strconv.Itoa(i) + " AS s" + v + " FROM users c WHERE ")
 		order := "c." + k
-		id := d.bytewise("c.id")
+		id := d.Bytewise("c.id")
 		if k == "display_name_key" {
 			// Display names repeat: the index holds (key, id), and the
 			// range starts right after the position.
@@ -530,7 +529,7 @@ func writeSearchRanges(b *strings.Builder, d dialect, f UserFilter, versions boo
 			b.WriteString("c." + k + " >= " + arg(slotAtKey) + " AND (c." + k + " > " + arg(slotAtKey) + " OR " + id + " > " + arg(slotAtID) + ")")
 		}
 		b.WriteString(" AND c." + k + " < " + arg(slotHi))
-		b.WriteString(" ORDER BY " + order + " LIMIT " + d.limit(arg(slotLimit)) + ") s" + strconv.Itoa(i))
+		b.WriteString(" ORDER BY " + order + " LIMIT " + d.Limit(arg(slotLimit)) + ") s" + strconv.Itoa(i))
 	}
 }
 
@@ -556,10 +555,10 @@ func prefixEnd(prefix string) string {
 // listSQL is the text of the pages' statements in one dialect, built once
 // per shape of filter.
 type listSQL struct {
-	dialect dialect
+	dialect sqldb.Dialect
 	byShape sync.Map // int -> listStatement
 }
 
-var listSQLs = byDialect(func(d dialect) *listSQL { return &listSQL{dialect: d} })
+var listSQLs = sqldb.ByDialect(func(d sqldb.Dialect) *listSQL { return &listSQL{dialect: d} })
 
-func (q queries) lists() *listSQL { return listSQLs[q.dialect.name()] }
+func (q queries) lists() *listSQL { return listSQLs[q.dialect().Name()] }

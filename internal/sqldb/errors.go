@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -21,8 +21,9 @@ import (
 // Classify turns the errors that say "the database does not answer" into
 // apperr.ErrUnavailable (503; a write whose outcome is unknown says so) and
 // those that say "the disk is full" into apperr.ErrInsufficientStorage
-// (507); every other error comes back as it was. It also remembers the last full disk, for Writable.
-func (s *Store) Classify(err error) error {
+// (507); every other error comes back as it was. It also remembers the
+// last full disk, for Writable.
+func (db *DB) Classify(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -31,21 +32,21 @@ func (s *Store) Classify(err error) error {
 	}
 	switch {
 	case diskFull(err):
-		s.faults.lastFull.Store(time.Now().UnixNano())
+		db.faults.lastFull.Store(time.Now().UnixNano())
 		return apperr.InsufficientStorage(err)
 	case errors.Is(err, ErrOutcomeUnknown):
 		return apperr.UnavailableOutcomeUnknown(err)
-	case unavailable(err), s.Postgres() && errors.Is(err, io.ErrUnexpectedEOF):
+	case unavailable(err), db.Postgres() && errors.Is(err, io.ErrUnexpectedEOF):
 		// pgx reports a connection that ended in the middle of an answer
 		// (the database crashed or restarted, the network was cut) as a
-		// bare io.ErrUnexpectedEOF; nothing else in a PostgreSQL store's
-		// reach ends that way.
+		// bare io.ErrUnexpectedEOF; nothing else a PostgreSQL deployment
+		// meets ends that way.
 		return apperr.Unavailable(err)
 	}
 	return err
 }
 
-// faultState is what the store remembers of recent faults.
+// faultState is what the DB remembers of recent faults.
 type faultState struct {
 	lastFull    atomic.Int64 // unix nanoseconds of the last write that met a full disk
 	lastStalled atomic.Int64 // of the last write that did not finish by its deadline
@@ -62,11 +63,11 @@ const faultMemory = 5 * time.Second
 // if one could not finish by its deadline (a frozen database, the write
 // lock held elsewhere: reads go on, so a ping does not see it) and no write
 // transaction committed since. WritesSucceed also asks the database.
-func (s *Store) Writable() error {
-	if recent(&s.faults.lastFull) {
+func (db *DB) Writable() error {
+	if recent(&db.faults.lastFull) {
 		return errors.New("a write met a full disk in the last few seconds")
 	}
-	if recent(&s.faults.lastStalled) && s.faults.lastCommit.Load() < s.faults.lastStalled.Load() {
+	if recent(&db.faults.lastStalled) && db.faults.lastCommit.Load() < db.faults.lastStalled.Load() {
 		return errors.New("a write could not finish by its deadline in the last few seconds (the database does not answer writes, or the write lock is held elsewhere)")
 	}
 	return nil
@@ -86,12 +87,12 @@ const stallWait = 500 * time.Millisecond
 // noteWrite remembers, for Writable, a write that waited at least
 // stallWait and did not finish by its deadline. A client that went away
 // (context.Canceled) says nothing of the database either.
-func (s *Store) noteWrite(err error, waited time.Duration) {
+func (db *DB) noteWrite(err error, waited time.Duration) {
 	if err == nil || waited < stallWait || errors.Is(err, context.Canceled) {
 		return
 	}
 	if errors.Is(err, ErrOutcomeUnknown) || unavailable(err) {
-		s.faults.lastStalled.Store(time.Now().UnixNano())
+		db.faults.lastStalled.Store(time.Now().UnixNano())
 	}
 }
 
@@ -152,9 +153,9 @@ func unavailable(err error) bool {
 		strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, "broken pipe")
 }
 
-// uniqueViolation names the unique index (SQLite: "table.column"; PostgreSQL:
-// the constraint) that err violated, or "".
-func uniqueViolation(err error) string {
+// UniqueViolation names the unique index (SQLite: "table.column";
+// PostgreSQL: the constraint) that err violated, or "".
+func UniqueViolation(err error) string {
 	var se sqlite3.Error
 	if errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey) {
 		_, cols, _ := strings.Cut(se.Error(), "failed: ")

@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -13,43 +13,18 @@ import (
 	"gorm.io/gorm"
 )
 
-// The hot statements (queries.go says which) bypass GORM's statement
-// builder and reflection: they are plain SQL run on GORM's connection pool
-// through prepared statements that are reused for the life of the store. A
-// statement is prepared once per pool (database/sql then prepares it once
-// per connection) and, inside a write transaction, reused through
+// The hot statements (internal/store's queries.go says which) bypass
+// GORM's statement builder and reflection: they are plain SQL run on GORM's
+// connection pool through prepared statements (Queries.Query and
+// Queries.Exec) that are reused for the life of the DB. A statement is
+// prepared once per pool (database/sql then prepares it once per
+// connection) and, inside a write transaction, reused through
 // sql.Tx.StmtContext, which finds the statement already prepared on the
 // writer connection. GORM's statements inside a write transaction go
 // through it too (stmtPool), while fewer than maxStatements are kept: the
 // hot statements are a fixed set of texts (up to 16 shapes of a page of
-// users, and the events' INSERT for each count of rows up to eventChunk), kept
-// whatever the bound, and GORM's varied ones fill the rest.
-
-// micros is a timestamp as the store keeps it: microseconds since the Unix
-// epoch, UTC, in a BIGINT column on both databases. Reading one is an
-// integer scan, where a SQLite DATETIME was a text parse on every row.
-type micros int64
-
-func microsOf(t time.Time) micros { return micros(t.UnixMicro()) }
-
-// time is the timestamp as the API shows it: UTC, microsecond precision.
-func (m micros) time() time.Time { return time.UnixMicro(int64(m)).UTC() }
-
-func microsPtr(t *time.Time) *micros {
-	if t == nil {
-		return nil
-	}
-	m := microsOf(*t)
-	return &m
-}
-
-func timePtr(m *micros) *time.Time {
-	if m == nil {
-		return nil
-	}
-	t := m.time()
-	return &t
-}
+// users, and the events' INSERT for each count of rows up to EventChunk),
+// kept whatever the bound, and GORM's varied ones fill the rest.
 
 // stmtCache holds the prepared statements of one pool, by their SQL.
 type stmtCache struct {
@@ -61,8 +36,8 @@ type stmtCache struct {
 	timeout time.Duration   // of each statement (deadline.go)
 }
 
-func newStmtCache(db *sql.DB, d dialect) *stmtCache {
-	return &stmtCache{db: db, rebind: d.name() == "postgres", m: map[string]*sql.Stmt{}, pending: map[string]bool{}}
+func newStmtCache(db *sql.DB, d Dialect) *stmtCache {
+	return &stmtCache{db: db, rebind: d.Name() == "postgres", m: map[string]*sql.Stmt{}, pending: map[string]bool{}}
 }
 
 func (c *stmtCache) text(query string) string {
@@ -97,7 +72,7 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	}
 	st, err := c.db.PrepareContext(ctx, c.text(query))
 	if err != nil {
-		return nil, fmt.Errorf("prepare %q: %w", firstLine(query), err)
+		return nil, fmt.Errorf("prepare %q: %w", FirstLine(query), err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -121,7 +96,7 @@ func (c *stmtCache) prepareIn(ctx context.Context, tx *sql.Tx, query string) (*s
 	}
 	st, err := tx.PrepareContext(ctx, c.text(query))
 	if err != nil {
-		return nil, fmt.Errorf("prepare %q: %w", firstLine(query), err)
+		return nil, fmt.Errorf("prepare %q: %w", FirstLine(query), err)
 	}
 	c.mu.Lock()
 	c.pending[query] = true
@@ -179,7 +154,8 @@ func rebind(q string) string {
 	return b.String()
 }
 
-func firstLine(q string) string {
+// FirstLine is a statement's first line, to name it in an error.
+func FirstLine(q string) string {
 	q = strings.TrimSpace(q)
 	if i := strings.IndexByte(q, '\n'); i >= 0 {
 		return q[:i] + " …"
@@ -187,9 +163,9 @@ func firstLine(q string) string {
 	return q
 }
 
-// query runs a constant SQL query through a reused prepared statement: on
-// the read pool, or inside the write transaction when q belongs to one.
-func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+// Query runs a constant SQL query through a reused prepared statement: on
+// q's pool, or inside the write transaction when q belongs to one.
+func (q Queries) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	ctx = q.ctx(ctx)
 	ctx = q.stmts.boundRows(ctx) // deadline.go
 	st, err := q.stmt(ctx, query)
@@ -200,12 +176,12 @@ func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Row
 	q.wrote(query)
 	sp := q.tracer.statement(ctx, query)
 	rows, err := st.QueryContext(ctx, args...)
-	endSpan(sp, err) // the rows are read after: the span is the statement's, until its first answer
+	EndSpan(sp, err) // the rows are read after: the span is the statement's, until its first answer
 	return rows, err
 }
 
-// exec runs a constant SQL statement like query.
-func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+// Exec runs a constant SQL statement like Query.
+func (q Queries) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = q.ctx(ctx)
 	ctx, cancel := q.stmts.bound(ctx) // deadline.go
 	defer cancel()
@@ -217,11 +193,11 @@ func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Resul
 	q.wrote(query)
 	sp := q.tracer.statement(ctx, query)
 	res, err := st.ExecContext(ctx, args...)
-	endSpan(sp, err)
+	EndSpan(sp, err)
 	return res, err
 }
 
-func (q queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+func (q Queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if q.sqlTx != nil {
 		// Tx.StmtContext reuses the statement already prepared on the
 		// transaction's connection (preparing it there the first time).
@@ -231,7 +207,7 @@ func (q queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 }
 
 // wrote counts a statement of a write transaction that may have written.
-func (q queries) wrote(query string) {
+func (q Queries) wrote(query string) {
 	if q.writes != nil && mayWrite(query) {
 		q.writes.Add(1)
 	}
@@ -245,7 +221,7 @@ func mayWrite(query string) bool {
 	return len(q) < 6 || !strings.EqualFold(q[:6], "SELECT")
 }
 
-func (q queries) count() {
+func (q Queries) count() {
 	if q.counter != nil {
 		q.counter.Add(1)
 	}
@@ -253,15 +229,15 @@ func (q queries) count() {
 
 // inTransaction returns q for the GORM transaction db (its statements reuse
 // q's prepared statements through the transaction); txCtx, when set, is the
-// context every statement runs under (see queries.ctx).
+// context every statement runs under (see Queries.ctx).
 //
 // GORM's statements in the transaction reuse prepared statements too
 // (stmtPool): GORM alone prepares each statement anew, and a SQLite
 // statement on a table with triggers costs more to prepare than to run.
-func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, error) {
+func (q Queries) inTransaction(db *gorm.DB, txCtx context.Context) (Queries, error) {
 	sqlTx, ok := db.Statement.ConnPool.(*sql.Tx)
 	if !ok {
-		return queries{}, fmt.Errorf("transaction: unexpected connection %T", db.Statement.ConnPool)
+		return Queries{}, fmt.Errorf("transaction: unexpected connection %T", db.Statement.ConnPool)
 	}
 	ctx := db.Statement.Context
 	if ctx == nil {
@@ -283,7 +259,7 @@ func (q queries) inTransaction(db *gorm.DB, txCtx context.Context) (queries, err
 type stmtPool struct {
 	tx     *sql.Tx
 	stmts  *stmtCache
-	writes *atomic.Int64 // queries.writes
+	writes *atomic.Int64 // Queries.writes
 }
 
 // maxStatements bounds the statements a stmtCache keeps for GORM; the hot

@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -12,33 +12,32 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
-
-	"github.com/guildhall/guildhall/internal/fresh"
 )
 
-// Tracing, off unless Options.Tracer is set (then s.tracer is nil and
-// every hook below returns at its nil check). On, the store adds to the
-// span its caller's context carries, and to nothing else: a statement of a
+// Tracing, off unless Options.Tracer is set (when off, db.tracer is nil
+// and every hook below returns at its nil check). On, the DB adds to the span
+// its caller's context carries, and to nothing else: a statement of a
 // background loop, whose context carries no span, is not traced.
 //
 //   - Every statement, where it is counted (QueryCount): GORM's through
-//     callbacks, the hand-written ones in queries.query and queries.exec,
-//     and the change log's questions. A span per statement, named by its
-//     summary ("SELECT users"), with the query text (bounded; the
-//     arguments never, they are bound parameters).
-//   - The cache's decisions and its freshness questions (internal/fresh,
-//     which the store hands its statement tracing).
+//     callbacks, the hand-written ones in Queries.Query and Queries.Exec,
+//     and the change log's questions (StatementSpan). A span per
+//     statement, named by its summary ("SELECT users"), with the query
+//     text (bounded; the arguments never, they are bound parameters).
 //   - A write: a span "store.write" from the request's Write to its
 //     answer, with the statements of its part of the batch as children
 //     (they run on the writer goroutine, under the batch's context).
-
+//
+// The read cache traces its decisions with the same tracer (Tracer), so
+// the store's spans are one instrumentation scope, whichever package
+// starts them.
 const tracerName = "github.com/guildhall/guildhall/internal/store"
 
 // maxQueryText bounds the query text kept on a statement's span (GORM
 // writes IN lists of any length).
 const maxQueryText = 1024
 
-// Attributes of the store's spans and events beyond the semantic
+// Attributes of the writes' spans and events beyond the semantic
 // conventions.
 const (
 	attrBatchWrites = attribute.Key("guildhall.store.batch_writes")
@@ -50,12 +49,12 @@ type tracer struct {
 	system attribute.KeyValue // db.system.name
 }
 
-func newTracer(tp trace.TracerProvider, d dialect) *tracer {
+func newTracer(tp trace.TracerProvider, d Dialect) *tracer {
 	if tp == nil {
 		return nil
 	}
 	sys := semconv.DBSystemNameSQLite
-	if d.name() == "postgres" {
+	if d.Name() == "postgres" {
 		sys = semconv.DBSystemNamePostgreSQL
 	}
 	return &tracer{t: tp.Tracer(tracerName), system: sys}
@@ -99,9 +98,9 @@ func describeStatement(sp trace.Span, query, table string) {
 	sp.SetAttributes(semconv.DBOperationName(op), semconv.DBQuerySummary(summary), semconv.DBQueryText(query))
 }
 
-// endSpan ends a span of the store (nil: not traced), failed when err is
-// set; "no rows" is an answer, not a failure.
-func endSpan(sp trace.Span, err error) {
+// EndSpan ends a statement's or a write's span (nil: not traced), failed
+// when err is set; "no rows" is an answer, not a failure.
+func EndSpan(sp trace.Span, err error) {
 	if sp == nil {
 		return
 	}
@@ -169,34 +168,34 @@ func unquote(name string) string {
 	return name
 }
 
-// traceStatements registers GORM callbacks that give each of its
+// traceStatements registers GORM callbacks that give each of g's
 // statements a span (only when tracing is on).
-func (s *Store) traceStatements(db *gorm.DB) error {
-	if s.tracer == nil {
+func (db *DB) traceStatements(g *gorm.DB) error {
+	if db.tracer == nil {
 		return nil
 	}
 	const key = "guildhall:span"
-	start := func(db *gorm.DB) {
-		ctx := db.Statement.Context
-		if ctx == nil || db.DryRun { // a subquery's build: nothing is sent
+	start := func(g *gorm.DB) {
+		ctx := g.Statement.Context
+		if ctx == nil || g.DryRun { // a subquery's build: nothing is sent
 			return
 		}
-		if _, ok := s.tracer.recording(ctx); !ok {
+		if _, ok := db.tracer.recording(ctx); !ok {
 			return
 		}
-		_, sp := s.tracer.t.Start(ctx, "db", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(s.tracer.system))
-		db.InstanceSet(key, sp)
+		_, sp := db.tracer.t.Start(ctx, "db", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(db.tracer.system))
+		g.InstanceSet(key, sp)
 	}
-	end := func(db *gorm.DB) {
-		v, ok := db.InstanceGet(key)
+	end := func(g *gorm.DB) {
+		v, ok := g.InstanceGet(key)
 		if !ok {
 			return
 		}
 		sp := v.(trace.Span)
-		describeStatement(sp, db.Statement.SQL.String(), db.Statement.Table)
-		endSpan(sp, db.Error)
+		describeStatement(sp, g.Statement.SQL.String(), g.Statement.Table)
+		EndSpan(sp, g.Error)
 	}
-	cb := db.Callback()
+	cb := g.Callback()
 	const name = "guildhall:trace"
 	for _, err := range []error{
 		cb.Create().Before("gorm:create").Register(name, start),
@@ -236,11 +235,18 @@ func running(sp trace.Span, batch int, savepoints bool) {
 	sp.AddEvent("transaction", trace.WithAttributes(attrBatchWrites.Int(batch), attrSavepoints.Bool(savepoints)))
 }
 
-// forCache is how the read cache traces (internal/fresh): its decisions
-// on the caller's span, and its log statements as the store's.
-func (t *tracer) forCache() fresh.Tracing {
-	if t == nil {
-		return fresh.Tracing{}
+// Tracer is the tracer of the store's spans (nil when tracing is off),
+// for the read cache's (internal/fresh).
+func (db *DB) Tracer() trace.Tracer {
+	if db.tracer == nil {
+		return nil
 	}
-	return fresh.Tracing{Tracer: t.t, Statement: t.statement, End: endSpan}
+	return db.tracer.t
+}
+
+// StatementSpan starts the span of a statement sent outside Queries (the
+// read cache's questions to the change log), as Queries traces its own; nil
+// when it is not traced. EndSpan ends it.
+func (db *DB) StatementSpan(ctx context.Context, query string) trace.Span {
+	return db.tracer.statement(ctx, query)
 }

@@ -1,4 +1,4 @@
-package store_test
+package sqldb_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/guildhall/guildhall/internal/apperr"
-	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -22,7 +22,7 @@ import (
 // database that does not answer a 503; anything else stays as it was (a
 // 500, or the domain's own answer).
 func TestClassify(t *testing.T) {
-	s, err := store.Open(context.Background(), store.Options{DataDir: t.TempDir()})
+	s, err := sqldb.Open(context.Background(), sqldb.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestClassify(t *testing.T) {
 // database crashed or restarted, the network was cut), which pgx reports as
 // a bare io.ErrUnexpectedEOF, is a 503 like any other lost connection.
 func TestClassifyPostgresConnectionEnded(t *testing.T) {
-	s, err := store.Open(context.Background(), store.Options{DatabaseURL: testenv.FreshPostgres(t)})
+	s, err := sqldb.Open(context.Background(), sqldb.Options{DatabaseURL: testenv.FreshPostgres(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

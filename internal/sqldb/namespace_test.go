@@ -1,11 +1,11 @@
-package store_test
+package sqldb_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
@@ -14,8 +14,8 @@ import (
 // deployment share both.
 func TestSchemasDoNotShareLocksOrChannel(t *testing.T) {
 	a, b := testenv.FreshPostgres(t), testenv.FreshPostgres(t)
-	open := func(url string) *store.Store {
-		s, err := store.Open(context.Background(), store.Options{DatabaseURL: url})
+	open := func(url string) *sqldb.DB {
+		s, err := sqldb.Open(context.Background(), sqldb.Options{DatabaseURL: url})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func TestSchemasDoNotShareLocksOrChannel(t *testing.T) {
 
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := sa.Write(context.Background(), func(*store.Tx) error {
+		_, err := sa.Write(context.Background(), func(*sqldb.Tx) error {
 			close(held)
 			<-release
 			return nil
@@ -42,12 +42,12 @@ func TestSchemasDoNotShareLocksOrChannel(t *testing.T) {
 	<-held
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := sb.Write(ctx, func(*store.Tx) error { return nil }); err != nil {
+	if _, err := sb.Write(ctx, func(*sqldb.Tx) error { return nil }); err != nil {
 		t.Fatalf("a write in schema B waited for schema A's write lock: %v", err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
-	if _, err := sa2.Write(ctx2, func(*store.Tx) error { return nil }); err == nil {
+	if _, err := sa2.Write(ctx2, func(*sqldb.Tx) error { return nil }); err == nil {
 		t.Fatal("a second instance on schema A wrote while the first held the write lock")
 	}
 	close(release)

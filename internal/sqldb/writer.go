@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -12,11 +12,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
-	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
-// Group commit. Every write goes through one writer goroutine per store.
+// Group commit. Every write goes through one writer goroutine per DB.
 // Requests that arrive while a transaction commits wait together and then
 // share the next transaction and its one sync (SQLite's fsync with
 // synchronous=FULL; PostgreSQL's WAL flush at COMMIT): a request that fails
@@ -92,7 +91,7 @@ type writeResult struct {
 }
 
 type writer struct {
-	s     *Store
+	db    *DB
 	jobs  chan *writeJob
 	quit  chan struct{}
 	ended chan struct{}
@@ -114,14 +113,17 @@ type WriterStats struct {
 	Reruns       int64
 }
 
-// WriterStats returns the writer's counters since the store was opened.
-func (s *Store) WriterStats() WriterStats {
-	w := s.writer
+// WriterStats returns the writer's counters since the DB was opened.
+func (db *DB) WriterStats() WriterStats {
+	w := db.writer
 	return WriterStats{Transactions: w.transactions.Load(), Writes: w.writes.Load(), Reruns: w.reruns.Load()}
 }
 
-func startWriter(s *Store) *writer {
-	w := &writer{s: s, jobs: make(chan *writeJob, maxBatch), quit: make(chan struct{}), ended: make(chan struct{})}
+// QueuedWrites is the number of writes waiting for the writer.
+func (db *DB) QueuedWrites() int { return len(db.writer.jobs) }
+
+func startWriter(db *DB) *writer {
+	w := &writer{db: db, jobs: make(chan *writeJob, maxBatch), quit: make(chan struct{}), ended: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -250,42 +252,41 @@ func (w *writer) gather(batch *[]*writeJob, large *[]*writeJob, busy bool) {
 // fn must be deterministic in what it writes given the state it reads, and
 // must touch nothing but tx: it runs inside a transaction that other
 // requests share, and when another write of that transaction fails it runs
-// a second time, the first run undone (a query through the store would also
+// a second time, the first run undone (a write through the DB would also
 // wait for the writer that runs it).
 //
 // ctx bounds the write: its deadline (four statements' time when it has
 // none) is when Write returns, with ctx's error when the write never ran,
 // or with ErrOutcomeUnknown when its transaction did not answer in time.
-func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Event, err error) {
+func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Event, err error) {
 	var sp trace.Span
-	if s.tracer != nil {
-		ctx, sp = s.tracer.write(ctx)
+	if db.tracer != nil {
+		ctx, sp = db.tracer.write(ctx)
 		if sp != nil {
-			defer func() { endSpan(sp, err) }()
+			defer func() { EndSpan(sp, err) }()
 		}
 	}
 	queued := time.Now()
 	j := &writeJob{ctx: ctx, fn: fn, done: make(chan writeResult, 1), span: sp, large: ctx.Value(largeKey{}) != nil}
 	var ok bool
 	if j.deadline, ok = ctx.Deadline(); !ok {
-		j.deadline = time.Now().Add(s.statementTimeout * txPerStatement)
+		j.deadline = time.Now().Add(db.statementTimeout * txPerStatement)
 	}
 	select {
-	case <-s.writer.quit:
+	case <-db.writer.quit:
 		return nil, ErrClosed
 	default:
 	}
 	select {
-	case s.writer.jobs <- j:
+	case db.writer.jobs <- j:
 	case <-ctx.Done():
-		s.noteWrite(ctx.Err(), time.Since(queued)) // the queue stayed full until the deadline
+		db.noteWrite(ctx.Err(), time.Since(queued)) // the queue stayed full until the deadline
 		return nil, ctx.Err()
-	case <-s.writer.quit:
+	case <-db.writer.quit:
 		return nil, ErrClosed
 	}
 	r := j.wait(ctx)
-	s.noteWrite(r.err, time.Since(queued))
-	fresh.AskAgain(ctx) // what the request reads next must include its own write
+	db.noteWrite(r.err, time.Since(queued))
 	return r.events, r.err
 }
 
@@ -303,16 +304,16 @@ const probeFresh = time.Second
 // (a frozen disk or database), the lock held by a stopped instance or
 // another process. Callers at the same time share one probe, and after a
 // probe that failed the next second's callers are answered from it.
-func (s *Store) WritesSucceed(ctx context.Context) error {
-	if err := s.Writable(); err != nil {
+func (db *DB) WritesSucceed(ctx context.Context) error {
+	if err := db.Writable(); err != nil {
 		return err
 	}
-	if t := s.faults.lastCommit.Load(); t != 0 && time.Since(time.Unix(0, t)) < probeFresh {
+	if t := db.faults.lastCommit.Load(); t != 0 && time.Since(time.Unix(0, t)) < probeFresh {
 		return nil
 	}
-	p := &s.writer.probe
+	p := &db.writer.probe
 	p.mu.Lock()
-	if !p.failed.IsZero() && time.Since(p.failed) < probeFresh && s.faults.lastCommit.Load() < p.failed.UnixNano() {
+	if !p.failed.IsZero() && time.Since(p.failed) < probeFresh && db.faults.lastCommit.Load() < p.failed.UnixNano() {
 		err := p.err
 		p.mu.Unlock()
 		return err
@@ -328,7 +329,7 @@ func (s *Store) WritesSucceed(ctx context.Context) error {
 		}
 		go func() {
 			defer cancel()
-			c.err = s.writer.probeOnce(pctx)
+			c.err = db.writer.probeOnce(pctx)
 			p.mu.Lock()
 			p.call = nil
 			if c.err != nil {
@@ -368,7 +369,7 @@ func (w *writer) probeOnce(ctx context.Context) error {
 	select {
 	case w.jobs <- j:
 	case <-ctx.Done():
-		w.s.faults.lastStalled.Store(time.Now().UnixNano())
+		w.db.faults.lastStalled.Store(time.Now().UnixNano())
 		return fmt.Errorf("the writer takes no write (every place in its queue is taken): %w", ctx.Err())
 	case <-w.quit:
 		return ErrClosed
@@ -383,7 +384,7 @@ func (w *writer) probeOnce(ctx context.Context) error {
 		// The writer skips it if it has not taken it yet; its answer, if
 		// any, goes to a buffer nobody reads.
 		j.state.CompareAndSwap(jobQueued, jobAbandoned)
-		w.s.faults.lastStalled.Store(time.Now().UnixNano())
+		w.db.faults.lastStalled.Store(time.Now().UnixNano())
 		return fmt.Errorf("no write transaction committed in time (the transaction before has not ended, or the write lock is held elsewhere): %w", ctx.Err())
 	}
 }
@@ -462,7 +463,7 @@ func (w *writer) commit(batch []*writeJob) {
 		}
 	}
 	if err == nil {
-		w.s.faults.lastCommit.Store(time.Now().UnixNano())
+		w.db.faults.lastCommit.Store(time.Now().UnixNano())
 	}
 	for i, j := range live {
 		j.done <- results[i]
@@ -478,12 +479,12 @@ func (w *writer) commit(batch []*writeJob) {
 	// Bounded like a statement on PostgreSQL: a frozen database must not
 	// hold the writer.
 	ctx := context.Background()
-	if w.s.Postgres() {
+	if w.db.Postgres() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.s.statementTimeout)
+		ctx, cancel = context.WithTimeout(ctx, w.db.statementTimeout)
 		defer cancel()
 	}
-	_ = w.s.wstmts.preparePending(ctx)
+	_ = w.db.wstmts.preparePending(ctx)
 }
 
 // notifyEvents tells the listeners of the schema's event channel the last
@@ -496,7 +497,7 @@ var errRerun = errors.New("store: a write of the batch failed; run it again with
 // attempt runs the batch in one transaction, each write in its own savepoint
 // when savepoints is set, and commits it.
 func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) ([]writeResult, error) {
-	s := w.s
+	db := w.db
 	results := make([]writeResult, len(live))
 	// A PostgreSQL batch ends by the deadline of its earliest write (each
 	// statement has its own deadline too): the lock, BEGIN and COMMIT, which
@@ -507,85 +508,37 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 	// for the file lock are bounded by busy_timeout, and requests whose
 	// deadline passes meanwhile stop waiting before it runs them (take).
 	ctx := context.Background()
-	if s.Postgres() {
+	if db.Postgres() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	committing := false
-	err := s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-		if lock := s.dialect.lockWrites(); lock != "" {
-			// The database ends the wait for the lock at the batch's
-			// deadline, and a statement of a transaction whose client
-			// stopped (deadline.go), whether the client's own deadlines
-			// can act or not.
-			// Under the lock, the transaction is the service's own write:
-			// its statements log as they end (fresh.OwnWriterSQL), and it
-			// reads what it changed so far (Tx.own).
-			lock = s.dialect.boundWrite(time.Until(deadline), min(s.statementTimeout, writeStatementBound)) + lock +
-				"; " + fresh.OwnWriterSQL
-			if err := db.Exec(lock).Error; err != nil {
-				return fmt.Errorf("take write lock: %w", err)
-			}
+	err := db.write.WithContext(ctx).Transaction(func(g *gorm.DB) error {
+		if err := db.lockWrites(g, deadline); err != nil {
+			return err
 		}
-		base := queries{dialect: s.dialect, stmts: s.wstmts, counter: &s.statements, tracer: s.tracer}
-		q, err := base.inTransaction(db, ctx)
+		base := Queries{dialect: db.dialect, stmts: db.wstmts, counter: &db.statements, tracer: db.tracer}
+		q, err := base.inTransaction(g, ctx)
 		if err != nil {
 			return err
 		}
-		batch := newBatchState()
-		single := len(live) == 1
-		first := true // no savepoint opened yet
-		for i, j := range live {
-			if !j.take() {
-				results[i].err = errAbandoned
-				continue
-			}
-			tx := &Tx{queries: q, store: s, batch: batch}
-			if j.span != nil {
-				tx.queries.span = j.span
-				running(j.span, len(live), savepoints)
-			}
-			if savepoints {
-				if err := tx.beginJob(ctx, first); err != nil {
-					return err
-				}
-				first = false
-			}
-			err := s.runJob(j, tx)
-			switch {
-			case err == nil:
-				results[i].events, results[i].eventData = tx.events, tx.eventData
-			case single:
-				return jobError{err}
-			case ctx.Err() != nil || unavailable(err) || diskFull(err):
-				// The database failed, not the write (a frozen database, a
-				// lost connection, a full disk): running the batch again
-				// would only fail the same way, after as long again.
-				return err
-			case !savepoints:
-				return errRerun
-			default:
-				// One request's failure undoes its own changes only.
-				if rerr := tx.rollbackJob(ctx); rerr != nil {
-					return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
-				}
-				results[i].err = err
-			}
+		if err := db.runBatch(ctx, q, live, savepoints, results); err != nil {
+			return err
 		}
 		last, err := q.insertEvents(ctx, results)
 		if err != nil {
 			return err
 		}
-		if last > 0 && s.Postgres() {
+		if last > 0 && db.Postgres() {
 			// Delivered to listeners when (and only if) the transaction commits.
-			if err := db.Exec(notifyEvents, s.ns.channel, fmt.Sprint(last)).Error; err != nil {
+			if err := g.Exec(notifyEvents, db.ns.Channel, fmt.Sprint(last)).Error; err != nil {
 				return fmt.Errorf("notify: %w", err)
 			}
 		}
 		committing = true
 		return nil
-	}, s.dialect.writeTx())
+	}, db.dialect.writeTx())
 	if err != nil && committing && (ctx.Err() != nil || unavailable(err)) {
 		// The commit was sent and not answered: it may have taken effect.
 		err = fmt.Errorf("%w: commit: %w", ErrOutcomeUnknown, err)
@@ -593,9 +546,78 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 	return results, err
 }
 
+// lockWrites takes the write lock in the transaction g (PostgreSQL; on
+// SQLite, BEGIN IMMEDIATE has taken it). The database ends the wait for
+// the lock at the batch's deadline, and a statement of a transaction whose
+// client stopped (deadline.go), whether the client's own deadlines can act
+// or not; Options.AfterWriteLock goes in the same round trip.
+func (db *DB) lockWrites(g *gorm.DB, deadline time.Time) error {
+	lock := db.dialect.LockWrites()
+	if lock == "" {
+		return nil
+	}
+	lock = db.dialect.boundWrite(time.Until(deadline), min(db.statementTimeout, writeStatementBound)) + lock
+	if db.afterWriteLock != "" {
+		lock += "; " + db.afterWriteLock
+	}
+	if err := g.Exec(lock).Error; err != nil {
+		return fmt.Errorf("take write lock: %w", err)
+	}
+	return nil
+}
+
+// runBatch runs the batch's writes in the transaction q belongs to, each
+// in its own savepoint when savepoints is set, and sets their results. It
+// returns an error when the transaction must not commit: the only write
+// failed, the database failed, or a write failed without savepoints
+// (errRerun).
+func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoints bool, results []writeResult) error {
+	b := &batch{}
+	single := len(live) == 1
+	first := true // no savepoint opened yet
+	for i, j := range live {
+		if !j.take() {
+			results[i].err = errAbandoned
+			continue
+		}
+		tx := &Tx{Queries: q, batch: b}
+		if j.span != nil {
+			tx.span = j.span
+			running(j.span, len(live), savepoints)
+		}
+		if savepoints {
+			if err := tx.beginJob(ctx, first); err != nil {
+				return err
+			}
+			first = false
+		}
+		err := db.runJob(j, tx)
+		switch {
+		case err == nil:
+			results[i].events, results[i].eventData = tx.events, tx.eventData
+		case single:
+			return jobError{err}
+		case ctx.Err() != nil || unavailable(err) || diskFull(err):
+			// The database failed, not the write (a frozen database, a
+			// lost connection, a full disk): running the batch again
+			// would only fail the same way, after as long again.
+			return err
+		case !savepoints:
+			return errRerun
+		default:
+			// One request's failure undoes its own changes only.
+			if rerr := tx.rollbackJob(ctx); rerr != nil {
+				return fmt.Errorf("roll back a failed write: %w (after %v)", rerr, err)
+			}
+			results[i].err = err
+		}
+	}
+	return nil
+}
+
 // runJob runs one request's part of a batch; a panic becomes its error, so
 // it cannot take the writer (and every other request) down.
-func (s *Store) runJob(j *writeJob, tx *Tx) (err error) {
+func (db *DB) runJob(j *writeJob, tx *Tx) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic in write: %v\n%s", r, debug.Stack())
@@ -603,72 +625,3 @@ func (s *Store) runJob(j *writeJob, tx *Tx) (err error) {
 	}()
 	return j.fn(tx)
 }
-
-// beginJob opens the savepoint of a job of a batch, releasing the previous
-// job's (COMMIT releases the last one). On PostgreSQL both go in one round
-// trip (several statements without arguments use the simple protocol); on
-// SQLite each is a prepared statement, with no round trip to save.
-func (tx *Tx) beginJob(ctx context.Context, first bool) error {
-	if tx.dialect.name() == "postgres" {
-		stmt := "RELEASE SAVEPOINT gh_job; SAVEPOINT gh_job"
-		if first {
-			stmt = "SAVEPOINT gh_job"
-		}
-		return tx.savepoint(ctx, stmt)
-	}
-	if !first {
-		if _, err := tx.exec(ctx, "RELEASE SAVEPOINT gh_job"); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
-		}
-	}
-	if _, err := tx.exec(ctx, "SAVEPOINT gh_job"); err != nil {
-		return fmt.Errorf("savepoint: %w", err)
-	}
-	return nil
-}
-
-// rollbackJob undoes what a failed job of a batch did; its savepoint stays
-// (the next job's beginJob releases it).
-func (tx *Tx) rollbackJob(ctx context.Context) error {
-	if tx.dialect.name() == "postgres" {
-		return tx.savepoint(ctx, "ROLLBACK TO SAVEPOINT gh_job")
-	}
-	if _, err := tx.exec(ctx, "ROLLBACK TO SAVEPOINT gh_job"); err != nil {
-		return fmt.Errorf("roll back to savepoint: %w", err)
-	}
-	return nil
-}
-
-func (tx *Tx) savepoint(ctx context.Context, stmt string) error {
-	tx.count()
-	sp := tx.tracer.statement(tx.ctx(ctx), stmt)
-	_, err := tx.sqlTx.ExecContext(ctx, stmt)
-	endSpan(sp, err)
-	if err != nil {
-		return fmt.Errorf("%s: %w", stmt, err)
-	}
-	return nil
-}
-
-// batchState is what the requests of one transaction share.
-type batchState struct {
-	// ctx makes the cache follow the change log once per transaction
-	// (Tx.cacheCtx): it holds the transaction's read scope.
-	ctx context.Context
-	// from is the version the cache followed to at the transaction's first
-	// question (Tx.own); ownChanges are the transaction's changes as read
-	// after its ownAt-th statement that may have written.
-	from       int64
-	fromSet    bool
-	ownRead    bool
-	ownChanges []fresh.Change
-	ownAt      int64
-}
-
-func newBatchState() *batchState {
-	// Nothing written yet: nothing changed.
-	return &batchState{ctx: fresh.TxScope(context.Background()), ownRead: true}
-}
-
-// scope returns ctx in the transaction's read scope.
-func (b *batchState) scope(ctx context.Context) context.Context { return fresh.WithScopeOf(ctx, b.ctx) }

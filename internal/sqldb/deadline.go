@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -20,21 +20,21 @@ const DefaultStatementTimeout = 5 * time.Second
 // txPerStatement is how many statements' time a transaction gets.
 const txPerStatement = 4
 
-// boundStatements gives every statement sent through db a deadline of d
+// boundStatements gives every statement sent through g a deadline of d
 // (unless its context has an earlier one): a database that stops answering
 // (a frozen or unreachable server, a pool that never frees a connection)
 // fails the statement with context.DeadlineExceeded, which Classify makes a
 // 503, instead of holding the request for ever.
 //
 // SQLite statements get none (see stmtCache.withTimeout).
-func (s *Store) boundStatements(db *gorm.DB, d time.Duration) error {
-	if !s.Postgres() {
+func (db *DB) boundStatements(g *gorm.DB, d time.Duration) error {
+	if !db.Postgres() {
 		return nil
 	}
 	const key = "guildhall:cancel_deadline"
 	bound := func(cancelAfter bool) func(*gorm.DB) {
-		return func(db *gorm.DB) {
-			ctx := db.Statement.Context
+		return func(g *gorm.DB) {
+			ctx := g.Statement.Context
 			if ctx == nil {
 				ctx = context.Background()
 			}
@@ -42,9 +42,9 @@ func (s *Store) boundStatements(db *gorm.DB, d time.Duration) error {
 				return
 			}
 			ctx, cancel := context.WithTimeout(ctx, d)
-			db.Statement.Context = ctx
+			g.Statement.Context = ctx
 			if cancelAfter {
-				db.InstanceSet(key, cancel)
+				g.InstanceSet(key, cancel)
 			} else {
 				// Rows are read after the callbacks return: the deadline
 				// stays until it passes.
@@ -52,12 +52,12 @@ func (s *Store) boundStatements(db *gorm.DB, d time.Duration) error {
 			}
 		}
 	}
-	release := func(db *gorm.DB) {
-		if c, ok := db.InstanceGet(key); ok {
+	release := func(g *gorm.DB) {
+		if c, ok := g.InstanceGet(key); ok {
 			c.(context.CancelFunc)()
 		}
 	}
-	cb := db.Callback()
+	cb := g.Callback()
 	const name = "guildhall:deadline"
 	for _, err := range []error{
 		cb.Create().Before("gorm:create").Register(name, bound(true)),
@@ -79,10 +79,10 @@ func (s *Store) boundStatements(db *gorm.DB, d time.Duration) error {
 	return nil
 }
 
-// txContext bounds a transaction (its BEGIN, which no statement callback
-// sees, included) by a few statements' time.
-func (s *Store) txContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := s.statementTimeout * txPerStatement
+// TxContext bounds a transaction outside the writer (its BEGIN, which no
+// statement callback sees, included) by a few statements' time.
+func (db *DB) TxContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := db.statementTimeout * txPerStatement
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
 		return ctx, func() {}
 	}
@@ -91,9 +91,9 @@ func (s *Store) txContext(ctx context.Context) (context.Context, context.CancelF
 
 type unboundedKey struct{}
 
-// unbounded marks a context whose statements may take as long as they take
+// Unbounded marks a context whose statements may take as long as they take
 // (the migrations, and the lock that makes instances take turns at them).
-func unbounded(ctx context.Context) context.Context {
+func Unbounded(ctx context.Context) context.Context {
 	return context.WithValue(ctx, unboundedKey{}, true)
 }
 
@@ -101,7 +101,7 @@ func unbounded(ctx context.Context) context.Context {
 // bypass GORM and its callbacks). SQLite statements get none: a local file
 // does not hang the way a server does (lock waits are bounded by
 // busy_timeout), and a cancellable context costs SQLite reads a goroutine
-// per statement in database/sql and the driver (see queries.ctx).
+// per statement in database/sql and the driver (see Queries.ctx).
 func (c *stmtCache) withTimeout(d time.Duration) *stmtCache {
 	if !c.rebind { // SQLite
 		d = 0

@@ -1,4 +1,4 @@
-package store_test
+package sqldb_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 func TestCanceledStatementKeepsItsConnection(t *testing.T) {
 	testenv.RequirePostgres(t)
 	t.Parallel()
-	s := openStore(t, testenv.Postgres)
+	s := openDB(t, testenv.Postgres)
 	bg := context.Background()
 	// alive reports whether PostgreSQL still has the backend pid a moment
 	// later (a closed connection's backend leaves a few milliseconds
