@@ -98,8 +98,8 @@ func checkExportTag(auth *store.AuthState, opt ImportOptions, ifMatch *Precondit
 // ExportTemplate is the community's structure as a template, as of the
 // request's view. The owner alone may export it.
 func (s *Service) ExportTemplate(_ context.Context, a *Actor) (Template, error) {
-	if !a.IsOwner {
-		return Template{}, apperr.OwnerOnly("export the community's template")
+	if err := a.authorize(opExportTemplate); err != nil {
+		return Template{}, err
 	}
 	return templateOf(a.auth), nil
 }
@@ -137,8 +137,8 @@ func (s *Service) ImportTemplate(ctx context.Context, a *Actor, t Template, opt 
 	if err := validateTemplate(t); err != nil {
 		return nil, err
 	}
-	if !a.IsOwner {
-		return nil, apperr.OwnerOnly("import a template")
+	if err := a.authorize(opImportTemplate); err != nil {
+		return nil, err
 	}
 	if opt.DryRun {
 		if err := checkExportTag(a.auth, opt, o.IfMatch); err != nil {
@@ -153,8 +153,8 @@ func (s *Service) ImportTemplate(ctx context.Context, a *Actor, t Template, opt 
 	var changes []TemplateChange
 	var blobs []string
 	err := s.write(store.LargeWrite(ctx), a, func(tx *store.Tx, a *Actor) error {
-		if !a.IsOwner {
-			return apperr.OwnerOnly("import a template")
+		if err := a.authorize(opImportTemplate); err != nil {
+			return err
 		}
 		if err := checkExportTag(a.auth, opt, o.IfMatch); err != nil {
 			return err
