@@ -13,7 +13,6 @@ import (
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/model"
-	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
@@ -36,7 +35,7 @@ func (s *Service) ListAttachments(ctx context.Context, a *Actor, channelID, rawC
 	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
 		return Page[model.Attachment]{}, err
 	}
-	if err := a.requireIn(channelID, viewChannel); err != nil {
+	if err := a.authorizeOn(opListAttachments, channelID); err != nil {
 		return Page[model.Attachment]{}, err
 	}
 	items, more, err := s.store.ListAttachments(ctx, channelID, after, pageLimit(limit))
@@ -62,7 +61,7 @@ func (s *Service) AttachmentMeta(ctx context.Context, a *Actor, channelID, id st
 	if err != nil {
 		return model.Attachment{}, err
 	}
-	if err := a.requireIn(channelID, viewChannel); err != nil {
+	if err := a.authorizeOn(opGetAttachment, channelID); err != nil {
 		return model.Attachment{}, err
 	}
 	return att, nil
@@ -106,7 +105,7 @@ func (s *Service) PutAttachment(ctx context.Context, a *Actor, channelID, id str
 	if err != nil {
 		return model.Attachment{}, false, err
 	}
-	prev, err := s.checkPut(ctx, a, channelID, id)
+	prev, err := checkPut(ctx, s.store, a, channelID, id)
 	if err != nil {
 		return model.Attachment{}, false, err
 	}
@@ -125,7 +124,7 @@ func (s *Service) PutAttachment(ctx context.Context, a *Actor, channelID, id str
 	var oldKey string
 	err = s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		oldKey = "" // a write may run twice (store.Write): nothing of a first run stays
-		prev, err := s.checkPutTx(ctx, tx, a, channelID, id)
+		prev, err := checkPut(ctx, tx, a, channelID, id)
 		if err != nil {
 			return err
 		}
@@ -160,33 +159,23 @@ func (s *Service) PutAttachment(ctx context.Context, a *Actor, channelID, id str
 	return out, created, nil
 }
 
-// checkPut applies the rules of an upload before its bytes are read.
-func (s *Service) checkPut(ctx context.Context, a *Actor, channelID, id string) (*model.Attachment, error) {
-	if _, err := s.store.GetChannel(ctx, channelID); err != nil {
-		return nil, err
-	}
-	if err := a.hideChannel(channelID); err != nil {
-		return nil, err
-	}
-	prev, err := s.store.GetAttachment(ctx, channelID, id)
-	if err != nil && !apperr.IsNotFound(err) {
-		return nil, err
-	}
-	var p *model.Attachment
-	if err == nil {
-		p = &prev
-	}
-	return p, putAllowed(a, channelID, p)
+// attachmentReads are the reads of an upload's checks: the store's, before
+// the bytes are read, and the write transaction's, after.
+type attachmentReads interface {
+	GetChannel(ctx context.Context, id string) (model.Channel, error)
+	GetAttachment(ctx context.Context, channelID, id string) (model.Attachment, error)
 }
 
-func (s *Service) checkPutTx(ctx context.Context, tx *store.Tx, a *Actor, channelID, id string) (*model.Attachment, error) {
-	if _, err := tx.GetChannel(ctx, channelID); err != nil {
+// checkPut applies the rules of an upload, and returns the attachment it
+// replaces (nil: none).
+func checkPut(ctx context.Context, r attachmentReads, a *Actor, channelID, id string) (*model.Attachment, error) {
+	if _, err := r.GetChannel(ctx, channelID); err != nil {
 		return nil, err
 	}
 	if err := a.hideChannel(channelID); err != nil {
 		return nil, err
 	}
-	prev, err := tx.GetAttachment(ctx, channelID, id)
+	prev, err := r.GetAttachment(ctx, channelID, id)
 	if err != nil && !apperr.IsNotFound(err) {
 		return nil, err
 	}
@@ -194,7 +183,7 @@ func (s *Service) checkPutTx(ctx context.Context, tx *store.Tx, a *Actor, channe
 	if err == nil {
 		p = &prev
 	}
-	return p, putAllowed(a, channelID, p)
+	return p, a.canUpload(opPutAttachment, channelID, p)
 }
 
 // checkPutIfMatch applies If-Match to an upload: any value fails when the
@@ -233,14 +222,6 @@ func normalizeMediaType(ct string) (string, error) {
 	return out, nil
 }
 
-func putAllowed(a *Actor, channelID string, prev *model.Attachment) error {
-	need := permissions.Of(permissions.AttachFiles)
-	if prev != nil && (prev.CreatedBy == nil || *prev.CreatedBy != a.UserID) {
-		need = need.Union(permissions.Of(permissions.ManageMessages))
-	}
-	return a.requireIn(channelID, need)
-}
-
 // DeleteAttachment deletes an attachment (the uploader, or MANAGE_MESSAGES).
 func (s *Service) DeleteAttachment(ctx context.Context, a *Actor, channelID, id string, o WriteOpts) error {
 	var key string
@@ -255,11 +236,7 @@ func (s *Service) DeleteAttachment(ctx context.Context, a *Actor, channelID, id 
 		if err != nil {
 			return err
 		}
-		need := viewChannel
-		if att.CreatedBy == nil || *att.CreatedBy != a.UserID {
-			need = need.Union(permissions.Of(permissions.ManageMessages))
-		}
-		if err := a.requireIn(channelID, need); err != nil {
+		if err := a.canDeleteUpload(opDeleteAttachment, channelID, att); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(AttachmentTag(att)); err != nil {

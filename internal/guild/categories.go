@@ -60,25 +60,6 @@ func (s *Service) checkMove(ctx context.Context, tx *store.Tx, a *Actor, c model
 	return nil
 }
 
-// authorize checks what a move needs beyond MANAGE_CHANNELS in the channel:
-// MANAGE_CHANNELS in a new category (in the base permissions for a channel
-// taken out of any), and MANAGE_ROLES in the category for a lock.
-func (mv *move) authorize(a *Actor) error {
-	if !eqPtr(mv.to.ParentID, mv.from.ParentID) {
-		if p := mv.to.ParentID; p != nil {
-			if err := a.requireIn(*p, manageChannels); err != nil {
-				return err
-			}
-		} else if err := a.require(manageChannels); err != nil {
-			return err
-		}
-	}
-	if mv.lock {
-		return a.requireIn(*mv.to.ParentID, manageRoles)
-	}
-	return nil
-}
-
 // moved reports whether the move changes the channel.
 func (mv *move) moved() bool {
 	return !eqPtr(mv.to.ParentID, mv.from.ParentID) || mv.to.Position != mv.from.Position
@@ -109,8 +90,8 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 		for i, m := range moves {
 			field := fmt.Sprintf("positions[%d].", i)
 			// The caller's state is the transaction's: no read per entry.
-			c, ok := a.auth.Channel(m.ID)
-			if !ok || a.hideChannel(m.ID) != nil {
+			c, ok := a.known(m.ID)
+			if !ok {
 				return apperr.Invalid(field+"id", "no channel with ID %q", m.ID)
 			}
 			c.Synced = false // as stored
@@ -122,14 +103,11 @@ func (s *Service) ReorderChannels(ctx context.Context, a *Actor, moves []Channel
 			checked[i] = mv
 		}
 		// The entries are valid (400 first, docs/design.md §11); now who may move them.
-		if err := a.require(manageChannels); err != nil {
+		if err := a.authorize(opReorderChannels); err != nil {
 			return err
 		}
 		for i := range checked {
-			if err := a.requireIn(checked[i].id, manageChannels); err != nil {
-				return err
-			}
-			if err := checked[i].authorize(a); err != nil {
+			if err := a.canReorder(opReorderChannels, &checked[i]); err != nil {
 				return err
 			}
 		}
@@ -189,16 +167,4 @@ func (s *Service) checkMoveLimit(ctx context.Context, tx *store.Tx, mv *move) er
 		return nil
 	}
 	return s.checkCategoryLimit(ctx, tx, *mv.to.ParentID, 1) // a move adds no channel in all
-}
-
-// syncedChildren are the channels of a category synced with it (their
-// overwrites are the category's), as the caller's state says.
-func (a *Actor) syncedChildren(categoryID string) []string {
-	var out []string
-	for _, c := range a.auth.Children(categoryID) {
-		if c.Synced {
-			out = append(out, c.ID)
-		}
-	}
-	return out
 }

@@ -1,7 +1,6 @@
 package guild
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,14 +10,7 @@ import (
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/model"
-	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
-)
-
-var (
-	viewChannel    = permissions.Of(permissions.ViewChannel)
-	manageChannels = permissions.Of(permissions.ManageChannels)
-	manageRoles    = permissions.Of(permissions.ManageRoles)
 )
 
 // ListChannels pages through the channels the caller knows of, in tree
@@ -36,6 +28,9 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 	filters := []string{"channels"}
 	if parentID != nil {
 		filters = append(filters, "parent:"+*parentID)
+	}
+	if err := a.authorize(opListChannels); err != nil {
+		return Page[model.Channel]{}, err
 	}
 	after, err := s.cursors.decode(rawCursor, filters...)
 	if err != nil {
@@ -77,14 +72,11 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 	// their keys. Orphans are gathered on the way, and come after.
 	var orphans []keyed
 	for _, c := range chans {
-		viewable := a.In(c.ID).Has(permissions.ViewChannel)
+		c, listed, orphan := a.listing(c, every)
 		switch {
-		case every:
-			c.Unviewable = !viewable
-		case !viewable:
+		case !listed:
 			continue
-		case c.ParentID != nil && !a.knowsExisting(*c.ParentID):
-			c = a.shown(c)
+		case orphan:
 			orphans = append(orphans, keyed{orphanKey(c), c})
 			continue
 		}
@@ -133,16 +125,10 @@ func (s *Service) GetChannel(ctx context.Context, a *Actor, id string) (model.Ch
 	if err != nil {
 		return model.Channel{}, err
 	}
-	if err := a.requireIn(id, viewChannel); err != nil {
+	if err := a.authorizeOn(opGetChannel, id); err != nil {
 		return model.Channel{}, err
 	}
 	return a.shown(c), nil
-}
-
-// rolePosition is a role's position (0 for a role that does not exist).
-func (a *Actor) rolePosition(id string) int {
-	r, _ := a.auth.Role(id)
-	return r.Position
 }
 
 // channel returns a channel of the caller's authorization state, or the 404
@@ -190,11 +176,11 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 				return err
 			}
 		}
-		if err := a.require(manageChannels); err != nil {
+		if err := a.authorize(opCreateChannel); err != nil {
 			return err
 		}
 		if in.ParentID != nil {
-			if err := a.requireIn(*in.ParentID, manageChannels); err != nil {
+			if err := a.canPlace(opCreateChannel, in.ParentID); err != nil {
 				return err
 			}
 		}
@@ -227,19 +213,6 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 	return a.shown(out), err
 }
 
-// category returns a category the caller may know of; anything else is a
-// 400 at field (a hidden category is unknown, docs/design.md §12).
-func (a *Actor) category(id, field string) (model.Channel, error) {
-	c, ok := a.auth.Channel(id)
-	if !ok || a.hideChannel(id) != nil {
-		return model.Channel{}, apperr.Invalid(field, "no category with ID %q", id)
-	}
-	if c.Kind != model.KindCategory {
-		return model.Channel{}, apperr.Invalid(field, "channel %q is not a category", id)
-	}
-	return c, nil
-}
-
 // checkChannelLimits refuses adding n channels to a category (nil: outside
 // any) beyond the limits: channels in all, channels in a category.
 func (s *Service) checkChannelLimits(ctx context.Context, tx *store.Tx, parentID *string, n int) error {
@@ -266,78 +239,6 @@ func (s *Service) checkCategoryLimit(ctx context.Context, tx *store.Tx, parentID
 		return apperr.LimitExceeded("channels_per_category", s.limits.MaxChannelsPerCategory, "channels in a category")
 	}
 	return nil
-}
-
-// lockPlan is what locking a channel's overwrites to its category's
-// changes: the overwrites it ends with, one event for each that changes
-// (synced_from: the category), and the permission bits those changes touch,
-// which the caller must hold to grant them.
-type lockPlan struct {
-	category, channel string
-	want              []model.Overwrite
-	events            []overwriteEvent
-	changed           permissions.Set
-}
-
-func planLock(ctx context.Context, tx *store.Tx, category, id string) (lockPlan, error) {
-	p := lockPlan{category: category, channel: id}
-	current, err := tx.ChannelOverwrites(ctx, id)
-	if err != nil {
-		return p, err
-	}
-	if p.want, err = tx.ChannelOverwrites(ctx, category); err != nil {
-		return p, err
-	}
-	key := func(ow model.Overwrite) string { return ow.TargetType + ":" + ow.TargetID }
-	had := map[string]model.Overwrite{}
-	for _, ow := range current {
-		had[key(ow)] = ow
-	}
-	for _, ow := range p.want {
-		before, ok := had[key(ow)]
-		delete(had, key(ow))
-		switch {
-		case !ok:
-			p.events = append(p.events, newOverwriteEvent(id, nil, &ow))
-			p.changed |= ow.Allow | ow.Deny
-		case before.Allow != ow.Allow || before.Deny != ow.Deny:
-			p.events = append(p.events, newOverwriteEvent(id, &before, &ow))
-			p.changed |= (before.Allow ^ ow.Allow) | (before.Deny ^ ow.Deny)
-		}
-	}
-	for _, ow := range current { // in the list's order: those the category lacks
-		if gone, ok := had[key(ow)]; ok {
-			p.events = append(p.events, newOverwriteEvent(id, &gone, nil))
-			p.changed |= gone.Allow | gone.Deny
-		}
-	}
-	return p, nil
-}
-
-// apply writes the lock and its events (none when it changes nothing).
-func (p lockPlan) apply(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts) error {
-	if len(p.events) == 0 {
-		return nil
-	}
-	if err := tx.ReplaceOverwrites(ctx, p.channel, p.want); err != nil {
-		return err
-	}
-	for _, e := range p.events {
-		e.data["synced_from"] = p.category
-		if err := emit(ctx, tx, a, o, e.typ, "channel:"+e.channelID, e.data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyOverwrites makes a channel's overwrites a copy of its category's.
-func copyOverwrites(ctx context.Context, tx *store.Tx, from, to string) error {
-	list, err := tx.ChannelOverwrites(ctx, from)
-	if err != nil {
-		return err
-	}
-	return tx.ReplaceOverwrites(ctx, to, list)
 }
 
 // maxChannelPosition is the contract's ChannelPosition maximum.
@@ -414,10 +315,10 @@ func (s *Service) UpdateChannel(ctx context.Context, a *Actor, id string, p Chan
 		if err := s.checkMove(ctx, tx, a, c, &mv, ""); err != nil {
 			return err
 		}
-		if err := a.requireIn(id, manageChannels); err != nil {
+		if err := a.authorizeOn(opUpdateChannel, id); err != nil {
 			return err
 		}
-		if err := mv.authorize(a); err != nil {
+		if err := a.canMove(opUpdateChannel, &mv); err != nil {
 			return err
 		}
 		var lock lockPlan
@@ -477,7 +378,7 @@ func (s *Service) RenameChannel(ctx context.Context, a *Actor, id, name string, 
 		if err != nil {
 			return err
 		}
-		if err := a.requireIn(id, manageChannels); err != nil {
+		if err := a.authorizeOn(opRenameChannel, id); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
@@ -546,7 +447,7 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 		if err != nil {
 			return err
 		}
-		if err := a.requireIn(id, manageChannels); err != nil {
+		if err := a.authorizeOn(opDeleteChannel, id); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(Tag(c.Version)); err != nil {
@@ -559,198 +460,6 @@ func (s *Service) DeleteChannel(ctx context.Context, a *Actor, id string, o Writ
 		s.deleteBlobs(ctx, blobs)
 	}
 	return err
-}
-
-// ListOverwrites returns a channel's overwrites and the list's version.
-func (s *Service) ListOverwrites(ctx context.Context, a *Actor, channelID string) ([]model.Overwrite, int64, error) {
-	list, version, ok := a.auth.Overwrites(channelID)
-	if !ok {
-		return nil, 0, channelNotFound(channelID)
-	}
-	if err := a.requireIn(channelID, viewChannel); err != nil {
-		return nil, 0, err
-	}
-	return sortedOverwrites(a.rolePosition, list), version, nil
-}
-
-// SetOverwrite creates, replaces or (when allow and deny are both empty)
-// removes one overwrite, and returns the channel's whole list.
-func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite, o WriteOpts) ([]model.Overwrite, int64, error) {
-	if err := validateOverwrite(ow); err != nil {
-		return nil, 0, err
-	}
-	var list []model.Overwrite
-	var version int64
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		if err := s.checkOverwriteTarget(ctx, tx, ow); err != nil {
-			return err
-		}
-		v, err := tx.OverwritesVersion(ctx, ow.ChannelID)
-		if err != nil {
-			return err
-		}
-		if err := a.requireIn(ow.ChannelID, manageRoles); err != nil {
-			return err
-		}
-		current, err := tx.ChannelOverwrites(ctx, ow.ChannelID)
-		if err != nil {
-			return err
-		}
-		var before *model.Overwrite
-		for i := range current {
-			if current[i].TargetType == ow.TargetType && current[i].TargetID == ow.TargetID {
-				before = &current[i]
-			}
-		}
-		var oldAllow, oldDeny permissions.Set
-		if before != nil {
-			oldAllow, oldDeny = before.Allow, before.Deny
-		}
-		changed := (oldAllow ^ ow.Allow) | (oldDeny ^ ow.Deny)
-		if err := a.canGrantIn(ow.ChannelID, changed); err != nil {
-			return err
-		}
-		if err := o.IfMatch.check(Tag(v)); err != nil {
-			return err
-		}
-		removing := ow.Allow.IsEmpty() && ow.Deny.IsEmpty()
-		if before == nil && !removing && len(current) >= s.limits.MaxOverwrites {
-			return apperr.LimitExceeded("overwrites_per_channel", s.limits.MaxOverwrites, "overwrites in a channel")
-		}
-		if changed.IsEmpty() { // no-op (also removing what is absent)
-			version = v
-			list = sortedOverwrites(a.rolePosition, current)
-			return nil
-		}
-		// The channels synced with a category (before this change) take it
-		// too, in the same transaction; a change of a channel's own makes it
-		// unsynced, as its overwrites then differ from its category's.
-		synced := a.syncedChildren(ow.ChannelID)
-		if err := tx.PutOverwrite(ctx, ow); err != nil {
-			return err
-		}
-		if list, err = tx.ChannelOverwrites(ctx, ow.ChannelID); err != nil {
-			return err
-		}
-		list = sortedOverwrites(a.rolePosition, list)
-		if version, err = tx.OverwritesVersion(ctx, ow.ChannelID); err != nil {
-			return err
-		}
-		typ := "channel.overwrite.set"
-		var after any = map[string]any{"allow": ow.Allow.Names(), "deny": ow.Deny.Names()}
-		if removing {
-			typ, after = "channel.overwrite.removed", nil
-		}
-		var beforeData any
-		if before != nil {
-			beforeData = map[string]any{"allow": before.Allow.Names(), "deny": before.Deny.Names()}
-		}
-		data := map[string]any{"target_type": ow.TargetType, "target_id": nilIfEmpty(ow.TargetID), "before": beforeData, "after": after}
-		if err := emit(ctx, tx, a, o, typ, "channel:"+ow.ChannelID, data); err != nil {
-			return err
-		}
-		for _, child := range synced {
-			cow := ow
-			cow.ChannelID = child
-			if err := tx.PutOverwrite(ctx, cow); err != nil {
-				return err
-			}
-			data := map[string]any{"target_type": ow.TargetType, "target_id": nilIfEmpty(ow.TargetID), "before": beforeData,
-				"after": after, "synced_from": ow.ChannelID}
-			if err := emit(ctx, tx, a, o, typ, "channel:"+child, data); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return list, version, nil
-}
-
-func validateOverwrite(ow model.Overwrite) error {
-	var fields []apperr.FieldError
-	if ow.TargetType == model.TargetEveryone && ow.TargetID != "" {
-		fields = append(fields, apperr.FieldError{Field: "target_id", Message: "must be absent for target_type everyone"})
-	}
-	if ow.TargetType != model.TargetEveryone && ow.TargetID == "" {
-		fields = append(fields, apperr.FieldError{Field: "target_id", Message: "is required for target_type " + ow.TargetType})
-	}
-	for _, l := range []struct {
-		name string
-		set  permissions.Set
-	}{{"allow", ow.Allow}, {"deny", ow.Deny}} {
-		for _, p := range l.set.Permissions() {
-			if !permissions.ChannelScoped.Has(p) {
-				fields = append(fields, apperr.FieldError{Field: l.name,
-					Message: "permission " + quote(p.String()) + " is not channel-scoped and cannot be overwritten"})
-			}
-		}
-	}
-	if both := ow.Allow.Intersect(ow.Deny); !both.IsEmpty() {
-		for _, n := range both.Names() {
-			fields = append(fields, apperr.FieldError{Field: "deny",
-				Message: "permission " + quote(n) + " is both allowed and denied"})
-		}
-	}
-	if len(fields) > 0 {
-		return apperr.InvalidFields(fields)
-	}
-	return nil
-}
-
-// checkOverwriteTarget makes an unknown role or user a 400 at body.target_id.
-func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow model.Overwrite) error {
-	var err error
-	switch ow.TargetType {
-	case model.TargetRole:
-		_, err = tx.GetRole(ctx, ow.TargetID)
-	case model.TargetUser:
-		_, err = tx.GetUser(ctx, ow.TargetID)
-	default:
-		return nil
-	}
-	if apperr.IsNotFound(err) {
-		return apperr.Invalid("target_id", "no %s with ID %q", ow.TargetType, ow.TargetID)
-	}
-	return err
-}
-
-// sortedOverwrites sorts the list into the API's order: everyone, roles by
-// position descending, users by ID, on keys computed once per overwrite.
-func sortedOverwrites(position func(roleID string) int, list []model.Overwrite) []model.Overwrite {
-	type keyed struct {
-		rank     int8
-		position int
-		o        model.Overwrite
-	}
-	keys := make([]keyed, len(list))
-	for i, o := range list {
-		k := keyed{rank: 2, o: o}
-		switch o.TargetType {
-		case model.TargetEveryone:
-			k.rank = 0
-		case model.TargetRole:
-			k.rank = 1
-			k.position = position(o.TargetID)
-		}
-		keys[i] = k
-	}
-	slices.SortFunc(keys, func(a, b keyed) int {
-		if a.rank != b.rank {
-			return cmp.Compare(a.rank, b.rank)
-		}
-		if a.position != b.position {
-			return cmp.Compare(b.position, a.position)
-		}
-		return strings.Compare(a.o.TargetID, b.o.TargetID)
-	})
-	out := make([]model.Overwrite, len(keys))
-	for i := range keys {
-		out[i] = keys[i].o
-	}
-	return out
 }
 
 func (s *Service) deleteBlobs(ctx context.Context, keys []string) {

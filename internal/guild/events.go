@@ -10,11 +10,8 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
-	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
 )
-
-var viewAuditLog = permissions.Of(permissions.ViewAuditLog)
 
 // TicketTTL is how long an event-stream ticket stays valid.
 const TicketTTL = time.Minute
@@ -48,7 +45,7 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 			return Page[model.Event]{}, apperr.Invalid("cursor", "the cursor is malformed; use the next_cursor of a previous page")
 		}
 	}
-	if err := a.require(viewAuditLog); err != nil {
+	if err := a.authorize(opListAuditLog); err != nil {
 		return Page[model.Event]{}, err
 	}
 	sf := store.EventFilter{ActorID: f.ActorID, Subject: f.Subject, Since: f.Since, Until: f.Until, BeforeSeq: before}
@@ -158,7 +155,7 @@ func channelOfSubject(subject string) (string, bool) {
 }
 
 // CanStream checks that the caller may read the event stream.
-func (s *Service) CanStream(a *Actor) error { return a.require(viewAuditLog) }
+func (s *Service) CanStream(a *Actor) error { return a.authorize(opStreamEvents) }
 
 // CreateTicket issues a single-use ticket for the event stream. It belongs
 // to the caller's token: revoking the token invalidates it.
@@ -170,7 +167,7 @@ func (s *Service) CreateTicket(ctx context.Context, a *Actor) (string, time.Time
 	secret := "tkt_" + strings.TrimPrefix(NewSecret(), TokenPrefix)
 	expires := s.now().Add(TicketTTL)
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		if err := a.require(viewAuditLog); err != nil {
+		if err := a.authorize(opCreateEventTicket); err != nil {
 			return err
 		}
 		if a.TokenID == "" {

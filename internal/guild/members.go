@@ -27,9 +27,12 @@ type MembersResult struct {
 // ListRoleMembers pages through the users holding a role, in ID order:
 // the list of users filtered by the role, whose cursors it shares.
 func (s *Service) ListRoleMembers(ctx context.Context, a *Actor, roleID, rawCursor string, limit int) (Page[model.User], error) {
+	if err := a.authorize(opListRoleMembers); err != nil {
+		return Page[model.User]{}, err
+	}
 	// A bad cursor (400) is answered before an unknown role (404), as
 	// docs/design.md §11 orders them.
-	page, err := s.ListUsers(ctx, a, UserFilter{RoleID: roleID}, rawCursor, limit)
+	page, err := s.listUsers(ctx, a, UserFilter{RoleID: roleID}, rawCursor, limit)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -71,17 +74,14 @@ func (s *Service) ChangeRoleMembers(ctx context.Context, a *Actor, roleID string
 		if len(unknown) > 0 {
 			return apperr.InvalidFields(unknown)
 		}
-		r, err := s.manageableRole(ctx, tx, a, roleID)
+		r, err := s.manageableRole(ctx, tx, a, opChangeRoleMembers, roleID)
 		if err != nil {
 			return err
 		}
 		// The users in the order given, add first: the first one the
 		// caller may not change is the one the 403 names.
 		for _, id := range append(slices.Clone(ch.Add), ch.Remove...) {
-			if id == a.UserID {
-				continue
-			}
-			if err := a.canManageUser(users[id]); err != nil {
+			if err := a.canChangeRolesOf(users[id]); err != nil {
 				return err
 			}
 		}

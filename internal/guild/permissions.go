@@ -9,10 +9,18 @@ import (
 )
 
 // Catalog is the permission catalog.
-func (s *Service) Catalog() []permissions.Info { return permissions.Catalog() }
+func (s *Service) Catalog(_ context.Context, a *Actor) ([]permissions.Info, error) {
+	if err := a.authorize(opListPermissions); err != nil {
+		return nil, err
+	}
+	return permissions.Catalog(), nil
+}
 
 // GlobalPermissions returns the global permissions and their version.
 func (s *Service) GlobalPermissions(_ context.Context, a *Actor) (permissions.Set, int64, error) {
+	if err := a.authorize(opGetGlobalPermissions); err != nil {
+		return 0, 0, err
+	}
 	global, version := a.auth.Global()
 	return global, version, nil
 }
@@ -26,7 +34,7 @@ func (s *Service) SetGlobalPermissions(ctx context.Context, a *Actor, perms perm
 	var out permissions.Set
 	var version int64
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		if err := a.require(permissions.Of(permissions.Administrator)); err != nil {
+		if err := a.authorize(opReplaceGlobalPermissions); err != nil {
 			return err
 		}
 		global, globalVersion, err := tx.Settings(ctx)
@@ -65,7 +73,7 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	// puts before the 404 of the path's user; a channel hidden from the
 	// caller is unknown too (docs/design.md §12).
 	if channelID != nil {
-		if _, ok := a.auth.Channel(*channelID); !ok || a.hideChannel(*channelID) != nil {
+		if _, ok := a.known(*channelID); !ok {
 			return UserPermissions{}, apperr.Invalid("channelID", "no channel with ID %q", *channelID)
 		}
 	}
@@ -73,10 +81,8 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	if err != nil {
 		return UserPermissions{}, err
 	}
-	if a.UserID != userID {
-		if err := a.require(manageRoles); err != nil {
-			return UserPermissions{}, err
-		}
+	if err := a.authorizeOn(opGetUserPermissions, userID); err != nil {
+		return UserPermissions{}, err
 	}
 	sub := subjectOf(a.auth, u.IsOwner, u.Roles, u.TimeoutUntil, a.now)
 	out := UserPermissions{UserID: userID, ChannelID: channelID}

@@ -56,7 +56,7 @@ func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewReq
 		}
 	}
 	for i, id := range req.ChannelIDs {
-		if _, ok := a.auth.Channel(id); !ok || a.hideChannel(id) != nil {
+		if _, ok := a.known(id); !ok {
 			bad = append(bad, apperr.FieldError{Location: "body.channel_ids[" + strconv.Itoa(i) + "]", Message: "no channel with ID " + quote(id)})
 		}
 	}
@@ -67,7 +67,7 @@ func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewReq
 	if len(bad) > 0 {
 		return Preview{}, apperr.InvalidFields(bad)
 	}
-	if err := a.require(manageRoles); err != nil {
+	if err := a.authorize(opPreviewPermissions); err != nil {
 		return Preview{}, err
 	}
 	for _, id := range req.Roles {
@@ -88,7 +88,7 @@ func (s *Service) PreviewPermissions(_ context.Context, a *Actor, req PreviewReq
 		wanted[id] = true
 	}
 	for _, c := range a.auth.Channels() { // tree order
-		if req.ChannelIDs != nil && !wanted[c.ID] || a.hideChannel(c.ID) != nil {
+		if req.ChannelIDs != nil && !wanted[c.ID] || !a.knows(c.ID) {
 			continue
 		}
 		ch := a.auth.ChannelFor(c.ID, "")

@@ -21,6 +21,9 @@ const MaxLinkURL = 2048
 
 // ProfileLinks returns the caller's links.
 func (s *Service) ProfileLinks(ctx context.Context, a *Actor) (model.ProfileLinks, error) {
+	if err := a.authorize(opGetProfileLinks); err != nil {
+		return model.ProfileLinks{}, err
+	}
 	return s.store.GetProfile(ctx, a.UserID)
 }
 
@@ -32,7 +35,7 @@ func (s *Service) ReplaceProfileLinks(ctx context.Context, a *Actor, links map[s
 	if len(links) > s.limits.MaxProfileLinks {
 		return model.ProfileLinks{}, apperr.Invalid("links", "at most %d links are allowed", s.limits.MaxProfileLinks)
 	}
-	return s.changeLinks(ctx, a, o, "profile.links.set", func(map[string]string) (map[string]string, error) {
+	return s.changeLinks(ctx, a, opReplaceProfileLinks, o, "profile.links.set", func(map[string]string) (map[string]string, error) {
 		return links, nil
 	})
 }
@@ -50,7 +53,7 @@ func (s *Service) PatchProfileLinks(ctx context.Context, a *Actor, patch map[str
 	if err := validateLinks(set, "links"); err != nil {
 		return model.ProfileLinks{}, err
 	}
-	return s.changeLinks(ctx, a, o, "profile.links.set", func(old map[string]string) (map[string]string, error) {
+	return s.changeLinks(ctx, a, opUpdateProfileLinks, o, "profile.links.set", func(old map[string]string) (map[string]string, error) {
 		merged := maps.Clone(old)
 		for label, u := range patch {
 			if u == nil {
@@ -69,15 +72,20 @@ func (s *Service) PatchProfileLinks(ctx context.Context, a *Actor, patch map[str
 
 // DeleteProfileLinks removes all of the caller's links.
 func (s *Service) DeleteProfileLinks(ctx context.Context, a *Actor, o WriteOpts) error {
-	_, err := s.changeLinks(ctx, a, o, "profile.links.deleted", func(map[string]string) (map[string]string, error) {
+	_, err := s.changeLinks(ctx, a, opDeleteProfileLinks, o, "profile.links.deleted", func(map[string]string) (map[string]string, error) {
 		return map[string]string{}, nil
 	})
 	return err
 }
 
-func (s *Service) changeLinks(ctx context.Context, a *Actor, o WriteOpts, event string, next func(map[string]string) (map[string]string, error)) (model.ProfileLinks, error) {
+// changeLinks makes the caller's links what next makes of them, for op.
+func (s *Service) changeLinks(ctx context.Context, a *Actor, op Op, o WriteOpts, event string,
+	next func(map[string]string) (map[string]string, error)) (model.ProfileLinks, error) {
 	var out model.ProfileLinks
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+		if err := a.authorize(op); err != nil {
+			return err
+		}
 		cur, err := tx.GetProfile(ctx, a.UserID)
 		if err != nil {
 			return err

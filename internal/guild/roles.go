@@ -2,9 +2,6 @@ package guild
 
 import (
 	"context"
-	"fmt"
-
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
@@ -14,11 +11,22 @@ import (
 
 // ListRoles returns every role, by position descending.
 func (s *Service) ListRoles(_ context.Context, a *Actor) ([]model.Role, error) {
+	if err := a.authorize(opListRoles); err != nil {
+		return nil, err
+	}
 	return a.auth.Roles(), nil
 }
 
 // GetRole returns one role.
 func (s *Service) GetRole(_ context.Context, a *Actor, id string) (model.Role, error) {
+	if err := a.authorize(opGetRole); err != nil {
+		return model.Role{}, err
+	}
+	return a.role(id)
+}
+
+// role is a role of the caller's state, or the 404 of one that does not exist.
+func (a *Actor) role(id string) (model.Role, error) {
 	r, ok := a.auth.Role(id)
 	if !ok {
 		return model.Role{}, apperr.NotFound("Role %q does not exist.", id)
@@ -33,13 +41,11 @@ func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, per
 	}
 	var out model.Role
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		if err := a.require(manageRoles); err != nil {
+		if err := a.authorize(opCreateRole); err != nil {
 			return err
 		}
-		// The new role lands at 1 and everyone else's roles move up, so it is
-		// below the caller's top exactly when the caller has a role at all.
-		if a.Top() < 1 {
-			return apperr.RoleHierarchy(id, "You need a role of your own to create roles below it.")
+		if err := a.canCreateRole(id); err != nil {
+			return err
 		}
 		if err := a.canGrant(perms); err != nil {
 			return err
@@ -76,7 +82,7 @@ func (s *Service) UpdateRole(ctx context.Context, a *Actor, id string, p RolePat
 	if err := checkName("name", p.Name); err != nil {
 		return model.Role{}, err
 	}
-	return s.changeRole(ctx, a, id, o, func(r *model.Role) {
+	return s.changeRole(ctx, a, opUpdateRole, id, o, func(r *model.Role) {
 		if p.Name != nil {
 			r.Name = *p.Name
 		}
@@ -91,7 +97,7 @@ func (s *Service) RenameRole(ctx context.Context, a *Actor, id, name string, o W
 	if err := checkName("name", &name); err != nil {
 		return model.Role{}, err
 	}
-	return s.changeRole(ctx, a, id, o, func(r *model.Role) { r.Name = name }, roleRenamed)
+	return s.changeRole(ctx, a, opRenameRole, id, o, func(r *model.Role) { r.Name = name }, roleRenamed)
 }
 
 // The audit events of a role's change: the type and its data.
@@ -104,13 +110,14 @@ func roleRenamed(before, after model.Role) (string, map[string]any) {
 	return "role.renamed", map[string]any{"before": before.Name, "after": after.Name}
 }
 
-// changeRole applies change to a role the caller may manage, and records
-// the change as audit says; a change that changes nothing is a no-op.
-func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOpts, change func(*model.Role),
+// changeRole applies change to a role the caller may manage for op, and
+// records the change as audit says; a change that changes nothing is a
+// no-op.
+func (s *Service) changeRole(ctx context.Context, a *Actor, op Op, id string, o WriteOpts, change func(*model.Role),
 	audit func(before, after model.Role) (string, map[string]any)) (model.Role, error) {
 	var out model.Role
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		r, err := s.manageableRole(ctx, tx, a, id)
+		r, err := s.manageableRole(ctx, tx, a, op, id)
 		if err != nil {
 			return err
 		}
@@ -133,13 +140,14 @@ func (s *Service) changeRole(ctx context.Context, a *Actor, id string, o WriteOp
 	return out, err
 }
 
-// manageableRole loads a role (404) and checks MANAGE_ROLES and the hierarchy (403).
-func (s *Service) manageableRole(ctx context.Context, tx *store.Tx, a *Actor, id string) (model.Role, error) {
+// manageableRole loads a role (404) and checks op's row and that the role
+// is below the caller (403).
+func (s *Service) manageableRole(ctx context.Context, tx *store.Tx, a *Actor, op Op, id string) (model.Role, error) {
 	r, err := tx.GetRole(ctx, id)
 	if err != nil {
 		return model.Role{}, err
 	}
-	if err := a.require(manageRoles); err != nil {
+	if err := a.authorize(op); err != nil {
 		return model.Role{}, err
 	}
 	if err := a.canManageRole(r); err != nil {
@@ -159,12 +167,12 @@ func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position in
 		if position < 1 || position > n {
 			return apperr.Invalid("position", "must be between 1 and %d, the number of roles", max(n, 1))
 		}
-		r, err := s.manageableRole(ctx, tx, a, id)
+		r, err := s.manageableRole(ctx, tx, a, opMoveRole, id)
 		if err != nil {
 			return err
 		}
-		if position >= a.Top() {
-			return apperr.RoleHierarchy(id, fmt.Sprintf("Position %d is not below your highest role.", position))
+		if err := a.canMoveRoleTo(id, position); err != nil {
+			return err
 		}
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
@@ -195,7 +203,7 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		highHolder := func() (model.User, bool, error) {
 			return tx.RoleHolderAtOrAbove(ctx, r.ID, a.UserID, a.Top())
 		}
-		if err := a.canDeleteRole(r, overwrites, highHolder); err != nil {
+		if err := a.canDeleteRole(opDeleteRole, r, overwrites, highHolder); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
@@ -210,80 +218,34 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 	})
 }
 
-// canDeleteRole checks that the caller could take the role away piece by
-// piece: from each holder (which needs the holder below the caller, unless
-// it is the caller, and holding its permissions) and from each channel
-// where it has an overwrite (which needs MANAGE_ROLES there and holding
-// what the overwrite allows and denies). Deleting it must not get round
-// those rules. The checks run in the order of every other write:
-// permissions, hierarchy, then granting. highHolder finds a holder out of
-// the caller's reach (the owner, or one at or above the caller's top).
-func (a *Actor) canDeleteRole(r model.Role, overwrites []model.Overwrite, highHolder func() (model.User, bool, error)) error {
-	if err := a.require(manageRoles); err != nil {
-		return err
-	}
-	for _, o := range overwrites {
-		if err := a.requireIn(o.ChannelID, manageRoles); err != nil {
-			return err
-		}
-	}
-	if err := a.canManageRole(r); err != nil {
-		return err
-	}
-	if !a.IsOwner {
-		u, found, err := highHolder()
-		if err != nil {
-			return err
-		}
-		if found {
-			// The refusal that taking the role from them one by one gets.
-			detail := "User " + quote(u.Username) + " holds role " + quote(r.ID) + " and is not below you."
-			if u.IsOwner {
-				detail = "The owner holds role " + quote(r.ID) + ", and only the owner can change the owner."
-			}
-			err := apperr.UserHierarchy(u.ID, detail)
-			if a.span != nil {
-				a.traceCheck("user_hierarchy", err, "", 0, attribute.String("guildhall.user_id", u.ID))
-			}
-			return err
-		}
-	}
-	if err := a.canGrant(r.Permissions); err != nil {
-		return err
-	}
-	for _, o := range overwrites {
-		if err := a.canGrantIn(o.ChannelID, o.Allow.Union(o.Deny)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // RolePermissions returns a role's permissions and version.
-func (s *Service) RolePermissions(ctx context.Context, a *Actor, id string) (permissions.Set, int64, error) {
-	r, err := s.GetRole(ctx, a, id)
+func (s *Service) RolePermissions(_ context.Context, a *Actor, id string) (permissions.Set, int64, error) {
+	if err := a.authorize(opGetRolePermissions); err != nil {
+		return 0, 0, err
+	}
+	r, err := a.role(id)
 	return r.Permissions, r.Version, err
 }
 
 // SetRolePermissions replaces a role's permissions.
 func (s *Service) SetRolePermissions(ctx context.Context, a *Actor, id string, perms permissions.Set, o WriteOpts) (model.Role, error) {
-	return s.changeRolePermissions(ctx, a, id, o, func(permissions.Set) permissions.Set { return perms })
+	return s.changeRolePermissions(ctx, a, opReplaceRolePermissions, id, o, func(permissions.Set) permissions.Set { return perms })
 }
 
 // AddRolePermissions adds to a role's permissions (legacy add_perm).
 func (s *Service) AddRolePermissions(ctx context.Context, a *Actor, id string, perms permissions.Set, o WriteOpts) (model.Role, error) {
-	return s.changeRolePermissions(ctx, a, id, o, func(old permissions.Set) permissions.Set { return old.Union(perms) })
+	return s.changeRolePermissions(ctx, a, opLegacyAddRolePermissions, id, o, func(old permissions.Set) permissions.Set { return old.Union(perms) })
 }
 
 // RemoveRolePermissions removes from a role's permissions (legacy remove_perm).
 func (s *Service) RemoveRolePermissions(ctx context.Context, a *Actor, id string, perms permissions.Set, o WriteOpts) (model.Role, error) {
-	return s.changeRolePermissions(ctx, a, id, o, func(old permissions.Set) permissions.Set { return old.Minus(perms) })
+	return s.changeRolePermissions(ctx, a, opLegacyRemoveRolePermissions, id, o, func(old permissions.Set) permissions.Set { return old.Minus(perms) })
 }
 
-func (s *Service) changeRolePermissions(ctx context.Context, a *Actor, id string, o WriteOpts, next func(permissions.Set) permissions.Set) (model.Role, error) {
+func (s *Service) changeRolePermissions(ctx context.Context, a *Actor, op Op, id string, o WriteOpts, next func(permissions.Set) permissions.Set) (model.Role, error) {
 	var out model.Role
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
-		r, err := s.manageableRole(ctx, tx, a, id)
+		r, err := s.manageableRole(ctx, tx, a, op, id)
 		if err != nil {
 			return err
 		}
@@ -311,6 +273,9 @@ func (s *Service) changeRolePermissions(ctx context.Context, a *Actor, id string
 
 // ListUserRoles returns a user's roles, by position descending.
 func (s *Service) ListUserRoles(ctx context.Context, a *Actor, userID string) ([]model.Role, error) {
+	if err := a.authorize(opListUserRoles); err != nil {
+		return nil, err
+	}
 	u, err := s.store.User(ctx, userID)
 	if err != nil {
 		return nil, err
@@ -326,30 +291,26 @@ func (s *Service) ListUserRoles(ctx context.Context, a *Actor, userID string) ([
 
 // AssignRole gives a user a role; assigning a role the user has is a quiet success.
 func (s *Service) AssignRole(ctx context.Context, a *Actor, userID, roleID string, o WriteOpts) error {
-	return s.changeUserRole(ctx, a, userID, roleID, o, true)
+	return s.changeUserRole(ctx, a, opAssignUserRole, userID, roleID, o, true)
 }
 
 // RemoveRole takes a role from a user; removing a role the user lacks is a quiet success.
 func (s *Service) RemoveRole(ctx context.Context, a *Actor, userID, roleID string, o WriteOpts) error {
-	return s.changeUserRole(ctx, a, userID, roleID, o, false)
+	return s.changeUserRole(ctx, a, opRemoveUserRole, userID, roleID, o, false)
 }
 
-func (s *Service) changeUserRole(ctx context.Context, a *Actor, userID, roleID string, o WriteOpts, assign bool) error {
+func (s *Service) changeUserRole(ctx context.Context, a *Actor, op Op, userID, roleID string, o WriteOpts, assign bool) error {
 	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		u, err := tx.GetUser(ctx, userID)
 		if err != nil {
 			return err
 		}
-		r, err := s.manageableRole(ctx, tx, a, roleID)
+		r, err := s.manageableRole(ctx, tx, a, op, roleID)
 		if err != nil {
 			return err
 		}
-		// Changing someone else's roles needs them below you, as in Discord;
-		// the owner's roles are the owner's alone.
-		if u.ID != a.UserID {
-			if err := a.canManageUser(u); err != nil {
-				return err
-			}
+		if err := a.canChangeRolesOf(u); err != nil {
+			return err
 		}
 		// Assigning (or taking) a role grants (or revokes) its permissions.
 		if err := a.canGrant(r.Permissions); err != nil {

@@ -10,11 +10,8 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
-	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
 )
-
-var manageUsers = permissions.Of(permissions.ManageUsers)
 
 // UserInput is what create and replace take.
 type UserInput struct {
@@ -33,11 +30,18 @@ type UserFilter struct {
 
 // ListUsers pages through users in creation order, filtered; a search (a
 // query) lists its matches in the order of the name they match by. The
-// query matches emails only for callers who may see them (MANAGE_USERS):
-// anyone else could otherwise probe for an address one prefix at a time.
+// query matches emails only for callers who may see them (seesEmails).
 func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCursor string, limit int) (Page[model.User], error) {
+	if err := a.authorize(opListUsers); err != nil {
+		return Page[model.User]{}, err
+	}
+	return s.listUsers(ctx, a, f, rawCursor, limit)
+}
+
+// listUsers is ListUsers, for what lists users.
+func (s *Service) listUsers(ctx context.Context, a *Actor, f UserFilter, rawCursor string, limit int) (Page[model.User], error) {
 	filters := []string{"users"}
-	matchEmail := a.Base().Has(permissions.ManageUsers)
+	matchEmail := a.seesEmails()
 	if f.Query != "" {
 		// A search's cursor holds a position in another order: one made
 		// for the ID order, before searches had theirs, is refused. It may
@@ -61,7 +65,7 @@ func (s *Service) ListUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	}
 	page := Page[model.User]{Items: users}
 	for i := range page.Items {
-		s.hideEmail(a, &page.Items[i])
+		hideEmail(a, &page.Items[i])
 	}
 	if next != "" {
 		page.NextCursor = s.cursors.encode(next, filters...)
@@ -75,26 +79,28 @@ func (s *Service) Me(ctx context.Context, a *Actor) (model.User, error) {
 	if a == nil {
 		return model.User{}, apperr.Unauthenticated("A bearer token is required.")
 	}
-	return s.GetUser(ctx, a, a.UserID)
+	if err := a.authorize(opGetMe); err != nil {
+		return model.User{}, err
+	}
+	return s.user(ctx, a, a.UserID)
 }
 
 // GetUser returns one user.
 func (s *Service) GetUser(ctx context.Context, a *Actor, id string) (model.User, error) {
+	if err := a.authorize(opGetUser); err != nil {
+		return model.User{}, err
+	}
+	return s.user(ctx, a, id)
+}
+
+// user is a user as the caller may see them.
+func (s *Service) user(ctx context.Context, a *Actor, id string) (model.User, error) {
 	u, err := s.store.User(ctx, id)
 	if err != nil {
 		return model.User{}, err
 	}
-	s.hideEmail(a, &u)
+	hideEmail(a, &u)
 	return u, nil
-}
-
-// hideEmail removes the email unless the caller is the user or holds MANAGE_USERS.
-func (s *Service) hideEmail(a *Actor, u *model.User) {
-	if a != nil && (a.UserID == u.ID || a.Base().Has(permissions.ManageUsers)) {
-		return
-	}
-	u.Email = nil
-	u.EmailHidden = true
 }
 
 // CreateUser creates an active user with no roles.
@@ -105,12 +111,11 @@ func (s *Service) CreateUser(ctx context.Context, a *Actor, in UserInput, o Writ
 	var out model.User
 	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
 		if a != nil {
-			if err := a.require(manageUsers); err != nil {
+			if err := a.authorize(opCreateUser); err != nil {
 				return err
 			}
-			// The new user has no role (top 0) and must be below the caller.
-			if a.Top() < 1 {
-				return apperr.UserHierarchy("", "You need a role of your own to create users below it.")
+			if err := a.canCreateUser(); err != nil {
+				return err
 			}
 		}
 		var err error
@@ -155,7 +160,7 @@ func (s *Service) ReplaceUser(ctx context.Context, a *Actor, id string, in UserI
 		if in.DisplayName != nil {
 			next.DisplayName = *in.DisplayName
 		}
-		if err := a.canEditUser(u, next); err != nil {
+		if err := a.canEditUser(opUpdateUser, u, next); err != nil {
 			return err
 		}
 		if err := o.IfMatch.check(Tag(u.Version)); err != nil {
@@ -228,13 +233,13 @@ func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatc
 		}
 		profile := p.Username != nil || p.DisplayName != nil || p.SetEmail || p.Status != nil
 		if profile {
-			if err := a.canEditUser(u, next); err != nil {
+			if err := a.canEditUser(opPatchUser, u, next); err != nil {
 				return err
 			}
 		}
 		before := activeTimeout(u.TimeoutUntil, a.now)
 		if p.SetTimeout {
-			if err := a.canTimeOut(u); err != nil {
+			if err := a.canTimeOut(opPatchUser, u); err != nil {
 				return err
 			}
 			next.TimeoutUntil = until
@@ -272,46 +277,8 @@ func (s *Service) PatchUser(ctx context.Context, a *Actor, id string, p UserPatc
 		return nil
 	})
 	// A moderator who may time a user out may not see their email.
-	s.hideEmail(a, &out)
+	hideEmail(a, &out)
 	return out, err
-}
-
-// canEditUser checks that the caller may turn u's profile into next. One's
-// own username and display name need no permission (docs/design.md §12
-// "Editing oneself"); one's own email needs MANAGE_USERS, without a
-// hierarchy check, since an address one holds unchecked could be anyone's,
-// and since only who may see emails may learn that one is taken: this
-// refusal comes before the uniqueness check. One's own status, and anything
-// of another user, needs MANAGE_USERS over that user.
-func (a *Actor) canEditUser(u, next model.User) error {
-	if u.ID == a.UserID && next.Status == u.Status {
-		if eqPtr(next.Email, u.Email) {
-			return nil
-		}
-		return a.require(manageUsers)
-	}
-	if err := a.require(manageUsers); err != nil {
-		return err
-	}
-	return a.canManageUser(u)
-}
-
-// canTimeOut checks that the caller may time a user out (or end their
-// timeout): MODERATE_MEMBERS and the user below the caller's top; never
-// oneself, the owner, or a user with ADMINISTRATOR in their base.
-func (a *Actor) canTimeOut(u model.User) error {
-	if err := a.require(permissions.Of(permissions.ModerateMembers)); err != nil {
-		return err
-	}
-	switch {
-	case u.ID == a.UserID:
-		return apperr.UserHierarchy(u.ID, "You cannot time yourself out.")
-	case u.IsOwner:
-		return apperr.UserHierarchy(u.ID, "The owner cannot be timed out.")
-	case permissions.Base(subjectOf(a.auth, false, u.Roles, nil, a.now)).Has(permissions.Administrator):
-		return apperr.UserHierarchy(u.ID, "User "+quote(u.Username)+" holds ADMINISTRATOR and cannot be timed out.")
-	}
-	return a.canManageUser(u)
 }
 
 // activeTimeout is a timeout's end while it lasts, nil once over.
@@ -350,7 +317,7 @@ func (s *Service) DeleteUser(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
-		if err := a.require(manageUsers); err != nil {
+		if err := a.authorize(opDeleteUser); err != nil {
 			return err
 		}
 		if err := a.canManageUser(u); err != nil {
@@ -390,14 +357,6 @@ func NewSecret() string {
 	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// tokenAccess: a user's tokens are theirs and the owner's alone.
-func tokenAccess(a *Actor, userID string) error {
-	if a.UserID == userID || a.IsOwner {
-		return nil
-	}
-	return apperr.SelfOrOwnerOnly(userID)
-}
-
 // CreateToken mints a token for a user and returns it with its secret.
 func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string, expires *time.Time, o WriteOpts) (model.Token, string, error) {
 	if err := checkName("name", &name); err != nil {
@@ -413,7 +372,7 @@ func (s *Service) CreateToken(ctx context.Context, a *Actor, userID, name string
 			return err
 		}
 		if a != nil {
-			if err := tokenAccess(a, userID); err != nil {
+			if err := a.authorizeOn(opCreateToken, userID); err != nil {
 				return err
 			}
 		}
@@ -471,7 +430,7 @@ func (s *Service) ListTokens(ctx context.Context, a *Actor, userID string) ([]mo
 	if _, err := s.store.User(ctx, userID); err != nil {
 		return nil, err
 	}
-	if err := tokenAccess(a, userID); err != nil {
+	if err := a.authorizeOn(opListTokens, userID); err != nil {
 		return nil, err
 	}
 	return s.store.ListTokens(ctx, userID)
@@ -486,7 +445,7 @@ func (s *Service) GetToken(ctx context.Context, a *Actor, userID, tokenID string
 	if err != nil {
 		return model.Token{}, err
 	}
-	if err := tokenAccess(a, userID); err != nil {
+	if err := a.authorizeOn(opGetToken, userID); err != nil {
 		return model.Token{}, err
 	}
 	return t, nil
@@ -501,7 +460,7 @@ func (s *Service) DeleteToken(ctx context.Context, a *Actor, userID, tokenID str
 		if _, err := tx.GetToken(ctx, userID, tokenID); err != nil {
 			return err
 		}
-		if err := tokenAccess(a, userID); err != nil {
+		if err := a.authorizeOn(opDeleteToken, userID); err != nil {
 			return err
 		}
 		if err := tx.DeleteToken(ctx, userID, tokenID); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/httpapi"
 	"github.com/guildhall/guildhall/internal/permissions"
 )
@@ -289,4 +290,79 @@ func TestContractRequiredPermissionsAgreeWithDescriptions(t *testing.T) {
 			t.Errorf("rule %q is known to this test but no operation uses it", rule)
 		}
 	}
+}
+
+// TestRequirementsTableAgreesWithContract checks the domain's table of
+// requirements (guild.Requirements), by which the service authorizes every
+// operation, against the contract's x-required-permissions: one row per
+// operation, none for an operation the contract lacks, and each row saying
+// what the contract says (permissions, scope, rule, fields). A HEAD
+// operation's row is its GET's: one method serves both.
+func TestRequirementsTableAgreesWithContract(t *testing.T) {
+	_, ops := authzContractOps(t)
+	rows := map[string]guild.Requirement{}
+	for _, r := range guild.Requirements() {
+		if _, dup := rows[r.OperationID]; dup {
+			t.Errorf("the table has two rows for %s", r.OperationID)
+		}
+		rows[r.OperationID] = r
+	}
+	byPath := map[string]guild.Requirement{} // the GET rows, by path
+	for _, c := range ops {
+		if c.method == "GET" {
+			byPath[c.path] = rows[c.op.OperationID]
+		}
+	}
+	for _, c := range ops {
+		id := c.op.OperationID
+		t.Run(id, func(t *testing.T) {
+			want, err := authzRequirementOf(c.op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row, ok := rows[id]
+			if !ok {
+				t.Fatalf("the table has no row for %s %s", c.method, c.path)
+			}
+			delete(rows, id)
+			if got := row.Permissions.Names(); !slices.Equal(got, want.Permissions) {
+				t.Errorf("permissions: the table says %v, the contract %v", got, want.Permissions)
+			}
+			if string(row.Scope) != want.Scope {
+				t.Errorf("scope: the table says %q, the contract %q", row.Scope, want.Scope)
+			}
+			if string(row.Rule) != want.Rule {
+				t.Errorf("rule: the table says %q, the contract %q", row.Rule, want.Rule)
+			}
+			if got := authzFieldNames(row); fmt.Sprint(got) != fmt.Sprint(authzNonNil(want.Fields)) {
+				t.Errorf("fields: the table says %v, the contract %v", got, want.Fields)
+			}
+			if get := byPath[c.path]; c.method == "HEAD" && authzRowString(row) != authzRowString(get) {
+				t.Errorf("the row of HEAD %s differs from its GET's (%s): one method serves both", c.path, get.OperationID)
+			}
+		})
+	}
+	for id := range rows {
+		t.Errorf("the table has a row for %s, which the contract does not have", id)
+	}
+}
+
+func authzNonNil(m map[string][]string) map[string][]string {
+	if m == nil {
+		return map[string][]string{}
+	}
+	return m
+}
+
+// authzRowString is what a row requires, without its operation's name.
+func authzRowString(r guild.Requirement) string {
+	return fmt.Sprint(r.Permissions.Names(), r.Scope, r.Rule, authzFieldNames(r))
+}
+
+func authzFieldNames(r guild.Requirement) map[string][]string {
+	out := map[string][]string{}
+	for field, need := range r.Fields {
+		out[field] = need.Names()
+	}
+	return out
 }

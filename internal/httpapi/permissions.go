@@ -14,7 +14,10 @@ import (
 
 // ListPermissions implements GET /permissions.
 func (h *Handler) ListPermissions(ctx context.Context, _ api.ListPermissionsRequestObject) (api.ListPermissionsResponseObject, error) {
-	cat := h.svc.Catalog()
+	cat, err := h.svc.Catalog(ctx, actorOf(ctx))
+	if err != nil {
+		return nil, err
+	}
 	out := api.PermissionCatalog{Items: make([]api.PermissionInfo, len(cat)), NextCursor: jsonfield.NewNullNullable[string]()}
 	for i, p := range cat {
 		scopes := make([]api.PermissionInfoScopes, len(p.Scopes))

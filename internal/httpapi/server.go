@@ -80,6 +80,28 @@ type Server struct {
 
 // New builds the HTTP stack.
 func New(o Options) (*Server, error) {
+	o = o.withDefaults()
+	doc, specJSON, err := loadContract()
+	if err != nil {
+		return nil, err
+	}
+	streams, stop := context.WithCancel(context.Background())
+	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
+		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, slots: newStreamSlots(o.MaxEventStreams), faults: newFaults(o.Faults)}
+	e := h.newEcho(o)
+	if err := h.routeContract(e, doc); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := h.routeOutside(e, o); err != nil {
+		stop()
+		return nil, err
+	}
+	return &Server{Echo: e, Shutdown: stop}, nil
+}
+
+// withDefaults fills in what the caller left unset.
+func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -96,14 +118,13 @@ func New(o Options) (*Server, error) {
 		o.Registry = prometheus.NewRegistry()
 		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	doc, specJSON, err := loadContract()
-	if err != nil {
-		return nil, err
-	}
-	streams, stop := context.WithCancel(context.Background())
-	h := &Handler{svc: o.Service, broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
-		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, slots: newStreamSlots(o.MaxEventStreams), faults: newFaults(o.Faults)}
+	return o
+}
 
+// newEcho is Echo with the middlewares every request goes through, in the
+// order they wrap it: request ID, tracing, access log, metrics, recovery,
+// path segments, then CORS.
+func (h *Handler) newEcho(o Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = h.errorHandler
@@ -128,11 +149,15 @@ func New(o Options) (*Server, error) {
 			MaxAge: 600,
 		}))
 	}
+	return e
+}
 
+// routeContract registers the contract's operations, each behind its own
+// chain of middlewares, and checks that every operation has its route.
+func (h *Handler) routeContract(e *echo.Echo, doc *openapi3.T) error {
 	ops, err := operations(doc)
 	if err != nil {
-		stop()
-		return nil, err
+		return err
 	}
 	h.ops = indexOperations(ops)
 	mws := make(map[string][]echo.MiddlewareFunc, len(ops))
@@ -163,20 +188,19 @@ func New(o Options) (*Server, error) {
 	if err == nil {
 		shadowStaticPaths(e, ops)
 	}
-	if err != nil {
-		stop()
-		return nil, err
-	}
+	return err
+}
 
-	// Outside the contract: docs, the admin console, problem types, health and metrics.
+// routeOutside registers what lies outside the contract: docs, the admin
+// console, problem types, health and metrics.
+func (h *Handler) routeOutside(e *echo.Echo, o Options) error {
 	docs := v5emb.NewHandlerWithConfig(swgui.Config{Title: "Guildhall API", SwaggerJSON: "/api/openapi.json", BasePath: "/docs/",
 		SettingsUI: map[string]string{"persistAuthorization": "true"}})
 	e.GET("/docs", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/docs/") })
 	e.GET("/docs/*", echo.WrapHandler(docs))
 	console, err := consoleHandler(web.Dist())
 	if err != nil {
-		stop()
-		return nil, err
+		return err
 	}
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/console/*", console)
@@ -194,7 +218,7 @@ func New(o Options) (*Server, error) {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
-	return &Server{Echo: e, Shutdown: stop}, nil
+	return nil
 }
 
 // legacySuccessors maps each deprecated operation to its successor's path.
