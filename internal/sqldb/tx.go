@@ -70,6 +70,9 @@ func (tx *Tx) beginJob(ctx context.Context, first bool) error {
 // rollbackJob undoes what a failed job of a batch did; its savepoint stays
 // (the next job's beginJob releases it).
 func (tx *Tx) rollbackJob(ctx context.Context) error {
+	// What the transaction changed is no longer what it was: a rollback
+	// counts as a write (WritesSoFar).
+	tx.writes.Add(1)
 	if tx.dialect.Name() == "postgres" {
 		return tx.savepoint(ctx, "ROLLBACK TO SAVEPOINT gh_job")
 	}

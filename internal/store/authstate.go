@@ -136,25 +136,17 @@ func buildAuthState(ctx context.Context, q queries, base *AuthState, p fresh.Par
 	if base != nil {
 		*next = *base
 	}
-	db := q.with(ctx)
 	if p.Whole(authRoles) {
-		var st struct {
-			GlobalPermissions int64
-			GlobalVersion     int64
+		var err error
+		if next.global, next.globalVersion, err = readGlobal(ctx, q); err != nil {
+			return nil, err
 		}
-		if err := db.Table("settings").Select("global_permissions, global_version").Where("id = 1").Scan(&st).Error; err != nil {
-			return nil, fmt.Errorf("read the global permissions: %w", err)
+		if next.byPosition, err = readRoles(ctx, q); err != nil {
+			return nil, err
 		}
-		next.global, next.globalVersion = permissions.Set(st.GlobalPermissions)&permissions.All, st.GlobalVersion
-		var rows []roleRow
-		if err := db.Order("position DESC").Find(&rows).Error; err != nil {
-			return nil, fmt.Errorf("read roles: %w", err)
-		}
-		next.byPosition = make([]model.Role, len(rows))
-		next.roles = make(map[string]model.Role, len(rows))
-		for i, r := range rows {
-			next.byPosition[i] = r.model()
-			next.roles[r.ID] = next.byPosition[i]
+		next.roles = make(map[string]model.Role, len(next.byPosition))
+		for _, r := range next.byPosition {
+			next.roles[r.ID] = r
 		}
 	}
 	all, ids := p.Whole(authChannels), p.Keys(authChannels)
@@ -311,4 +303,41 @@ func scanAll(ctx context.Context, q queries, query string, args []any, scan func
 		}
 	}
 	return rows.Close()
+}
+
+// readGlobal reads the global permissions and their version.
+func readGlobal(ctx context.Context, q queries) (permissions.Set, int64, error) {
+	var st struct {
+		GlobalPermissions int64
+		GlobalVersion     int64
+	}
+	if err := q.with(ctx).Table("settings").Select("global_permissions, global_version").Where("id = 1").Scan(&st).Error; err != nil {
+		return 0, 0, fmt.Errorf("read the global permissions: %w", err)
+	}
+	return permissions.Set(st.GlobalPermissions) & permissions.All, st.GlobalVersion, nil
+}
+
+// readRoles reads every role, by position descending.
+func readRoles(ctx context.Context, q queries) ([]model.Role, error) {
+	var rows []roleRow
+	if err := q.with(ctx).Order("position DESC").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	out := make([]model.Role, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// readRole reads one role.
+func readRole(ctx context.Context, q queries, id string) (model.Role, error) {
+	var rows []roleRow
+	if err := q.with(ctx).Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+		return model.Role{}, fmt.Errorf("read role %q: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return model.Role{}, roleNotFound(id)
+	}
+	return rows[0].model(), nil
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -114,32 +113,6 @@ func (tx *Tx) UpdateChannels(ctx context.Context, cs []model.Channel) error {
 	return nil
 }
 
-// ChannelsByID reads the channels of ids as the transaction sees them; an
-// unknown ID is absent from the map.
-func (tx *Tx) ChannelsByID(ctx context.Context, ids []string) (map[string]model.Channel, error) {
-	out := make(map[string]model.Channel, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return nil, fmt.Errorf("read channels: %w", err)
-	}
-	err = scanAll(ctx, tx.queries, "SELECT "+channelColumns+" FROM channels WHERE id IN ("+tx.dialect().JSONTexts()+")",
-		[]any{string(list)}, func(rows *sql.Rows) error {
-			var r channelRow
-			if err := rows.Scan(r.fields()...); err != nil {
-				return err
-			}
-			out[r.ID] = r.model()
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("read channels: %w", err)
-	}
-	return out, nil
-}
-
 // ChannelMove is where MoveChannels puts a channel.
 type ChannelMove struct {
 	ID        string
@@ -181,39 +154,6 @@ func (tx *Tx) MoveChannels(ctx context.Context, moves []ChannelMove) error {
 	return nil
 }
 
-// CountChannels counts the channels, and the channels of a category when
-// parentID is not "".
-func (tx *Tx) CountChannels(ctx context.Context, parentID string) (int, error) {
-	var n int64
-	db := tx.with(ctx).Model(&channelRow{})
-	if parentID != "" {
-		db = db.Where("parent_id = ?", parentID)
-	}
-	if err := db.Count(&n).Error; err != nil {
-		return 0, fmt.Errorf("count channels: %w", err)
-	}
-	return int(n), nil
-}
-
-// NextPosition is the position after the last of the channels in a
-// category (parentID nil: outside any), 0 when there are none.
-func (tx *Tx) NextPosition(ctx context.Context, parentID *string) (int, error) {
-	var last *int
-	db := tx.with(ctx).Model(&channelRow{}).Select("MAX(position)")
-	if parentID == nil {
-		db = db.Where("parent_id IS NULL")
-	} else {
-		db = db.Where("parent_id = ?", *parentID)
-	}
-	if err := db.Scan(&last).Error; err != nil {
-		return 0, fmt.Errorf("read positions: %w", err)
-	}
-	if last == nil {
-		return 0, nil
-	}
-	return *last + 1, nil
-}
-
 // DeleteChannel deletes a channel with its overwrites and attachments and
 // returns the blob keys that are no longer referenced. The channels of a
 // category it deletes stay, outside any category, changed at now.
@@ -240,40 +180,6 @@ func (tx *Tx) DeleteChannel(ctx context.Context, id string, now time.Time) ([]st
 		return nil, fmt.Errorf("delete channel: %w", err)
 	}
 	return keys, nil
-}
-
-// GetChannel returns one channel: a prepared statement, as an import
-// reads hundreds of channels one by one under the write lock.
-func (q queries) GetChannel(ctx context.Context, id string) (model.Channel, error) {
-	var r channelRow
-	found := false
-	err := scanAll(ctx, q, "SELECT "+channelColumns+" FROM channels WHERE id = ?", []any{id}, func(rows *sql.Rows) error {
-		found = true
-		return rows.Scan(r.fields()...)
-	})
-	if err != nil {
-		return model.Channel{}, fmt.Errorf("read channel %q: %w", id, err)
-	}
-	if !found {
-		return model.Channel{}, notFound(gorm.ErrRecordNotFound, "Channel %q does not exist.", id)
-	}
-	return r.model(), nil
-}
-
-// ExistingChannels returns which of the given channel IDs exist.
-func (q queries) ExistingChannels(ctx context.Context, ids []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var found []string
-	if err := q.with(ctx).Model(&channelRow{}).Where("id IN ?", ids).Pluck("id", &found).Error; err != nil {
-		return nil, fmt.Errorf("find channels: %w", err)
-	}
-	for _, id := range found {
-		out[id] = true
-	}
-	return out, nil
 }
 
 // channelUpdates is the subquery of UpdateChannels' list.

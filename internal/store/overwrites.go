@@ -129,30 +129,6 @@ func (tx *Tx) bumpOverwriteLists(ctx context.Context, channelIDs []string) error
 	return nil
 }
 
-// CountOverwrites counts a channel's overwrites.
-func (tx *Tx) CountOverwrites(ctx context.Context, channelID string) (int, error) {
-	var n int64
-	if err := tx.with(ctx).Model(&overwriteRow{}).Where("channel_id = ?", channelID).Count(&n).Error; err != nil {
-		return 0, fmt.Errorf("count overwrites: %w", err)
-	}
-	return int(n), nil
-}
-
-// OverwritesOf lists the overwrites of one target (a role or a user)
-// across all channels, by channel ID.
-func (tx *Tx) OverwritesOf(ctx context.Context, targetType, targetID string) ([]model.Overwrite, error) {
-	var rows []overwriteRow
-	err := tx.with(ctx).Where("target_type = ? AND target_id = ?", targetType, targetID).Order("channel_id").Find(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("list overwrites of %s %s: %w", targetType, targetID, err)
-	}
-	out := make([]model.Overwrite, len(rows))
-	for i, r := range rows {
-		out[i] = r.model()
-	}
-	return out, nil
-}
-
 // deleteOverwritesOf removes every overwrite of a target and moves the
 // versions of the channels concerned.
 func (tx *Tx) deleteOverwritesOf(ctx context.Context, targetType, targetID string) error {
@@ -169,28 +145,6 @@ func (tx *Tx) deleteOverwritesOf(ctx context.Context, targetType, targetID strin
 		return fmt.Errorf("delete overwrites of %s %s: %w", targetType, targetID, err)
 	}
 	return tx.bumpOverwriteLists(ctx, channels)
-}
-
-// OverwritesVersion is the version of a channel's overwrite list.
-func (q queries) OverwritesVersion(ctx context.Context, channelID string) (int64, error) {
-	var r channelRow
-	if err := q.with(ctx).Select("overwrites_version").Where("id = ?", channelID).Take(&r).Error; err != nil {
-		return 0, notFound(err, "Channel %q does not exist.", channelID)
-	}
-	return r.OverwritesVersion, nil
-}
-
-// ChannelOverwrites lists a channel's overwrites (unordered).
-func (q queries) ChannelOverwrites(ctx context.Context, channelID string) ([]model.Overwrite, error) {
-	var rows []overwriteRow
-	if err := q.with(ctx).Where("channel_id = ?", channelID).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("list overwrites: %w", err)
-	}
-	out := make([]model.Overwrite, len(rows))
-	for i, r := range rows {
-		out[i] = r.model()
-	}
-	return out, nil
 }
 
 // overwriteRecords is the subquery of ReplaceOverwriteLists' rows.

@@ -182,19 +182,6 @@ func (tx *Tx) RoleHolderAtOrAbove(ctx context.Context, roleID, exceptUserID stri
 	return model.User{ID: rows[0].ID, Username: rows[0].Username, IsOwner: rows[0].IsOwner}, true, nil
 }
 
-// RolePositions is every role's position.
-func (tx *Tx) RolePositions(ctx context.Context) (map[string]int, error) {
-	var rows []roleRow
-	if err := tx.with(ctx).Model(&roleRow{}).Select("id", "position").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("read role positions: %w", err)
-	}
-	out := make(map[string]int, len(rows))
-	for _, r := range rows {
-		out[r.ID] = r.Position
-	}
-	return out, nil
-}
-
 // SetRolePositions moves roles to new positions at once (the positions of
 // all roles after it must be 1..N, each once), in two steps like
 // shiftRoles. The lists ordered by role position that hold a moved role
@@ -257,22 +244,4 @@ func (tx *Tx) shiftRoles(ctx context.Context, lo, hi, delta int, now time.Time) 
 		return fmt.Errorf("shift roles: %w", err)
 	}
 	return nil
-}
-
-// GetRole returns one role.
-func (q queries) GetRole(ctx context.Context, id string) (model.Role, error) {
-	var r roleRow
-	if err := q.with(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return model.Role{}, notFound(err, "Role %q does not exist.", id)
-	}
-	return r.model(), nil
-}
-
-// CountRoles counts the roles.
-func (q queries) CountRoles(ctx context.Context) (int, error) {
-	var n int64
-	if err := q.with(ctx).Model(&roleRow{}).Count(&n).Error; err != nil {
-		return 0, fmt.Errorf("count roles: %w", err)
-	}
-	return int(n), nil
 }

@@ -11,10 +11,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// Settings returns the global permissions and their version as the
-// transaction sees them.
-func (tx *Tx) Settings(ctx context.Context) (permissions.Set, int64, error) { return tx.settings(ctx) }
-
 type settingsRow struct {
 	ID                 int64 `gorm:"primaryKey"`
 	GlobalPermissions  int64
@@ -47,19 +43,6 @@ func (tx *Tx) SetGlobal(ctx context.Context, global permissions.Set) error {
 		return fmt.Errorf("set global permissions: %w", err)
 	}
 	return nil
-}
-
-// settings reads the global permissions and their version in a
-// transaction.
-func (q queries) settings(ctx context.Context) (permissions.Set, int64, error) {
-	var st struct {
-		GlobalPermissions int64
-		GlobalVersion     int64
-	}
-	if err := q.with(ctx).Table("settings").Select("global_permissions, global_version").Where("id = 1").Scan(&st).Error; err != nil {
-		return 0, 0, fmt.Errorf("read settings: %w", err)
-	}
-	return permissions.Set(st.GlobalPermissions) & permissions.All, st.GlobalVersion, nil
 }
 
 // deploymentKey reads one of the deployment's secret keys.

@@ -39,6 +39,11 @@ type batchState struct {
 	ownRead    bool
 	ownChanges []fresh.Change
 	ownAt      int64
+	// auth is the transaction's view of the authorization state
+	// (Tx.AuthState), built over authBase (the cache's) after its
+	// authAt-th statement that may have written.
+	auth, authBase *AuthState
+	authAt         int64
 }
 
 func newBatchState() any {
@@ -86,25 +91,6 @@ func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
 		ctx = trace.ContextWithSpan(ctx, sp)
 	}
 	return tx.batch().scope(ctx)
-}
-
-// AuthState returns the authorization state as the transaction sees it:
-// the cache's, with the parts the transaction changed read again through
-// it (and not kept: they are not committed).
-func (tx *Tx) AuthState(ctx context.Context) (*AuthState, error) {
-	base, err := tx.store.AuthState(tx.cacheCtx(ctx))
-	if err != nil {
-		return nil, err
-	}
-	own, err := tx.own(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p := tx.store.auth.PartsOf(own)
-	if p.Empty() {
-		return base, nil
-	}
-	return buildAuthState(ctx, tx.queries, base, p)
 }
 
 // Credentials looks a token up by its hash as the transaction sees it: from
