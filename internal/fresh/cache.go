@@ -3,12 +3,9 @@ package fresh
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guildhall/guildhall/internal/model"
 )
@@ -17,7 +14,7 @@ import (
 // may be served again. Its rule:
 //
 //	A cached read is answered from memory only after the cache has
-//	followed the change log (changelog.go) up to a moment after the
+//	followed the change log (registry.go) up to a moment after the
 //	request arrived; following it drops every entry that depends on what
 //	changed. A value read from the database is kept only if no change was
 //	followed while it was read.
@@ -28,7 +25,7 @@ import (
 // leaves every other user's entry, and everyone's credentials, alone.
 //
 // Following the log costs one question per request, not per read: the
-// request's reads share a scope (ReadScope) whose first cached read asks,
+// request's reads share a scope (Scope) whose first cached read asks,
 // and a write that commits in the scope makes the next read ask again.
 // Asking is SQLite's PRAGMA data_version, a few microseconds, and a read of
 // the log only when it moved; on PostgreSQL, one statement that returns the
@@ -37,14 +34,14 @@ import (
 //
 // What is cached: users by ID, packed outside the collector's view
 // (packed.go); credentials by token hash and pages of users (their IDs,
-// lookupPage), as entries on the heap; and the authorization state
-// (authstate.go: the global permissions, the roles, every channel and its
-// overwrites), which is refreshed part by part. Values handed out are the caller's own (copies)
-// or immutable (AuthState). The users and the entries share the cache's
+// lookupPage), as entries on the heap; and views (view.go), values built
+// from several tables and refreshed part by part, as the store's
+// authorization state is. Values handed out are the caller's own (copies)
+// or immutable (a view's). The users and the entries share the cache's
 // bound (splitBound); past their share, users are dropped oldest first and
 // entries at random, as few as make room.
 
-// dep is what a cached value depends on: a key of a logged table, or the
+// Dep is what a cached value depends on: a key of a logged table, or the
 // whole table (key "").
 type Dep struct{ Table, Key string }
 
@@ -655,64 +652,4 @@ func (c *Cache) Stats() Stats {
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
 		Resets: c.resets.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load()}
-}
-
-// rounds share questions among concurrent reads: a read joins the round
-// that is open, or opens one; a round is open until its question is sent,
-// so every read of a round arrived before it was sent, and the answer is
-// of a moment after each arrived. Each read waits for its round under its
-// own context; the question runs under none (it answers them all; traced,
-// it carries the span of the read that opened the round, and nothing else),
-// bounded by the statement deadline inside ask.
-type rounds struct {
-	ask  func(ctx context.Context) error
-	mu   sync.Mutex
-	next *round // the round arriving reads join; nil when none is open
-	// inflight is held by the round whose question is in flight: the next
-	// round waits for it, while the reads that arrive meanwhile join it.
-	inflight sync.Mutex
-	sent     atomic.Int64
-	traced   bool // tracing on (trace.go)
-}
-
-type round struct {
-	done chan struct{}
-	err  error
-}
-
-func (r *rounds) follow(ctx context.Context) error {
-	r.mu.Lock()
-	rd := r.next
-	if rd == nil {
-		rd = &round{done: make(chan struct{})}
-		r.next = rd
-		qctx := context.Background()
-		if r.traced {
-			qctx = trace.ContextWithSpan(qctx, trace.SpanFromContext(ctx))
-		}
-		go r.send(qctx, rd)
-	}
-	r.mu.Unlock()
-	select {
-	case <-rd.done:
-		return rd.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (r *rounds) send(ctx context.Context, rd *round) {
-	r.inflight.Lock()
-	defer r.inflight.Unlock()
-	defer close(rd.done)
-	r.mu.Lock()
-	r.next = nil // closed: later reads open the next round
-	r.mu.Unlock()
-	r.sent.Add(1)
-	defer func() {
-		if v := recover(); v != nil {
-			rd.err = fmt.Errorf("panic following the change log: %v\n%s", v, debug.Stack())
-		}
-	}()
-	rd.err = r.ask(ctx)
 }
