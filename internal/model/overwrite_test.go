@@ -1,4 +1,4 @@
-package guild
+package model_test
 
 import (
 	"slices"
@@ -31,7 +31,7 @@ func TestSortedOverwrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := slices.Clone(tc.in)
 			got := []string{}
-			for _, o := range sortedOverwrites(position, in) {
+			for _, o := range model.SortedOverwrites(position, in) {
 				got = append(got, o.TargetType+":"+o.TargetID)
 			}
 			if !slices.Equal(got, tc.want) {
