@@ -44,6 +44,10 @@ import (
 // statement triggers instead: each statement logs every row it wrote in
 // one insert as it ends (a change of a thousand members costs one), and
 // the transaction can read what it changed so far (Own).
+// Holding the version row from its first logged statement, such a write
+// can close a cycle with another program's transaction that holds a row
+// the write waits for and commits meanwhile: PostgreSQL then ends one of
+// the two, and the service's writer runs its batch again (sqldb).
 
 // Table declares how the writes of one table are logged.
 type Table struct {

@@ -167,3 +167,10 @@ func UniqueViolation(err error) string {
 	}
 	return ""
 }
+
+// deadlocked reports whether PostgreSQL ended a transaction to break a
+// deadlock (SQLSTATE 40P01).
+func deadlocked(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
+}

@@ -418,6 +418,8 @@ type jobError struct{ err error }
 
 func (e jobError) Error() string { return e.err.Error() }
 
+func (e jobError) Unwrap() error { return e.err }
+
 func (w *writer) commit(batch []*writeJob) {
 	live := batch[:0:0]
 	for _, j := range batch {
@@ -450,6 +452,15 @@ func (w *writer) commit(batch []*writeJob) {
 	}
 	results, err := w.attempt(live, false, deadline)
 	if errors.Is(err, errRerun) {
+		w.reruns.Add(1)
+		results, err = w.attempt(live, true, deadline)
+	}
+	if deadlocked(err) && time.Now().Before(deadline) {
+		// The database ended the transaction to break a cycle with another
+		// program's (psql's) that holds a row the batch needed and waits,
+		// at its commit, for the change log's version row the batch held
+		// (fresh's registry): nothing of the batch holds anything now, and
+		// it runs once more.
 		w.reruns.Add(1)
 		results, err = w.attempt(live, true, deadline)
 	}

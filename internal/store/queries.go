@@ -102,7 +102,7 @@ func duplicate(err error, format string, args ...any) error {
 	if errors.Is(err, gorm.ErrDuplicatedKey) || sqldb.UniqueViolation(err) != "" {
 		return apperr.Conflict(format, args...)
 	}
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+	return err // not a conflict: the message is not this one
 }
 
 func lowerPtr(s *string) *string {
