@@ -144,8 +144,9 @@ END
 `
 }
 
-// pgTriggers put t's triggers on it (see above), dropping a row trigger
-// of an earlier version first (it logged every transaction's changes).
+// pgTriggers put t's triggers on it (see above), dropping those of an
+// earlier version first (its row trigger logged every transaction's
+// changes).
 func pgTriggers(pg *Postgres, t Table) []string {
 	q := quoteIdent(pg.Schema)
 	events := "INSERT OR UPDATE OR DELETE"
@@ -156,7 +157,8 @@ func pgTriggers(pg *Postgres, t Table) []string {
 		"DROP TRIGGER IF EXISTS " + t.Name + "_log ON " + t.Name,
 		"CREATE CONSTRAINT TRIGGER " + t.Name + "_log AFTER " + events + " ON " + t.Name +
 			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN " + whenOther + " EXECUTE FUNCTION " + q + ".log_" + t.Name + "()",
-		"CREATE OR REPLACE TRIGGER " + t.Name + "_log_truncate AFTER TRUNCATE ON " + t.Name +
+		"DROP TRIGGER IF EXISTS " + t.Name + "_log_truncate ON " + t.Name,
+		"CREATE TRIGGER " + t.Name + "_log_truncate AFTER TRUNCATE ON " + t.Name +
 			" FOR EACH STATEMENT EXECUTE FUNCTION " + q + ".log_truncate()",
 	}
 	names := []string{t.Name + "_log", t.Name + "_log_truncate"}
@@ -175,7 +177,9 @@ func pgTriggers(pg *Postgres, t Table) []string {
 		default:
 			rows = " REFERENCING OLD TABLE AS old_rows"
 		}
-		out = append(out, "CREATE OR REPLACE TRIGGER "+name+" AFTER "+event+" ON "+t.Name+rows+
+		// Dropped and created, not replaced: CREATE OR REPLACE TRIGGER
+		// needs PostgreSQL 14.
+		out = append(out, "DROP TRIGGER IF EXISTS "+name+" ON "+t.Name, "CREATE TRIGGER "+name+" AFTER "+event+" ON "+t.Name+rows+
 			" FOR EACH STATEMENT WHEN "+whenOwn+" EXECUTE FUNCTION "+q+".log_"+t.Name+"_own()")
 		names = append(names, name)
 	}
