@@ -20,9 +20,9 @@ type Queries struct {
 	sqlTx   *sql.Tx         // set inside a write transaction
 	txCtx   context.Context // set inside a write transaction: see Tx
 	counter *atomic.Int64   // QueryCount
-	// writes, inside a write transaction, counts its statements that may
-	// have written (Tx.WritesSoFar).
-	writes *atomic.Int64
+	// writes, inside a write transaction, are its statements that may
+	// have written (Tx.WritesSoFar, Tx.WritesSince).
+	writes *txWrites
 	tracer *tracer // nil: tracing off
 	// span, inside a write transaction, is the span of the write whose
 	// part of the batch q runs (nil: not traced): its statements run under

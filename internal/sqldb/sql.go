@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -206,11 +205,60 @@ func (q Queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return q.stmts.get(ctx, query)
 }
 
-// wrote counts a statement of a write transaction that may have written.
+// wrote notes a statement of a write transaction that may have written.
 func (q Queries) wrote(query string) {
-	if q.writes != nil && mayWrite(query) {
-		q.writes.Add(1)
+	if q.writes != nil {
+		q.writes.note(query)
 	}
+}
+
+// Written is a statement of a write transaction that may have written: its
+// operation (its first keyword: INSERT, UPDATE, DELETE, SAVEPOINT, ...),
+// the table it names ("" when it names none), and, for an INSERT, whether
+// it may update rows that exist (ON CONFLICT ... DO UPDATE).
+type Written struct {
+	Op, Table string
+	Upsert    bool
+}
+
+// txWrites are a write transaction's statements that may have written, in
+// order. Its writes run on the writer's goroutine; the lock keeps a reader
+// on another (a test) right.
+type txWrites struct {
+	mu   sync.Mutex
+	list []Written
+}
+
+// note adds query when it may have written.
+func (w *txWrites) note(query string) {
+	if !mayWrite(query) {
+		return
+	}
+	op, table := summarize(query)
+	upsert := op == "INSERT" && strings.Contains(strings.ToUpper(query), "DO UPDATE")
+	w.add(Written{Op: op, Table: table, Upsert: upsert})
+}
+
+func (w *txWrites) add(wr Written) {
+	w.mu.Lock()
+	w.list = append(w.list, wr)
+	w.mu.Unlock()
+}
+
+func (w *txWrites) len() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return int64(len(w.list))
+}
+
+// since returns the statements after the first n.
+func (w *txWrites) since(n int64) []Written {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n >= int64(len(w.list)) {
+		return nil
+	}
+	return append([]Written(nil), w.list[n:]...)
 }
 
 // mayWrite reports whether a statement may change rows: anything but a
@@ -246,7 +294,7 @@ func (q Queries) inTransaction(db *gorm.DB, txCtx context.Context) (Queries, err
 	// A session with a context clones the statement: the transaction keeps
 	// its own connection, which it commits.
 	db = db.Session(&gorm.Session{Context: ctx})
-	q.writes = &atomic.Int64{}
+	q.writes = &txWrites{}
 	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts, writes: q.writes}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
 	return q, nil
@@ -259,7 +307,7 @@ func (q Queries) inTransaction(db *gorm.DB, txCtx context.Context) (Queries, err
 type stmtPool struct {
 	tx     *sql.Tx
 	stmts  *stmtCache
-	writes *atomic.Int64 // Queries.writes
+	writes *txWrites // Queries.writes
 }
 
 // maxStatements bounds the statements a stmtCache keeps for GORM; the hot
@@ -279,7 +327,7 @@ func (p stmtPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, 
 }
 
 func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	p.writes.Add(1)
+	p.writes.note(query)
 	if st, ok, err := p.stmt(ctx, query); err != nil {
 		return nil, err
 	} else if ok {
@@ -289,9 +337,7 @@ func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (s
 }
 
 func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if mayWrite(query) {
-		p.writes.Add(1)
-	}
+	p.writes.note(query)
 	if st, ok, err := p.stmt(ctx, query); err != nil {
 		return nil, err
 	} else if ok {
@@ -301,9 +347,7 @@ func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (
 }
 
 func (p stmtPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if mayWrite(query) {
-		p.writes.Add(1)
-	}
+	p.writes.note(query)
 	if st, ok, err := p.stmt(ctx, query); err == nil && ok {
 		return st.QueryRowContext(ctx, args...)
 	}

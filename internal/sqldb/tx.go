@@ -38,7 +38,11 @@ func (tx *Tx) Shared(init func() any) any {
 // WritesSoFar counts the statements of the transaction so far that may
 // have written (any but a plain SELECT): while it stays the same, what the
 // transaction changed stays the same.
-func (tx *Tx) WritesSoFar() int64 { return tx.writes.Load() }
+func (tx *Tx) WritesSoFar() int64 { return tx.writes.len() }
+
+// WritesSince returns the statements that may have written after the
+// first n (WritesSoFar).
+func (tx *Tx) WritesSince(n int64) []Written { return tx.writes.since(n) }
 
 // Span is the span of the write (nil when not traced): its statements run
 // under the batch's context, and belong to it.
@@ -72,7 +76,7 @@ func (tx *Tx) beginJob(ctx context.Context, first bool) error {
 func (tx *Tx) rollbackJob(ctx context.Context) error {
 	// What the transaction changed is no longer what it was: a rollback
 	// counts as a write (WritesSoFar).
-	tx.writes.Add(1)
+	tx.writes.add(Written{Op: "ROLLBACK"})
 	if tx.dialect.Name() == "postgres" {
 		return tx.savepoint(ctx, "ROLLBACK TO SAVEPOINT gh_job")
 	}

@@ -30,7 +30,7 @@ func (tx *Tx) AuthState(ctx context.Context) (*AuthState, error) {
 	if err != nil {
 		return nil, err
 	}
-	own, err := tx.own(ctx)
+	own, err := tx.own(ctx, false, "settings", "roles", "channels", "overwrites")
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (tx *Tx) AuthState(ctx context.Context) (*AuthState, error) {
 // channelState returns one channel as the transaction sees it: the
 // cache's, unless the transaction changed it or its overwrites.
 func (tx *Tx) channelState(ctx context.Context, id string) (*ChannelState, error) {
-	own, err := tx.own(ctx)
+	own, err := tx.own(ctx, false, "channels", "overwrites")
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (tx *Tx) OverwritesOf(ctx context.Context, targetType, targetID string) ([]
 // GetRole returns one role as the transaction sees it: the cache's,
 // unless the transaction changed it.
 func (tx *Tx) GetRole(ctx context.Context, id string) (model.Role, error) {
-	own, err := tx.own(ctx)
+	own, err := tx.own(ctx, false, "roles")
 	if err != nil {
 		return model.Role{}, err
 	}
@@ -268,7 +268,7 @@ func (tx *Tx) RolePositions(ctx context.Context) (map[string]int, error) {
 // Settings returns the global permissions and their version as the
 // transaction sees them.
 func (tx *Tx) Settings(ctx context.Context) (permissions.Set, int64, error) {
-	own, err := tx.own(ctx)
+	own, err := tx.own(ctx, false, "settings")
 	if err != nil {
 		return 0, 0, err
 	}

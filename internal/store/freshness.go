@@ -30,6 +30,17 @@ var registry = fresh.Registry{
 		"schema_migrations", "data_version", "change_log", "deployment_keys", "names_checked"},
 }
 
+// loggedAs returns the name a table's changes are logged under, and false
+// for a table the registry does not log.
+func loggedAs(table string) (string, bool) {
+	for _, t := range registry.Logged {
+		if t.Name == table {
+			return t.LogAs, true
+		}
+	}
+	return "", false
+}
+
 // registryOf0012 is the registry as migration 0012 created the change log
 // with: a migration runs as it shipped, and later tables get their
 // triggers from Install.

@@ -59,9 +59,15 @@ func (b *batchState) scope(ctx context.Context) context.Context { return fresh.W
 
 // own returns what the transaction changed so far, as the change log's
 // triggers logged it (fresh.Cache.Own): what the cache holds of it is not
-// what the transaction sees. It is read again only after a statement that
-// may have written (sqldb.Tx.WritesSoFar).
-func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
+// what the transaction sees. A question names the logged tables its answer
+// depends on (their names in the log): what the transaction changed is
+// read again only after a statement that may have written one of them (a
+// statement whose table logs as one of them, or that names none). With
+// existing, the question is about rows that existed before the
+// transaction (the caller's token and user): a plain INSERT into a table
+// that logs as itself adds rows under new keys, which cannot change them.
+// So a batch of creates asks the database nothing more per write.
+func (tx *Tx) own(ctx context.Context, existing bool, logged ...string) ([]fresh.Change, error) {
 	c := tx.store.cache
 	if err := c.Fresh(tx.cacheCtx(ctx)); err != nil {
 		return nil, err
@@ -73,14 +79,34 @@ func (tx *Tx) own(ctx context.Context) ([]fresh.Change, error) {
 		// after its position is the transaction's.
 		b.from, b.fromSet = c.Position(), true
 	}
-	if n := tx.sqlTx.WritesSoFar(); n != b.ownAt || !b.ownRead {
-		changes, err := c.Own(ctx, tx.query, tx.store.freshPG(), b.from)
-		if err != nil {
-			return nil, err
-		}
-		b.ownChanges, b.ownAt, b.ownRead = changes, n, true
+	if b.ownRead && !mayChange(tx.sqlTx.WritesSince(b.ownAt), existing, logged) {
+		return b.ownChanges, nil
 	}
+	n := tx.sqlTx.WritesSoFar()
+	changes, err := c.Own(ctx, tx.query, tx.store.freshPG(), b.from)
+	if err != nil {
+		return nil, err
+	}
+	b.ownChanges, b.ownAt, b.ownRead = changes, n, true
 	return b.ownChanges, nil
+}
+
+// mayChange reports whether statements may have changed what a question
+// that depends on the logged tables named reads (see Tx.own).
+func mayChange(writes []sqldb.Written, existing bool, logged []string) bool {
+	for _, w := range writes {
+		switch as, ok := loggedAs(w.Table); {
+		case w.Op == "SAVEPOINT" || w.Op == "RELEASE":
+			// opens or closes a job's savepoint: changes nothing
+		case w.Table == "" || w.Op != "INSERT" && w.Op != "UPDATE" && w.Op != "DELETE":
+			return true // a statement whose target is not plain (a rollback, a WITH)
+		case !ok || !slices.Contains(logged, as):
+		case existing && w.Op == "INSERT" && !w.Upsert && as == w.Table:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // cacheCtx is ctx in the batch's read scope: the cache follows the change
@@ -96,7 +122,8 @@ func (tx *Tx) cacheCtx(ctx context.Context) context.Context {
 // Credentials looks a token up by its hash as the transaction sees it: from
 // the cache unless the transaction changed the token or its user.
 func (tx *Tx) Credentials(ctx context.Context, tokenHash string) (Credentials, error) {
-	own, err := tx.own(ctx)
+	// The caller's token and user existed before the transaction.
+	own, err := tx.own(ctx, true, "tokens", "users")
 	if err != nil {
 		return Credentials{}, err
 	}
