@@ -751,15 +751,15 @@ func TestLinearizable(t *testing.T) {
 }
 
 // TestLinearizableFindsStaleReads runs the same workload, without faults,
-// against a build whose read cache skips its freshness question (the
-// store's testOnlySkipFreshness, set at link time): the checker must find
-// the history not linearizable, and name a stale check. It checks what
-// was recorded every second and stops at the first violation; finding
-// none within ten seconds fails.
+// against a build whose read cache skips its freshness question
+// (internal/fresh's testOnlySkipFreshness, set at link time): the checker
+// must find the history not linearizable, and name a stale check. It
+// checks what was recorded every second and stops at the first violation;
+// finding none within ten seconds fails.
 func TestLinearizableFindsStaleReads(t *testing.T) {
 	t.Parallel()
 	bin := binaryLinked(t, "guildhall-skips-freshness",
-		"-X github.com/guildhall/guildhall/internal/store.testOnlySkipFreshness=yes")
+		"-X github.com/guildhall/guildhall/internal/fresh.testOnlySkipFreshness=yes")
 	w := newLinWorld(t, bin, testenv.FreshPostgres(t))
 	seed := uint64(time.Now().UnixNano())
 	stop := w.run(seed)

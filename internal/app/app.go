@@ -69,7 +69,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 		}
 	}()
 	st, err := store.Open(ctx, store.Options{DatabaseURL: cfg.DatabaseURL, DataDir: cfg.DataDir, StatementTimeout: cfg.DBTimeout,
-		CacheBytes: cfg.CacheBytes, MaxCacheEntryBytes: cfg.CacheEntryLimit(), VerifyChangeMarks: cfg.VerifyChangeMarks, Tracer: tp.TracerProvider()})
+		CacheBytes: cfg.CacheBytes, MaxCacheEntryBytes: cfg.CacheEntryLimit(), Tracer: tp.TracerProvider()})
 	if err != nil {
 		return nil, err
 	}

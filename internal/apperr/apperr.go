@@ -109,6 +109,18 @@ func LimitExceeded(limit string, max int, what string) error {
 		Detail: fmt.Sprintf("The limit of %d %s is reached.", max, what)}
 }
 
+// MaxAnswerBytes bounds what one answer of the API weighs (docs/design.md
+// §14, attachments' bytes aside): an answer that would weigh more is paged,
+// or refused before anything is done.
+const MaxAnswerBytes = 8 << 20
+
+// AnswerTooLarge is the 409 of an answer that would weigh n bytes, more
+// than MaxAnswerBytes; instead says what to do.
+func AnswerTooLarge(what string, n int, instead string) error {
+	return &Error{Kind: ErrLimitExceeded, Limit: "answer_bytes",
+		Detail: fmt.Sprintf("%s would take %d bytes or more, over the %d bytes one answer may hold: %s.", what, n, MaxAnswerBytes, instead)}
+}
+
 // RateLimited builds a 429 rate_limited to retry after retry seconds.
 func RateLimited(retry, detail string) error {
 	return &Error{Kind: ErrRateLimited, Retry: retry, Detail: detail}

@@ -67,11 +67,6 @@ type Config struct {
 	// SpanProcessor, with Tracing "otlp", receives the spans instead of
 	// the OTLP exporter. Tests set it; it has no flag.
 	SpanProcessor sdktrace.SpanProcessor `kong:"-"`
-
-	// VerifyChangeMarks makes every SQLite write check that it marked what
-	// it changed (store.Options.VerifyChangeMarks). Tests set it; it has no
-	// flag.
-	VerifyChangeMarks bool `kong:"-"`
 }
 
 // Default is the configuration with nothing set: the defaults of the tags

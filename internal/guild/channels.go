@@ -141,10 +141,6 @@ func (a *Actor) channel(id string) (model.Channel, error) {
 	return c, nil
 }
 
-// reservedChannelIDs are the IDs a channel cannot have: /channels/{id}
-// would be another operation's path.
-var reservedChannelIDs = map[string]bool{"reorder": true}
-
 // ChannelInput is what creating a channel takes.
 type ChannelInput struct {
 	Name     string
@@ -160,7 +156,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 	if err := checkName("name", &in.Name); err != nil {
 		return model.Channel{}, err
 	}
-	if reservedChannelIDs[id] {
+	if model.ReservedChannelID(id) {
 		return model.Channel{}, apperr.InvalidAt("path.channelID", "%q is a path of its own (POST /channels/%s); choose another ID", id, id)
 	}
 	if in.Kind == "" {

@@ -1,10 +1,7 @@
 package guild
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"strings"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
@@ -24,13 +21,13 @@ func (s *Service) ListOverwrites(ctx context.Context, a *Actor, channelID string
 	if err := a.authorizeOn(opListChannelOverwrites, channelID); err != nil {
 		return nil, 0, err
 	}
-	return sortedOverwrites(a.rolePosition, list), version, nil
+	return model.SortedOverwrites(a.rolePosition, list), version, nil
 }
 
 // SetOverwrite creates, replaces or (when allow and deny are both empty)
 // removes one overwrite, and returns the channel's whole list.
 func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite, o WriteOpts) ([]model.Overwrite, int64, error) {
-	if err := validateOverwrite(ow); err != nil {
+	if err := ow.Validate(); err != nil {
 		return nil, 0, err
 	}
 	var list []model.Overwrite
@@ -68,7 +65,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 		}
 		if changed.IsEmpty() { // no-op (also removing what is absent)
 			version = v
-			list = sortedOverwrites(a.rolePosition, current)
+			list = model.SortedOverwrites(a.rolePosition, current)
 			return nil
 		}
 		// The channels synced with a category (before this change) take it
@@ -81,7 +78,7 @@ func (s *Service) SetOverwrite(ctx context.Context, a *Actor, ow model.Overwrite
 		if list, err = tx.ChannelOverwrites(ctx, ow.ChannelID); err != nil {
 			return err
 		}
-		list = sortedOverwrites(a.rolePosition, list)
+		list = model.SortedOverwrites(a.rolePosition, list)
 		if version, err = tx.OverwritesVersion(ctx, ow.ChannelID); err != nil {
 			return err
 		}
@@ -136,37 +133,6 @@ func putSynced(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, ow mode
 	return nil
 }
 
-func validateOverwrite(ow model.Overwrite) error {
-	var fields []apperr.FieldError
-	if ow.TargetType == model.TargetEveryone && ow.TargetID != "" {
-		fields = append(fields, apperr.FieldError{Field: "target_id", Message: "must be absent for target_type everyone"})
-	}
-	if ow.TargetType != model.TargetEveryone && ow.TargetID == "" {
-		fields = append(fields, apperr.FieldError{Field: "target_id", Message: "is required for target_type " + ow.TargetType})
-	}
-	for _, l := range []struct {
-		name string
-		set  permissions.Set
-	}{{"allow", ow.Allow}, {"deny", ow.Deny}} {
-		for _, p := range l.set.Permissions() {
-			if !permissions.ChannelScoped.Has(p) {
-				fields = append(fields, apperr.FieldError{Field: l.name,
-					Message: "permission " + quote(p.String()) + " is not channel-scoped and cannot be overwritten"})
-			}
-		}
-	}
-	if both := ow.Allow.Intersect(ow.Deny); !both.IsEmpty() {
-		for _, n := range both.Names() {
-			fields = append(fields, apperr.FieldError{Field: "deny",
-				Message: "permission " + quote(n) + " is both allowed and denied"})
-		}
-	}
-	if len(fields) > 0 {
-		return apperr.InvalidFields(fields)
-	}
-	return nil
-}
-
 // checkOverwriteTarget makes an unknown role or user a 400 at body.target_id.
 func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow model.Overwrite) error {
 	var err error
@@ -184,46 +150,36 @@ func (s *Service) checkOverwriteTarget(ctx context.Context, tx *store.Tx, ow mod
 	return err
 }
 
-// sortedOverwrites sorts the list into the API's order: everyone, roles by
-// position descending, users by ID, on keys computed once per overwrite.
-func sortedOverwrites(position func(roleID string) int, list []model.Overwrite) []model.Overwrite {
-	type keyed struct {
-		rank     int8
-		position int
-		o        model.Overwrite
-	}
-	keys := make([]keyed, len(list))
-	for i, o := range list {
-		k := keyed{rank: 2, o: o}
-		switch o.TargetType {
-		case model.TargetEveryone:
-			k.rank = 0
-		case model.TargetRole:
-			k.rank = 1
-			k.position = position(o.TargetID)
-		}
-		keys[i] = k
-	}
-	slices.SortFunc(keys, func(a, b keyed) int {
-		if a.rank != b.rank {
-			return cmp.Compare(a.rank, b.rank)
-		}
-		if a.position != b.position {
-			return cmp.Compare(b.position, a.position)
-		}
-		return strings.Compare(a.o.TargetID, b.o.TargetID)
-	})
-	out := make([]model.Overwrite, len(keys))
-	for i := range keys {
-		out[i] = keys[i].o
-	}
-	return out
-}
-
 // rolePosition is a role's position (0 for a role that does not exist).
 func (a *Actor) rolePosition(id string) int {
 	r, _ := a.auth.Role(id)
 	return r.Position
+}
+
+// overwriteEvent is the event of one overwrite change, as SetOverwrite
+// writes it.
+type overwriteEvent struct {
+	channelID string
+	typ       string
+	data      map[string]any
+}
+
+func newOverwriteEvent(channelID string, before, after *model.Overwrite) overwriteEvent {
+	o := after
+	if o == nil {
+		o = before
+	}
+	e := overwriteEvent{channelID: channelID, typ: "channel.overwrite.set",
+		data: map[string]any{"target_type": o.TargetType, "target_id": nilIfEmpty(o.TargetID), "before": nil, "after": nil}}
+	if before != nil {
+		e.data["before"] = map[string]any{"allow": before.Allow.Names(), "deny": before.Deny.Names()}
+	}
+	if after != nil {
+		e.data["after"] = map[string]any{"allow": after.Allow.Names(), "deny": after.Deny.Names()}
+	} else {
+		e.typ = "channel.overwrite.removed"
+	}
+	return e
 }
 
 // lockPlan is what locking a channel's overwrites to its category's

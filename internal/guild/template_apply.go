@@ -10,6 +10,7 @@ import (
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/template"
 )
 
 // importWrite is the transaction an import's changes go through, with
@@ -30,34 +31,34 @@ func (w *importWrite) emit(ctx context.Context, typ, subject string, data map[st
 // applyImport makes a plan's changes, each with its usual event, and
 // returns the blobs of deleted channels' attachments, to delete after the
 // commit.
-func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *importPlan, o WriteOpts) ([]string, error) {
+func (s *Service) applyImport(ctx context.Context, tx *store.Tx, a *Actor, p *template.Plan, o WriteOpts) ([]string, error) {
 	w := &importWrite{s: s, tx: tx, a: a, o: o, now: s.now()}
-	if err := w.setGlobal(ctx, p.global); err != nil {
+	if err := w.setGlobal(ctx, p.Global); err != nil {
 		return nil, err
 	}
-	blobs, err := w.deleteChannels(ctx, p.deleteChans)
+	blobs, err := w.deleteChannels(ctx, p.DeleteChannels)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.deleteRoles(ctx, p.deleteRoles); err != nil {
+	if err := w.deleteRoles(ctx, p.DeleteRoles); err != nil {
 		return nil, err
 	}
-	if err := w.createRoles(ctx, p.createRoles); err != nil {
+	if err := w.createRoles(ctx, p.CreateRoles); err != nil {
 		return nil, err
 	}
-	if err := w.updateRoles(ctx, p.updateRoles); err != nil {
+	if err := w.updateRoles(ctx, p.UpdateRoles); err != nil {
 		return nil, err
 	}
-	if err := w.placeRoles(ctx, p.positions, p.moved); err != nil {
+	if err := w.placeRoles(ctx, p.Positions, p.Moved); err != nil {
 		return nil, err
 	}
-	if err := w.createChannels(ctx, p.createChans); err != nil {
+	if err := w.createChannels(ctx, p.CreateChannels); err != nil {
 		return nil, err
 	}
-	if err := w.updateChannels(ctx, p.updateChans); err != nil {
+	if err := w.updateChannels(ctx, p.UpdateChannels); err != nil {
 		return nil, err
 	}
-	if err := w.replaceOverwrites(ctx, p.overwrites, p.owEvents); err != nil {
+	if err := w.replaceOverwrites(ctx, p.Overwrites, p.OverwriteChanges); err != nil {
 		return nil, err
 	}
 	return blobs, nil
@@ -242,16 +243,17 @@ func (w *importWrite) updateChannels(ctx context.Context, channels []model.Chann
 }
 
 // replaceOverwrites writes the channels' new overwrite lists, then each
-// overwrite change's event.
-func (w *importWrite) replaceOverwrites(ctx context.Context, overwrites []channelOverwrites, events []overwriteEvent) error {
+// overwrite change's event, as SetOverwrite writes it.
+func (w *importWrite) replaceOverwrites(ctx context.Context, overwrites []template.ChannelOverwrites, changes []template.OverwriteChange) error {
 	lists := make([]store.OverwriteList, len(overwrites))
 	for i, co := range overwrites {
-		lists[i] = store.OverwriteList{ChannelID: co.channelID, List: co.list}
+		lists[i] = store.OverwriteList{ChannelID: co.ChannelID, List: co.List}
 	}
 	if err := w.tx.ReplaceOverwriteLists(ctx, lists); err != nil {
 		return err
 	}
-	for _, e := range events {
+	for _, c := range changes {
+		e := newOverwriteEvent(c.ChannelID, c.Before, c.After)
 		if err := w.emit(ctx, e.typ, "channel:"+e.channelID, e.data); err != nil {
 			return err
 		}

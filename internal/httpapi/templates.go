@@ -12,6 +12,7 @@ import (
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/permissions"
+	"github.com/guildhall/guildhall/internal/template"
 )
 
 // ExportTemplate implements GET /export.
@@ -30,8 +31,8 @@ func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateReques
 	// 500 channels with an overwrite of each of 250 roles weigh about 40 MB,
 	// more than any answer may. The refusal still names the template's tag:
 	// a pruning import, which could shrink such a community, needs it.
-	if len(b) > guild.MaxAnswerBytes {
-		err := guild.AnswerTooLarge("The community's template", len(b),
+	if len(b) > apperr.MaxAnswerBytes {
+		err := apperr.AnswerTooLarge("The community's template", len(b),
 			"it has more channels and overwrites than one template can carry (an import takes at most 1 MiB)")
 		if e, ok := apperr.As(err); ok {
 			e.Current = tag
@@ -46,7 +47,7 @@ func (h *Handler) ExportTemplate(ctx context.Context, _ api.ExportTemplateReques
 // names versions): a digest of its JSON, which encoding/json writes the
 // same for the same structure (struct fields in their order, lists in the
 // template's order), on every instance.
-func templateTag(t guild.Template) (string, error) {
+func templateTag(t template.Document) (string, error) {
 	b, err := json.Marshal(toTemplate(t))
 	if err != nil {
 		return "", fmt.Errorf("encode template: %w", err)
@@ -86,7 +87,7 @@ func (h *Handler) ImportTemplate(ctx context.Context, req api.ImportTemplateRequ
 	return api.ImportTemplate200JSONResponse{Body: out}, nil
 }
 
-func toTemplate(t guild.Template) api.Template {
+func toTemplate(t template.Document) api.Template {
 	out := api.Template{Format: api.TemplateFormat(t.Format), GlobalPermissions: names(t.Global),
 		Roles: make([]api.TemplateRole, len(t.Roles)), Channels: make([]api.TemplateChannel, len(t.Channels))}
 	for i, r := range t.Roles {
@@ -108,7 +109,7 @@ func toTemplate(t guild.Template) api.Template {
 
 // fromTemplate reads a template, every bad permission name reported at its
 // place.
-func fromTemplate(t api.Template) (guild.Template, error) {
+func fromTemplate(t api.Template) (template.Document, error) {
 	var bad []apperr.FieldError
 	parse := func(list []api.PermissionName, at string) permissions.Set {
 		set, err := parsePermissions(list, at)
@@ -117,27 +118,27 @@ func fromTemplate(t api.Template) (guild.Template, error) {
 		}
 		return set
 	}
-	out := guild.Template{Format: string(t.Format), Global: parse(t.GlobalPermissions, "body.global_permissions"),
-		Roles: make([]guild.TemplateRole, len(t.Roles)), Channels: make([]guild.TemplateChannel, len(t.Channels))}
+	out := template.Document{Format: string(t.Format), Global: parse(t.GlobalPermissions, "body.global_permissions"),
+		Roles: make([]template.Role, len(t.Roles)), Channels: make([]template.Channel, len(t.Channels))}
 	for i, r := range t.Roles {
 		color, _ := optional(r.Color)
-		out.Roles[i] = guild.TemplateRole{ID: r.Id, Name: r.Name, Position: r.Position, Color: color,
+		out.Roles[i] = template.Role{ID: r.Id, Name: r.Name, Position: r.Position, Color: color,
 			Permissions: parse(r.Permissions, "body.roles["+strconv.Itoa(i)+"].permissions")}
 	}
 	for i, c := range t.Channels {
 		parent, _ := optional(c.ParentId)
 		topic, _ := optional(c.Topic)
-		tc := guild.TemplateChannel{ID: c.Id, Kind: string(c.Kind), Name: c.Name, ParentID: parent, Position: c.Position, Topic: topic,
-			Overwrites: make([]guild.TemplateOverwrite, len(c.Overwrites))}
+		tc := template.Channel{ID: c.Id, Kind: string(c.Kind), Name: c.Name, ParentID: parent, Position: c.Position, Topic: topic,
+			Overwrites: make([]template.Overwrite, len(c.Overwrites))}
 		for j, o := range c.Overwrites {
 			at := "body.channels[" + strconv.Itoa(i) + "].overwrites[" + strconv.Itoa(j) + "]"
-			tc.Overwrites[j] = guild.TemplateOverwrite{TargetType: string(o.TargetType), TargetID: deref(o.TargetId),
+			tc.Overwrites[j] = template.Overwrite{TargetType: string(o.TargetType), TargetID: deref(o.TargetId),
 				Allow: parse(o.Allow, at+".allow"), Deny: parse(o.Deny, at+".deny")}
 		}
 		out.Channels[i] = tc
 	}
 	if len(bad) > 0 {
-		return guild.Template{}, apperr.InvalidFields(bad)
+		return template.Document{}, apperr.InvalidFields(bad)
 	}
 	return out, nil
 }

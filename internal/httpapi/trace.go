@@ -24,9 +24,9 @@ import (
 //     the authorization state, with the store's work for them as children;
 //   - the permission and hierarchy checks of the service, as
 //     "authorize.check" events of the server span (internal/guild);
-//   - the store's spans and events (internal/store/trace.go): a span per
-//     statement, the read cache's decisions, its freshness question and
-//     the writes.
+//   - the store's spans and events (internal/sqldb/trace.go and
+//     internal/fresh/trace.go): a span per statement, the read cache's
+//     decisions, its freshness question and the writes.
 //
 // Probes and scrapes (/healthz, /readyz, /metrics) are not traced.
 // Nothing is added to the response: no header carries the trace back.

@@ -15,13 +15,6 @@ const (
 	StatusSuspended = "suspended"
 )
 
-// Overwrite target types.
-const (
-	TargetEveryone = "everyone"
-	TargetRole     = "role"
-	TargetUser     = "user"
-)
-
 // Channel kinds.
 const (
 	KindText     = "text"
@@ -45,6 +38,13 @@ type Channel struct {
 	// manage channels or roles) but cannot view.
 	Unviewable bool
 }
+
+// reservedChannelIDs are the IDs a channel cannot have: /channels/{id}
+// would be another operation's path.
+var reservedChannelIDs = map[string]bool{"reorder": true}
+
+// ReservedChannelID says whether id is one a channel cannot have.
+func ReservedChannelID(id string) bool { return reservedChannelIDs[id] }
 
 // Role is a named set of permissions at a position in the hierarchy.
 type Role struct {
@@ -77,15 +77,6 @@ type User struct {
 
 // TimedOut reports whether the user is timed out at now.
 func (u User) TimedOut(now time.Time) bool { return u.TimeoutUntil != nil && u.TimeoutUntil.After(now) }
-
-// Overwrite adjusts the permissions of a target in one channel.
-type Overwrite struct {
-	ChannelID  string
-	TargetType string
-	TargetID   string // "" for everyone
-	Allow      permissions.Set
-	Deny       permissions.Set
-}
 
 // Token is an API token's metadata; the secret is never stored.
 type Token struct {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 )
@@ -120,203 +121,48 @@ func (a *AuthState) ChannelFor(channelID, userID string) permissions.Channel {
 	return pc
 }
 
-// authParts are the parts of an AuthState to read again.
-type authParts struct {
-	roles    bool            // the global permissions and the roles
-	all      bool            // every channel
-	channels map[string]bool // these channels (rows and overwrites)
-}
-
-func (p authParts) empty() bool { return !p.roles && !p.all && len(p.channels) == 0 }
-
-// String says what p reads: "roles, every channel", "2 channels".
-func (p authParts) String() string {
-	var out []string
-	if p.roles {
-		out = append(out, "roles")
-	}
-	switch {
-	case p.all:
-		out = append(out, "every channel")
-	case len(p.channels) == 1:
-		out = append(out, "1 channel")
-	case len(p.channels) > 1:
-		out = append(out, fmt.Sprintf("%d channels", len(p.channels)))
-	}
-	return strings.Join(out, ", ")
-}
-
-// authView is the cache's AuthState and the parts changes reached since it
-// was built, each with the gen of the change (cache.gen), so that a build
-// clears only what it read.
-type authView struct {
-	state    *AuthState
-	roles    uint64 // 0: clean
-	all      uint64
-	channels map[string]uint64
-	// building is held by the one build in progress; the others wait for
-	// it under their own context (a lock that ignored it would add the
-	// build's time to every waiter's own).
-	building chan struct{}
-}
-
-// mark notes a change followed at gen.
-func (v *authView) mark(ch change, gen uint64) {
-	switch ch.tbl {
-	case "settings", "roles":
-		v.roles = gen
-	case "channels", "overwrites":
-		if ch.key == "" {
-			v.all = gen
-			return
-		}
-		if v.channels == nil {
-			v.channels = map[string]uint64{}
-		}
-		v.channels[ch.key] = gen
-	}
-}
-
-func (v *authView) markAll(gen uint64) { v.roles, v.all = gen, gen }
-
-func (v *authView) clean() bool {
-	return v.state != nil && v.roles == 0 && v.all == 0 && len(v.channels) == 0
-}
-
-// parts are what a build must read.
-func (v *authView) parts() authParts {
-	p := authParts{roles: v.roles != 0 || v.state == nil, all: v.all != 0 || v.state == nil}
-	if !p.all && len(v.channels) > 0 {
-		p.channels = make(map[string]bool, len(v.channels))
-		for id := range v.channels {
-			p.channels[id] = true
-		}
-	}
-	return p
-}
-
-// built clears what a build that began at gen read.
-func (v *authView) built(s *AuthState, p authParts, gen uint64) {
-	v.state = s
-	if p.roles && v.roles <= gen {
-		v.roles = 0
-	}
-	if p.all && v.all <= gen {
-		v.all = 0
-	}
-	for id, g := range v.channels {
-		if (p.all || p.channels[id]) && g <= gen {
-			delete(v.channels, id)
-		}
-	}
-}
-
-// AuthState returns the authorization state as of the request's scope
-// (cache.go), reading again only the parts that changed.
+// AuthState returns the authorization state as of the request's scope,
+// reading again only the parts that changed (fresh.View).
 func (s *Store) AuthState(ctx context.Context) (*AuthState, error) {
-	c := s.cache
-	if err := c.fresh(ctx); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if c.auth.clean() {
-		st := c.auth.state
-		c.mu.Unlock()
-		c.hits.Add(1)
-		if c.tracer != nil {
-			c.tracer.decided(ctx, "auth_state", true)
-		}
-		return st, nil
-	}
-	c.mu.Unlock()
-	select {
-	case c.auth.building <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-c.auth.building }()
-	c.mu.Lock()
-	if c.auth.clean() { // built while this read waited
-		st := c.auth.state
-		c.mu.Unlock()
-		if c.tracer != nil {
-			c.tracer.decided(ctx, "auth_state", true)
-		}
-		return st, nil
-	}
-	base, parts, gen := c.auth.state, c.auth.parts(), c.gen
-	c.mu.Unlock()
-	c.misses.Add(1)
-	if c.tracer != nil {
-		c.tracer.decided(ctx, "auth_state", false, attrAuthParts.String(parts.String()))
-	}
-	// The build reads after gen: what it reads is at least as new as every
-	// change followed so far, and a change followed meanwhile leaves its
-	// part marked for the next build. It is not cut short when the client
-	// that asked goes away (others may be waiting for it), but it keeps
-	// the request's deadline: its database work is bounded like the
-	// request's own (its statements each have theirs too).
-	bctx := context.WithoutCancel(ctx)
-	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		bctx, cancel = context.WithDeadline(bctx, dl)
-		defer cancel()
-	}
-	next, err := buildAuthState(bctx, s.queries, base, parts)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.auth.built(next, parts, gen)
-	c.mu.Unlock()
-	return next, nil
+	return s.auth.Get(ctx, func(ctx context.Context, base *AuthState, p fresh.Parts) (*AuthState, error) {
+		return buildAuthState(ctx, s.queries, base, p)
+	})
 }
 
 // buildAuthState reads the parts through q and returns base with them
 // replaced (base may be nil when every part is read).
-func buildAuthState(ctx context.Context, q queries, base *AuthState, p authParts) (*AuthState, error) {
+func buildAuthState(ctx context.Context, q queries, base *AuthState, p fresh.Parts) (*AuthState, error) {
 	next := &AuthState{}
 	if base != nil {
 		*next = *base
 	}
-	db := q.with(ctx)
-	if p.roles {
-		var st struct {
-			GlobalPermissions int64
-			GlobalVersion     int64
+	if p.Whole(authRoles) {
+		var err error
+		if next.global, next.globalVersion, err = readGlobal(ctx, q); err != nil {
+			return nil, err
 		}
-		if err := db.Table("settings").Select("global_permissions, global_version").Where("id = 1").Scan(&st).Error; err != nil {
-			return nil, fmt.Errorf("read the global permissions: %w", err)
+		if next.byPosition, err = readRoles(ctx, q); err != nil {
+			return nil, err
 		}
-		next.global, next.globalVersion = permissions.Set(st.GlobalPermissions)&permissions.All, st.GlobalVersion
-		var rows []roleRow
-		if err := db.Order("position DESC").Find(&rows).Error; err != nil {
-			return nil, fmt.Errorf("read roles: %w", err)
-		}
-		next.byPosition = make([]model.Role, len(rows))
-		next.roles = make(map[string]model.Role, len(rows))
-		for i, r := range rows {
-			next.byPosition[i] = r.model()
-			next.roles[r.ID] = next.byPosition[i]
+		next.roles = make(map[string]model.Role, len(next.byPosition))
+		for _, r := range next.byPosition {
+			next.roles[r.ID] = r
 		}
 	}
-	if !p.all && len(p.channels) == 0 {
+	all, ids := p.Whole(authChannels), p.Keys(authChannels)
+	if !all && len(ids) == 0 {
 		return next, nil
 	}
-	ids := make([]string, 0, len(p.channels))
-	for id := range p.channels {
-		ids = append(ids, id)
-	}
-	chans, err := readChannelStates(ctx, q, p.all, ids)
+	chans, err := readChannelStates(ctx, q, all, ids)
 	if err != nil {
 		return nil, err
 	}
-	if p.all {
+	if all {
 		next.channels = make(map[string]*ChannelState, len(chans))
 	} else {
 		next.channels = make(map[string]*ChannelState, len(base.channels)+len(chans))
 		for id, c := range base.channels {
-			if !p.channels[id] {
+			if !p.Has(authChannels, id) {
 				next.channels[id] = c
 			}
 		}
@@ -389,8 +235,8 @@ func readChannelStates(ctx context.Context, q queries, all bool, ids []string) (
 		if err != nil {
 			return nil, fmt.Errorf("read channels: %w", err)
 		}
-		cq += " WHERE id IN (" + q.dialect.jsonTexts() + ")"
-		oq += " WHERE channel_id IN (" + q.dialect.jsonTexts() + ")"
+		cq += " WHERE id IN (" + q.dialect().JSONTexts() + ")"
+		oq += " WHERE channel_id IN (" + q.dialect().JSONTexts() + ")"
 		args = []any{string(list)}
 	}
 	var rows []channelRow
@@ -457,4 +303,41 @@ func scanAll(ctx context.Context, q queries, query string, args []any, scan func
 		}
 	}
 	return rows.Close()
+}
+
+// readGlobal reads the global permissions and their version.
+func readGlobal(ctx context.Context, q queries) (permissions.Set, int64, error) {
+	var st struct {
+		GlobalPermissions int64
+		GlobalVersion     int64
+	}
+	if err := q.with(ctx).Table("settings").Select("global_permissions, global_version").Where("id = 1").Scan(&st).Error; err != nil {
+		return 0, 0, fmt.Errorf("read the global permissions: %w", err)
+	}
+	return permissions.Set(st.GlobalPermissions) & permissions.All, st.GlobalVersion, nil
+}
+
+// readRoles reads every role, by position descending.
+func readRoles(ctx context.Context, q queries) ([]model.Role, error) {
+	var rows []roleRow
+	if err := q.with(ctx).Order("position DESC").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	out := make([]model.Role, len(rows))
+	for i, r := range rows {
+		out[i] = r.model()
+	}
+	return out, nil
+}
+
+// readRole reads one role.
+func readRole(ctx context.Context, q queries, id string) (model.Role, error) {
+	var rows []roleRow
+	if err := q.with(ctx).Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+		return model.Role{}, fmt.Errorf("read role %q: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return model.Role{}, roleNotFound(id)
+	}
+	return rows[0].model(), nil
 }

@@ -90,7 +90,7 @@ func (s *Store) ReferencedBlobs(ctx context.Context, keys []string) (map[string]
 	for len(keys) > 0 {
 		n := min(batch, len(keys))
 		var found []string
-		if err := s.read.WithContext(ctx).Model(&attachmentRow{}).Where("blob_key IN ?", keys[:n]).Pluck("blob_key", &found).Error; err != nil {
+		if err := s.db.ReadPool().WithContext(ctx).Model(&attachmentRow{}).Where("blob_key IN ?", keys[:n]).Pluck("blob_key", &found).Error; err != nil {
 			return nil, fmt.Errorf("find referenced blobs: %w", err)
 		}
 		for _, k := range found {

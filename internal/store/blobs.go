@@ -75,9 +75,9 @@ func (b *DBBlobs) Put(ctx context.Context, r io.Reader, max int64) (blob.Info, e
 	}
 	key := blob.NewKey()
 	buf := make([]byte, ChunkSize)
-	ctx, cancel := b.s.txContext(ctx)
+	ctx, cancel := b.s.db.TxContext(ctx)
 	defer cancel()
-	err = b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+	err = b.s.db.WritePool().WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		for chunk := 0; ; chunk++ {
 			n, end, err := fill(spool, buf)
 			if err != nil {
@@ -120,7 +120,7 @@ func fill(r io.Reader, buf []byte) (n int, end bool, err error) {
 // Open returns a reader that loads one chunk at a time.
 func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader, error) {
 	var n int64
-	if err := b.s.read.WithContext(ctx).Model(&blobChunkRow{}).Where("blob_key = ? AND chunk = 0", key).Count(&n).Error; err != nil {
+	if err := b.s.db.ReadPool().WithContext(ctx).Model(&blobChunkRow{}).Where("blob_key = ? AND chunk = 0", key).Count(&n).Error; err != nil {
 		return nil, fmt.Errorf("open blob: %w", err)
 	}
 	if n == 0 {
@@ -128,7 +128,7 @@ func (b *DBBlobs) Open(ctx context.Context, key string, size int64) (blob.Reader
 	}
 	// The reader outlives the request's database budget (the bytes go at
 	// the client's pace): each chunk's read has its own statement deadline.
-	return &chunkReader{ctx: context.WithoutCancel(ctx), db: b.s.read, key: key, size: size}, nil
+	return &chunkReader{ctx: context.WithoutCancel(ctx), db: b.s.db.ReadPool(), key: key, size: size}, nil
 }
 
 // blobChunkRow is a chunk of a blob kept in the database.
@@ -151,7 +151,7 @@ func (blobTrashRow) TableName() string { return "blob_trash" }
 // Delete moves a blob to the trash: it stays readable for BlobGrace, then
 // Sweep removes it.
 func (b *DBBlobs) Delete(ctx context.Context, key string) error {
-	err := b.s.write.WithContext(ctx).Clauses(clause.OnConflict{
+	err := b.s.db.WritePool().WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "blob_key"}},
 		DoUpdates: clause.AssignmentColumns([]string{"deleted_at"}),
 	}).Create(&blobTrashRow{BlobKey: key, DeletedAt: microsOf(time.Now())}).Error
@@ -165,7 +165,7 @@ func (b *DBBlobs) Delete(ctx context.Context, key string) error {
 // returns how many.
 func (b *DBBlobs) Sweep(ctx context.Context, deletedBefore time.Time) (int64, error) {
 	var n int64
-	err := b.s.write.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+	err := b.s.db.WritePool().WithContext(ctx).Transaction(func(db *gorm.DB) error {
 		old := db.Model(&blobTrashRow{}).Select("blob_key").Where("deleted_at < ?", microsOf(deletedBefore))
 		// A blob an attachment points at is never removed: an orphan that
 		// AdoptOrphans trashed just before its upload committed the metadata.

@@ -15,7 +15,7 @@ import (
 // upload whose blob was adopted a moment before it committed keeps it. It
 // returns how many it adopted.
 func (b *DBBlobs) AdoptOrphans(ctx context.Context, now time.Time) (int64, error) {
-	res := b.s.write.WithContext(ctx).Exec(adoptOrphans, microsOf(now))
+	res := b.s.db.WritePool().WithContext(ctx).Exec(adoptOrphans, microsOf(now))
 	if res.Error != nil {
 		return 0, fmt.Errorf("adopt orphaned blobs: %w", res.Error)
 	}

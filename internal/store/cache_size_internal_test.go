@@ -110,9 +110,7 @@ func TestCacheRealSize(t *testing.T) {
 		{"searches between writes", append(slices.Repeat([]func() error{search, user}, 150), write)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s.cache.mu.Lock()
-			s.cache.clearLocked()
-			s.cache.mu.Unlock()
+			s.cache.Clear()
 			empty := liveHeap()
 			for i := range 60000 {
 				if err := tc.reads[i%len(tc.reads)](); err != nil {

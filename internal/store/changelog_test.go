@@ -135,7 +135,8 @@ func TestChangeLogCoversEveryTable(t *testing.T) {
 		for _, table := range logged {
 			want := []string{table + "_log_insert", table + "_log_update", table + "_log_delete"}
 			if kind == testenv.Postgres {
-				want = []string{table + "_log", table + "_log_truncate"}
+				want = []string{table + "_log", table + "_log_truncate", table + "_log_own_insert", table + "_log_own_update",
+					table + "_log_own_delete"}
 			}
 			for _, w := range want {
 				if !slices.Contains(triggers[table], w) {
@@ -655,4 +656,57 @@ func TestChangeLogPerSchema(t *testing.T) {
 		}
 	}
 	_ = ctx
+}
+
+// TestWriteOutlastsADeadlockWithPsql: the service's write transactions log
+// as each statement ends, so they hold the change log's version row while
+// they go on; another program's transaction logs at its commit. When such
+// a transaction holds a row the write waits for, and commits while the
+// write holds the version row, PostgreSQL ends one of them to break the
+// cycle: the write, if it is the one, runs again and succeeds.
+func TestWriteOutlastsADeadlockWithPsql(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	s, schema, alice, operator := pgSchema(t)
+	users := pgx.Identifier{schema, "users"}.Sanitize()
+	optx, err := operator.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = optx.Rollback(ctx) }()
+	if _, err := optx.Exec(ctx, "UPDATE "+users+" SET display_name = 'by psql' WHERE id = $1", alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Write(ctx, func(tx *store.Tx) error {
+			runs++
+			if err := tx.SetGlobal(ctx, permissions.DefaultGlobal); err != nil { // holds the version row from here
+				return err
+			}
+			u := alice
+			u.DisplayName = "by the service"
+			_, err := tx.UpdateUser(ctx, u) // waits for psql's row
+			return err
+		})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the write waits for the row
+	commitErr := optx.Commit(ctx)      // waits for the version row: a cycle
+	if err := <-done; err != nil {
+		t.Fatalf("the write failed (psql's commit: %v): %v", commitErr, err)
+	}
+	if commitErr != nil && !strings.Contains(commitErr.Error(), "40P01") {
+		t.Fatalf("psql's commit: %v", commitErr)
+	}
+	t.Logf("the write ran %d times; psql's commit: %v", runs, commitErr)
+	u, err := s.User(request(s), alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.DisplayName != "by the service" {
+		t.Fatalf("display name %q, want the service's write", u.DisplayName)
+	}
 }

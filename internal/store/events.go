@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (q queries) ListEvents(ctx context.Context, f EventFilter, limit int) ([]mo
 		}
 	}
 	if f.TypePrefix != "" {
-		rest, args = append(rest, "type LIKE ? "+q.dialect.likeEscape()), append(args, escapeLike(f.TypePrefix)+"%")
+		rest, args = append(rest, "type LIKE ? "+q.dialect().LikeEscape()), append(args, escapeLike(f.TypePrefix)+"%")
 	}
 	if f.Since != nil {
 		rest, args = append(rest, "created_at >= ?"), append(args, microsOf(*f.Since))
@@ -145,18 +146,21 @@ func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
-// ExistingChannels returns which of the given channel IDs exist.
-func (q queries) ExistingChannels(ctx context.Context, ids []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var found []string
-	if err := q.with(ctx).Model(&channelRow{}).Where("id IN ?", ids).Pluck("id", &found).Error; err != nil {
-		return nil, fmt.Errorf("find channels: %w", err)
-	}
-	for _, id := range found {
-		out[id] = true
-	}
-	return out, nil
+type eventRow struct {
+	Seq       int64 `gorm:"primaryKey;autoIncrement"`
+	Type      string
+	ActorID   *string
+	Subject   string
+	Data      string
+	Reason    *string
+	CreatedAt micros `gorm:"autoCreateTime:false"`
+}
+
+func (eventRow) TableName() string { return "events" }
+
+func (r eventRow) model() model.Event {
+	ev := model.Event{Seq: r.Seq, Type: r.Type, ActorID: r.ActorID, Subject: r.Subject,
+		Reason: r.Reason, CreatedAt: r.CreatedAt.time(), Data: map[string]any{}}
+	_ = json.Unmarshal([]byte(r.Data), &ev.Data) // written by us as a JSON object
+	return ev
 }

@@ -2,10 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // Hooks for the store's external tests.
@@ -29,7 +29,7 @@ func MigrationIndex(id string) int {
 // ExecForTest runs a statement on the write pool outside the writer, as
 // code before a migration wrote rows.
 func (s *Store) ExecForTest(sql string, args ...any) error {
-	return s.write.Exec(sql, args...).Error
+	return s.db.WritePool().Exec(sql, args...).Error
 }
 
 // ExecForTestInTx runs a statement in a write transaction.
@@ -38,7 +38,7 @@ func (tx *Tx) ExecForTestInTx(ctx context.Context, sql string, args ...any) erro
 }
 
 // QueuedWrites is the number of writes waiting for the writer.
-func (s *Store) QueuedWrites() int { return len(s.writer.jobs) }
+func (s *Store) QueuedWrites() int { return s.db.QueuedWrites() }
 
 // UserFromDatabaseForTest reads a user past the cache (benchmarks of the
 // database path).
@@ -57,25 +57,21 @@ var ErrNotKeptForTest = errNotKept
 // SearchKeptForTest reads a page of a search with the kept users alone
 // (searchKept), past the cached pages.
 func (s *Store) SearchKeptForTest(ctx context.Context, f UserFilter, after string, limit int) ([]model.User, error) {
-	q := s.queries
-	if s.searchStmts != nil {
-		q.stmts = s.searchStmts
-	}
-	users, _, err := s.searchKept(ctx, q, f, after, limit)
+	users, _, err := s.searchKept(ctx, s.searches, f, after, limit)
 	return users, err
 }
 
 // AfterCachedReadForTest runs fn between a read the cache missed and its
 // keeping.
-func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.afterRead = fn }
+func (s *Store) AfterCachedReadForTest(fn func()) { s.cache.AfterRead(fn) }
 
 // ChangeLogTables are the tables whose writes the change log logs, and
 // those whose writes it does not.
 func ChangeLogTables() (logged, unlogged []string) {
-	for _, t := range changeLogTables {
-		logged = append(logged, t.table)
+	for _, t := range registry.Logged {
+		logged = append(logged, t.Name)
 	}
-	return logged, unloggedTables
+	return logged, registry.Unlogged
 }
 
 // ExplainListUsersForTest returns how the database runs a page of users:
@@ -86,13 +82,13 @@ func (s *Store) ExplainListUsersForTest(ctx context.Context, f UserFilter, after
 	if i := strings.LastIndexByte(after, 0); i >= 0 {
 		key, id = after[:i], after[i+1:]
 	}
-	text, args := s.sql().listUsers(f, key, id, limit+1)
+	text, args := s.lists().listUsers(f, key, id, limit+1)
 	if s.Postgres() {
 		var plan string
-		err := s.read.WithContext(ctx).Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+text, args...).Row().Scan(&plan)
+		err := s.db.ReadPool().WithContext(ctx).Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+text, args...).Row().Scan(&plan)
 		return plan, err
 	}
-	rows, err := s.read.WithContext(ctx).Raw("EXPLAIN QUERY PLAN "+text, args...).Rows()
+	rows, err := s.db.ReadPool().WithContext(ctx).Raw("EXPLAIN QUERY PLAN "+text, args...).Rows()
 	if err != nil {
 		return "", err
 	}
@@ -109,48 +105,18 @@ func (s *Store) ExplainListUsersForTest(ctx context.Context, f UserFilter, after
 	return b.String(), rows.Err()
 }
 
-// PlanCacheModesForTest returns PostgreSQL's plan_cache_mode on the pool
-// searches run on, and on the read pool.
-func (s *Store) PlanCacheModesForTest(ctx context.Context) (search, read string, err error) {
-	if err := s.searchStmts.db.QueryRowContext(ctx, "SHOW plan_cache_mode").Scan(&search); err != nil {
-		return "", "", err
-	}
-	err = s.read.WithContext(ctx).Raw("SHOW plan_cache_mode").Row().Scan(&read)
-	return search, read, err
-}
-
 // UserBatchesSentForTest returns how many statements the batches of user
 // reads sent (PostgreSQL; 0 on SQLite, which has none).
 func (s *Store) UserBatchesSentForTest() int64 {
 	if s.userBatches == nil {
 		return 0
 	}
-	return s.userBatches.sent.Load()
+	return s.userBatches.Sent()
 }
-
-// CloseSearchPoolForTest closes the pool searches run on (PostgreSQL).
-func (s *Store) CloseSearchPoolForTest() error { return s.searchStmts.db.Close() }
 
 // SearchStatementsForTest returns how many statements are prepared on the
 // pool searches run on (PostgreSQL).
-func (s *Store) SearchStatementsForTest() int {
-	s.searchStmts.mu.RLock()
-	defer s.searchStmts.mu.RUnlock()
-	return len(s.searchStmts.m)
-}
+func (s *Store) SearchStatementsForTest() int { return s.searches.sql.Prepared() }
 
 // EventChunk is the most events one INSERT writes.
-const EventChunk = eventChunk
-
-// ConnForTest returns a connection of the read pool or, with search, of the
-// pool searches run on (PostgreSQL).
-func (s *Store) ConnForTest(ctx context.Context, search bool) (*sql.Conn, error) {
-	if search {
-		return s.searchStmts.db.Conn(ctx)
-	}
-	db, err := s.read.DB()
-	if err != nil {
-		return nil, err
-	}
-	return db.Conn(ctx)
-}
+const EventChunk = sqldb.EventChunk

@@ -6,54 +6,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/guildhall/guildhall/internal/model"
+	"gorm.io/gorm/clause"
 )
 
 // Statements over a list of users of any length: the list travels as one
-// JSON array parameter (dialect.jsonTexts), so each is one constant
+// JSON array parameter (sqldb.Dialect.JSONTexts), so each is one constant
 // statement, prepared once, whatever the list's length.
-
-// UsersByID reads the users of ids; an unknown ID is absent from the map.
-func (q queries) UsersByID(ctx context.Context, ids []string) (map[string]model.User, error) {
-	out := make(map[string]model.User, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return nil, fmt.Errorf("read users: %w", err)
-	}
-	rows, err := q.query(ctx, "SELECT "+userColumns(q.dialect)+" FROM users u WHERE u.id IN ("+q.dialect.jsonTexts()+")", string(list))
-	if err != nil {
-		return nil, fmt.Errorf("read users: %w", err)
-	}
-	defer rows.Close()
-	scan := newUserScanner()
-	for rows.Next() {
-		u, err := scan.scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read users: %w", err)
-		}
-		out[u.ID] = u
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("read users: %w", err)
-	}
-	return out, nil
-}
 
 // ChangeRoleMembers gives a role to the users of add and takes it from
 // those of remove, moving each changed user's version. It reports how many
 // of each changed (a user of add who holds the role, or of remove who does
 // not, is no change).
 func (tx *Tx) ChangeRoleMembers(ctx context.Context, roleID string, add, remove []string, now time.Time) (added, removed int, err error) {
-	for _, id := range add {
-		tx.mark("users", id)
-	}
-	for _, id := range remove {
-		tx.mark("users", id)
-	}
-	ids := tx.dialect.jsonTexts()
+	ids := tx.dialect().JSONTexts()
 	at := int64(microsOf(now))
 	if len(add) > 0 {
 		list, _ := json.Marshal(add)
@@ -77,19 +42,34 @@ func (tx *Tx) ChangeRoleMembers(ctx context.Context, roleID string, add, remove 
 	return added, removed, nil
 }
 
-// TouchUsers moves the versions of users whose representation changed.
-func (tx *Tx) TouchUsers(ctx context.Context, userIDs []string, now time.Time) error {
-	if len(userIDs) == 0 {
-		return nil
+type userRoleRow struct {
+	UserID    string `gorm:"primaryKey"`
+	RoleID    string `gorm:"primaryKey"`
+	CreatedAt micros `gorm:"autoCreateTime:false"`
+}
+
+func (userRoleRow) TableName() string { return "user_roles" }
+
+// AddUserRole gives a user a role; it reports whether anything changed.
+func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
+	res := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&userRoleRow{UserID: userID, RoleID: roleID, CreatedAt: microsOf(now)})
+	if res.Error != nil {
+		return false, fmt.Errorf("assign role: %w", res.Error)
 	}
-	for _, id := range userIDs {
-		tx.mark("users", id)
+	if res.RowsAffected == 0 {
+		return false, nil
 	}
-	list, _ := json.Marshal(userIDs)
-	_, err := tx.exec(ctx, "UPDATE users SET version = version + 1, updated_at = ? WHERE id IN ("+tx.dialect.jsonTexts()+")",
-		int64(microsOf(now)), string(list))
-	if err != nil {
-		return fmt.Errorf("touch users: %w", err)
+	return true, tx.touchUser(ctx, userID, now)
+}
+
+// RemoveUserRole takes a role from a user; it reports whether anything changed.
+func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
+	res := tx.with(ctx).Where("user_id = ? AND role_id = ?", userID, roleID).Delete(&userRoleRow{})
+	if res.Error != nil {
+		return false, fmt.Errorf("remove role: %w", res.Error)
 	}
-	return nil
+	if res.RowsAffected == 0 {
+		return false, nil
+	}
+	return true, tx.touchUser(ctx, userID, now)
 }

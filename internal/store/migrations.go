@@ -1,6 +1,9 @@
 package store
 
 import (
+	"github.com/guildhall/guildhall/internal/fresh"
+	"github.com/guildhall/guildhall/internal/sqldb"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,13 +19,14 @@ import (
 // migrations are versioned and append-only: never edit one that has shipped,
 // add the next. They are written once for both databases; the placeholders
 // {{SERIAL_PK}}, {{TIMESTAMP}}, {{BLOB}} and {{BIGINT}} are the only dialect
-// differences (see dialect.ddl).
+// differences (see sqldb.Dialect.DDL).
 var migrations = []struct {
 	id  string
 	sql string
 	// run, when set, runs after sql in the same transaction: what SQL alone
-	// cannot do the same way on both databases.
-	run func(tx *gorm.DB, d dialect) error
+	// cannot do the same way on both databases. pg says how PostgreSQL's
+	// change log is named and locked (nil on SQLite).
+	run func(tx *gorm.DB, d sqldb.Dialect, pg *fresh.Postgres) error
 }{
 	{id: "0001_initial", sql: `
 CREATE TABLE settings (
@@ -174,10 +178,11 @@ ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) 
 	// triggers' function is installed again at every start when it differs
 	// (installBumpFunction).
 	{id: "0011_data_version", run: migrateDataVersion},
-	// The change log (changelog.go): triggers on every table a cached read
-	// depends on log the key of each row written, so that caches drop
+	// The change log (internal/fresh): triggers on every table a cached
+	// read depends on log the key of each row written, so that caches drop
 	// what changed and nothing else. On PostgreSQL its triggers replace
-	// 0011's and bump the same data_version row.
+	// 0011's and bump the same data_version row. The triggers of tables
+	// logged since are installed at every start (fresh.Install).
 	{id: "0012_change_log", run: migrateChangeLog},
 	// Categories (a channel's kind, its category and its position among its
 	// siblings; deleting a category leaves its channels outside any) and
@@ -197,24 +202,24 @@ CREATE TABLE deployment_keys (
   name VARCHAR(32) PRIMARY KEY,
   key_hex VARCHAR(128) NOT NULL
 );
-`, run: func(tx *gorm.DB, _ dialect) error {
+`, run: func(tx *gorm.DB, _ sqldb.Dialect, _ *fresh.Postgres) error {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
 			return err
 		}
 		return tx.Exec("INSERT INTO deployment_keys (name, key_hex) VALUES ('cursor', ?)", hex.EncodeToString(key)).Error
 	}},
-	// A search lists its matches in key order, then ID order (hot.go): the
+	// A search lists its matches in key order, then ID order (users_list.go): the
 	// display-name key's index carries the ID, so equal display names are
 	// in order in it too and a page starts where the last one ended. The
 	// username and email keys are unique: their own indexes are in order.
 	// On PostgreSQL the ID is ordered byte by byte (COLLATE "C"), as the
 	// keys are and as the store compares positions.
-	{id: "0015_user_search_order", run: func(tx *gorm.DB, d dialect) error {
+	{id: "0015_user_search_order", run: func(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
 		if err := tx.Exec("DROP INDEX users_display_name_key").Error; err != nil {
 			return err
 		}
-		return tx.Exec("CREATE INDEX users_display_name_key ON users(display_name_key, " + d.bytewise("id") + ")").Error
+		return tx.Exec("CREATE INDEX users_display_name_key ON users(display_name_key, " + d.Bytewise("id") + ")").Error
 	}},
 	// Up to which event the stored names were last checked, and under
 	// which rule (names.Rule): a start checks only what changed since
@@ -254,8 +259,8 @@ var timestampColumns = []struct {
 // dropped and the copy renamed, its indexes recreated; foreign keys are off
 // meanwhile (migrate turns them off around the migrations) and checked at
 // the end.
-func migrateMicros(tx *gorm.DB, d dialect) error {
-	if d.name() == "postgres" {
+func migrateMicros(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
+	if d.Name() == "postgres" {
 		if err := tx.Exec("ALTER TABLE settings ADD COLUMN credentials_version BIGINT NOT NULL DEFAULT 1").Error; err != nil {
 			return err
 		}
@@ -369,7 +374,7 @@ func parseSQLiteTime(s string) (time.Time, error) {
 // three keys for prefix ranges. On PostgreSQL the keys compare byte by byte
 // (COLLATE "C"), as on SQLite, so a prefix is one contiguous index range;
 // equality, and so uniqueness, is the same under both collations.
-func migrateUserSearch(tx *gorm.DB, d dialect) error {
+func migrateUserSearch(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
 	var rows []struct{ ID, DisplayName string }
 	if err := tx.Raw("SELECT id, display_name FROM users").Scan(&rows).Error; err != nil {
 		return err
@@ -380,7 +385,7 @@ func migrateUserSearch(tx *gorm.DB, d dialect) error {
 		}
 	}
 	stmts := []string{"CREATE INDEX users_display_name_key ON users(display_name_key)"}
-	if d.name() == "postgres" {
+	if d.Name() == "postgres" {
 		stmts = []string{
 			`ALTER TABLE users ALTER COLUMN username_key TYPE VARCHAR(32) COLLATE "C"`,
 			`ALTER TABLE users ALTER COLUMN email_key TYPE VARCHAR(254) COLLATE "C"`,
@@ -403,19 +408,20 @@ func (s *Store) migrate(ctx context.Context) error {
 	if s.migrateUpTo > 0 {
 		n = s.migrateUpTo
 	}
+	d, pg := s.db.Dialect(), s.freshPG()
 	list := make([]*gormigrate.Migration, 0, n)
 	for _, m := range migrations[:n] {
 		m := m
 		list = append(list, &gormigrate.Migration{
 			ID: m.id,
 			Migrate: func(tx *gorm.DB) error {
-				for _, stmt := range splitStatements(s.dialect.ddl(m.sql)) {
+				for _, stmt := range splitStatements(d.DDL(m.sql)) {
 					if err := tx.Exec(stmt).Error; err != nil {
 						return fmt.Errorf("migration %s: %w", m.id, err)
 					}
 				}
 				if m.run != nil {
-					if err := m.run(tx, s.dialect); err != nil {
+					if err := m.run(tx, d, pg); err != nil {
 						return fmt.Errorf("migration %s: %w", m.id, err)
 					}
 				}
@@ -423,12 +429,13 @@ func (s *Store) migrate(ctx context.Context) error {
 			},
 		})
 	}
-	return s.write.WithContext(unbounded(ctx)).Connection(func(conn *gorm.DB) error {
+	return s.db.WritePool().WithContext(sqldb.Unbounded(ctx)).Connection(func(conn *gorm.DB) error {
 		if s.Postgres() {
-			if err := conn.Exec("SELECT pg_advisory_lock(?)", s.ns.migrateKey).Error; err != nil {
+			key := s.db.Namespace().MigrateKey
+			if err := conn.Exec("SELECT pg_advisory_lock(?)", key).Error; err != nil {
 				return fmt.Errorf("migration lock: %w", err)
 			}
-			defer conn.Exec("SELECT pg_advisory_unlock(?)", s.ns.migrateKey)
+			defer conn.Exec("SELECT pg_advisory_unlock(?)", key)
 		} else {
 			// A SQLite table rebuild needs foreign keys off (they cannot be
 			// switched inside a transaction); migrations that rebuild check
@@ -444,7 +451,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := gormigrate.New(conn, &opts, list).Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		return installChangeFunctions(conn, s.dialect)
+		// One transaction: on PostgreSQL the triggers are created under the
+		// write lock it takes (fresh.Install).
+		return conn.Transaction(func(tx *gorm.DB) error {
+			return fresh.Install(ctx, tx.Statement.ConnPool, registry, pg)
+		})
 	})
 }
 

@@ -41,7 +41,7 @@ var subjectKind = map[string]string{"channels": "channel:", "roles": "role:", "t
 // being at most maxLen characters (length counts characters on both).
 func (q queries) mayBreakNameRule(col string, maxLen int) string {
 	tooLong := fmt.Sprintf(" OR length(%s) > %d", col, maxLen)
-	if q.dialect.name() == "postgres" {
+	if q.dialect().Name() == "postgres" {
 		return col + " ~ '[^ -~]' OR " + col + " !~ '[!-~]'" + tooLong
 	}
 	return col + " GLOB '*[^ -~]*' OR " + col + " NOT GLOB '*[!-~]*'" + tooLong

@@ -169,9 +169,6 @@ func baseConfig(dataDir string) config.Config {
 	cfg.RateLimit = NoLimit
 	cfg.BootstrapToken = "gh_test_" + randomHex(24)
 	cfg.ShutdownTimeout = 5 * time.Second
-	// Every SQLite write checks that it marked each change the change log
-	// logged for it: the cache's reads inside a transaction rely on it.
-	cfg.VerifyChangeMarks = true
 	return cfg
 }
 
@@ -251,7 +248,6 @@ func StartUnchecked(t testing.TB, kind string, opts ...Option) *Env {
 	t.Helper()
 	cfg := Config(t, kind, opts...)
 	cfg.RateLimit = 0
-	cfg.VerifyChangeMarks = false // its statements would be counted
 	return start(t, kind, cfg, false)
 }
 

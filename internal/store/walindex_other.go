@@ -1,7 +1,0 @@
-//go:build !unix
-
-package store
-
-// openWALIndex returns nil: the change log asks PRAGMA data_version every
-// time.
-func openWALIndex(string) (*walIndex, func()) { return nil, func() {} }
