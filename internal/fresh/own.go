@@ -16,7 +16,7 @@ import (
 // runs at a time, so the transaction's are those after the version the
 // cache followed to inside it (Position, after Fresh under the write
 // lock). On PostgreSQL they carry the transaction's version, which its
-// setting remembers (LogChangesBody), and the service's transactions log
+// setting remembers (LogChangeBody), and the service's transactions log
 // as each statement ends (OwnWriterSQL).
 
 // Position is the version of the log the cache has followed to.

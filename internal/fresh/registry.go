@@ -35,19 +35,18 @@ import (
 // a restore) breaks the chain where the cache stood, and the cache starts
 // over.
 //
-// When a PostgreSQL change is logged (registry_pg.go). A transaction of
-// another program (psql, an older instance) logs through deferred row
-// triggers, at its commit: the data_version row is the last lock it takes,
-// so it cannot close a deadlock cycle with the row locks it took before.
+// When a PostgreSQL change is logged (registry_pg.go). The triggers are
+// deferred: a transaction of another program (psql, an older instance)
+// logs at its commit, so the data_version row is the last lock it takes
+// and cannot close a deadlock cycle with the row locks it took before.
 // The service's own write transactions, which take a lock of their own
-// first and so run one at a time, say so (OwnWriterSQL) and log through
-// statement triggers instead: each statement logs every row it wrote in
-// one insert as it ends (a change of a thousand members costs one), and
-// the transaction can read what it changed so far (Own).
-// Holding the version row from its first logged statement, such a write
-// can close a cycle with another program's transaction that holds a row
-// the write waits for and commits meanwhile: PostgreSQL then ends one of
-// the two, and the service's writer runs its batch again (sqldb).
+// first and so run one at a time, make them immediate (OwnWriterSQL): each
+// statement logs as it ends, and the transaction can read what it changed
+// so far (Own). Holding the version row from its first logged statement,
+// such a write can close a cycle with another program's transaction that
+// holds a row the write waits for and commits meanwhile: PostgreSQL then
+// ends one of the two, and the service's writer runs its batch again
+// (sqldb).
 
 // Table declares how the writes of one table are logged.
 type Table struct {
@@ -91,7 +90,7 @@ type Conn interface {
 // CreateLog creates change_log and the triggers of r (on PostgreSQL, the
 // data_version row and its table too, when they are not there yet). The functions
 // the triggers call also move the version counters of a settings table
-// (LogChangesBody), which must exist.
+// (LogChangeBody), which must exist.
 func CreateLog(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
 	var stmts []string
 	if pg != nil {

@@ -8,54 +8,40 @@ import (
 )
 
 // PostgreSQL's logging (see "When a PostgreSQL change is logged" in
-// registry.go). Each logged table has
-//
-//   - <table>_log: a deferred row trigger, fired ALWAYS (in replica
-//     sessions too), for every transaction but the service's own writes;
-//   - <table>_log_own_insert, _update, _delete: statement triggers with
-//     the rows they wrote (transition tables), for the service's own
-//     writes (a table logged as a whole, or by columns, logs without
-//     them);
-//   - <table>_log_truncate: a TRUNCATE logs the whole store as changed.
-//
-// Their functions name their schema, so a session with any search_path
-// logs into the right one.
+// registry.go). Each logged table has <table>_log, a deferred row trigger
+// fired ALWAYS (in replica sessions too), which the service's own writes
+// make immediate (OwnWriterSQL), and <table>_log_truncate: a TRUNCATE
+// logs the whole store as changed. Their functions name their schema, so
+// a session with any search_path logs into the right one.
 
 // changeSetting is the name of the setting that remembers a transaction's
 // bump.
 func changeSetting(tag string) string { return "guildhall.change_" + tag }
 
-// ownWriterSetting marks a transaction as one of the service's own writes.
-const ownWriterSetting = "guildhall.writer"
-
-// OwnWriterSQL marks the service's write transaction as its own, after it
-// took the write lock: its statements log as they end.
-const OwnWriterSQL = "SET LOCAL " + ownWriterSetting + " = 'on'"
-
-// whenOwn and whenOther are the triggers' conditions.
-const (
-	whenOwn   = "(current_setting('" + ownWriterSetting + "', true) = 'on')"
-	whenOther = "(current_setting('" + ownWriterSetting + "', true) IS DISTINCT FROM 'on')"
-)
+// OwnWriterSQL makes the logging triggers of the service's own write
+// transaction fire as each statement ends, after it took the write lock:
+// the transaction can then read what it changed so far (Own). Statement
+// triggers over transition tables, which would log a statement's rows in
+// one insert, were measured: they did not make the writes at the limits
+// faster, and the conditions (WHEN) that kept them apart from the row
+// triggers made every single-row write cost the database more.
+const OwnWriterSQL = "SET CONSTRAINTS ALL IMMEDIATE"
 
 // pgFunction is a function of the log: its signature with its return
 // type, and its body as pg_proc.prosrc keeps it.
 type pgFunction struct{ sig, body string }
 
 // pgFunctionList are the functions the PostgreSQL triggers call:
-// log_changes, which bumps the data version once per transaction and logs
-// changes; log_change, one change; log_truncate; and a row and a
-// statement trigger function per logged table.
+// log_change, which bumps the data version once per transaction and logs
+// one change; log_truncate; and a trigger function per logged table.
 func (r Registry) pgFunctionList(pg *Postgres) []pgFunction {
 	q := quoteIdent(pg.Schema)
 	out := []pgFunction{
-		{q + ".log_changes(t TEXT, ks TEXT[]) RETURNS void", LogChangesBody(pg.Schema, pg.Tag)},
-		{q + ".log_change(t TEXT, k TEXT) RETURNS void", "\nBEGIN\n  PERFORM " + q + ".log_changes(t, ARRAY[k]);\nEND\n"},
+		{q + ".log_change(t TEXT, k TEXT) RETURNS void", LogChangeBody(pg.Schema, pg.Tag)},
 		{q + ".log_truncate() RETURNS trigger", "\nBEGIN\n  PERFORM " + q + ".log_change('*', '');\n  RETURN NULL;\nEND\n"},
 	}
 	for _, t := range r.Logged {
-		out = append(out, pgFunction{q + ".log_" + t.Name + "() RETURNS trigger", pgRowBody(pg, t)},
-			pgFunction{q + ".log_" + t.Name + "_own() RETURNS trigger", pgStatementBody(pg, t)})
+		out = append(out, pgFunction{q + ".log_" + t.Name + "() RETURNS trigger", pgRowBody(pg, t)})
 	}
 	return out
 }
@@ -84,48 +70,26 @@ func pgRowBody(pg *Postgres, t Table) string {
 	return body + "  RETURN NULL;\nEND\n"
 }
 
-// pgStatementBody logs what one statement wrote, in one insert: the keys
-// of the rows before and after it (a table logged as a whole: one change,
-// whenever the statement ran).
-func pgStatementBody(pg *Postgres, t Table) string {
-	q := quoteIdent(pg.Schema)
-	logAll := "  PERFORM " + q + ".log_changes('" + t.LogAs + "', ARRAY[''])"
-	if t.Key == "" {
-		return "\nBEGIN\n" + logAll + ";\n  RETURN NULL;\nEND\n"
-	}
-	keys := func(rows string) string { return "SELECT x." + t.Key + "::text FROM " + rows + " x" }
-	log := func(sel string) string { return "PERFORM " + q + ".log_changes('" + t.LogAs + "', ARRAY(" + sel + "))" }
-	return "\nBEGIN\n" +
-		"  IF TG_OP = 'INSERT' THEN " + log(keys("new_rows")) + ";\n" +
-		"  ELSIF TG_OP = 'UPDATE' THEN " + log(keys("old_rows")+" UNION "+keys("new_rows")) + ";\n" +
-		"  ELSE " + log(keys("old_rows")) + ";\n  END IF;\n  RETURN NULL;\nEND\n"
-}
-
-// LogChangesBody is the body of log_changes, as pg_proc.prosrc keeps it.
+// LogChangeBody is the body of log_change, as pg_proc.prosrc keeps it.
 //
-// A call with no change does nothing. The first change of a transaction
-// bumps data_version (upserting the row, so that a row deleted by hand
-// comes back, with a prev of 0 that matches no cache) and remembers the
-// bump in a setting local to the transaction, keyed by its ID: a savepoint
-// rolled back takes the bump and the setting back together. It also moves
-// the version counters of settings that instances of earlier versions key
-// their caches by, so that they stay right during a rolling upgrade.
-func LogChangesBody(schema, tag string) string {
+// The first change of a transaction bumps data_version (upserting the
+// row, so that a row deleted by hand comes back, with a prev of 0 that
+// matches no cache) and remembers the bump in a setting local to the
+// transaction, keyed by its ID: a savepoint rolled back takes the bump and
+// the setting back together. It also moves the version counters of
+// settings that instances of earlier versions key their caches by, so
+// that they stay right during a rolling upgrade.
+func LogChangeBody(schema, tag string) string {
 	q := quoteIdent(schema)
 	setting := "'" + changeSetting(tag) + "'"
 	return `
 DECLARE
-  cur TEXT;
-  me TEXT;
+  cur TEXT := current_setting(` + setting + `, true);
+  me TEXT := txid_current()::text;
   nv BIGINT;
   nn BIGINT;
   np BIGINT;
 BEGIN
-  IF cardinality(ks) = 0 THEN
-    RETURN;
-  END IF;
-  cur := current_setting(` + setting + `, true);
-  me := txid_current()::text;
   IF cur IS NOT NULL AND split_part(cur, ':', 1) = me THEN
     nv := split_part(cur, ':', 2)::bigint;
     nn := split_part(cur, ':', 3)::bigint;
@@ -139,59 +103,33 @@ BEGIN
     UPDATE ` + q + `.settings SET auth_version = auth_version + 1, credentials_version = credentials_version + 1 WHERE id = 1;
     PERFORM set_config(` + setting + `, me || ':' || nv || ':' || nn || ':' || np, true);
   END IF;
-  INSERT INTO ` + q + `.change_log (v, nonce, prev, tbl, key) SELECT nv, nn, np, t, k FROM unnest(ks) AS k ON CONFLICT DO NOTHING;
+  INSERT INTO ` + q + `.change_log (v, nonce, prev, tbl, key) VALUES (nv, nn, np, t, k) ON CONFLICT DO NOTHING;
 END
 `
 }
 
-// pgTriggers put t's triggers on it (see above), dropping those of an
-// earlier version first (its row trigger logged every transaction's
-// changes).
+// pgTriggers put t's triggers on it, dropping those of a build that had
+// others first.
 func pgTriggers(pg *Postgres, t Table) []string {
 	q := quoteIdent(pg.Schema)
 	events := "INSERT OR UPDATE OR DELETE"
 	if t.Columns != "" {
 		events = "INSERT OR UPDATE OF " + t.Columns + " OR DELETE"
 	}
-	out := []string{
-		"DROP TRIGGER IF EXISTS " + t.Name + "_log ON " + t.Name,
-		"CREATE CONSTRAINT TRIGGER " + t.Name + "_log AFTER " + events + " ON " + t.Name +
-			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN " + whenOther + " EXECUTE FUNCTION " + q + ".log_" + t.Name + "()",
-		"DROP TRIGGER IF EXISTS " + t.Name + "_log_truncate ON " + t.Name,
-		"CREATE TRIGGER " + t.Name + "_log_truncate AFTER TRUNCATE ON " + t.Name +
-			" FOR EACH STATEMENT EXECUTE FUNCTION " + q + ".log_truncate()",
+	var out []string
+	for _, n := range []string{"_log", "_log_truncate", "_log_own_insert", "_log_own_update", "_log_own_delete"} {
+		out = append(out, "DROP TRIGGER IF EXISTS "+t.Name+n+" ON "+t.Name)
 	}
-	names := []string{t.Name + "_log", t.Name + "_log_truncate"}
-	for _, op := range []string{"insert", "update", "delete"} {
-		name := t.Name + "_log_own_" + op
-		event, rows := strings.ToUpper(op), ""
-		switch {
-		case t.Key == "" || t.Columns != "":
-			if op == "update" && t.Columns != "" {
-				event += " OF " + t.Columns
-			}
-		case op == "insert":
-			rows = " REFERENCING NEW TABLE AS new_rows"
-		case op == "update":
-			rows = " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
-		default:
-			rows = " REFERENCING OLD TABLE AS old_rows"
-		}
-		// Dropped and created, not replaced: CREATE OR REPLACE TRIGGER
-		// needs PostgreSQL 14.
-		out = append(out, "DROP TRIGGER IF EXISTS "+name+" ON "+t.Name, "CREATE TRIGGER "+name+" AFTER "+event+" ON "+t.Name+rows+
-			" FOR EACH STATEMENT WHEN "+whenOwn+" EXECUTE FUNCTION "+q+".log_"+t.Name+"_own()")
-		names = append(names, name)
-	}
-	for _, n := range names {
-		out = append(out, "ALTER TABLE "+t.Name+" ENABLE ALWAYS TRIGGER "+n)
-	}
-	return out
+	return append(out,
+		"CREATE CONSTRAINT TRIGGER "+t.Name+"_log AFTER "+events+" ON "+t.Name+
+			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+q+".log_"+t.Name+"()",
+		"CREATE TRIGGER "+t.Name+"_log_truncate AFTER TRUNCATE ON "+t.Name+" FOR EACH STATEMENT EXECUTE FUNCTION "+q+".log_truncate()",
+		"ALTER TABLE "+t.Name+" ENABLE ALWAYS TRIGGER "+t.Name+"_log",
+		"ALTER TABLE "+t.Name+" ENABLE ALWAYS TRIGGER "+t.Name+"_log_truncate")
 }
 
-// pgTriggersInstalled reports whether t has this version's triggers: its
-// statement triggers, and a row trigger that leaves the service's own
-// writes to them.
+// pgTriggersInstalled reports whether t has this version's triggers, and
+// no others of the log.
 func pgTriggersInstalled(ctx context.Context, c Conn, pg *Postgres, t Table) (bool, error) {
 	rows, err := c.QueryContext(ctx, "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = to_regclass($1)",
 		quoteIdent(pg.Schema)+"."+quoteIdent(t.Name))
@@ -210,12 +148,10 @@ func pgTriggersInstalled(ctx context.Context, c Conn, pg *Postgres, t Table) (bo
 	if err := rows.Close(); err != nil {
 		return false, fmt.Errorf("read the triggers of %s: %w", t.Name, err)
 	}
-	for _, n := range []string{"_log_truncate", "_log_own_insert", "_log_own_update", "_log_own_delete"} {
-		if _, ok := have[t.Name+n]; !ok {
-			return false, nil
-		}
-	}
-	return strings.Contains(have[t.Name+"_log"], ownWriterSetting), nil
+	_, own := have[t.Name+"_log_own_insert"]
+	_, truncate := have[t.Name+"_log_truncate"]
+	def, row := have[t.Name+"_log"]
+	return row && truncate && !own && !strings.Contains(def, " WHEN "), nil
 }
 
 // pgFunctionsInstalled reports whether every function is the one this
