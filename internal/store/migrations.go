@@ -231,6 +231,50 @@ CREATE TABLE names_checked (
   seq {{BIGINT}} NOT NULL
 );
 `},
+	// Webhooks (webhooks.go) and their deliveries (webhook_deliveries.go).
+	// A webhook gets the events with seq > after_seq that its patterns
+	// match; webhook_dispatch holds up to which event deliveries were made.
+	// Times are Unix microseconds. A delivery's lease says which instance
+	// attempts it until when, so that one instance attempts it at a time.
+	{id: "0017_webhooks", sql: `
+CREATE TABLE webhooks (
+  id VARCHAR(36) PRIMARY KEY,
+  url VARCHAR(2048) NOT NULL,
+  events TEXT NOT NULL,
+  description VARCHAR(400) NOT NULL,
+  enabled BOOLEAN NOT NULL,
+  disabled_reason VARCHAR(32),
+  creator_id VARCHAR(36) NOT NULL,
+  secret VARCHAR(128) NOT NULL,
+  previous_secret VARCHAR(128),
+  previous_until {{BIGINT}},
+  after_seq {{BIGINT}} NOT NULL,
+  version {{BIGINT}} NOT NULL,
+  created_at {{BIGINT}} NOT NULL,
+  updated_at {{BIGINT}} NOT NULL
+);
+CREATE TABLE webhook_deliveries (
+  id VARCHAR(64) PRIMARY KEY,
+  webhook_id VARCHAR(36) NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE,
+  event_seq {{BIGINT}} NOT NULL,
+  state VARCHAR(16) NOT NULL,
+  attempts INTEGER NOT NULL,
+  last_status INTEGER,
+  last_error VARCHAR(400),
+  next_attempt_at {{BIGINT}},
+  lease_owner VARCHAR(64),
+  lease_until {{BIGINT}},
+  created_at {{BIGINT}} NOT NULL,
+  updated_at {{BIGINT}} NOT NULL,
+  UNIQUE (webhook_id, event_seq)
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries(state, next_attempt_at);
+CREATE INDEX webhook_deliveries_of ON webhook_deliveries(webhook_id, created_at, id);
+CREATE TABLE webhook_dispatch (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq {{BIGINT}} NOT NULL
+);
+`},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
