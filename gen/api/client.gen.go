@@ -1708,7 +1708,11 @@ type ClientInterface interface {
 	// The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 	// in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 	// makes a new one). Events `webhook.created`, `webhook.updated` and
-	// `webhook.deleted` record the changes of webhooks, never their secrets.
+	// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+	// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+	// and of the URL only its scheme and host (`destination`), since a
+	// receiver's path or query may be a credential of its own; never a
+	// secret.
 	//
 	// **Destinations.** `url` is an `http` or `https` URL without a user name or
 	// password. A destination whose host resolves to a loopback, private,
@@ -1766,7 +1770,11 @@ type ClientInterface interface {
 	// The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 	// in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 	// makes a new one). Events `webhook.created`, `webhook.updated` and
-	// `webhook.deleted` record the changes of webhooks, never their secrets.
+	// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+	// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+	// and of the URL only its scheme and host (`destination`), since a
+	// receiver's path or query may be a credential of its own; never a
+	// secret.
 	//
 	// **Destinations.** `url` is an `http` or `https` URL without a user name or
 	// password. A destination whose host resolves to a loopback, private,
@@ -1850,10 +1858,9 @@ type ClientInterface interface {
 	// Changing `url` or `events`, or enabling a disabled webhook, makes the
 	// caller its creator: from then on it receives what the caller may read in
 	// the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-	// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-	// again, and events written meanwhile are not delivered later. Records a
-	// `webhook.updated` event (`before` and `after`, never a secret); a patch
-	// that changes nothing records none.
+	// disables it (`disabled_reason: disabled`): it gets nothing while
+	// disabled. Records a `webhook.updated` event (`before` and `after`,
+	// never a secret); a patch that changes nothing records none.
 	//
 	// **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 	//
@@ -1872,10 +1879,9 @@ type ClientInterface interface {
 	// Changing `url` or `events`, or enabling a disabled webhook, makes the
 	// caller its creator: from then on it receives what the caller may read in
 	// the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-	// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-	// again, and events written meanwhile are not delivered later. Records a
-	// `webhook.updated` event (`before` and `after`, never a secret); a patch
-	// that changes nothing records none.
+	// disables it (`disabled_reason: disabled`): it gets nothing while
+	// disabled. Records a `webhook.updated` event (`before` and `after`,
+	// never a secret); a patch that changes nothing records none.
 	//
 	// **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 	//
@@ -4626,7 +4632,11 @@ func (c *Client) HeadWebhooks(ctx context.Context, params *HeadWebhooksParams, r
 // The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 // in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 // makes a new one). Events `webhook.created`, `webhook.updated` and
-// `webhook.deleted` record the changes of webhooks, never their secrets.
+// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+// and of the URL only its scheme and host (`destination`), since a
+// receiver's path or query may be a credential of its own; never a
+// secret.
 //
 // **Destinations.** `url` is an `http` or `https` URL without a user name or
 // password. A destination whose host resolves to a loopback, private,
@@ -4694,7 +4704,11 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, params *CreateWebhoo
 // The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 // in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 // makes a new one). Events `webhook.created`, `webhook.updated` and
-// `webhook.deleted` record the changes of webhooks, never their secrets.
+// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+// and of the URL only its scheme and host (`destination`), since a
+// receiver's path or query may be a credential of its own; never a
+// secret.
 //
 // **Destinations.** `url` is an `http` or `https` URL without a user name or
 // password. A destination whose host resolves to a loopback, private,
@@ -4818,10 +4832,9 @@ func (c *Client) HeadWebhook(ctx context.Context, webhookID WebhookID, reqEditor
 // Changing `url` or `events`, or enabling a disabled webhook, makes the
 // caller its creator: from then on it receives what the caller may read in
 // the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-// again, and events written meanwhile are not delivered later. Records a
-// `webhook.updated` event (`before` and `after`, never a secret); a patch
-// that changes nothing records none.
+// disables it (`disabled_reason: disabled`): it gets nothing while
+// disabled. Records a `webhook.updated` event (`before` and `after`,
+// never a secret); a patch that changes nothing records none.
 //
 // **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 //
@@ -4850,10 +4863,9 @@ func (c *Client) UpdateWebhookWithBody(ctx context.Context, webhookID WebhookID,
 // Changing `url` or `events`, or enabling a disabled webhook, makes the
 // caller its creator: from then on it receives what the caller may read in
 // the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-// again, and events written meanwhile are not delivered later. Records a
-// `webhook.updated` event (`before` and `after`, never a secret); a patch
-// that changes nothing records none.
+// disables it (`disabled_reason: disabled`): it gets nothing while
+// disabled. Records a `webhook.updated` event (`before` and `after`,
+// never a secret); a patch that changes nothing records none.
 //
 // **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 //
@@ -12025,7 +12037,11 @@ type ClientWithResponsesInterface interface {
 	// The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 	// in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 	// makes a new one). Events `webhook.created`, `webhook.updated` and
-	// `webhook.deleted` record the changes of webhooks, never their secrets.
+	// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+	// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+	// and of the URL only its scheme and host (`destination`), since a
+	// receiver's path or query may be a credential of its own; never a
+	// secret.
 	//
 	// **Destinations.** `url` is an `http` or `https` URL without a user name or
 	// password. A destination whose host resolves to a loopback, private,
@@ -12083,7 +12099,11 @@ type ClientWithResponsesInterface interface {
 	// The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 	// in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 	// makes a new one). Events `webhook.created`, `webhook.updated` and
-	// `webhook.deleted` record the changes of webhooks, never their secrets.
+	// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+	// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+	// and of the URL only its scheme and host (`destination`), since a
+	// receiver's path or query may be a credential of its own; never a
+	// secret.
 	//
 	// **Destinations.** `url` is an `http` or `https` URL without a user name or
 	// password. A destination whose host resolves to a loopback, private,
@@ -12173,10 +12193,9 @@ type ClientWithResponsesInterface interface {
 	// Changing `url` or `events`, or enabling a disabled webhook, makes the
 	// caller its creator: from then on it receives what the caller may read in
 	// the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-	// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-	// again, and events written meanwhile are not delivered later. Records a
-	// `webhook.updated` event (`before` and `after`, never a secret); a patch
-	// that changes nothing records none.
+	// disables it (`disabled_reason: disabled`): it gets nothing while
+	// disabled. Records a `webhook.updated` event (`before` and `after`,
+	// never a secret); a patch that changes nothing records none.
 	//
 	// **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 	//
@@ -12195,10 +12214,9 @@ type ClientWithResponsesInterface interface {
 	// Changing `url` or `events`, or enabling a disabled webhook, makes the
 	// caller its creator: from then on it receives what the caller may read in
 	// the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-	// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-	// again, and events written meanwhile are not delivered later. Records a
-	// `webhook.updated` event (`before` and `after`, never a secret); a patch
-	// that changes nothing records none.
+	// disables it (`disabled_reason: disabled`): it gets nothing while
+	// disabled. Records a `webhook.updated` event (`before` and `after`,
+	// never a secret); a patch that changes nothing records none.
 	//
 	// **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 	//
@@ -32356,7 +32374,11 @@ func (c *ClientWithResponses) HeadWebhooksWithResponse(ctx context.Context, para
 // The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 // in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 // makes a new one). Events `webhook.created`, `webhook.updated` and
-// `webhook.deleted` record the changes of webhooks, never their secrets.
+// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+// and of the URL only its scheme and host (`destination`), since a
+// receiver's path or query may be a credential of its own; never a
+// secret.
 //
 // **Destinations.** `url` is an `http` or `https` URL without a user name or
 // password. A destination whose host resolves to a loopback, private,
@@ -32420,7 +32442,11 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 // The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
 // in this answer only: no other answer ever shows it (`rotateWebhookSecret`
 // makes a new one). Events `webhook.created`, `webhook.updated` and
-// `webhook.deleted` record the changes of webhooks, never their secrets.
+// `webhook.deleted` (subject `webhook:<id>`) record the changes of
+// webhooks: their `events`, `description`, `enabled` and `creator_id`,
+// and of the URL only its scheme and host (`destination`), since a
+// receiver's path or query may be a credential of its own; never a
+// secret.
 //
 // **Destinations.** `url` is an `http` or `https` URL without a user name or
 // password. A destination whose host resolves to a loopback, private,
@@ -32534,10 +32560,9 @@ func (c *ClientWithResponses) HeadWebhookWithResponse(ctx context.Context, webho
 // Changing `url` or `events`, or enabling a disabled webhook, makes the
 // caller its creator: from then on it receives what the caller may read in
 // the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-// again, and events written meanwhile are not delivered later. Records a
-// `webhook.updated` event (`before` and `after`, never a secret); a patch
-// that changes nothing records none.
+// disables it (`disabled_reason: disabled`): it gets nothing while
+// disabled. Records a `webhook.updated` event (`before` and `after`,
+// never a secret); a patch that changes nothing records none.
 //
 // **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 //
@@ -32562,10 +32587,9 @@ func (c *ClientWithResponses) UpdateWebhookWithBodyWithResponse(ctx context.Cont
 // Changing `url` or `events`, or enabling a disabled webhook, makes the
 // caller its creator: from then on it receives what the caller may read in
 // the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-// disables it (`disabled_reason: disabled`): it gets nothing until enabled
-// again, and events written meanwhile are not delivered later. Records a
-// `webhook.updated` event (`before` and `after`, never a secret); a patch
-// that changes nothing records none.
+// disables it (`disabled_reason: disabled`): it gets nothing while
+// disabled. Records a `webhook.updated` event (`before` and `after`,
+// never a secret); a patch that changes nothing records none.
 //
 // **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
 //

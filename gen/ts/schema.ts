@@ -1607,7 +1607,11 @@ export interface paths {
          *     The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
          *     in this answer only: no other answer ever shows it (`rotateWebhookSecret`
          *     makes a new one). Events `webhook.created`, `webhook.updated` and
-         *     `webhook.deleted` record the changes of webhooks, never their secrets.
+         *     `webhook.deleted` (subject `webhook:<id>`) record the changes of
+         *     webhooks: their `events`, `description`, `enabled` and `creator_id`,
+         *     and of the URL only its scheme and host (`destination`), since a
+         *     receiver's path or query may be a credential of its own; never a
+         *     secret.
          *
          *     **Destinations.** `url` is an `http` or `https` URL without a user name or
          *     password. A destination whose host resolves to a loopback, private,
@@ -1706,10 +1710,9 @@ export interface paths {
          *     Changing `url` or `events`, or enabling a disabled webhook, makes the
          *     caller its creator: from then on it receives what the caller may read in
          *     the audit log (non-disclosure, see `createWebhook`). `enabled: false`
-         *     disables it (`disabled_reason: disabled`): it gets nothing until enabled
-         *     again, and events written meanwhile are not delivered later. Records a
-         *     `webhook.updated` event (`before` and `after`, never a secret); a patch
-         *     that changes nothing records none.
+         *     disables it (`disabled_reason: disabled`): it gets nothing while
+         *     disabled. Records a `webhook.updated` event (`before` and `after`,
+         *     never a secret); a patch that changes nothing records none.
          *
          *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
          */
