@@ -81,6 +81,8 @@ var (
 	moderateMembers = permissions.Of(permissions.ModerateMembers)
 	viewAuditLog    = permissions.Of(permissions.ViewAuditLog)
 	viewChannel     = permissions.Of(permissions.ViewChannel)
+	// A webhook delivers the audit log: managing one needs reading it.
+	manageWebhooks = permissions.Of(permissions.ViewAuditLog, permissions.ManageWebhooks)
 )
 
 // The table: operationId, permissions, scope, rule (and fields).
@@ -175,6 +177,18 @@ var (
 	opStreamEvents      = row("streamEvents", viewAuditLog, ScopeGlobal, "")
 	opHeadEvents        = row("headEvents", viewAuditLog, ScopeGlobal, "")
 	opCreateEventTicket = row("createEventTicket", viewAuditLog, ScopeGlobal, "")
+
+	opListWebhooks             = row("listWebhooks", manageWebhooks, ScopeGlobal, "")
+	opHeadWebhooks             = row("headWebhooks", manageWebhooks, ScopeGlobal, "")
+	opCreateWebhook            = row("createWebhook", manageWebhooks, ScopeGlobal, "")
+	opGetWebhook               = row("getWebhook", manageWebhooks, ScopeGlobal, "")
+	opHeadWebhook              = row("headWebhook", manageWebhooks, ScopeGlobal, "")
+	opUpdateWebhook            = row("updateWebhook", manageWebhooks, ScopeGlobal, "")
+	opDeleteWebhook            = row("deleteWebhook", manageWebhooks, ScopeGlobal, "")
+	opRotateWebhookSecret      = row("rotateWebhookSecret", manageWebhooks, ScopeGlobal, "")
+	opListWebhookDeliveries    = row("listWebhookDeliveries", manageWebhooks, ScopeGlobal, "")
+	opHeadWebhookDeliveries    = row("headWebhookDeliveries", manageWebhooks, ScopeGlobal, "")
+	opRedeliverWebhookDelivery = row("redeliverWebhookDelivery", manageWebhooks, ScopeGlobal, "")
 )
 
 // requirements are the rows, in the table's order.

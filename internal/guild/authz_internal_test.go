@@ -41,6 +41,9 @@ var twins = map[Op]Op{
 	opHeadProfileLinks:      opGetProfileLinks,
 	opHeadAuditLog:          opListAuditLog,
 	opHeadEvents:            opStreamEvents,
+	opHeadWebhooks:          opListWebhooks,
+	opHeadWebhook:           opGetWebhook,
+	opHeadWebhookDeliveries: opListWebhookDeliveries,
 }
 
 // TestEveryRowIsChecked: each row of the table is named op + its

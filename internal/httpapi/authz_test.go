@@ -186,6 +186,7 @@ type authzFixture struct {
 	exact, denied      map[string]testenv.User // by authzKey
 	victimToken        string                  // a token ID of victim
 	n                  int
+	webhooks           map[string]string // by use: a webhook the rows share, or one to delete
 }
 
 func newAuthzFixture(t *testing.T, kind string) *authzFixture {
@@ -288,6 +289,29 @@ func (f *authzFixture) freshRole(perms ...string) string {
 }
 
 func (f *authzFixture) freshUser() testenv.User { return f.e.NewUser(f.next("user")) }
+
+// webhook returns the path of a webhook kept for a use, made (as the
+// owner) when there is none yet or the last one was deleted: a fresh one
+// per request would outgrow the limit of 25. The shared one has a
+// delivery, msg_authz.
+func (f *authzFixture) webhook(t *testing.T, use string) string {
+	t.Helper()
+	if id, ok := f.webhooks[use]; ok && f.e.Do(testenv.Req{Method: "GET", Path: "/webhooks/" + id, Token: f.e.Owner}).Status == http.StatusOK {
+		return "/webhooks/" + id
+	}
+	res := f.e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/webhooks", Token: f.e.Owner,
+		Body: map[string]any{"url": "https://192.0.2.10/" + use, "events": []string{"role.*"}}})
+	id := res.Map(t)["id"].(string)
+	if f.webhooks == nil {
+		f.webhooks = map[string]string{}
+	}
+	f.webhooks[use] = id
+	if use == "shared" {
+		operatorExec(t, f.e, "INSERT INTO webhook_deliveries (id, webhook_id, event_seq, state, attempts, created_at, updated_at) "+
+			"VALUES ('msg_authz', '"+id+"', 1, 'failed', 8, 1, 1)")
+	}
+	return "/webhooks/" + id
+}
 
 func (f *authzFixture) upload(id string) {
 	f.e.Must(http.StatusCreated, testenv.Req{Method: "PUT", Path: "/channels/ops/attachment?attachmentID=" + id, Token: f.e.Owner,
@@ -560,6 +584,34 @@ func authzRows() []authzRow {
 		{name: "streamEvents", op: "streamEvents", success: 200, prepare: get("/events")},
 		{name: "createEventTicket", op: "createEventTicket", success: 201, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {
 			return testenv.Req{Method: "POST", Path: "/events/ticket"}, nil
+		}},
+
+		{name: "listWebhooks", op: "listWebhooks", success: 200, prepare: get("/webhooks")},
+		{name: "createWebhook", op: "createWebhook", success: 201, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "POST", Path: "/webhooks", Body: map[string]any{"url": "https://192.0.2.10/new", "events": []string{"user.*"}}},
+				[]string{"/webhooks"}
+		}},
+		{name: "getWebhook", op: "getWebhook", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "GET", Path: f.webhook(t, "shared")}, nil
+		}},
+		{name: "updateWebhook", op: "updateWebhook", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "shared")
+			return testenv.Req{Method: "PATCH", Path: path, Type: mergePatch, Body: map[string]any{"description": f.next("hook")}}, []string{path}
+		}},
+		{name: "deleteWebhook", op: "deleteWebhook", success: 204, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "delete")
+			return testenv.Req{Method: "DELETE", Path: path}, []string{path, "/webhooks"}
+		}},
+		{name: "rotateWebhookSecret", op: "rotateWebhookSecret", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "shared")
+			return testenv.Req{Method: "POST", Path: path + "/rotate"}, []string{path}
+		}},
+		{name: "listWebhookDeliveries", op: "listWebhookDeliveries", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "GET", Path: f.webhook(t, "shared") + "/deliveries"}, nil
+		}},
+		{name: "redeliverWebhookDelivery", op: "redeliverWebhookDelivery", success: 202, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "shared")
+			return testenv.Req{Method: "POST", Path: path + "/deliveries/msg_authz/redeliver"}, []string{path + "/deliveries"}
 		}},
 	}
 }
