@@ -93,5 +93,5 @@ func AccessIn(global Set, roles []Role, c Channel, p Permission) Access {
 // holdsWithoutRoles reports whether a member with no role holds bit b
 // after the everyone overwrite (before step 6).
 func holdsWithoutRoles(global Set, everyone Overwrite, b Permission) bool {
-	return everyone.apply(global&ChannelScoped).Has(b)
+	return everyone.apply(global & ChannelScoped).Has(b)
 }
