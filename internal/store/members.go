@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm/clause"
+
+	"github.com/guildhall/guildhall/internal/model"
 )
 
 // Statements over a list of users of any length: the list travels as one
@@ -72,4 +76,57 @@ func (tx *Tx) RemoveUserRole(ctx context.Context, userID, roleID string, now tim
 		return false, nil
 	}
 	return true, tx.touchUser(ctx, userID, now)
+}
+
+// Holders says whose users a page of holders reads: every user (Everyone),
+// or the holders of Roles, the users of Users and the owner.
+type Holders struct {
+	Everyone bool
+	Roles    []string
+	Users    []string
+}
+
+// HoldersPage returns up to n of the users h names, in the order of their
+// lower-cased usernames, after the one whose key is after ("" from the
+// start), as of the request's scope, role IDs included, and the key of
+// each (where the next page goes on from). A page reads the
+// users' index (Everyone), or each role's holders by name and the users
+// of Users (user_roles_role_username: n of each at most) and the owner (users_owner),
+// never every
+// user: its cost grows with the number of roles, not of users.
+func (s *Store) HoldersPage(ctx context.Context, h Holders, after string, n int) (users []model.User, keys []string, err error) {
+	q := s.queries
+	d := q.dialect()
+	var text string
+	var args []any
+	if h.Everyone {
+		text = "SELECT " + userColumns(d) + ", u.username_key FROM users u WHERE u.username_key > ? ORDER BY u.username_key LIMIT " + d.Limit("?")
+		args = []any{after, n}
+	} else {
+		// Each role's first n holders after the position, and the users'
+		// first n: the page's users are among them (a user among the
+		// page's first n is among the first n of each role they hold).
+		// Their union drives the join, so that no plan walks the users'
+		// index instead.
+		var b strings.Builder
+		b.WriteString("SELECT " + userColumns(d) + ", m.k FROM (")
+		for _, r := range h.Roles {
+			b.WriteString("SELECT * FROM (SELECT h.user_id AS id, h.username_key AS k FROM user_roles h WHERE h.role_id = ? AND h.username_key > ? " +
+				"ORDER BY h.username_key LIMIT " + d.Limit("?") + ") r" + strconv.Itoa(len(args)) + " UNION ")
+			args = append(args, r, after, n)
+		}
+		list, _ := json.Marshal(h.Users)
+		if h.Users == nil {
+			list = []byte("[]")
+		}
+		b.WriteString("SELECT * FROM (SELECT c.id, c.username_key AS k FROM users c WHERE c.id IN (" + d.JSONTexts() + ") AND c.username_key > ? " +
+			"ORDER BY c.username_key LIMIT " + d.Limit("?") + ") x UNION " +
+			"SELECT o.id, o.username_key AS k FROM users o WHERE o.is_owner AND o.username_key > ?" +
+			") m CROSS JOIN users u WHERE u.id = m.id ORDER BY m.k LIMIT " + d.Limit("?"))
+		args = append(args, string(list), after, n, after, n)
+		text = b.String()
+	}
+	var key string
+	users, err = q.readUsers(ctx, text, args, n, []any{&key}, func(model.User) { keys = append(keys, key) })
+	return users, keys, err
 }

@@ -275,6 +275,10 @@ CREATE TABLE webhook_dispatch (
   seq {{BIGINT}} NOT NULL
 );
 `},
+	// Each role's holders in the order of their usernames
+	// (migration0018.go): who holds a permission in a channel is read a
+	// page at a time from the roles that can grant it.
+	{id: "0018_holders_by_name", run: migrateHoldersByName},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
