@@ -122,8 +122,8 @@ func TestChannelAccessRules(t *testing.T) {
 		e.SetOverwrite("secret", "everyone", "", nil, []string{"VIEW_CHANNEL"})
 		e.NewRole("ops")
 		e.SetOverwrite("secret", "role", "ops", []string{"VIEW_CHANNEL"}, nil)
-		e.Assign(members[1].ID, "ops") // bob
-		e.Assign(members[3].ID, "ops") // alice
+		e.Assign(members[1].ID, "ops")                                                 // bob
+		e.Assign(members[3].ID, "ops")                                                 // alice
 		e.SetOverwrite("secret", "user", members[5].ID, []string{"VIEW_CHANNEL"}, nil) // Erin
 
 		// The default permission is VIEW_CHANNEL; everyone views lobby.

@@ -22,7 +22,7 @@ type authzRequirement struct {
 	// the operation declares none).
 	AnyOf []string
 	Scope string // global, channel or public
-	Rule        string // "" or one of authzRules
+	Rule  string // "" or one of authzRules
 	// Fields maps a request body member to the permissions it needs instead
 	// of Permissions (patchUser's timeout_until: MODERATE_MEMBERS).
 	Fields map[string][]string
