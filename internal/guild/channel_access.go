@@ -26,7 +26,7 @@ const (
 	// maxAccessRoles is the most roles a page reads the holders of, n of
 	// each; a permission that comes through more (most roles grant it)
 	// is read from every user instead.
-	maxAccessRoles = 16
+	maxAccessRoles = 64
 )
 
 // ChannelAccess pages through the users who hold permission ("" for
