@@ -219,7 +219,8 @@ var accessPermissionsAsked = []string{"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MES
 // The access list equals asking each user's effective permissions one by
 // one, in random communities: global permissions, roles (ADMINISTRATOR
 // among them), everyone, role and user overwrites, a category whose
-// channels are synced with it (and one no longer), timeouts, the owner.
+// channels are synced with it (and one no longer), timeouts, suspended
+// users, the owner.
 func TestChannelAccessMatchesOneByOne(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {
@@ -324,6 +325,10 @@ func accessRandomCommunity(t *testing.T, e *testenv.Env, rng *rand.Rand) []strin
 			if (j == 0 && rng.IntN(8) == 0) || (j > 0 && rng.IntN(4) == 0) {
 				e.Assign(u.ID, r)
 			}
+		}
+		if rng.IntN(8) == 0 { // a suspended user holds what they held
+			e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/users/" + u.ID, Token: e.Owner,
+				Body: map[string]any{"username": name, "display_name": name, "status": "suspended"}})
 		}
 	}
 	overwrite := func(ch string) {
