@@ -299,12 +299,13 @@ type ClientInterface interface {
 	// `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
 	// (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
 	// is a `400` at `query.permission`. A channel the caller may not know of
-	// is a `404`, like a missing one.
+	// (one they cannot view, unless their base permissions hold
+	// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+	// missing one, before any `403`.
 	//
-	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-	// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-	// channel. `email` is shown only on the caller's own user, or to holders of
-	// `MANAGE_USERS`.
+	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+	// the channel one the caller may know of. `email` is shown only on the
+	// caller's own user, or to holders of `MANAGE_USERS`.
 	//
 	// Corresponds with GET /channels/{channelID}/access (the `ListChannelAccess` operationId).
 	ListChannelAccess(ctx context.Context, channelID ChannelID, params *ListChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -313,10 +314,9 @@ type ClientInterface interface {
 	//
 	// The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
 	//
-	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-	// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-	// channel. `email` is shown only on the caller's own user, or to holders of
-	// `MANAGE_USERS`.
+	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+	// the channel one the caller may know of. `email` is shown only on the
+	// caller's own user, or to holders of `MANAGE_USERS`.
 	//
 	// Corresponds with HEAD /channels/{channelID}/access (the `HeadChannelAccess` operationId).
 	HeadChannelAccess(ctx context.Context, channelID ChannelID, params *HeadChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2025,12 +2025,13 @@ func (c *Client) UpdateChannelWithApplicationMergePatchPlusJSONBody(ctx context.
 // `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
 // (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
 // is a `400` at `query.permission`. A channel the caller may not know of
-// is a `404`, like a missing one.
+// (one they cannot view, unless their base permissions hold
+// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+// missing one, before any `403`.
 //
-// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-// channel. `email` is shown only on the caller's own user, or to holders of
-// `MANAGE_USERS`.
+// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+// the channel one the caller may know of. `email` is shown only on the
+// caller's own user, or to holders of `MANAGE_USERS`.
 //
 // Corresponds with GET /channels/{channelID}/access (the `ListChannelAccess` operationId).
 func (c *Client) ListChannelAccess(ctx context.Context, channelID ChannelID, params *ListChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2049,10 +2050,9 @@ func (c *Client) ListChannelAccess(ctx context.Context, channelID ChannelID, par
 //
 // The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
 //
-// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-// channel. `email` is shown only on the caller's own user, or to holders of
-// `MANAGE_USERS`.
+// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+// the channel one the caller may know of. `email` is shown only on the
+// caller's own user, or to holders of `MANAGE_USERS`.
 //
 // Corresponds with HEAD /channels/{channelID}/access (the `HeadChannelAccess` operationId).
 func (c *Client) HeadChannelAccess(ctx context.Context, channelID ChannelID, params *HeadChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9506,12 +9506,13 @@ type ClientWithResponsesInterface interface {
 	// `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
 	// (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
 	// is a `400` at `query.permission`. A channel the caller may not know of
-	// is a `404`, like a missing one.
+	// (one they cannot view, unless their base permissions hold
+	// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+	// missing one, before any `403`.
 	//
-	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-	// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-	// channel. `email` is shown only on the caller's own user, or to holders of
-	// `MANAGE_USERS`.
+	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+	// the channel one the caller may know of. `email` is shown only on the
+	// caller's own user, or to holders of `MANAGE_USERS`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9522,10 +9523,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
 	//
-	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-	// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-	// channel. `email` is shown only on the caller's own user, or to holders of
-	// `MANAGE_USERS`.
+	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+	// the channel one the caller may know of. `email` is shown only on the
+	// caller's own user, or to holders of `MANAGE_USERS`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -27189,12 +27189,13 @@ func (c *ClientWithResponses) UpdateChannelWithApplicationMergePatchPlusJSONBody
 // `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
 // (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
 // is a `400` at `query.permission`. A channel the caller may not know of
-// is a `404`, like a missing one.
+// (one they cannot view, unless their base permissions hold
+// `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+// missing one, before any `403`.
 //
-// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-// channel. `email` is shown only on the caller's own user, or to holders of
-// `MANAGE_USERS`.
+// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+// the channel one the caller may know of. `email` is shown only on the
+// caller's own user, or to holders of `MANAGE_USERS`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -27211,10 +27212,9 @@ func (c *ClientWithResponses) ListChannelAccessWithResponse(ctx context.Context,
 //
 // The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
 //
-// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-// channel must be one the caller can view or, with `MANAGE_ROLES`, any
-// channel. `email` is shown only on the caller's own user, or to holders of
-// `MANAGE_USERS`.
+// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+// the channel one the caller may know of. `email` is shown only on the
+// caller's own user, or to holders of `MANAGE_USERS`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

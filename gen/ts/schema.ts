@@ -363,12 +363,13 @@ export interface paths {
          *     `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
          *     (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
          *     is a `400` at `query.permission`. A channel the caller may not know of
-         *     is a `404`, like a missing one.
+         *     (one they cannot view, unless their base permissions hold
+         *     `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+         *     missing one, before any `403`.
          *
-         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-         *     channel must be one the caller can view or, with `MANAGE_ROLES`, any
-         *     channel. `email` is shown only on the caller's own user, or to holders of
-         *     `MANAGE_USERS`.
+         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+         *     the channel one the caller may know of. `email` is shown only on the
+         *     caller's own user, or to holders of `MANAGE_USERS`.
          */
         get: operations["listChannelAccess"];
         put?: never;
@@ -379,10 +380,9 @@ export interface paths {
          * List who holds a permission in a channel (headers only)
          * @description The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
          *
-         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global); the
-         *     channel must be one the caller can view or, with `MANAGE_ROLES`, any
-         *     channel. `email` is shown only on the caller's own user, or to holders of
-         *     `MANAGE_USERS`.
+         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+         *     the channel one the caller may know of. `email` is shown only on the
+         *     caller's own user, or to holders of `MANAGE_USERS`.
          */
         head: operations["headChannelAccess"];
         patch?: never;

@@ -173,6 +173,10 @@ func TestChannelAccessRules(t *testing.T) {
 		accessStatus(t, e, plain.Token, "/channels/secret/access", http.StatusNotFound)
 		accessStatus(t, e, plain.Token, "/channels/nowhere/access", http.StatusNotFound)
 		accessStatus(t, e, manager.Token, "/channels/secret/access?permission=SEND_MESSAGES", http.StatusOK)
+		e.NewRole("channel-admins", "MANAGE_CHANNELS") // knows every channel too
+		e.Assign(auditor.ID, "channel-admins")
+		accessStatus(t, e, auditor.Token, "/channels/secret/access", http.StatusOK)
+		e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + auditor.ID + "/roles/channel-admins", Token: e.Owner})
 
 		// Pages of 2 list what one page lists, with the same cursors on
 		// every walk; a cursor serves only its channel and permission.
