@@ -2232,6 +2232,11 @@ type WebhookWithSecret struct {
 	Url WebhookURL `json:"url"`
 }
 
+// AccessPermission A permission of the catalog (`GET /permissions`).
+//
+// Example: VIEW_CHANNEL
+type AccessPermission = PermissionName
+
 // AuditReason defines model for AuditReason.
 type AuditReason = string
 
@@ -2506,6 +2511,32 @@ type UpdateChannelParams struct {
 	// of a `Name` (none of the invisible ones: the same rule and the same
 	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// ListChannelAccessParams defines parameters for ListChannelAccess.
+type ListChannelAccessParams struct {
+	// Permission The permission asked about; it must be channel-scoped (a `400` at
+	// `query.permission` otherwise).
+	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// HeadChannelAccessParams defines parameters for HeadChannelAccess.
+type HeadChannelAccessParams struct {
+	// Permission The permission asked about; it must be channel-scoped (a `400` at
+	// `query.permission` otherwise).
+	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // DeleteAttachmentParams defines parameters for DeleteAttachment.

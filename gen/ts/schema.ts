@@ -331,6 +331,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/channels/{channelID}/access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List who holds a permission in a channel
+         * @description The users who hold `permission` in the channel, in the order of their
+         *     lower-cased usernames (then IDs), paged with a cursor. A user is listed
+         *     exactly when their effective permissions in the channel
+         *     (`GET /users/{userID}/permissions?channelID=`) hold it, as of this
+         *     request: the owner, holders of `ADMINISTRATOR` in base, and anyone the
+         *     global permissions, their roles and the channel's `everyone`, role and
+         *     user overwrites give it (a channel synced with its category has the
+         *     category's overwrites), with `VIEW_CHANNEL` and, for `ATTACH_FILES`,
+         *     `EMBED_LINKS` and `MENTION_EVERYONE`, `SEND_MESSAGES`. A user timed out
+         *     holds what the timeout leaves: at most `VIEW_CHANNEL` and
+         *     `READ_MESSAGE_HISTORY`. Suspended users are listed like anyone else.
+         *     A page may be shorter than `limit` where few users in a row hold the
+         *     permission; only `next_cursor: null` ends the list.
+         *
+         *     `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
+         *     (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
+         *     is a `400` at `query.permission`. A channel the caller may not know of
+         *     (one they cannot view, unless their base permissions hold
+         *     `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+         *     missing one, before any `403`.
+         *
+         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+         *     the channel one the caller may know of. `email` is shown only on the
+         *     caller's own user, or to holders of `MANAGE_USERS`.
+         */
+        get: operations["listChannelAccess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * List who holds a permission in a channel (headers only)
+         * @description The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+         *     the channel one the caller may know of. `email` is shown only on the
+         *     caller's own user, or to holders of `MANAGE_USERS`.
+         */
+        head: operations["headChannelAccess"];
+        patch?: never;
+        trace?: never;
+    };
     "/channels/{channelID}/attachments": {
         parameters: {
             query?: never;
@@ -4080,6 +4137,11 @@ export interface components {
         AttachmentID: components["schemas"]["AttachmentID"];
         /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
         ParentID: components["schemas"]["ChannelID"];
+        /**
+         * @description The permission asked about; it must be channel-scoped (a `400` at
+         *     `query.permission` otherwise).
+         */
+        AccessPermission: components["schemas"]["PermissionName"];
         /** @description Page size. */
         Limit: number;
         /** @description The `next_cursor` of the previous page, made with the same filters. */
@@ -4909,6 +4971,100 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    listChannelAccess: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The permission asked about; it must be channel-scoped (a `400` at
+                 *     `query.permission` otherwise).
+                 */
+                permission?: components["parameters"]["AccessPermission"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the users who hold the permission in the channel. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    headChannelAccess: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The permission asked about; it must be channel-scoped (a `400` at
+                 *     `query.permission` otherwise).
+                 */
+                permission?: components["parameters"]["AccessPermission"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the users who hold the permission in the channel. */
+            200: {
+                headers: {
                     "X-Request-Id": components["headers"]["RequestID"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];

@@ -59,8 +59,12 @@ const (
 type Requirement struct {
 	OperationID string          // the contract's
 	Permissions permissions.Set // all of them, checked as Scope says
-	Scope       Scope
-	Rule        Rule // "" for none
+	// AnyOf: when not empty, at least one of them is needed as well, in
+	// the base permissions (listChannelAccess: MANAGE_ROLES or
+	// VIEW_AUDIT_LOG).
+	AnyOf permissions.Set
+	Scope Scope
+	Rule  Rule // "" for none
 	// Fields are the request body's members that need other permissions
 	// than Permissions (patchUser's timeout_until).
 	Fields map[string]permissions.Set
@@ -101,6 +105,8 @@ var (
 	opCreateChannel         = row("createChannel", manageChannels, ScopeGlobal, "")
 	opRenameChannel         = row("renameChannel", manageChannels, ScopeChannel, "")
 	opDeleteChannel         = row("deleteChannel", manageChannels, ScopeChannel, "")
+	opListChannelAccess     = row("listChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles | viewAuditLog)
+	opHeadChannelAccess     = row("headChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles | viewAuditLog)
 	opListChannelOverwrites = row("listChannelOverwrites", viewChannel, ScopeChannel, "")
 	opHeadChannelOverwrites = row("headChannelOverwrites", viewChannel, ScopeChannel, "")
 	opSetChannelOverwrite   = row("setChannelOverwrite", manageRoles, ScopeChannel, RuleGrantHeld)
@@ -210,6 +216,13 @@ func (op Op) field(name string, need permissions.Set) Op {
 	return op
 }
 
+// anyOf declares permissions at least one of which the operation needs
+// besides its Permissions.
+func (op Op) anyOf(need permissions.Set) Op {
+	op.AnyOf = need
+	return op
+}
+
 // ownerOnlyActs say what an owner_only operation's refusal says the caller
 // may not do.
 var ownerOnlyActs = map[Op]string{
@@ -244,10 +257,16 @@ func (a *Actor) authorize(op Op) error {
 			return apperr.OwnerOnly(ownerOnlyActs[op])
 		}
 		return nil
-	case op.Permissions.IsEmpty():
-		return nil
 	}
-	return a.require(op.Permissions)
+	if !op.Permissions.IsEmpty() {
+		if err := a.require(op.Permissions); err != nil {
+			return err
+		}
+	}
+	if !op.AnyOf.IsEmpty() {
+		return a.requireOneOf(op.AnyOf)
+	}
+	return nil
 }
 
 // authorizeOn checks the caller against op's row for what the operation

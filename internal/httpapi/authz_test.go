@@ -35,7 +35,9 @@ const (
 var authzCallers = []authzCaller{callerNoToken, callerGarbage, callerSuspended, callerNone, callerExact, callerDenied, callerAdmin, callerOwner}
 
 // authzKey identifies a requirement: callers are built per requirement.
-func authzKey(r authzRequirement) string { return r.Scope + ":" + strings.Join(r.Permissions, ",") }
+func authzKey(r authzRequirement) string {
+	return r.Scope + ":" + strings.Join(r.Permissions, ",") + ":" + strings.Join(r.AnyOf, "|")
+}
 
 func authzSet(names []string) permissions.Set {
 	var s permissions.Set
@@ -55,6 +57,9 @@ func authzSet(names []string) permissions.Set {
 // without SEND_MESSAGES).
 func authzGrantFor(r authzRequirement) []string {
 	set := authzSet(r.Permissions)
+	if len(r.AnyOf) > 0 {
+		set = set.Union(authzSet(r.AnyOf[:1])) // one will do: the first
+	}
 	if r.Scope == "channel" && !set.IsEmpty() {
 		set = set.Union(permissions.Of(permissions.ViewChannel))
 		if !set.Intersect(permissions.Of(permissions.AttachFiles, permissions.EmbedLinks, permissions.MentionEveryone)).IsEmpty() {
@@ -374,6 +379,10 @@ func authzRows() []authzRow {
 			id := f.freshChannel(t, "deleteChannel")
 			return testenv.Req{Method: "POST", Path: "/channels/" + id + "/delete"}, []string{"/channels/" + id, "/channels/" + id + "/permissions"}
 		}},
+		// Who holds no permission cannot view ops: it is hidden (404)
+		// before the missing permission (403) is told.
+		{name: "listChannelAccess", op: "listChannelAccess", success: 200, prepare: get("/channels/ops/access"),
+			want: map[authzCaller]int{callerNone: 404}},
 		{name: "listChannelOverwrites", op: "listChannelOverwrites", success: 200, prepare: get("/channels/ops/permissions")},
 		{name: "setChannelOverwrite", op: "setChannelOverwrite", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			id := f.freshChannel(t, "setChannelOverwrite")
@@ -660,7 +669,7 @@ func (row authzRow) expect(r authzRequirement, c authzCaller) int {
 	case callerNoToken, callerGarbage, callerSuspended:
 		return http.StatusUnauthorized
 	case callerNone:
-		if len(r.Permissions) == 0 {
+		if len(r.Permissions) == 0 && len(r.AnyOf) == 0 {
 			return row.success
 		}
 		if r.Scope == "channel" {

@@ -294,6 +294,10 @@ CREATE TABLE webhook_dispatch (
 		}
 		return nil
 	}},
+	// Each role's holders in the order of their usernames
+	// (migration0019.go): who holds a permission in a channel is read a
+	// page at a time from the roles that can grant it.
+	{id: "0019_holders_by_name", run: migrateHoldersByName},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
