@@ -90,11 +90,10 @@ type Holders struct {
 // HoldersPage returns up to n of the users h names, in the order of their
 // lower-cased usernames, after the one whose key is after ("" from the
 // start), as of the request's scope, role IDs included, and the key of
-// each (where the next page goes on from). A page reads the
-// users' index (Everyone), or each role's holders by name and the users
-// of Users (user_roles_role_username: n of each at most) and the owner (users_owner),
-// never every
-// user: its cost grows with the number of roles, not of users.
+// each (where the next page goes on from). A page reads the users' index
+// (Everyone), or each role's holders by name (user_roles_role_username),
+// the users of Users and the owner (users_owner), n of each at most, never
+// every user: its cost grows with the number of roles, not of users.
 func (s *Store) HoldersPage(ctx context.Context, h Holders, after string, n int) (users []model.User, keys []string, err error) {
 	text, args := holdersStatement(s.queries.dialect(), h, after, n)
 	var key string
