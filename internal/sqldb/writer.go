@@ -84,6 +84,10 @@ var errAbandoned = errors.New("store: the request stopped waiting before its wri
 // than the request's, so its answer (a rollback, mostly) is near.
 const writeGrace = 500 * time.Millisecond
 
+// deadlockReruns bounds the runs of a batch again after the database ended
+// it to break a deadlock (writeBatch).
+const deadlockReruns = 3
+
 type writeResult struct {
 	events    []model.Event
 	eventData []string // encoded, for insertEvents
@@ -455,13 +459,17 @@ func (w *writer) commit(batch []*writeJob) {
 		w.reruns.Add(1)
 		results, err = w.attempt(live, true, deadline)
 	}
-	if deadlocked(err) && time.Now().Before(deadline) {
+	for n := 0; deadlocked(err) && n < deadlockReruns && time.Now().Before(deadline); n++ {
 		// The database ended the transaction to break a cycle with another
 		// program's (psql's) that holds a row the batch needed and waits,
 		// at its commit, for the change log's version row the batch held
 		// (fresh's registry): nothing of the batch holds anything now, and
-		// it runs once more.
+		// it runs again. While that commit is still logging its changes,
+		// a rerun that changes the settings row first closes another cycle
+		// (the commit locks the version row, then the settings row), so it
+		// may take more than one.
 		w.reruns.Add(1)
+		time.Sleep(time.Duration(n) * 10 * time.Millisecond)
 		results, err = w.attempt(live, true, deadline)
 	}
 	if err != nil {

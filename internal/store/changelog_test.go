@@ -692,10 +692,24 @@ func TestWriteOutlastsADeadlockWithPsql(t *testing.T) {
 		})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the write waits for the row
-	commitErr := optx.Commit(ctx)      // waits for the version row: a cycle
+	// The write waits for psql's row: only then does psql's commit, which
+	// waits for the version row, close the cycle.
+	for waiting := false; !waiting; {
+		if _, err := optx.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := optx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the write ended before waiting for psql's row: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	commitErr := optx.Commit(ctx) // waits for the version row: a cycle
 	if err := <-done; err != nil {
-		t.Fatalf("the write failed (psql's commit: %v): %v", commitErr, err)
+		t.Fatalf("the write failed after %d runs (psql's commit: %v): %v", runs, commitErr, err)
 	}
 	if commitErr != nil && !strings.Contains(commitErr.Error(), "40P01") {
 		t.Fatalf("psql's commit: %v", commitErr)
