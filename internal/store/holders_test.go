@@ -63,7 +63,8 @@ func holdersWalk(t *testing.T, s *store.Store, h store.Holders, n int) []string 
 
 // HoldersPage reads, in the order of lower-cased usernames, every user, or
 // the holders of some roles, some users and the owner, each once; the
-// holders' order follows a rename and memberships written by hand.
+// holders' order follows a rename, memberships written by hand and a bulk
+// change of members.
 func TestHoldersPage(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
@@ -128,6 +129,16 @@ func TestHoldersPage(t *testing.T) {
 		}
 		check(store.Holders{Roles: []string{"red"}}, "Dave", "grace", "Owner", "Zoe")
 		check(store.Holders{Roles: []string{"green"}}, "carol", "Owner")
+
+		// A bulk change of members writes each membership with its key.
+		_, err = s.Write(ctx, func(tx *store.Tx) error {
+			_, _, err := tx.ChangeRoleMembers(ctx, "green", []string{ids["Frank"], ids["alice"], ids["Bob"]}, []string{ids["carol"]}, model.Now())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(store.Holders{Roles: []string{"green"}}, "Bob", "Frank", "Owner", "Zoe")
 	})
 }
 

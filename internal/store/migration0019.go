@@ -17,14 +17,16 @@ import (
 // of a tool or by hand can leave it behind: a new membership takes its
 // user's key, and a user's new key goes to their memberships. On
 // PostgreSQL the copy compares byte by byte (COLLATE "C"), as the users'
-// keys do, and the triggers fire in replica sessions too. The owner, who
-// holds every permission, is found by an index of one entry.
+// keys do, and the triggers fire in replica sessions too. A membership
+// inserted with its key (the service's bulk change of members, where a
+// trigger call per row would cost as much as the insert) keeps it. The
+// owner, who holds every permission, is found by an index of one entry.
 func migrateHoldersByName(tx *gorm.DB, _ sqldb.Dialect, pg *fresh.Postgres) error {
 	var stmts []string
 	if pg == nil {
 		stmts = []string{
 			"ALTER TABLE user_roles ADD COLUMN username_key VARCHAR(32) NOT NULL DEFAULT ''",
-			`CREATE TRIGGER user_roles_username_key AFTER INSERT ON user_roles BEGIN
+			`CREATE TRIGGER user_roles_username_key AFTER INSERT ON user_roles WHEN NEW.username_key = '' BEGIN
   UPDATE user_roles SET username_key = (SELECT username_key FROM users WHERE id = NEW.user_id)
   WHERE user_id = NEW.user_id AND role_id = NEW.role_id;
 END`,
@@ -52,11 +54,14 @@ BEGIN
   RETURN NULL;
 END
 $$`,
-			"CREATE TRIGGER user_roles_username_key BEFORE INSERT OR UPDATE OF user_id ON user_roles FOR EACH ROW EXECUTE FUNCTION " +
+			"CREATE TRIGGER user_roles_username_key BEFORE INSERT ON user_roles FOR EACH ROW " +
+				"WHEN (NEW.username_key = '') EXECUTE FUNCTION " + q + ".holder_username_key()",
+			"CREATE TRIGGER user_roles_username_key_moved BEFORE UPDATE OF user_id ON user_roles FOR EACH ROW EXECUTE FUNCTION " +
 				q + ".holder_username_key()",
 			"CREATE TRIGGER users_username_key_holders AFTER UPDATE OF username_key ON users FOR EACH ROW " +
 				"WHEN (OLD.username_key IS DISTINCT FROM NEW.username_key) EXECUTE FUNCTION " + q + ".holders_username_key()",
 			"ALTER TABLE user_roles ENABLE ALWAYS TRIGGER user_roles_username_key",
+			"ALTER TABLE user_roles ENABLE ALWAYS TRIGGER user_roles_username_key_moved",
 			"ALTER TABLE users ENABLE ALWAYS TRIGGER users_username_key_holders",
 		}
 	}
