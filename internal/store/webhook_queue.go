@@ -267,16 +267,23 @@ type claimRow struct {
 // their webhook's destination and secrets and their event.
 func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error) {
 	var rows []claimRow
-	until := microsOf(now.Add(lease))
+	at, until := microsOf(now), microsOf(now.Add(lease))
+	due := func(db *gorm.DB) *gorm.DB {
+		return db.Table("webhook_deliveries AS d").Joins("JOIN webhooks w ON w.id = d.webhook_id").
+			Where("d.state = ? AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) AND w.enabled",
+				string(model.DeliveryPending), at, at)
+	}
+	// Asked first of the read pool: the deliverer asks after every commit,
+	// and a claim with nothing to claim must not take the write lock.
+	var some []string
+	if err := due(s.queries.with(ctx)).Select("d.id").Limit(1).Find(&some).Error; err != nil || len(some) == 0 {
+		return nil, err
+	}
 	_, err := s.Write(ctx, func(tx *Tx) error {
 		rows = nil
 		db := tx.with(ctx)
-		at := microsOf(now)
-		err := db.Table("webhook_deliveries AS d").
+		err := due(db).
 			Select("d.id, d.webhook_id, d.event_seq, d.attempts, w.url, w.secret, w.previous_secret, w.previous_until, w.creator_id").
-			Joins("JOIN webhooks w ON w.id = d.webhook_id").
-			Where("d.state = ? AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) AND w.enabled",
-				string(model.DeliveryPending), at, at).
 			Order("d.next_attempt_at, d.id").Limit(limit).Find(&rows).Error
 		if err != nil {
 			return fmt.Errorf("read due deliveries: %w", err)
