@@ -340,3 +340,315 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
 }
+
+// TestFailedAttemptComesBackAbout5sLater: a receiver that fails the first
+// attempt (a 500) gets the same webhook-id, signed again, about 5 s later
+// (the schedule's first delay, jittered by 10%); once it answers 2xx the
+// delivery is delivered, and never attempted again.
+func TestFailedAttemptComesBackAbout5sLater(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		h := start(t, kind, webhook.DelivererOptions{})
+		rc := newSink(t, func(_ received, n int) int {
+			if n == 1 {
+				return http.StatusInternalServerError
+			}
+			return http.StatusOK
+		})
+		secret := webhook.NewSecret()
+		h.insert(hook{id: "flaky", url: rc.URL, events: []string{"role.created"}, secret: secret})
+		h.NewRole("mods")
+		waitFor(t, 15*time.Second, "the second attempt", func() bool { return len(rc.requests()) >= 2 })
+		time.Sleep(500 * time.Millisecond) // a third would come now if the second had not counted
+		got := rc.requests()
+		if len(got) != 2 || got[0].id != got[1].id {
+			t.Fatalf("%d requests (ids %v), want the same delivery twice", len(got), ids(got))
+		}
+		if gap := got[1].at.Sub(got[0].at); gap < 4400*time.Millisecond || gap > 6*time.Second {
+			t.Errorf("the retry came %v after the first attempt, want about 5 s", gap)
+		}
+		for _, r := range got {
+			if err := verifyReceived(t, secret, r); err != nil {
+				t.Errorf("attempt at %v: %v", r.at, err)
+			}
+		}
+		var row struct {
+			State      string
+			Attempts   int
+			LastStatus int
+		}
+		if err := h.db.Raw("SELECT state, attempts, last_status FROM webhook_deliveries WHERE id = ?", got[0].id).Scan(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		if row.State != "delivered" || row.Attempts != 2 || row.LastStatus != 200 {
+			t.Errorf("delivery %+v, want delivered after 2 attempts, last status 200", row)
+		}
+	})
+}
+
+func ids(rs []received) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.id)
+	}
+	return out
+}
+
+// TestGoneDisablesTheWebhook: a 410 fails the delivery and disables the
+// webhook (reason "gone") with a webhook.updated event by the system;
+// the webhook then gets nothing more, and another webhook goes on.
+func TestGoneDisablesTheWebhook(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		h := start(t, kind, webhook.DelivererOptions{})
+		gone := newSink(t, func(received, int) int { return http.StatusGone })
+		other := newSink(t, nil)
+		h.insert(hook{id: "gone", url: gone.URL, events: []string{"role.*"}})
+		h.insert(hook{id: "other", url: other.URL, events: []string{"role.*"}})
+		h.NewRole("a")
+		waitFor(t, 10*time.Second, "the webhook disabled", func() bool { on, _ := h.webhookState("gone"); return !on })
+		if _, why := h.webhookState("gone"); why != "gone" {
+			t.Errorf("disabled_reason %q, want gone", why)
+		}
+		var ev struct {
+			Type    string
+			ActorID *string
+			Subject string
+			Data    string
+		}
+		if err := h.db.Raw("SELECT type, actor_id, subject, data FROM events WHERE type = 'webhook.updated'").Scan(&ev).Error; err != nil {
+			t.Fatal(err)
+		}
+		if ev.Subject != "webhook:gone" || ev.ActorID != nil || !strings.Contains(ev.Data, `"disabled_reason":"gone"`) {
+			t.Errorf("event %+v, want webhook.updated of webhook:gone by the system", ev)
+		}
+		h.NewRole("b")
+		waitFor(t, 10*time.Second, "the other webhook's deliveries", func() bool { return len(other.requests()) == 2 })
+		time.Sleep(300 * time.Millisecond)
+		if n := len(gone.requests()); n != 1 {
+			t.Errorf("the disabled webhook got %d requests, want the one answered 410", n)
+		}
+		var state string
+		if err := h.db.Raw("SELECT state FROM webhook_deliveries WHERE webhook_id = 'gone' AND attempts = 1").Scan(&state).Error; err != nil || state != "failed" {
+			t.Errorf("the 410's delivery is %q (%v), want failed", state, err)
+		}
+	})
+}
+
+// TestRotationSignsTwice: during a rotation a delivery carries two
+// signatures, and a receiver that knows either secret accepts it; once the
+// previous secret's time is over, only the new one signs.
+func TestRotationSignsTwice(t *testing.T) {
+	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
+	rc := newSink(t, nil)
+	next, prev, stranger := webhook.NewSecret(), webhook.NewSecret(), webhook.NewSecret()
+	h.insert(hook{id: "rotating", url: rc.URL, events: []string{"role.*"}, secret: next, previous: prev,
+		previousUntil: time.Now().Add(24 * time.Hour)})
+	h.insert(hook{id: "rotated", url: rc.URL, events: []string{"channel.*"}, secret: next, previous: prev,
+		previousUntil: time.Now().Add(-time.Second)})
+	h.NewRole("a")
+	h.NewChannel("c")
+	waitFor(t, 10*time.Second, "two deliveries", func() bool { return len(rc.requests()) == 2 })
+	for _, r := range rc.requests() {
+		var e struct{ Type string }
+		_ = json.Unmarshal(r.body, &e)
+		rotating := strings.HasPrefix(e.Type, "role.")
+		if n := len(strings.Fields(r.sign)); rotating && n != 2 || !rotating && n != 1 {
+			t.Errorf("%s: %d signatures (%q)", e.Type, n, r.sign)
+		}
+		if err := verifyReceived(t, next, r); err != nil {
+			t.Errorf("%s: the new secret does not verify: %v", e.Type, err)
+		}
+		if err := verifyReceived(t, prev, r); rotating != (err == nil) {
+			t.Errorf("%s: the previous secret verifies: %v (want it to during the rotation only)", e.Type, err == nil)
+		}
+		if err := verifyReceived(t, stranger, r); err == nil {
+			t.Errorf("%s: another secret verifies", e.Type)
+		}
+	}
+}
+
+// TestHiddenChannelNeverReachesACreatorWhoCannotSeeIt: a webhook whose
+// creator holds VIEW_AUDIT_LOG but cannot view a channel never receives
+// that channel's events (its deliveries are dropped, so its list never
+// names them either), and receives those of the channels its creator
+// sees.
+func TestHiddenChannelNeverReachesACreatorWhoCannotSeeIt(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		h := start(t, kind, webhook.DelivererOptions{})
+		h.NewRole("auditors", "VIEW_AUDIT_LOG")
+		alice := h.NewUser("alice")
+		h.Assign(alice.ID, "auditors")
+		h.NewChannel("open")
+		h.NewChannel("secret")
+		h.SetOverwrite("secret", "everyone", "", nil, []string{"VIEW_CHANNEL"})
+		rc := newSink(t, nil)
+		h.insert(hook{id: "alices", url: rc.URL, events: []string{"channel.*"}, creator: alice.ID})
+		from := h.lastSeq()
+		for i := range 10 {
+			for _, c := range []string{"secret", "open"} {
+				h.Must(http.StatusOK, testenv.Req{Method: "PATCH", Path: "/channels/" + c, Token: h.Owner,
+					Type: "application/merge-patch+json", Body: fmt.Sprintf(`{"topic": "topic %d"}`, i)})
+			}
+		}
+		to := h.lastSeq()
+		waitFor(t, 15*time.Second, "the open channel's 10 events", func() bool { return len(rc.requests()) >= 10 })
+		waitFor(t, 15*time.Second, "no delivery left pending", func() bool {
+			var n int64
+			_ = h.db.Raw("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'pending'").Scan(&n).Error
+			return n == 0
+		})
+		for _, r := range rc.requests() {
+			var e struct{ Subject string }
+			_ = json.Unmarshal(r.body, &e)
+			if e.Subject != "channel:open" || strings.Contains(string(r.body), "secret") {
+				t.Errorf("alice's webhook got %s", r.body)
+			}
+		}
+		var listed []int64
+		if err := h.db.Raw("SELECT event_seq FROM webhook_deliveries WHERE webhook_id = 'alices' ORDER BY event_seq").Scan(&listed).Error; err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 10 || listed[0] <= from || listed[9] > to {
+			t.Errorf("deliveries kept for seqs %v, want the open channel's 10", listed)
+		}
+	})
+}
+
+// TestTheCreatorsStandingAtDeliveryTime: while the creator is timed out
+// the deliveries wait, and arrive once the timeout ends; a creator who
+// loses VIEW_AUDIT_LOG disables the webhook (reason "creator"), which then
+// gets nothing.
+func TestTheCreatorsStandingAtDeliveryTime(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		h := start(t, kind, webhook.DelivererOptions{})
+		h.NewRole("watch", "VIEW_AUDIT_LOG")
+		bob := h.NewUser("bob")
+		h.Assign(bob.ID, "watch")
+		rc := newSink(t, nil)
+		h.insert(hook{id: "bobs", url: rc.URL, events: []string{"role.created"}, creator: bob.ID})
+		until := time.Now().Add(3 * time.Second)
+		h.Must(http.StatusOK, testenv.Req{Method: "PATCH", Path: "/users/" + bob.ID, Token: h.Owner, Type: "application/merge-patch+json",
+			Body: `{"timeout_until": "` + until.UTC().Format(time.RFC3339Nano) + `"}`})
+		h.NewRole("during")
+		time.Sleep(time.Until(until) - time.Second)
+		if n := len(rc.requests()); n != 0 {
+			t.Fatalf("%d deliveries while the creator is timed out", n)
+		}
+		waitFor(t, 10*time.Second, "the held delivery", func() bool { return len(rc.requests()) == 1 })
+		if at := rc.requests()[0].at; at.Before(until) {
+			t.Errorf("delivered at %v, before the timeout's end %v", at, until)
+		}
+		h.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/roles/watch/permissions", Token: h.Owner,
+			Body: map[string]any{"permissions": []string{}}})
+		h.NewRole("after")
+		waitFor(t, 10*time.Second, "the webhook disabled", func() bool { on, _ := h.webhookState("bobs"); return !on })
+		if _, why := h.webhookState("bobs"); why != "creator" {
+			t.Errorf("disabled_reason %q, want creator", why)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if n := len(rc.requests()); n != 1 {
+			t.Errorf("%d deliveries, want only the one before the creator lost VIEW_AUDIT_LOG", n)
+		}
+	})
+}
+
+// TestAStoppedOrKilledInstanceLosesNothing: attempts cut short by Close
+// are released, not counted, and made again by the next deliverer at once;
+// deliveries leased by an instance that died (a kill -9: its leases stay)
+// are delivered once the leases end.
+func TestAStoppedOrKilledInstanceLosesNothing(t *testing.T) {
+	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
+	hang := make(chan struct{})
+	var once sync.Once
+	rc := newSink(t, func(_ received, n int) int {
+		if n == 1 {
+			<-hang // the first attempt of each hangs until the instance stops
+		}
+		return http.StatusOK
+	})
+	t.Cleanup(func() { once.Do(func() { close(hang) }) })
+	h.insert(hook{id: "h", url: rc.URL, events: []string{"role.created"}})
+	for i := range 5 {
+		h.NewRole(fmt.Sprintf("r%d", i))
+	}
+	waitFor(t, 10*time.Second, "five attempts in flight", func() bool { return len(rc.requests()) == 5 })
+	h.restart(webhook.DelivererOptions{}) // Close cuts the five attempts short
+	once.Do(func() { close(hang) })
+	waitFor(t, 10*time.Second, "the five made again", func() bool { return len(rc.requests()) == 10 })
+	var attempts []int
+	if err := h.db.Raw("SELECT attempts FROM webhook_deliveries WHERE state = 'delivered'").Scan(&attempts).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(attempts) != 5 || slicesMax(attempts) != 1 {
+		t.Errorf("attempts of the delivered: %v, want five deliveries of one counted attempt each", attempts)
+	}
+
+	// A dead instance's leases: claimed by nobody alive, for 2 s.
+	_ = h.App.Webhooks.Close()
+	for i := range 5 {
+		h.NewRole(fmt.Sprintf("k%d", i))
+	}
+	if _, _, err := h.App.Store.DispatchWebhooks(context.Background(), 100); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := h.App.Store.ClaimDeliveries(context.Background(), "dead", time.Now(), 2*time.Second, 100)
+	if err != nil || len(dead) != 5 {
+		t.Fatalf("the dead instance's claims: %d, %v", len(dead), err)
+	}
+	killed := time.Now()
+	h.restart(webhook.DelivererOptions{Poll: 200 * time.Millisecond})
+	waitFor(t, 10*time.Second, "the dead instance's five", func() bool { return len(rc.requests()) == 15 })
+	if took := time.Since(killed); took < 1900*time.Millisecond {
+		t.Errorf("the dead instance's deliveries came after %v, before their leases ended", took)
+	}
+}
+
+func slicesMax(s []int) int {
+	m := 0
+	for _, v := range s {
+		m = max(m, v)
+	}
+	return m
+}
+
+// TestTwoInstancesDeliverEachEventOnce: two instances on one PostgreSQL
+// database, changes made through both, deliver 200 events to a prompt
+// receiver, each exactly once.
+func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
+	testenv.RequirePostgres(t)
+	h1 := start(t, testenv.Postgres, webhook.DelivererOptions{Concurrency: 4})
+	cfg := h1.Config
+	cfg.DataDir = t.TempDir()
+	e2 := testenv.StartWith(t, testenv.Postgres, cfg)
+	h2 := &harness{Env: e2, t: t, db: h1.db, owner: h1.owner}
+	h2.restart(webhook.DelivererOptions{Concurrency: 4})
+	rc := newSink(t, nil)
+	h1.insert(hook{id: "both", url: rc.URL, events: []string{"role.created"}})
+	var wg sync.WaitGroup
+	for k, h := range []*harness{h1, h2} {
+		wg.Go(func() {
+			for i := range 100 {
+				h.NewRole(fmt.Sprintf("i%dr%d", k, i))
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, 30*time.Second, "200 deliveries", func() bool { return len(rc.requests()) >= 200 })
+	time.Sleep(500 * time.Millisecond)
+	seqs, byID := map[int64]int{}, map[string]int{}
+	for _, r := range rc.requests() {
+		seqs[seqOf(t, r.body)]++
+		byID[r.id]++
+	}
+	for seq, n := range seqs {
+		if n != 1 {
+			t.Errorf("event %d delivered %d times", seq, n)
+		}
+	}
+	if len(seqs) != 200 || len(byID) != 200 || len(rc.requests()) != 200 {
+		t.Errorf("%d requests, %d events, %d webhook-ids; want 200 of each", len(rc.requests()), len(seqs), len(byID))
+	}
+}
