@@ -284,7 +284,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time
 		db := tx.with(ctx)
 		err := due(db).
 			Select("d.id, d.webhook_id, d.event_seq, d.attempts, w.url, w.secret, w.previous_secret, w.previous_until, w.creator_id").
-			Order("d.next_attempt_at, d.id").Limit(limit).Find(&rows).Error
+			Order("d.next_attempt_at").Limit(limit).Find(&rows).Error
 		if err != nil {
 			return fmt.Errorf("read due deliveries: %w", err)
 		}
@@ -379,8 +379,29 @@ const maxErrorText = 400
 // events it appended (a webhook disabled), committed.
 func (s *Store) RecordDeliveries(ctx context.Context, owner string, recs []DeliveryRecord) ([]model.Event, error) {
 	events, err := s.Write(ctx, func(tx *Tx) error {
-		disabled := map[string]bool{}
+		// The deliveries delivered, the most of a backlog, in one
+		// statement per lease (those claimed together share it).
+		type key struct {
+			lease  micros
+			status int
+		}
+		delivered := map[key][]string{}
+		var rest []DeliveryRecord
 		for _, r := range recs {
+			if r.Step == StepDelivered && r.Attempted && r.Disable == "" {
+				k := key{microsOf(r.LeaseUntil), r.Status}
+				delivered[k] = append(delivered[k], r.ID)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		for k, ids := range delivered {
+			if err := tx.recordDelivered(ctx, owner, k.lease, k.status, ids); err != nil {
+				return err
+			}
+		}
+		disabled := map[string]bool{}
+		for _, r := range rest {
 			kept, err := tx.recordDelivery(ctx, owner, r)
 			if err != nil {
 				return err
@@ -398,6 +419,20 @@ func (s *Store) RecordDeliveries(ctx context.Context, owner string, recs []Deliv
 		return nil, fmt.Errorf("record deliveries: %w", err)
 	}
 	return events, nil
+}
+
+// recordDelivered records the deliveries ids, claimed by owner until
+// lease, as delivered by an attempt answered with status.
+func (tx *Tx) recordDelivered(ctx context.Context, owner string, lease micros, status int, ids []string) error {
+	err := tx.with(ctx).Model(&queueDeliveryRow{}).
+		Where("lease_owner = ? AND lease_until = ? AND id IN ?", owner, lease, ids).
+		Updates(map[string]any{"state": string(model.DeliveryDelivered), "attempts": gorm.Expr("attempts + 1"),
+			"last_status": nullIfZero(status), "last_error": nil, "next_attempt_at": nil,
+			"lease_owner": nil, "lease_until": nil, "updated_at": microsOf(model.Now())}).Error
+	if err != nil {
+		return fmt.Errorf("record deliveries delivered: %w", err)
+	}
+	return nil
 }
 
 // recordDelivery records one outcome; false when the lease was no longer

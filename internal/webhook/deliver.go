@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,15 +24,17 @@ import (
 //
 //  1. dispatches: makes the deliveries of the events committed since the
 //     last dispatch (store.DispatchWebhooks);
-//  2. claims due deliveries, as many as it has free slots, each leased to
-//     this instance for Lease (store.ClaimDeliveries): one instance
-//     attempts a delivery at a time;
+//  2. claims due deliveries, as many as its queue has room for (a few
+//     per worker), each leased to this instance for Lease
+//     (store.ClaimDeliveries): one instance attempts a delivery at a
+//     time. It claims the next while the workers attempt the last;
 //  3. asks about each webhook's creator as of now (Audience): a creator
 //     who cannot read the audit log any more disables the webhook, a
 //     timed-out one holds its deliveries, and an event the creator could
 //     not read in the audit log is dropped;
-//  4. attempts the others, at most Concurrency at once, outside any
-//     transaction: a writer never waits for a receiver;
+//  4. attempts the others, in Concurrency workers (so at most that many
+//     at once), outside any transaction: a writer never waits for a
+//     receiver;
 //  5. records the outcomes in batches (store.RecordDeliveries), each only
 //     while its lease is still this instance's.
 //
@@ -47,9 +50,13 @@ import (
 // Defaults of DelivererOptions.
 const (
 	DefaultConcurrency = 16
-	// DefaultLease covers an attempt (AttemptTimeout) and the recording
-	// of its outcome several times over.
-	DefaultLease = 3 * AttemptTimeout
+	// queuePerWorker: the queue holds this many claimed deliveries per
+	// worker, so a backlog is claimed in batches large enough for a
+	// transaction's cost to matter little.
+	queuePerWorker = 4
+	// leaseMargin is the lease's room beyond the attempts it must cover:
+	// recording the outcome.
+	leaseMargin = 10 * time.Second
 	// DefaultPoll bounds how long the deliverer sleeps without a signal:
 	// a commit whose signal was lost (a listener reconnecting), a lease
 	// ended on another instance.
@@ -83,7 +90,8 @@ type DelivererOptions struct {
 	Instance string
 	// Concurrency bounds the attempts in flight (DefaultConcurrency).
 	Concurrency int
-	// Lease is how long a claim lasts (DefaultLease); Poll, the longest
+	// Lease is how long a claim lasts; 0: as long as its deliveries may
+	// wait in the queue and be attempted (leaseFor). Poll, the longest
 	// sleep (DefaultPoll); Timeout bounds an attempt (AttemptTimeout).
 	Lease, Poll, Timeout time.Duration
 	Logger               *slog.Logger
@@ -100,14 +108,15 @@ type Deliverer struct {
 	tracer  trace.Tracer
 	metrics *metrics
 
-	slots   chan struct{} // one per attempt in flight
-	freed   chan struct{} // a slot freed (coalesced)
-	records chan store.DeliveryRecord
+	work     chan job      // claimed, judged, waiting for a worker
+	freed    chan struct{} // a worker took a job (coalesced)
+	inFlight atomic.Int64  // attempts being made
+	records  chan store.DeliveryRecord
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // set by Start
 	loop    sync.WaitGroup     // run
-	workers sync.WaitGroup     // attempts
+	workers sync.WaitGroup     // the workers
 	rec     sync.WaitGroup     // recorder
 	once    sync.Once
 }
@@ -116,9 +125,6 @@ type Deliverer struct {
 func NewDeliverer(o DelivererOptions) *Deliverer {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
-	}
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
 	}
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
@@ -135,7 +141,7 @@ func NewDeliverer(o DelivererOptions) *Deliverer {
 		o.Instance = "instance-" + hex.EncodeToString(b)
 	}
 	d := &Deliverer{o: o, client: NewClient(Options{AllowPrivate: o.AllowPrivate, Resolver: o.Resolver, Timeout: o.Timeout}),
-		slots: make(chan struct{}, o.Concurrency), freed: make(chan struct{}, 1),
+		work: make(chan job, queuePerWorker*o.Concurrency), freed: make(chan struct{}, 1),
 		records: make(chan store.DeliveryRecord, recordBatch)}
 	if o.Tracer != nil {
 		d.tracer = o.Tracer.Tracer(tracerName)
@@ -157,6 +163,13 @@ func (d *Deliverer) Start(ctx context.Context) {
 		defer d.rec.Done()
 		d.recorder()
 	}()
+	for range d.o.Concurrency {
+		d.workers.Add(1)
+		go func() {
+			defer d.workers.Done()
+			d.worker(ctx)
+		}()
+	}
 	d.loop.Add(1)
 	go func() {
 		defer d.loop.Done()
@@ -179,6 +192,7 @@ func (d *Deliverer) Close() error {
 		}
 		cancel()
 		d.loop.Wait()
+		close(d.work) // the loop alone sends work
 		d.workers.Wait()
 		close(d.records)
 		d.rec.Wait()
@@ -203,7 +217,7 @@ func (d *Deliverer) run(ctx context.Context) {
 			dispatch = false
 		}
 		sleep := d.o.Poll
-		if free := cap(d.slots) - len(d.slots); free > 0 {
+		if free := cap(d.work) - len(d.work); free > 0 {
 			n, err := d.claim(ctx, free)
 			switch {
 			case err != nil:
@@ -211,7 +225,8 @@ func (d *Deliverer) run(ctx context.Context) {
 					d.o.Logger.Warn("webhook deliveries: claim failed", "err", err)
 				}
 			case n == free:
-				// More may be due: claim again once a slot frees (freed).
+				// More may be due: claim again once a worker takes
+				// a job (freed).
 			default:
 				sleep = d.untilNextDue(ctx)
 			}
@@ -233,6 +248,21 @@ func (d *Deliverer) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// leaseFor is the lease of a claim that brings the queue to queued
+// deliveries: the last waits for the workers to attempt those before it,
+// a round of attempts (AttemptTimeout at most) per Concurrency of them,
+// then for its own attempt and the recording of its outcome. A receiver
+// that hangs makes every round last that long; an instance killed
+// meanwhile leaves its deliveries to others once the lease ends.
+func (d *Deliverer) leaseFor(queued int) time.Duration {
+	if d.o.Lease > 0 {
+		return d.o.Lease
+	}
+	c := d.o.Concurrency
+	rounds := (queued + c - 1) / c
+	return time.Duration(rounds+1)*attemptTimeout(d.o.Timeout) + leaseMargin
 }
 
 // dispatch makes the deliveries of what was committed since the last

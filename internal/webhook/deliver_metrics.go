@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, d *Deliverer) *metrics {
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_webhook_attempts_in_flight",
 			Help: "Attempts this instance is making now (bounded by its concurrency)."},
-			func() float64 { return float64(len(d.slots)) }))
+			func() float64 { return float64(d.inFlight.Load()) }))
 	return m
 }
 

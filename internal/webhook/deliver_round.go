@@ -21,7 +21,7 @@ const tracerName = "github.com/guildhall/guildhall/internal/webhook"
 // claim claims up to n due deliveries and starts what each needs (see
 // Deliverer): it returns how many it claimed.
 func (d *Deliverer) claim(ctx context.Context, n int) (int, error) {
-	claimed, err := d.o.Store.ClaimDeliveries(ctx, d.o.Instance, d.o.Now(), d.o.Lease, n)
+	claimed, err := d.o.Store.ClaimDeliveries(ctx, d.o.Instance, d.o.Now(), d.leaseFor(len(d.work)+n), n)
 	if err != nil || len(claimed) == 0 {
 		return 0, err
 	}
@@ -102,7 +102,7 @@ func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []store.Clai
 		case !ok:
 			d.record(recordOf(c, store.StepDrop)) // hidden from the creator
 		default:
-			d.start(ctx, c, body)
+			d.start(c, body)
 		}
 	}
 }
@@ -132,21 +132,33 @@ func disableEvent(webhookID, reason, why string) model.Event {
 		}}
 }
 
-// start attempts a delivery in a slot of its own; claims never exceed the
-// free slots, so it does not wait.
-func (d *Deliverer) start(ctx context.Context, c store.ClaimedDelivery, body []byte) {
-	d.slots <- struct{}{}
-	d.workers.Add(1)
-	go func() {
-		defer d.workers.Done()
-		r := d.attempt(ctx, c, body)
-		d.record(r)
-		<-d.slots
+// job is a claimed delivery a worker attempts, and its body.
+type job struct {
+	c    store.ClaimedDelivery
+	body []byte
+}
+
+// start queues a delivery for the workers; claims never exceed the
+// queue's room, so it does not wait.
+func (d *Deliverer) start(c store.ClaimedDelivery, body []byte) { d.work <- job{c: c, body: body} }
+
+// worker attempts the queued deliveries one at a time until the queue
+// closes; once ctx ends, what is still queued is released unattempted.
+func (d *Deliverer) worker(ctx context.Context) {
+	for j := range d.work {
 		select {
 		case d.freed <- struct{}{}:
 		default:
 		}
-	}()
+		if ctx.Err() != nil {
+			d.record(recordOf(j.c, store.StepRelease))
+			continue
+		}
+		d.inFlight.Add(1)
+		r := d.attempt(ctx, j.c, j.body)
+		d.inFlight.Add(-1)
+		d.record(r)
+	}
 }
 
 // attempt makes one attempt and says what it means for the delivery.

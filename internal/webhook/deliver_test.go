@@ -652,3 +652,46 @@ func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 		t.Errorf("%d requests, %d events, %d webhook-ids; want 200 of each", len(rc.requests()), len(seqs), len(byID))
 	}
 }
+
+// TestABacklogDrainsQuickly: 10,000 pending deliveries drain to a prompt
+// receiver at 500 a second or more (skipped with -short: it measures).
+func TestABacklogDrainsQuickly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures a drain: not with -short")
+	}
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		h := start(t, kind, webhook.DelivererOptions{})
+		_ = h.App.Webhooks.Close() // the backlog builds up first
+		rc := newSink(t, nil)
+		h.insert(hook{id: "backlog", url: rc.URL, events: []string{"role.*"}})
+		const n = 10000
+		type eventRow struct {
+			Type, Subject, Data string
+			CreatedAt           int64
+		}
+		rows := make([]eventRow, n)
+		for i := range rows {
+			rows[i] = eventRow{Type: "role.created", Subject: fmt.Sprintf("role:b%d", i), Data: `{"name":"b"}`, CreatedAt: time.Now().UnixMicro()}
+		}
+		if err := h.db.Table("events").CreateInBatches(rows, 500).Error; err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, more, err := h.App.Store.DispatchWebhooks(context.Background(), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				break
+			}
+		}
+		began := time.Now()
+		h.restart(webhook.DelivererOptions{})
+		waitFor(t, 60*time.Second, "the backlog drained", func() bool { return len(rc.requests()) >= n })
+		rate := n / time.Since(began).Seconds()
+		t.Logf("%s: %d deliveries drained at %.0f a second", kind, n, rate)
+		if rate < 500 {
+			t.Errorf("drained at %.0f a second, want 500 or more", rate)
+		}
+	})
+}
