@@ -2,6 +2,7 @@ package guild
 
 import (
 	"context"
+	"net/url"
 	"strings"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -51,4 +52,24 @@ func (s *Service) WebhookCreator(ctx context.Context, userID string) (webhook.Cr
 	return webhook.Creator{Standing: webhook.Reads, Visible: func(ctx context.Context, events []model.Event) ([]model.Event, error) {
 		return s.visibleEvents(s.store.ReadScope(ctx), a, events)
 	}}, nil
+}
+
+// WebhookDisabled is the event of a webhook the deliverer disabled
+// (webhook.Audience): a webhook.updated by the system, its reason saying
+// why.
+func (s *Service) WebhookDisabled(before, after model.Webhook, why string) model.Event {
+	reason := "disabled: " + why
+	return model.Event{Type: "webhook.updated", Subject: "webhook:" + before.ID, Reason: &reason,
+		Data: map[string]any{"before": disabledWebhookData(before), "after": disabledWebhookData(after)}}
+}
+
+// disabledWebhookData is what a webhook.updated event tells of a webhook:
+// never its secret, of its URL only the scheme and host.
+func disabledWebhookData(w model.Webhook) map[string]any {
+	dest := ""
+	if u, err := url.Parse(w.URL); err == nil {
+		dest = u.Scheme + "://" + u.Host
+	}
+	return map[string]any{"destination": dest, "events": w.Events, "description": w.Description,
+		"enabled": w.Enabled, "creator_id": w.CreatorID}
 }

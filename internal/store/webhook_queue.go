@@ -362,12 +362,11 @@ type DeliveryRecord struct {
 	// NextAttemptAt: when it is attempted again (StepRetry, StepHold).
 	NextAttemptAt time.Time
 	// Disable, when set, disables the delivery's webhook (if still
-	// enabled) with this reason, and appends DisableEvent, the event of
-	// the change, its data completed with the webhook's state before and
-	// after.
+	// enabled) with this reason, and appends the event DisableEvent makes
+	// of the webhook before and after the change.
 	Disable      string
 	WebhookID    string
-	DisableEvent model.Event
+	DisableEvent func(before, after model.Webhook) model.Event
 }
 
 // maxErrorText bounds last_error (VARCHAR(400)).
@@ -467,17 +466,31 @@ func (tx *Tx) recordDelivery(ctx context.Context, owner string, r DeliveryRecord
 // disableWebhookFor disables r's webhook if it is enabled, and appends
 // the event of the change.
 func (tx *Tx) disableWebhookFor(ctx context.Context, r DeliveryRecord) error {
-	now := microsOf(model.Now())
-	res := tx.with(ctx).Table("webhooks").Where("id = ? AND enabled", r.WebhookID).
+	var rows []struct {
+		ID, URL, Events, Description, CreatorID string
+		Version                                 int64
+	}
+	db := tx.with(ctx)
+	if err := db.Table("webhooks").Select("id, url, events, description, creator_id, version").
+		Where("id = ? AND enabled", r.WebhookID).Find(&rows).Error; err != nil {
+		return fmt.Errorf("read webhook %s: %w", r.WebhookID, err)
+	}
+	if len(rows) == 0 {
+		return nil // disabled already, or deleted: nothing changes
+	}
+	now := model.Now()
+	err := db.Table("webhooks").Where("id = ?", r.WebhookID).
 		Updates(map[string]any{"enabled": false, "disabled_reason": r.Disable,
-			"version": gorm.Expr("version + 1"), "updated_at": now})
-	if res.Error != nil {
-		return fmt.Errorf("disable webhook %s: %w", r.WebhookID, res.Error)
+			"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
+	if err != nil {
+		return fmt.Errorf("disable webhook %s: %w", r.WebhookID, err)
 	}
-	if res.RowsAffected == 0 {
-		return nil // disabled already, or deleted: nothing changed
-	}
-	return tx.AppendEvent(ctx, r.DisableEvent)
+	w := rows[0]
+	before := model.Webhook{ID: w.ID, URL: w.URL, Events: WebhookEventPatterns(w.Events), Description: w.Description,
+		Enabled: true, CreatorID: w.CreatorID, Version: w.Version}
+	after := before
+	after.Enabled, after.DisabledReason, after.Version, after.UpdatedAt = false, r.Disable, w.Version+1, now
+	return tx.AppendEvent(ctx, r.DisableEvent(before, after))
 }
 
 func nullIfZero(n int) *int {

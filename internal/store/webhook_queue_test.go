@@ -230,7 +230,12 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 		}
 		rec("one", rest[0], store.DeliveryRecord{Step: store.StepHold, NextAttemptAt: retryAt})
 		rec("one", rest[1], store.DeliveryRecord{Step: store.StepDrop})
-		ev := model.Event{Type: "webhook.updated", Subject: "webhook:h", Data: map[string]any{"after": map[string]any{"enabled": false}}}
+		ev := func(before, after model.Webhook) model.Event {
+			if !before.Enabled || after.Enabled || after.DisabledReason != "gone" || before.URL != "https://example.com/h" {
+				t.Errorf("disabled from %+v to %+v", before, after)
+			}
+			return model.Event{Type: "webhook.updated", Subject: "webhook:" + before.ID}
+		}
 		gone := store.DeliveryRecord{Step: store.StepFailed, Attempted: true, Status: 410, Disable: model.WebhookDisabledGone, DisableEvent: ev}
 		evs := rec("one", rest[2], gone)
 		if len(evs) != 1 || evs[0].Type != "webhook.updated" || evs[0].ActorID != nil || evs[0].Seq == 0 {

@@ -41,4 +41,7 @@ type Creator struct {
 // guild.Service is one.
 type Audience interface {
 	WebhookCreator(ctx context.Context, userID string) (Creator, error)
+	// WebhookDisabled is the event of a webhook the deliverer disabled
+	// (a webhook.updated by the system), why saying why.
+	WebhookDisabled(before, after model.Webhook, why string) model.Event
 }

@@ -60,7 +60,7 @@ func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []store.Clai
 		for _, c := range ds {
 			r := recordOf(c, store.StepRelease)
 			r.Disable = model.WebhookDisabledByCreator
-			r.DisableEvent = disableEvent(c.WebhookID, model.WebhookDisabledByCreator, "disabled: "+cr.Why)
+			r.DisableEvent = d.disableEvent(cr.Why)
 			d.record(r)
 		}
 		return
@@ -122,14 +122,9 @@ func recordOf(c store.ClaimedDelivery, step store.DeliveryStep) store.DeliveryRe
 // queue is full, which slows the claims down to what can be recorded.
 func (d *Deliverer) record(r store.DeliveryRecord) { d.records <- r }
 
-// disableEvent is the event of a webhook the deliverer disables, by the
-// system (no actor).
-func disableEvent(webhookID, reason, why string) model.Event {
-	return model.Event{Type: "webhook.updated", Subject: "webhook:" + webhookID, Reason: &why,
-		Data: map[string]any{
-			"before": map[string]any{"enabled": true, "disabled_reason": nil},
-			"after":  map[string]any{"enabled": false, "disabled_reason": reason},
-		}}
+// disableEvent makes the event of a webhook the deliverer disables.
+func (d *Deliverer) disableEvent(why string) func(before, after model.Webhook) model.Event {
+	return func(before, after model.Webhook) model.Event { return d.o.Audience.WebhookDisabled(before, after, why) }
 }
 
 // job is a claimed delivery a worker attempts, and its body.
@@ -175,7 +170,7 @@ func (d *Deliverer) attempt(ctx context.Context, c store.ClaimedDelivery, body [
 		r.Step = store.StepDelivered
 	case out.Result == Gone:
 		r.Step, r.Disable = store.StepFailed, model.WebhookDisabledGone
-		r.DisableEvent = disableEvent(c.WebhookID, model.WebhookDisabledGone, "disabled: the receiver answered 410 Gone")
+		r.DisableEvent = d.disableEvent("its receiver answered 410 Gone")
 	case ctx.Err() != nil:
 		// Cut short by Close: not counted, attempted again at once.
 		r = recordOf(c, store.StepRelease)

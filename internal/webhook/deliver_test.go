@@ -415,12 +415,15 @@ func TestGoneDisablesTheWebhook(t *testing.T) {
 			ActorID *string
 			Subject string
 			Data    string
+			Reason  string
 		}
-		if err := h.db.Raw("SELECT type, actor_id, subject, data FROM events WHERE type = 'webhook.updated'").Scan(&ev).Error; err != nil {
+		if err := h.db.Raw("SELECT type, actor_id, subject, data, reason FROM events WHERE type = 'webhook.updated'").Scan(&ev).Error; err != nil {
 			t.Fatal(err)
 		}
-		if ev.Subject != "webhook:gone" || ev.ActorID != nil || !strings.Contains(ev.Data, `"disabled_reason":"gone"`) {
-			t.Errorf("event %+v, want webhook.updated of webhook:gone by the system", ev)
+		var data struct{ Before, After struct{ Enabled bool } }
+		_ = json.Unmarshal([]byte(ev.Data), &data)
+		if ev.Subject != "webhook:gone" || ev.ActorID != nil || !data.Before.Enabled || data.After.Enabled || !strings.Contains(ev.Reason, "410") {
+			t.Errorf("event %+v, want webhook.updated of webhook:gone by the system, enabled to disabled, saying 410", ev)
 		}
 		h.NewRole("b")
 		waitFor(t, 10*time.Second, "the other webhook's deliveries", func() bool { return len(other.requests()) == 2 })
