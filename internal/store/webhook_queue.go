@@ -520,6 +520,15 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
+// EnabledWebhooks counts the enabled webhooks.
+func (s *Store) EnabledWebhooks(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.queries.with(ctx).Table("webhooks").Where("enabled").Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("count enabled webhooks: %w", err)
+	}
+	return n, nil
+}
+
 // DeliveryQueueStats is the queue as metrics show it.
 type DeliveryQueueStats struct {
 	Pending       int64     // pending deliveries of enabled webhooks

@@ -205,49 +205,68 @@ func (d *Deliverer) Close() error {
 func (d *Deliverer) Instance() string { return d.o.Instance }
 
 // run is the loop: dispatch, claim, attempt, sleep until woken.
+//
+// While no webhook is enabled (counted every Poll) it sends nothing to the
+// database but that count: the commits' signals, which come after every
+// write, cost nothing then. A webhook's first deliveries may so wait up to
+// Poll after it is created or enabled.
 func (d *Deliverer) run(ctx context.Context) {
 	wake, unsubscribe := d.o.Signals.Subscribe()
 	defer unsubscribe()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	dispatch := true
+	var checked time.Time // when the enabled webhooks were last counted
+	quiet, dispatch := true, true
 	for ctx.Err() == nil {
-		if dispatch {
-			d.dispatch(ctx)
-			dispatch = false
+		if time.Since(checked) >= d.o.Poll {
+			quiet, checked, dispatch = d.quiet(ctx), time.Now(), true
 		}
-		sleep := d.o.Poll
-		if free := cap(d.work) - len(d.work); free > 0 {
-			n, err := d.claim(ctx, free)
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					d.o.Logger.Warn("webhook deliveries: claim failed", "err", err)
-				}
-			case n == free:
-				// More may be due: claim again once a worker takes
-				// a job (freed).
-			default:
-				sleep = d.untilNextDue(ctx)
+		sleep := d.o.Poll - time.Since(checked)
+		if !quiet {
+			if dispatch {
+				d.dispatch(ctx)
+				dispatch = false
 			}
+			if free := cap(d.work) - len(d.work); free > 0 {
+				n, err := d.claim(ctx, free)
+				switch {
+				case err != nil:
+					if ctx.Err() == nil {
+						d.o.Logger.Warn("webhook deliveries: claim failed", "err", err)
+					}
+				case n == free:
+					// More may be due: claim again once a worker takes
+					// a job (freed).
+				default:
+					sleep = min(sleep, d.untilNextDue(ctx))
+				}
+			}
+			d.refreshQueue(ctx)
 		}
-		d.refreshQueue(ctx)
-		timer.Reset(sleep)
+		timer.Reset(max(sleep, time.Millisecond))
 		select {
 		case <-ctx.Done():
 		case <-wake:
 			dispatch = true
 		case <-d.freed:
 		case <-timer.C:
-			dispatch = true
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 	}
+}
+
+// quiet reports whether no webhook is enabled: nothing to deliver.
+func (d *Deliverer) quiet(ctx context.Context) bool {
+	n, err := d.o.Store.EnabledWebhooks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.o.Logger.Warn("webhook deliveries: counting the webhooks failed", "err", err)
+		}
+		return false
+	}
+	if n == 0 {
+		d.metrics.observeQueue(store.DeliveryQueueStats{})
+	}
+	return n == 0
 }
 
 // leaseFor is the lease of a claim that brings the queue to queued

@@ -70,6 +70,9 @@ func start(t *testing.T, kind string, o webhook.DelivererOptions) *harness {
 func (h *harness) restart(o webhook.DelivererOptions) {
 	a := h.App
 	_ = a.Webhooks.Close()
+	if o.Poll == 0 {
+		o.Poll = 200 * time.Millisecond // a webhook written behind its back is found at once
+	}
 	o.Store, o.Audience, o.Encode, o.Signals, o.AllowPrivate = a.Store, a.Service, httpapi.EventJSON, a.Broker, true
 	a.Webhooks = webhook.NewDeliverer(o)
 	a.Webhooks.Start(context.Background())
@@ -582,9 +585,13 @@ func TestAStoppedOrKilledInstanceLosesNothing(t *testing.T) {
 	once.Do(func() { close(hang) })
 	waitFor(t, 10*time.Second, "the five made again", func() bool { return len(rc.requests()) == 10 })
 	var attempts []int
-	if err := h.db.Raw("SELECT attempts FROM webhook_deliveries WHERE state = 'delivered'").Scan(&attempts).Error; err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, 10*time.Second, "the five recorded", func() bool {
+		attempts = nil
+		if err := h.db.Raw("SELECT attempts FROM webhook_deliveries WHERE state = 'delivered'").Scan(&attempts).Error; err != nil {
+			t.Fatal(err)
+		}
+		return len(attempts) == 5
+	})
 	if len(attempts) != 5 || slicesMax(attempts) != 1 {
 		t.Errorf("attempts of the delivered: %v, want five deliveries of one counted attempt each", attempts)
 	}
