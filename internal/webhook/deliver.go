@@ -63,7 +63,11 @@ const (
 	DefaultPoll = 5 * time.Second
 	// holdRecheck bounds how long a timed-out creator's deliveries wait
 	// before the creator is asked again (their timeout may be lifted).
-	holdRecheck   = 5 * time.Minute
+	holdRecheck = 5 * time.Minute
+	// dispatchGap spaces dispatches: under a stream of writes, the commits
+	// of a gap share one dispatch transaction, which the writers' own
+	// would otherwise wait behind, one for each.
+	dispatchGap   = 50 * time.Millisecond
 	dispatchBatch = 500
 	recordBatch   = 256
 )
@@ -215,7 +219,8 @@ func (d *Deliverer) run(ctx context.Context) {
 	defer unsubscribe()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var checked time.Time // when the enabled webhooks were last counted
+	var checked time.Time    // when the enabled webhooks were last counted
+	var dispatched time.Time // when the last dispatch began
 	quiet, dispatch := true, true
 	for ctx.Err() == nil {
 		if time.Since(checked) >= d.o.Poll {
@@ -223,9 +228,12 @@ func (d *Deliverer) run(ctx context.Context) {
 		}
 		sleep := d.o.Poll - time.Since(checked)
 		if !quiet {
-			if dispatch {
+			if wait := dispatchGap - time.Since(dispatched); dispatch && wait <= 0 {
+				dispatched = time.Now()
 				d.dispatch(ctx)
 				dispatch = false
+			} else if dispatch {
+				sleep = min(sleep, wait)
 			}
 			if free := cap(d.work) - len(d.work); free > 0 {
 				n, err := d.claim(ctx, free)
