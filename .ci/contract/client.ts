@@ -27,6 +27,7 @@ interface Ctx {
   etag: string; // the last ETag seen
   ticket: string;
   template: Schemas["Template"] | null; // the last export
+  webhookID: string;
 }
 
 class Failure extends Error {}
@@ -567,6 +568,84 @@ export const steps = {
     check((res.headers.get("Content-Type") ?? "").startsWith("text/event-stream"), `Content-Type ${String(res.headers.get("Content-Type"))}`);
   },
 
+  createWebhook: async (ctx) => {
+    // 192.0.2.0/24 is for documentation, not private: no setting needed, no DNS either.
+    const r = await ctx.owner.POST("/webhooks", {
+      body: { url: "https://192.0.2.10/hook", events: ["role.*", "user.timeout"], description: "Moderation bot" },
+    });
+    const w = body(r, 201);
+    check(/^whsec_[A-Za-z0-9+/]{43}=$/.test(w.secret), "the secret is not whsec_ and base64 of 32 bytes");
+    check(w.enabled && w.disabled_reason === null && w.events.length === 2, "unexpected webhook");
+    ctx.webhookID = w.id;
+    etagOf(ctx, r.response);
+    const refused = await ctx.owner.POST("/webhooks", { body: { url: "http://127.0.0.1/hook", events: ["role.*"] } });
+    check(refused.response.status === 400 && refused.error?.errors?.[0]?.location === "body.url", "a loopback destination was not refused");
+  },
+  listWebhooks: async (ctx) => {
+    const list = body(await ctx.owner.GET("/webhooks", { params: { query: { limit: 10 } } }), 200);
+    check(list.items.length === 1 && list.items[0]?.id === ctx.webhookID, "the webhook is not listed");
+    check(!("secret" in (list.items[0] ?? {})), "a listed webhook shows its secret");
+  },
+  headWebhooks: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/webhooks"));
+  },
+  getWebhook: async (ctx) => {
+    const r = await ctx.owner.GET("/webhooks/{webhookID}", { params: { path: { webhookID: ctx.webhookID } } });
+    const w = body(r, 200);
+    check(w.description === "Moderation bot" && !("secret" in w), "unexpected webhook");
+    etagOf(ctx, r.response);
+  },
+  headWebhook: async (ctx) => {
+    etagOf(ctx, await headOf(await ctx.owner.HEAD("/webhooks/{webhookID}", { params: { path: { webhookID: ctx.webhookID } } })));
+  },
+  updateWebhook: async (ctx) => {
+    const r = await ctx.owner.PATCH("/webhooks/{webhookID}", {
+      params: { path: { webhookID: ctx.webhookID }, header: { "If-Match": ctx.etag } },
+      body: { enabled: false },
+      headers: mergePatch,
+    });
+    const w = body(r, 200);
+    check(!w.enabled && w.disabled_reason === "disabled", "the webhook is not disabled");
+  },
+  rotateWebhookSecret: async (ctx) => {
+    const w = body(await ctx.owner.POST("/webhooks/{webhookID}/rotate", { params: { path: { webhookID: ctx.webhookID } } }), 200);
+    check(w.secret.startsWith("whsec_") && w.previous_secret_until !== null, "no rotation");
+  },
+  listWebhookDeliveries: async (ctx) => {
+    const list = body(
+      await ctx.owner.GET("/webhooks/{webhookID}/deliveries", { params: { path: { webhookID: ctx.webhookID }, query: { limit: 5 } } }),
+      200,
+    );
+    check(list.items.every((d) => ["pending", "delivered", "failed"].includes(d.state)), "a delivery in an unknown state");
+  },
+  headWebhookDeliveries: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/webhooks/{webhookID}/deliveries", { params: { path: { webhookID: ctx.webhookID } } }));
+  },
+  redeliverWebhookDelivery: async (ctx) => {
+    // Deliveries are the delivery engine's: redeliver one if there is one,
+    // else an unknown delivery is a 404.
+    const r = await ctx.owner.POST("/webhooks/{webhookID}/deliveries/{deliveryID}/redeliver", {
+      params: { path: { webhookID: ctx.webhookID, deliveryID: "msg_none" } },
+    });
+    check(r.response.status === 404 && r.error?.code === "not_found", `an unknown delivery: HTTP ${r.response.status}`);
+    const list = body(await ctx.owner.GET("/webhooks/{webhookID}/deliveries", { params: { path: { webhookID: ctx.webhookID } } }), 200);
+    const first = list.items[0];
+    if (first !== undefined) {
+      const d = body(
+        await ctx.owner.POST("/webhooks/{webhookID}/deliveries/{deliveryID}/redeliver", {
+          params: { path: { webhookID: ctx.webhookID, deliveryID: first.id } },
+        }),
+        202,
+      );
+      check(d.state === "pending" && d.next_attempt_at !== null, "the delivery is not pending again");
+    }
+  },
+  deleteWebhook: async (ctx) => {
+    empty(await ctx.owner.DELETE("/webhooks/{webhookID}", { params: { path: { webhookID: ctx.webhookID } } }), 204);
+    const r = await ctx.owner.GET("/webhooks/{webhookID}", { params: { path: { webhookID: ctx.webhookID } } });
+    check(r.response.status === 404, "the webhook still exists");
+  },
+
   deleteChannel: async (ctx) => {
     const r = await ctx.owner.POST("/channels/{channelID}/delete", {
       params: { path: { channelID: "ops" }, header: { "X-Audit-Reason": "Cleanup" } },
@@ -632,6 +711,7 @@ export async function run(baseUrl: string, ownerToken: string): Promise<string[]
   };
   const ctx: Ctx = {
     owner: connect(ownerToken), anon: connect(), connect, alice: "", aliceApi: null, tokenID: "", etag: "", ticket: "", template: null,
+    webhookID: "",
   };
 
   const out: string[] = [];

@@ -474,7 +474,10 @@ func walkReads(t *testing.T, c *http.Client, base, tok string, smp sample) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]string{"channelID": "ops", "roleID": "mods", "userID": smp.alice, "tokenID": smp.tokenID}
+	// No recorded release had webhooks: the walk makes one to read.
+	hook := decode[map[string]any](t, must(t, c, base, http.StatusCreated, "POST", "/webhooks", tok,
+		map[string]any{"url": "https://192.0.2.10/hook", "events": []string{"role.*"}}))["id"].(string)
+	ids := map[string]string{"channelID": "ops", "roleID": "mods", "userID": smp.alice, "tokenID": smp.tokenID, "webhookID": hook}
 	query := map[string]string{"attachmentID": "notes.txt"}
 	asked := 0
 	for _, path := range doc.Paths.InMatchingOrder() {

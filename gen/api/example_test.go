@@ -59,7 +59,7 @@ func Example() {
 	}
 	first := res.JSON200.Items[0]
 	fmt.Println(res.StatusCode(), len(res.JSON200.Items), "permissions; the first is", first.Name, first.Scopes)
-	// Output: 200 14 permissions; the first is ADMINISTRATOR [global]
+	// Output: 200 15 permissions; the first is ADMINISTRATOR [global]
 }
 
 // Creating a role: it lands at position 1, and the answer carries its ETag

@@ -59,6 +59,9 @@ const (
 	UserTokenDeleted         EventType = "user.token.deleted"
 	UserTokenRenamed         EventType = "user.token.renamed"
 	UserUpdated              EventType = "user.updated"
+	WebhookCreated           EventType = "webhook.created"
+	WebhookDeleted           EventType = "webhook.deleted"
+	WebhookUpdated           EventType = "webhook.updated"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -119,6 +122,12 @@ func (e EventType) Valid() bool {
 	case UserTokenRenamed:
 		return true
 	case UserUpdated:
+		return true
+	case WebhookCreated:
+		return true
+	case WebhookDeleted:
+		return true
+	case WebhookUpdated:
 		return true
 	default:
 		return false
@@ -231,6 +240,7 @@ const (
 	MANAGEMESSAGES     PermissionName = "MANAGE_MESSAGES"
 	MANAGEROLES        PermissionName = "MANAGE_ROLES"
 	MANAGEUSERS        PermissionName = "MANAGE_USERS"
+	MANAGEWEBHOOKS     PermissionName = "MANAGE_WEBHOOKS"
 	MENTIONEVERYONE    PermissionName = "MENTION_EVERYONE"
 	MODERATEMEMBERS    PermissionName = "MODERATE_MEMBERS"
 	READMESSAGEHISTORY PermissionName = "READ_MESSAGE_HISTORY"
@@ -257,6 +267,8 @@ func (e PermissionName) Valid() bool {
 	case MANAGEROLES:
 		return true
 	case MANAGEUSERS:
+		return true
+	case MANAGEWEBHOOKS:
 		return true
 	case MENTIONEVERYONE:
 		return true
@@ -497,6 +509,27 @@ func (e UserUpdateStatus) Valid() bool {
 	case UserUpdateStatusActive:
 		return true
 	case UserUpdateStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookDeliveryState.
+const (
+	Delivered WebhookDeliveryState = "delivered"
+	Failed    WebhookDeliveryState = "failed"
+	Pending   WebhookDeliveryState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryState enum.
+func (e WebhookDeliveryState) Valid() bool {
+	switch e {
+	case Delivered:
+		return true
+	case Failed:
+		return true
+	case Pending:
 		return true
 	default:
 		return false
@@ -838,6 +871,11 @@ type ChannelReorder struct {
 	Positions []ChannelMove `json:"positions"`
 }
 
+// DeliveryID A delivery's ID, assigned by the server; the `webhook-id` header of each of its attempts.
+//
+// Example: msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091
+type DeliveryID = string
+
 // DisplayName 1 to 100 characters, at least one of them a letter, digit,
 // punctuation or symbol, and none of the invisible ones (the same rule
 // as `Name`).
@@ -1130,7 +1168,7 @@ type Problem struct {
 	// Example: /api/roles/mods/rename
 	Instance *string `json:"instance,omitempty"`
 
-	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`, `answer_bytes` (8 MiB, what one answer may weigh).
+	// Limit For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`, `webhooks`, `answer_bytes` (8 MiB, what one answer may weigh).
 	//
 	// Example: roles
 	Limit *string `json:"limit,omitempty"`
@@ -1924,6 +1962,281 @@ type UserUpdateStatus string
 // Example: alice
 type Username = string
 
+// Webhook A webhook, never with its secret.
+//
+// Example: {"created_at":"2026-11-22T08:15:30.123456Z","creator_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","description":"Moderation bot","disabled_reason":null,"enabled":true,"events":["role.*","user.timeout"],"id":"01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b","previous_secret_until":null,"updated_at":"2026-11-22T08:15:30.123456Z","url":"https://hooks.example.com/guildhall"}
+type Webhook struct {
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
+	//
+	// Example: 2026-11-22T08:15:30.123456Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// CreatorId Whose view of the audit log it receives; who created it, or last changed its `url` or `events`, rotated its secret or enabled it again.
+	CreatorId UserID `json:"creator_id"`
+
+	// Description What the webhook is for, for people; may be empty. The characters of a `Name`.
+	//
+	// Example: Moderation bot
+	Description WebhookDescription `json:"description"`
+
+	// DisabledReason Why it is disabled, `null` while enabled: `disabled` (by a
+	// `updateWebhook`), `gone` (its receiver answered `410`) or `creator`
+	// (its creator was deleted or lost `MANAGE_WEBHOOKS` or
+	// `VIEW_AUDIT_LOG`). Enabling it again (`updateWebhook`) clears it.
+	// Later versions may add reasons: a client should take one it
+	// does not know as "disabled".
+	//
+	//
+	// Example: gone
+	DisabledReason nullable.Nullable[string] `json:"disabled_reason"`
+
+	// Enabled Whether it receives deliveries.
+	//
+	// Example: true
+	Enabled bool `json:"enabled"`
+
+	// Events The events the webhook receives: each an event type (`user.timeout`)
+	// or a prefix ending in `.*` (`role.*`), as the audit log's `type`
+	// filter takes them; without duplicates.
+	//
+	//
+	// Example: ["role.*","user.timeout"]
+	Events WebhookEvents `json:"events"`
+
+	// Id A time-ordered UUID (version 7), assigned by the server.
+	//
+	// Example: 01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b
+	Id WebhookID `json:"id"`
+
+	// PreviousSecretUntil Until when the previous secret signs beside the current one, after a rotation; `null` when it no longer does.
+	PreviousSecretUntil nullable.Nullable[time.Time] `json:"previous_secret_until"`
+
+	// UpdatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
+	//
+	// Example: 2026-11-22T08:15:30.123456Z
+	UpdatedAt Timestamp `json:"updated_at"`
+
+	// Url Where deliveries are sent, an `http` or `https` URL without a user name or password; see `createWebhook` for the destinations refused.
+	//
+	// Example: https://hooks.example.com/guildhall
+	Url WebhookURL `json:"url"`
+}
+
+// WebhookCreate Example: {"description":"Moderation bot","events":["role.*","user.timeout"],"url":"https://hooks.example.com/guildhall"}
+type WebhookCreate struct {
+	// Description What the webhook is for, for people; may be empty. The characters of a `Name`.
+	//
+	// Example: Moderation bot
+	Description *WebhookDescription `json:"description,omitempty"`
+
+	// Events The events the webhook receives: each an event type (`user.timeout`)
+	// or a prefix ending in `.*` (`role.*`), as the audit log's `type`
+	// filter takes them; without duplicates.
+	//
+	//
+	// Example: ["role.*","user.timeout"]
+	Events WebhookEvents `json:"events"`
+
+	// Url Where deliveries are sent, an `http` or `https` URL without a user name or password; see `createWebhook` for the destinations refused.
+	//
+	// Example: https://hooks.example.com/guildhall
+	Url WebhookURL `json:"url"`
+}
+
+// WebhookDelivery One event on its way to one webhook.
+//
+// Example: {"attempts":1,"created_at":"2026-11-22T08:15:30.123456Z","event_seq":42,"id":"msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091","last_status":200,"next_attempt_at":null,"state":"delivered"}
+type WebhookDelivery struct {
+	// Attempts Attempts made so far, redeliveries included.
+	//
+	// Example: 1
+	Attempts int `json:"attempts"`
+
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
+	//
+	// Example: 2026-11-22T08:15:30.123456Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// EventSeq The `seq` of the event delivered (`GET /audit-log`).
+	//
+	// Example: 42
+	EventSeq int64 `json:"event_seq"`
+
+	// Id A delivery's ID, assigned by the server; the `webhook-id` header of each of its attempts.
+	//
+	// Example: msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091
+	Id DeliveryID `json:"id"`
+
+	// LastStatus The HTTP status of the last attempt's answer; `null` before the first attempt, or when the last one got no answer.
+	//
+	// Example: 200
+	LastStatus nullable.Nullable[int] `json:"last_status"`
+
+	// NextAttemptAt When it is next attempted; `null` unless `pending`.
+	NextAttemptAt nullable.Nullable[time.Time] `json:"next_attempt_at"`
+
+	// State `pending` (to be attempted at `next_attempt_at`), `delivered` (a `2xx` answer) or `failed` (every retry failed).
+	//
+	// Example: delivered
+	State WebhookDeliveryState `json:"state"`
+}
+
+// WebhookDeliveryState `pending` (to be attempted at `next_attempt_at`), `delivered` (a `2xx` answer) or `failed` (every retry failed).
+//
+// Example: delivered
+type WebhookDeliveryState string
+
+// WebhookDeliveryList Example: {"items":[{"attempts":1,"created_at":"2026-11-22T08:15:30.123456Z","event_seq":42,"id":"msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091","last_status":503,"next_attempt_at":"2026-11-22T08:20:30.123456Z","state":"pending"}],"next_cursor":null}
+type WebhookDeliveryList struct {
+	Items []WebhookDelivery `json:"items"`
+
+	// NextCursor Pass as `cursor` to get the next page; `null` on the last page.
+	//
+	// Example: eyJrIjoib3BzIn0
+	NextCursor NextCursor `json:"next_cursor"`
+}
+
+// WebhookDescription What the webhook is for, for people; may be empty. The characters of a `Name`.
+//
+// Example: Moderation bot
+type WebhookDescription = string
+
+// WebhookEvents The events the webhook receives: each an event type (`user.timeout`)
+// or a prefix ending in `.*` (`role.*`), as the audit log's `type`
+// filter takes them; without duplicates.
+//
+// Example: ["role.*","user.timeout"]
+type WebhookEvents = []string
+
+// WebhookID A time-ordered UUID (version 7), assigned by the server.
+//
+// Example: 01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b
+type WebhookID = string
+
+// WebhookList Example: {"items":[{"created_at":"2026-11-22T08:15:30.123456Z","creator_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e","description":"","disabled_reason":null,"enabled":true,"events":["role.*"],"id":"01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b","previous_secret_until":null,"updated_at":"2026-11-22T08:15:30.123456Z","url":"https://hooks.example.com/guildhall"}],"next_cursor":null}
+type WebhookList struct {
+	Items []Webhook `json:"items"`
+
+	// NextCursor Pass as `cursor` to get the next page; `null` on the last page.
+	//
+	// Example: eyJrIjoib3BzIn0
+	NextCursor NextCursor `json:"next_cursor"`
+}
+
+// WebhookPatch A JSON merge patch; absent members are left as they are.
+//
+// Example: {"enabled":false}
+type WebhookPatch struct {
+	// Description What the webhook is for, for people; may be empty. The characters of a `Name`.
+	//
+	// Example: Moderation bot
+	Description *WebhookDescription `json:"description,omitempty"`
+
+	// Enabled `false` disables the webhook; `true` enables it again.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events The events the webhook receives: each an event type (`user.timeout`)
+	// or a prefix ending in `.*` (`role.*`), as the audit log's `type`
+	// filter takes them; without duplicates.
+	//
+	//
+	// Example: ["role.*","user.timeout"]
+	Events *WebhookEvents `json:"events,omitempty"`
+
+	// Url Where deliveries are sent, an `http` or `https` URL without a user name or password; see `createWebhook` for the destinations refused.
+	//
+	// Example: https://hooks.example.com/guildhall
+	Url *WebhookURL `json:"url,omitempty"`
+}
+
+// WebhookURL Where deliveries are sent, an `http` or `https` URL without a user name or password; see `createWebhook` for the destinations refused.
+//
+// Example: https://hooks.example.com/guildhall
+type WebhookURL = string
+
+// WebhookWithSecret A webhook with its secret, which this answer alone shows.
+type WebhookWithSecret struct {
+	// CreatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
+	//
+	// Example: 2026-11-22T08:15:30.123456Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// CreatorId Whose view of the audit log it receives; who created it, or last changed its `url` or `events`, rotated its secret or enabled it again.
+	CreatorId UserID `json:"creator_id"`
+
+	// Description What the webhook is for, for people; may be empty. The characters of a `Name`.
+	//
+	// Example: Moderation bot
+	Description WebhookDescription `json:"description"`
+
+	// DisabledReason Why it is disabled, `null` while enabled: `disabled` (by a
+	// `updateWebhook`), `gone` (its receiver answered `410`) or `creator`
+	// (its creator was deleted or lost `MANAGE_WEBHOOKS` or
+	// `VIEW_AUDIT_LOG`). Enabling it again (`updateWebhook`) clears it.
+	// Later versions may add reasons: a client should take one it
+	// does not know as "disabled".
+	//
+	//
+	// Example: gone
+	DisabledReason nullable.Nullable[string] `json:"disabled_reason"`
+
+	// Enabled Whether it receives deliveries.
+	//
+	// Example: true
+	Enabled bool `json:"enabled"`
+
+	// Events The events the webhook receives: each an event type (`user.timeout`)
+	// or a prefix ending in `.*` (`role.*`), as the audit log's `type`
+	// filter takes them; without duplicates.
+	//
+	//
+	// Example: ["role.*","user.timeout"]
+	Events WebhookEvents `json:"events"`
+
+	// Id A time-ordered UUID (version 7), assigned by the server.
+	//
+	// Example: 01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b
+	Id WebhookID `json:"id"`
+
+	// PreviousSecretUntil Until when the previous secret signs beside the current one, after a rotation; `null` when it no longer does.
+	PreviousSecretUntil nullable.Nullable[time.Time] `json:"previous_secret_until"`
+
+	// Secret `whsec_` and the base64 of 32 random bytes; the bytes key the signatures. Shown in this answer only.
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw+yW1ZUkcD4Y=
+	Secret string `json:"secret"`
+
+	// UpdatedAt RFC 3339, UTC, microsecond precision. A timestamp the API reads (here
+	// or in any `date-time` parameter or member) is RFC 3339 to the letter:
+	// an hour of `24`, or an offset beyond `±23:59`, is a `400` at the field.
+	//
+	//
+	// Example: 2026-11-22T08:15:30.123456Z
+	UpdatedAt Timestamp `json:"updated_at"`
+
+	// Url Where deliveries are sent, an `http` or `https` URL without a user name or password; see `createWebhook` for the destinations refused.
+	//
+	// Example: https://hooks.example.com/guildhall
+	Url WebhookURL `json:"url"`
+}
+
+// AccessPermission A permission of the catalog (`GET /permissions`).
+//
+// Example: VIEW_CHANNEL
+type AccessPermission = PermissionName
+
 // AuditReason defines model for AuditReason.
 type AuditReason = string
 
@@ -2198,6 +2511,32 @@ type UpdateChannelParams struct {
 	// of a `Name` (none of the invisible ones: the same rule and the same
 	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// ListChannelAccessParams defines parameters for ListChannelAccess.
+type ListChannelAccessParams struct {
+	// Permission The permission asked about; it must be channel-scoped (a `400` at
+	// `query.permission` otherwise).
+	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// HeadChannelAccessParams defines parameters for HeadChannelAccess.
+type HeadChannelAccessParams struct {
+	// Permission The permission asked about; it must be channel-scoped (a `400` at
+	// `query.permission` otherwise).
+	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // DeleteAttachmentParams defines parameters for DeleteAttachment.
@@ -2674,6 +3013,80 @@ type DeleteTokenParams struct {
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
+// ListWebhooksParams defines parameters for ListWebhooks.
+type ListWebhooksParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// HeadWebhooksParams defines parameters for HeadWebhooks.
+type HeadWebhooksParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateWebhookParams defines parameters for CreateWebhook.
+type CreateWebhookParams struct {
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// DeleteWebhookParams defines parameters for DeleteWebhook.
+type DeleteWebhookParams struct {
+	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// UpdateWebhookParams defines parameters for UpdateWebhook.
+type UpdateWebhookParams struct {
+	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// HeadWebhookDeliveriesParams defines parameters for HeadWebhookDeliveries.
+type HeadWebhookDeliveriesParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page, made with the same filters.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
+type RotateWebhookSecretParams struct {
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
 // ReorderChannelsJSONRequestBody defines body for ReorderChannels for application/json ContentType.
 type ReorderChannelsJSONRequestBody = ChannelReorder
 
@@ -2753,3 +3166,9 @@ type UpdateUserJSONRequestBody = UserUpdate
 
 // CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
 type CreateTokenJSONRequestBody = TokenCreate
+
+// CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
+type CreateWebhookJSONRequestBody = WebhookCreate
+
+// UpdateWebhookApplicationMergePatchPlusJSONRequestBody defines body for UpdateWebhook for application/merge-patch+json ContentType.
+type UpdateWebhookApplicationMergePatchPlusJSONRequestBody = WebhookPatch

@@ -331,6 +331,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/channels/{channelID}/access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List who holds a permission in a channel
+         * @description The users who hold `permission` in the channel, in the order of their
+         *     lower-cased usernames (then IDs), paged with a cursor. A user is listed
+         *     exactly when their effective permissions in the channel
+         *     (`GET /users/{userID}/permissions?channelID=`) hold it, as of this
+         *     request: the owner, holders of `ADMINISTRATOR` in base, and anyone the
+         *     global permissions, their roles and the channel's `everyone`, role and
+         *     user overwrites give it (a channel synced with its category has the
+         *     category's overwrites), with `VIEW_CHANNEL` and, for `ATTACH_FILES`,
+         *     `EMBED_LINKS` and `MENTION_EVERYONE`, `SEND_MESSAGES`. A user timed out
+         *     holds what the timeout leaves: at most `VIEW_CHANNEL` and
+         *     `READ_MESSAGE_HISTORY`. Suspended users are listed like anyone else.
+         *     A page may be shorter than `limit` where few users in a row hold the
+         *     permission; only `next_cursor: null` ends the list.
+         *
+         *     `permission` defaults to `VIEW_CHANNEL`; one that is not channel-scoped
+         *     (`ADMINISTRATOR`, `MANAGE_USERS`, `VIEW_AUDIT_LOG`, `MODERATE_MEMBERS`)
+         *     is a `400` at `query.permission`. A channel the caller may not know of
+         *     (one they cannot view, unless their base permissions hold
+         *     `MANAGE_CHANNELS`, `MANAGE_ROLES` or `ADMINISTRATOR`) is a `404`, like a
+         *     missing one, before any `403`.
+         *
+         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+         *     the channel one the caller may know of. `email` is shown only on the
+         *     caller's own user, or to holders of `MANAGE_USERS`.
+         */
+        get: operations["listChannelAccess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * List who holds a permission in a channel (headers only)
+         * @description The answer `listChannelAccess` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
+         *     the channel one the caller may know of. `email` is shown only on the
+         *     caller's own user, or to holders of `MANAGE_USERS`.
+         */
+        head: operations["headChannelAccess"];
+        patch?: never;
+        trace?: never;
+    };
     "/channels/{channelID}/attachments": {
         parameters: {
             query?: never;
@@ -1578,6 +1635,247 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhooks
+         * @description The webhooks, oldest first, a page at a time (at most 25 exist). Secrets
+         *     are never shown here: only `createWebhook` and `rotateWebhookSecret`
+         *     answer one.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create a webhook
+         * @description Creates a webhook: from now on, each event of the audit log whose `type`
+         *     one of `events` matches is delivered to `url` (Standard Webhooks). A
+         *     pattern is an event type (`user.timeout`) or a prefix ending in `.*`
+         *     (`role.*`), matched as the audit log's `type` filter matches. The webhook
+         *     receives only events written after it was created; its own
+         *     `webhook.created` is not one of them. The caller becomes its creator.
+         *
+         *     The answer holds `secret` (`whsec_` and the base64 of 32 random bytes),
+         *     in this answer only: no other answer ever shows it (`rotateWebhookSecret`
+         *     makes a new one). Events `webhook.created`, `webhook.updated` and
+         *     `webhook.deleted` (subject `webhook:<id>`) record the changes of
+         *     webhooks: their `events`, `description`, `enabled` and `creator_id`,
+         *     and of the URL only its scheme and host (`destination`), since a
+         *     receiver's path or query may be a credential of its own; never a
+         *     secret.
+         *
+         *     **Destinations.** `url` is an `http` or `https` URL without a user name or
+         *     password. A destination whose host resolves to a loopback, private,
+         *     link-local, shared (100.64.0.0/10), unspecified or multicast address, or
+         *     that does not resolve, is a `400` at `body.url`; every connection of a
+         *     delivery checks the address again, so a name cannot be made to resolve
+         *     there later. An operator may allow such destinations
+         *     (`GUILDHALL_WEBHOOK_ALLOW_PRIVATE=true`).
+         *
+         *     **Deliveries.** A delivery is `POST url` with the event exactly as the
+         *     audit log shows it (`GET /audit-log`) as its body, `Content-Type:
+         *     application/json`, and the headers `webhook-id` (the delivery's ID, the
+         *     same on every attempt: use it to drop duplicates), `webhook-timestamp`
+         *     (Unix seconds, the time of the attempt) and `webhook-signature`: `v1,`
+         *     and the base64 HMAC-SHA256, keyed with the secret's bytes (the base64
+         *     after `whsec_`), of `webhook-id.webhook-timestamp.body`. During a
+         *     rotation the header holds both signatures, space-separated.
+         *
+         *     Each matching event is delivered at least once, whichever instance is
+         *     killed or restarted, and may arrive more than once; one attempt is made by
+         *     one instance at a time. Deliveries are not ordered: each carries its
+         *     `seq`. Only a `2xx` answer counts as delivered. Any other answer, a
+         *     connection error, or 10 seconds without an answer is retried after about
+         *     5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h (jittered; a longer
+         *     `Retry-After` is honoured); after that the delivery has `failed`.
+         *     Redirects are not followed. A `410` answer disables the webhook
+         *     (`disabled_reason: gone`).
+         *
+         *     **Non-disclosure.** A webhook receives what its creator could read in the
+         *     audit log at delivery time: no event about a channel the creator cannot
+         *     view. If the creator is deleted or loses `MANAGE_WEBHOOKS` or
+         *     `VIEW_AUDIT_LOG`, the webhook is disabled (`disabled_reason: creator`); a
+         *     timeout of the creator only holds its deliveries back until it ends. A
+         *     disabled webhook gets nothing.
+         *
+         *     At most 25 webhooks exist: one more is a `409` `limit_exceeded` with
+         *     `limit: webhooks`.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        /**
+         * List webhooks (headers only)
+         * @description The answer `listWebhooks` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        head: operations["headWebhooks"];
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{webhookID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a webhook
+         * @description One webhook, with its `ETag`; never its secret.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook
+         * @description Deletes the webhook and its deliveries: nothing more is delivered to it.
+         *     Records a `webhook.deleted` event.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        /**
+         * Get a webhook (headers only)
+         * @description The answer `getWebhook` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        head: operations["headWebhook"];
+        /**
+         * Edit a webhook
+         * @description Changes `url`, `events`, `description` and/or `enabled` with a JSON merge
+         *     patch (RFC 7396); absent members are left as they are. `url` is checked
+         *     as `createWebhook` checks it (a refused destination is a `400` at
+         *     `body.url`).
+         *
+         *     Changing `url` or `events`, or enabling a disabled webhook, makes the
+         *     caller its creator: from then on it receives what the caller may read in
+         *     the audit log (non-disclosure, see `createWebhook`). `enabled: false`
+         *     disables it (`disabled_reason: disabled`): it gets nothing while
+         *     disabled. Records a `webhook.updated` event (`before` and `after`,
+         *     never a secret); a patch that changes nothing records none.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/webhooks/{webhookID}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook's secret
+         * @description Gives the webhook a new secret, shown in this answer only. The previous
+         *     secret goes on signing beside it for 24 hours (`previous_secret_until`):
+         *     meanwhile each delivery's `webhook-signature` holds both signatures, so a
+         *     receiver can switch to the new secret at its own pace. Rotating again
+         *     within those 24 hours drops the oldest secret at once. Rotating makes the
+         *     caller the webhook's creator. Records a `webhook.updated` event with
+         *     `secret_rotated: true` (never a secret).
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{webhookID}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a webhook's deliveries
+         * @description The webhook's deliveries, newest first, a page at a time: each event
+         *     delivered to it (or on its way) with its `state` (`pending`, `delivered`,
+         *     `failed`), the number of attempts made, the status of the last answer
+         *     and, while pending, when it is next attempted. A delivery's `id` is the
+         *     `webhook-id` header of each of its attempts.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * List a webhook's deliveries (headers only)
+         * @description The answer `listWebhookDeliveries` gives, with its status and headers but without its body (RFC 9110).
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        head: operations["headWebhookDeliveries"];
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{webhookID}/deliveries/{deliveryID}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+                /** @description The delivery's ID, the `webhook-id` header of its attempts. */
+                deliveryID: components["parameters"]["DeliveryID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeliver a delivery
+         * @description Attempts the delivery again, as soon as possible: it becomes `pending`
+         *     with `next_attempt_at` now, whatever its state, and any instance's claim
+         *     on it is released. Its `id` (`webhook-id`) stays the same, and `attempts`
+         *     goes on counting: a `failed` delivery redelivered gets one new attempt,
+         *     and is `failed` again if that attempt fails. The answer is `202`: the
+         *     attempt is made after it, by whichever instance takes it, and is
+         *     delivered at least once as any delivery is. A disabled webhook gets
+         *     nothing until it is enabled again. Records no event.
+         *
+         *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
+         */
+        post: operations["redeliverWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1646,7 +1944,7 @@ export interface components {
          * @example VIEW_CHANNEL
          * @enum {string}
          */
-        PermissionName: "ADMINISTRATOR" | "MANAGE_USERS" | "MANAGE_ROLES" | "MANAGE_CHANNELS" | "VIEW_AUDIT_LOG" | "VIEW_CHANNEL" | "SEND_MESSAGES" | "READ_MESSAGE_HISTORY" | "ATTACH_FILES" | "MANAGE_MESSAGES" | "EMBED_LINKS" | "MENTION_EVERYONE" | "ADD_REACTIONS" | "MODERATE_MEMBERS";
+        PermissionName: "ADMINISTRATOR" | "MANAGE_USERS" | "MANAGE_ROLES" | "MANAGE_CHANNELS" | "VIEW_AUDIT_LOG" | "VIEW_CHANNEL" | "SEND_MESSAGES" | "READ_MESSAGE_HISTORY" | "ATTACH_FILES" | "MANAGE_MESSAGES" | "EMBED_LINKS" | "MENTION_EVERYONE" | "ADD_REACTIONS" | "MODERATE_MEMBERS" | "MANAGE_WEBHOOKS";
         /**
          * @description Permission names without duplicates; answers list them in catalog order.
          * @example [
@@ -2543,6 +2841,229 @@ export interface components {
             next_cursor: components["schemas"]["NoCursor"];
         };
         /**
+         * @description A time-ordered UUID (version 7), assigned by the server.
+         * @example 01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b
+         */
+        WebhookID: string;
+        /**
+         * @description A delivery's ID, assigned by the server; the `webhook-id` header of each of its attempts.
+         * @example msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091
+         */
+        DeliveryID: string;
+        /**
+         * Format: uri
+         * @description Where deliveries are sent, an `http` or `https` URL without a user name or password; see `createWebhook` for the destinations refused.
+         * @example https://hooks.example.com/guildhall
+         */
+        WebhookURL: string;
+        /**
+         * @description The events the webhook receives: each an event type (`user.timeout`)
+         *     or a prefix ending in `.*` (`role.*`), as the audit log's `type`
+         *     filter takes them; without duplicates.
+         * @example [
+         *       "role.*",
+         *       "user.timeout"
+         *     ]
+         */
+        WebhookEvents: string[];
+        /**
+         * @description What the webhook is for, for people; may be empty. The characters of a `Name`.
+         * @example Moderation bot
+         */
+        WebhookDescription: string;
+        /**
+         * @description A webhook, never with its secret.
+         * @example {
+         *       "id": "01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b",
+         *       "url": "https://hooks.example.com/guildhall",
+         *       "events": [
+         *         "role.*",
+         *         "user.timeout"
+         *       ],
+         *       "description": "Moderation bot",
+         *       "enabled": true,
+         *       "disabled_reason": null,
+         *       "creator_id": "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e",
+         *       "previous_secret_until": null,
+         *       "created_at": "2026-11-22T08:15:30.123456Z",
+         *       "updated_at": "2026-11-22T08:15:30.123456Z"
+         *     }
+         */
+        Webhook: {
+            id: components["schemas"]["WebhookID"];
+            url: components["schemas"]["WebhookURL"];
+            events: components["schemas"]["WebhookEvents"];
+            description: components["schemas"]["WebhookDescription"];
+            /**
+             * @description Whether it receives deliveries.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description Why it is disabled, `null` while enabled: `disabled` (by a
+             *     `updateWebhook`), `gone` (its receiver answered `410`) or `creator`
+             *     (its creator was deleted or lost `MANAGE_WEBHOOKS` or
+             *     `VIEW_AUDIT_LOG`). Enabling it again (`updateWebhook`) clears it.
+             *     Later versions may add reasons: a client should take one it
+             *     does not know as "disabled".
+             * @example gone
+             */
+            disabled_reason: string | null;
+            /** @description Whose view of the audit log it receives; who created it, or last changed its `url` or `events`, rotated its secret or enabled it again. */
+            creator_id: components["schemas"]["UserID"];
+            /**
+             * Format: date-time
+             * @description Until when the previous secret signs beside the current one, after a rotation; `null` when it no longer does.
+             * @example null
+             */
+            previous_secret_until: string | null;
+            created_at: components["schemas"]["Timestamp"];
+            updated_at: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description A webhook with its secret, which this answer alone shows.
+         * @example {
+         *       "id": "01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b",
+         *       "url": "https://hooks.example.com/guildhall",
+         *       "events": [
+         *         "role.*",
+         *         "user.timeout"
+         *       ],
+         *       "description": "Moderation bot",
+         *       "enabled": true,
+         *       "disabled_reason": null,
+         *       "creator_id": "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e",
+         *       "previous_secret_until": null,
+         *       "created_at": "2026-11-22T08:15:30.123456Z",
+         *       "updated_at": "2026-11-22T08:15:30.123456Z",
+         *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw+yW1ZUkcD4Y="
+         *     }
+         */
+        WebhookWithSecret: components["schemas"]["Webhook"] & {
+            /**
+             * @description `whsec_` and the base64 of 32 random bytes; the bytes key the signatures. Shown in this answer only.
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw+yW1ZUkcD4Y=
+             */
+            secret: string;
+        };
+        /**
+         * @example {
+         *       "url": "https://hooks.example.com/guildhall",
+         *       "events": [
+         *         "role.*",
+         *         "user.timeout"
+         *       ],
+         *       "description": "Moderation bot"
+         *     }
+         */
+        WebhookCreate: {
+            url: components["schemas"]["WebhookURL"];
+            events: components["schemas"]["WebhookEvents"];
+            description?: components["schemas"]["WebhookDescription"];
+        };
+        /**
+         * @description A JSON merge patch; absent members are left as they are.
+         * @example {
+         *       "enabled": false
+         *     }
+         */
+        WebhookPatch: {
+            url?: components["schemas"]["WebhookURL"];
+            events?: components["schemas"]["WebhookEvents"];
+            description?: components["schemas"]["WebhookDescription"];
+            /** @description `false` disables the webhook; `true` enables it again. */
+            enabled?: boolean;
+        };
+        /**
+         * @example {
+         *       "items": [
+         *         {
+         *           "id": "01937a2c-5d4e-7f60-8a1b-2c3d4e5f6a7b",
+         *           "url": "https://hooks.example.com/guildhall",
+         *           "events": [
+         *             "role.*"
+         *           ],
+         *           "description": "",
+         *           "enabled": true,
+         *           "disabled_reason": null,
+         *           "creator_id": "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e",
+         *           "previous_secret_until": null,
+         *           "created_at": "2026-11-22T08:15:30.123456Z",
+         *           "updated_at": "2026-11-22T08:15:30.123456Z"
+         *         }
+         *       ],
+         *       "next_cursor": null
+         *     }
+         */
+        WebhookList: {
+            items: components["schemas"]["Webhook"][];
+            next_cursor: components["schemas"]["NextCursor"];
+        };
+        /**
+         * @description One event on its way to one webhook.
+         * @example {
+         *       "id": "msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091",
+         *       "event_seq": 42,
+         *       "state": "delivered",
+         *       "attempts": 1,
+         *       "last_status": 200,
+         *       "next_attempt_at": null,
+         *       "created_at": "2026-11-22T08:15:30.123456Z"
+         *     }
+         */
+        WebhookDelivery: {
+            id: components["schemas"]["DeliveryID"];
+            /**
+             * Format: int64
+             * @description The `seq` of the event delivered (`GET /audit-log`).
+             * @example 42
+             */
+            event_seq: number;
+            /**
+             * @description `pending` (to be attempted at `next_attempt_at`), `delivered` (a `2xx` answer) or `failed` (every retry failed).
+             * @example delivered
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "failed";
+            /**
+             * @description Attempts made so far, redeliveries included.
+             * @example 1
+             */
+            attempts: number;
+            /**
+             * @description The HTTP status of the last attempt's answer; `null` before the first attempt, or when the last one got no answer.
+             * @example 200
+             */
+            last_status: number | null;
+            /**
+             * Format: date-time
+             * @description When it is next attempted; `null` unless `pending`.
+             * @example null
+             */
+            next_attempt_at: string | null;
+            created_at: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @example {
+         *       "items": [
+         *         {
+         *           "id": "msg_01937a2d0b1c7e2f9a3b4c5d6e7f8091",
+         *           "event_seq": 42,
+         *           "state": "pending",
+         *           "attempts": 1,
+         *           "last_status": 503,
+         *           "next_attempt_at": "2026-11-22T08:20:30.123456Z",
+         *           "created_at": "2026-11-22T08:15:30.123456Z"
+         *         }
+         *       ],
+         *       "next_cursor": null
+         *     }
+         */
+        WebhookDeliveryList: {
+            items: components["schemas"]["WebhookDelivery"][];
+            next_cursor: components["schemas"]["NextCursor"];
+        };
+        /**
          * @example {
          *       "channel_id": "ops",
          *       "id": "logo.png",
@@ -2691,7 +3212,7 @@ export interface components {
          * @example role.created
          * @enum {string}
          */
-        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "user.token.renamed" | "profile.links.set" | "profile.links.deleted" | "channel.moved" | "user.timeout";
+        EventType: "channel.created" | "channel.updated" | "channel.renamed" | "channel.deleted" | "channel.overwrite.set" | "channel.overwrite.removed" | "channel.attachment.created" | "channel.attachment.updated" | "channel.attachment.deleted" | "role.created" | "role.updated" | "role.renamed" | "role.moved" | "role.deleted" | "role.permissions.set" | "global.permissions.set" | "user.created" | "user.updated" | "user.deleted" | "user.role.assigned" | "user.role.removed" | "user.token.created" | "user.token.deleted" | "user.token.renamed" | "profile.links.set" | "profile.links.deleted" | "channel.moved" | "user.timeout" | "webhook.created" | "webhook.updated" | "webhook.deleted";
         /**
          * @example {
          *       "items": [
@@ -2797,7 +3318,7 @@ export interface components {
              */
             user_id?: string;
             /**
-             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`, `answer_bytes` (8 MiB, what one answer may weigh).
+             * @description For `limit_exceeded`, the limit, e.g. `roles`, `overwrites_per_channel`, `profile_links`, `tokens`, `webhooks`, `answer_bytes` (8 MiB, what one answer may weigh).
              * @example roles
              */
             limit?: string;
@@ -3608,10 +4129,19 @@ export interface components {
         UserID: components["schemas"]["UserID"];
         /** @description The token's ID (not its secret). */
         TokenID: components["schemas"]["TokenID"];
+        /** @description The webhook's ID, assigned by the server. */
+        WebhookID: components["schemas"]["WebhookID"];
+        /** @description The delivery's ID, the `webhook-id` header of its attempts. */
+        DeliveryID: components["schemas"]["DeliveryID"];
         /** @description The attachment's ID, chosen by the client; unique within the channel. */
         AttachmentID: components["schemas"]["AttachmentID"];
         /** @description Only the children of this category; an unknown or hidden category is a `400` at `query.parent_id`. */
         ParentID: components["schemas"]["ChannelID"];
+        /**
+         * @description The permission asked about; it must be channel-scoped (a `400` at
+         *     `query.permission` otherwise).
+         */
+        AccessPermission: components["schemas"]["PermissionName"];
         /** @description Page size. */
         Limit: number;
         /** @description The `next_cursor` of the previous page, made with the same filters. */
@@ -4441,6 +4971,100 @@ export interface operations {
             200: {
                 headers: {
                     ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    listChannelAccess: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The permission asked about; it must be channel-scoped (a `400` at
+                 *     `query.permission` otherwise).
+                 */
+                permission?: components["parameters"]["AccessPermission"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the users who hold the permission in the channel. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    headChannelAccess: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The permission asked about; it must be channel-scoped (a `400` at
+                 *     `query.permission` otherwise).
+                 */
+                permission?: components["parameters"]["AccessPermission"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The channel's ID, chosen by the client. `reorder` is taken by
+                 *     `reorderChannels`: creating a channel with that ID is a `400`.
+                 */
+                channelID: components["parameters"]["ChannelID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the users who hold the permission in the channel. */
+            200: {
+                headers: {
                     "X-Request-Id": components["headers"]["RequestID"];
                     "RateLimit-Limit": components["headers"]["RateLimitLimit"];
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
@@ -7418,6 +8042,466 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of webhooks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreate"];
+            };
+        };
+        responses: {
+            /** @description The new webhook, with its secret. */
+            201: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headWebhooks: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of webhooks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Apply the change only if the resource's current `ETag` is one of these (or `*`).
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /**
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    headWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Apply the change only if the resource's current `ETag` is one of these (or `*`).
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /**
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["WebhookPatch"];
+            };
+        };
+        responses: {
+            /** @description The webhook after the change. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook, with its new secret. */
+            200: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    headWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page, made with the same filters. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["HeadBadRequest"];
+            401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
+            404: components["responses"]["HeadNotFound"];
+            405: components["responses"]["HeadMethodNotAllowed"];
+            429: components["responses"]["HeadTooManyRequests"];
+            500: components["responses"]["HeadInternalError"];
+            503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    redeliverWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's ID, assigned by the server. */
+                webhookID: components["parameters"]["WebhookID"];
+                /** @description The delivery's ID, the `webhook-id` header of its attempts. */
+                deliveryID: components["parameters"]["DeliveryID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, pending again. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];

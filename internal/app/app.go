@@ -93,7 +93,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	limits := guild.DefaultLimits()
 	limits.MaxAttachmentBytes = cfg.MaxAttachmentBytes
 	limits.MaxTokensPerUser = cfg.MaxTokensPerUser
-	svc := guild.New(guild.Options{Store: st, Blobs: blobs, Limits: limits, Notifier: broker, Logger: log})
+	svc := guild.New(guild.Options{Store: st, Blobs: blobs, Limits: limits, Notifier: broker, Logger: log,
+		Webhooks: guild.WebhookOptions{AllowPrivate: cfg.WebhookAllowPrivate}})
 	token, err := prepareData(ctx, svc, cfg, log)
 	if err != nil {
 		_ = st.Close()

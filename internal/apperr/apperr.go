@@ -216,6 +216,13 @@ func MissingPermissions(channel string, missing []string) error {
 		Forbidden: &Forbidden{Reason: ReasonMissingPermissions, Missing: missing, Channel: channel}}
 }
 
+// MissingOneOf builds a 403 for a global check that any one of several
+// permissions passes, naming them all: the caller holds none.
+func MissingOneOf(missing []string) error {
+	return &Error{Kind: ErrForbidden, Detail: "Missing permissions: one of " + join(missing) + " is needed.",
+		Forbidden: &Forbidden{Reason: ReasonMissingPermissions, Missing: missing}}
+}
+
 // CannotGrant builds a 403 for a change that grants or revokes permissions the caller lacks.
 func CannotGrant(channel string, missing []string) error {
 	d := "You cannot grant or revoke permissions you do not have: "

@@ -39,30 +39,31 @@ type Config struct {
 	Store
 	Tokens
 
-	Addr               string        `name:"addr" env:"GUILDHALL_ADDR" default:":8080" help:"Listen address."`
-	BootstrapToken     string        `name:"bootstrap-token" env:"GUILDHALL_BOOTSTRAP_TOKEN" help:"The owner's token on an empty store (at least 32 characters); ignored otherwise."`
-	OwnerName          string        `name:"owner" env:"GUILDHALL_OWNER" default:"owner" help:"Username of the owner created on an empty store."`
-	MaxAttachmentBytes int64         `name:"max-attachment-bytes" env:"GUILDHALL_MAX_ATTACHMENT_BYTES" default:"26214400" help:"Largest attachment upload in bytes; larger is a 413."`
-	RateLimit          float64       `name:"rate-limit" env:"GUILDHALL_RATE_LIMIT" default:"20" help:"Requests per second per user, all their tokens together (per client address without a known token), bursts of twice that; 0 turns it off."`
-	RateLimitClients   int           `name:"rate-limit-clients" env:"GUILDHALL_RATE_LIMIT_CLIENTS" default:"10000" help:"How many client addresses, how many users and how many tokens the rate limiter remembers (least recently seen forgotten first)."`
-	MaxEventStreams    int           `name:"max-event-streams" env:"GUILDHALL_MAX_EVENT_STREAMS" default:"5" help:"Most event streams one user may have open at once on this instance; one more is a 429 rate_limited."`
-	TrustedProxies     []string      `name:"trusted-proxies" env:"GUILDHALL_TRUSTED_PROXIES" sep:"," help:"Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed; empty: the client address is the connection's."`
-	CORSOrigins        []string      `name:"cors-origins" env:"GUILDHALL_CORS_ORIGINS" sep:"," help:"Comma-separated origins allowed to call from a browser; empty allows none."`
-	EventRetention     time.Duration `name:"event-retention" env:"GUILDHALL_EVENT_RETENTION" default:"0s" help:"Delete audit events older than this (e.g. 2160h); 0 keeps every event."`
-	SSEHeartbeat       time.Duration `name:"sse-heartbeat" env:"GUILDHALL_SSE_HEARTBEAT" default:"15s" help:"Interval of the heartbeat comments on idle event streams."`
-	LogLevel           string        `name:"log-level" env:"GUILDHALL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"debug, info, warn or error (JSON logs on stderr)."`
-	DebugAddr          string        `name:"debug-addr" env:"GUILDHALL_DEBUG_ADDR" help:"Address of a net/http/pprof listener for profiling, never the API address (empty: none)."`
-	ShutdownTimeout    time.Duration `name:"shutdown-timeout" env:"GUILDHALL_SHUTDOWN_TIMEOUT" default:"15s" help:"On SIGTERM, how long requests in flight (a long download) may take to finish before they are cut."`
-	DrainDelay         time.Duration `name:"drain-delay" env:"GUILDHALL_DRAIN_DELAY" default:"0s" help:"On SIGTERM, how long to go on serving with /readyz at 503 before closing the listener, so a load balancer stops sending first."`
-	RequestTimeout     time.Duration `name:"request-timeout" env:"GUILDHALL_REQUEST_TIMEOUT" default:"30s" help:"Deadline of a request, transfers of attachment bytes and event streams excepted."`
-	DBTimeout          time.Duration `name:"db-timeout" env:"GUILDHALL_DB_TIMEOUT" default:"5s" help:"Budget of a request's database work, all its statements and waits together (the time a client takes to send a body not counted); past it, 503. Work outside requests gets it per statement, four times it per write transaction."`
-	BodyIdleTimeout    time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
-	BodyMinRate        int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
-	ContractCheck      bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
-	CacheBytes         int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"134217728" help:"Bound of the read cache's size in bytes (128 MiB by default): a quarter, at most 16 MiB and a third of GUILDHALL_MEMORY_LIMIT, for credentials and pages; the rest for users, kept packed."`
-	MemoryLimit        int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"100663296" help:"Soft memory limit of the Go runtime in bytes (96 MiB by default; GOMEMLIMIT, when set, wins), raised by what the read cache's packed users hold; 0: no limit."`
-	Tracing            string        `name:"tracing" env:"GUILDHALL_TRACING" default:"off" enum:"off,otlp" help:"off, or otlp: send OpenTelemetry traces over OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)."`
-	TracingSampleRatio float64       `name:"tracing-sample-ratio" env:"GUILDHALL_TRACING_SAMPLE_RATIO" default:"1" help:"Share of the traces this instance starts that are recorded, 0 to 1; a request with a traceparent header follows its caller's decision."`
+	Addr                string        `name:"addr" env:"GUILDHALL_ADDR" default:":8080" help:"Listen address."`
+	BootstrapToken      string        `name:"bootstrap-token" env:"GUILDHALL_BOOTSTRAP_TOKEN" help:"The owner's token on an empty store (at least 32 characters); ignored otherwise."`
+	OwnerName           string        `name:"owner" env:"GUILDHALL_OWNER" default:"owner" help:"Username of the owner created on an empty store."`
+	MaxAttachmentBytes  int64         `name:"max-attachment-bytes" env:"GUILDHALL_MAX_ATTACHMENT_BYTES" default:"26214400" help:"Largest attachment upload in bytes; larger is a 413."`
+	RateLimit           float64       `name:"rate-limit" env:"GUILDHALL_RATE_LIMIT" default:"20" help:"Requests per second per user, all their tokens together (per client address without a known token), bursts of twice that; 0 turns it off."`
+	RateLimitClients    int           `name:"rate-limit-clients" env:"GUILDHALL_RATE_LIMIT_CLIENTS" default:"10000" help:"How many client addresses, how many users and how many tokens the rate limiter remembers (least recently seen forgotten first)."`
+	MaxEventStreams     int           `name:"max-event-streams" env:"GUILDHALL_MAX_EVENT_STREAMS" default:"5" help:"Most event streams one user may have open at once on this instance; one more is a 429 rate_limited."`
+	TrustedProxies      []string      `name:"trusted-proxies" env:"GUILDHALL_TRUSTED_PROXIES" sep:"," help:"Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed; empty: the client address is the connection's."`
+	CORSOrigins         []string      `name:"cors-origins" env:"GUILDHALL_CORS_ORIGINS" sep:"," help:"Comma-separated origins allowed to call from a browser; empty allows none."`
+	EventRetention      time.Duration `name:"event-retention" env:"GUILDHALL_EVENT_RETENTION" default:"0s" help:"Delete audit events older than this (e.g. 2160h); 0 keeps every event."`
+	SSEHeartbeat        time.Duration `name:"sse-heartbeat" env:"GUILDHALL_SSE_HEARTBEAT" default:"15s" help:"Interval of the heartbeat comments on idle event streams."`
+	LogLevel            string        `name:"log-level" env:"GUILDHALL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"debug, info, warn or error (JSON logs on stderr)."`
+	DebugAddr           string        `name:"debug-addr" env:"GUILDHALL_DEBUG_ADDR" help:"Address of a net/http/pprof listener for profiling, never the API address (empty: none)."`
+	ShutdownTimeout     time.Duration `name:"shutdown-timeout" env:"GUILDHALL_SHUTDOWN_TIMEOUT" default:"15s" help:"On SIGTERM, how long requests in flight (a long download) may take to finish before they are cut."`
+	DrainDelay          time.Duration `name:"drain-delay" env:"GUILDHALL_DRAIN_DELAY" default:"0s" help:"On SIGTERM, how long to go on serving with /readyz at 503 before closing the listener, so a load balancer stops sending first."`
+	RequestTimeout      time.Duration `name:"request-timeout" env:"GUILDHALL_REQUEST_TIMEOUT" default:"30s" help:"Deadline of a request, transfers of attachment bytes and event streams excepted."`
+	DBTimeout           time.Duration `name:"db-timeout" env:"GUILDHALL_DB_TIMEOUT" default:"5s" help:"Budget of a request's database work, all its statements and waits together (the time a client takes to send a body not counted); past it, 503. Work outside requests gets it per statement, four times it per write transaction."`
+	BodyIdleTimeout     time.Duration `name:"body-idle-timeout" env:"GUILDHALL_BODY_IDLE_TIMEOUT" default:"30s" help:"A request body (an upload or JSON) that sends nothing for this long is a 408."`
+	BodyMinRate         int64         `name:"body-min-rate" env:"GUILDHALL_BODY_MIN_RATE" default:"1024" help:"Slowest accepted request body, in bytes per second on average after the first idle timeout; 0 turns the check off."`
+	ContractCheck       bool          `name:"contract-check" env:"GUILDHALL_CONTRACT_CHECK" help:"Check every answer under /api against the contract and log, as \"contract violation\", each one it does not declare (for test runs: it keeps JSON bodies in memory)."`
+	CacheBytes          int           `name:"cache-bytes" env:"GUILDHALL_CACHE_BYTES" default:"134217728" help:"Bound of the read cache's size in bytes (128 MiB by default): a quarter, at most 16 MiB and a third of GUILDHALL_MEMORY_LIMIT, for credentials and pages; the rest for users, kept packed."`
+	MemoryLimit         int64         `name:"memory-limit" env:"GUILDHALL_MEMORY_LIMIT" default:"100663296" help:"Soft memory limit of the Go runtime in bytes (96 MiB by default; GOMEMLIMIT, when set, wins), raised by what the read cache's packed users hold; 0: no limit."`
+	Tracing             string        `name:"tracing" env:"GUILDHALL_TRACING" default:"off" enum:"off,otlp" help:"off, or otlp: send OpenTelemetry traces over OTLP/HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318)."`
+	WebhookAllowPrivate bool          `name:"webhook-allow-private" env:"GUILDHALL_WEBHOOK_ALLOW_PRIVATE" help:"Let webhooks reach destinations that resolve to loopback, private, link-local, shared or unspecified addresses (refused by default: a webhook's creator could otherwise reach the service's own network)."`
+	TracingSampleRatio  float64       `name:"tracing-sample-ratio" env:"GUILDHALL_TRACING_SAMPLE_RATIO" default:"1" help:"Share of the traces this instance starts that are recorded, 0 to 1; a request with a traceparent header follows its caller's decision."`
 
 	// SpanProcessor, with Tracing "otlp", receives the spans instead of
 	// the OTLP exporter. Tests set it; it has no flag.

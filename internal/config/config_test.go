@@ -61,6 +61,12 @@ func TestParse(t *testing.T) {
 		{"an owner's username beyond ASCII", []string{"--owner=zoë"}, nil, "owner's username"},
 		{"an owner's username with a control character", []string{"--owner=ad\u0000min"}, nil, "owner's username"},
 		{"an empty owner's username", []string{"--owner="}, nil, "owner's username"},
+		{"webhooks refuse private destinations by default", nil, func(c config.Config) bool {
+			return !c.WebhookAllowPrivate && !config.Default().WebhookAllowPrivate
+		}, ""},
+		{"webhooks allowed private destinations by the flag", []string{"--webhook-allow-private"}, func(c config.Config) bool {
+			return c.WebhookAllowPrivate
+		}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,5 +94,33 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		if !strings.Contains(string(readme), "| `"+env+"` | `"+flag+"` |") {
 			t.Errorf("README.md has no row for %s (%s)", env, flag)
 		}
+	}
+}
+
+// GUILDHALL_WEBHOOK_ALLOW_PRIVATE=true lets webhooks reach private
+// destinations; anything but a boolean stops the start.
+func TestWebhookAllowPrivateVariable(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  bool
+		err   bool
+	}{{"true", true, false}, {"false", false, false}, {"", false, false}, {"perhaps", false, true}} {
+		t.Run(tc.value, func(t *testing.T) {
+			c, err := config.Parse("guildhall", nil, func(k string) string {
+				if k == "GUILDHALL_WEBHOOK_ALLOW_PRIVATE" {
+					return tc.value
+				}
+				return ""
+			})
+			if tc.err {
+				if err == nil {
+					t.Fatalf("%q accepted: %+v", tc.value, c.WebhookAllowPrivate)
+				}
+				return
+			}
+			if err != nil || c.WebhookAllowPrivate != tc.want {
+				t.Fatalf("%q: %v, %v; want %v", tc.value, c.WebhookAllowPrivate, err, tc.want)
+			}
+		})
 	}
 }

@@ -59,8 +59,12 @@ const (
 type Requirement struct {
 	OperationID string          // the contract's
 	Permissions permissions.Set // all of them, checked as Scope says
-	Scope       Scope
-	Rule        Rule // "" for none
+	// AnyOf: when not empty, at least one of them is needed as well, in
+	// the base permissions (listChannelAccess: MANAGE_ROLES or
+	// VIEW_AUDIT_LOG).
+	AnyOf permissions.Set
+	Scope Scope
+	Rule  Rule // "" for none
 	// Fields are the request body's members that need other permissions
 	// than Permissions (patchUser's timeout_until).
 	Fields map[string]permissions.Set
@@ -81,6 +85,8 @@ var (
 	moderateMembers = permissions.Of(permissions.ModerateMembers)
 	viewAuditLog    = permissions.Of(permissions.ViewAuditLog)
 	viewChannel     = permissions.Of(permissions.ViewChannel)
+	// A webhook delivers the audit log: managing one needs reading it.
+	manageWebhooks = permissions.Of(permissions.ViewAuditLog, permissions.ManageWebhooks)
 )
 
 // The table: operationId, permissions, scope, rule (and fields).
@@ -99,6 +105,8 @@ var (
 	opCreateChannel         = row("createChannel", manageChannels, ScopeGlobal, "")
 	opRenameChannel         = row("renameChannel", manageChannels, ScopeChannel, "")
 	opDeleteChannel         = row("deleteChannel", manageChannels, ScopeChannel, "")
+	opListChannelAccess     = row("listChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles | viewAuditLog)
+	opHeadChannelAccess     = row("headChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles | viewAuditLog)
 	opListChannelOverwrites = row("listChannelOverwrites", viewChannel, ScopeChannel, "")
 	opHeadChannelOverwrites = row("headChannelOverwrites", viewChannel, ScopeChannel, "")
 	opSetChannelOverwrite   = row("setChannelOverwrite", manageRoles, ScopeChannel, RuleGrantHeld)
@@ -175,6 +183,18 @@ var (
 	opStreamEvents      = row("streamEvents", viewAuditLog, ScopeGlobal, "")
 	opHeadEvents        = row("headEvents", viewAuditLog, ScopeGlobal, "")
 	opCreateEventTicket = row("createEventTicket", viewAuditLog, ScopeGlobal, "")
+
+	opListWebhooks             = row("listWebhooks", manageWebhooks, ScopeGlobal, "")
+	opHeadWebhooks             = row("headWebhooks", manageWebhooks, ScopeGlobal, "")
+	opCreateWebhook            = row("createWebhook", manageWebhooks, ScopeGlobal, "")
+	opGetWebhook               = row("getWebhook", manageWebhooks, ScopeGlobal, "")
+	opHeadWebhook              = row("headWebhook", manageWebhooks, ScopeGlobal, "")
+	opUpdateWebhook            = row("updateWebhook", manageWebhooks, ScopeGlobal, "")
+	opDeleteWebhook            = row("deleteWebhook", manageWebhooks, ScopeGlobal, "")
+	opRotateWebhookSecret      = row("rotateWebhookSecret", manageWebhooks, ScopeGlobal, "")
+	opListWebhookDeliveries    = row("listWebhookDeliveries", manageWebhooks, ScopeGlobal, "")
+	opHeadWebhookDeliveries    = row("headWebhookDeliveries", manageWebhooks, ScopeGlobal, "")
+	opRedeliverWebhookDelivery = row("redeliverWebhookDelivery", manageWebhooks, ScopeGlobal, "")
 )
 
 // requirements are the rows, in the table's order.
@@ -193,6 +213,13 @@ func (op Op) field(name string, need permissions.Set) Op {
 		op.Fields = map[string]permissions.Set{}
 	}
 	op.Fields[name] = need
+	return op
+}
+
+// anyOf declares permissions at least one of which the operation needs
+// besides its Permissions.
+func (op Op) anyOf(need permissions.Set) Op {
+	op.AnyOf = need
 	return op
 }
 
@@ -230,10 +257,16 @@ func (a *Actor) authorize(op Op) error {
 			return apperr.OwnerOnly(ownerOnlyActs[op])
 		}
 		return nil
-	case op.Permissions.IsEmpty():
-		return nil
 	}
-	return a.require(op.Permissions)
+	if !op.Permissions.IsEmpty() {
+		if err := a.require(op.Permissions); err != nil {
+			return err
+		}
+	}
+	if !op.AnyOf.IsEmpty() {
+		return a.requireOneOf(op.AnyOf)
+	}
+	return nil
 }
 
 // authorizeOn checks the caller against op's row for what the operation

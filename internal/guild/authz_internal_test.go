@@ -20,6 +20,7 @@ var twins = map[Op]Op{
 	opHeadChannels:          opListChannels,
 	opHeadChannel:           opGetChannel,
 	opHeadChannelOverwrites: opListChannelOverwrites,
+	opHeadChannelAccess:     opListChannelAccess,
 	opHeadAttachments:       opListAttachments,
 	opHeadAttachment:        opGetAttachment,
 	opHeadPermissions:       opListPermissions,
@@ -41,6 +42,9 @@ var twins = map[Op]Op{
 	opHeadProfileLinks:      opGetProfileLinks,
 	opHeadAuditLog:          opListAuditLog,
 	opHeadEvents:            opStreamEvents,
+	opHeadWebhooks:          opListWebhooks,
+	opHeadWebhook:           opGetWebhook,
+	opHeadWebhookDeliveries: opListWebhookDeliveries,
 }
 
 // TestEveryRowIsChecked: each row of the table is named op + its
@@ -100,7 +104,7 @@ func TestEveryRowIsChecked(t *testing.T) {
 }
 
 // collectRows finds the table's rows in authz.go: variables initialized by
-// row(id, ...), maybe followed by .field(...).
+// row(id, ...), maybe followed by .field(...) or .anyOf(...).
 func collectRows(f *ast.File, rows map[string]string) {
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)
@@ -131,5 +135,5 @@ func collectRows(f *ast.File, rows map[string]string) {
 
 // rowString is what a row requires, without its operation's name.
 func rowString(op Op) string {
-	return fmt.Sprint(op.Permissions.Names(), op.Scope, op.Rule, op.Fields)
+	return fmt.Sprint(op.Permissions.Names(), op.AnyOf.Names(), op.Scope, op.Rule, op.Fields)
 }

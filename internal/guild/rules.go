@@ -83,6 +83,18 @@ func (a *Actor) require(need permissions.Set) (err error) {
 	return err
 }
 
+// requireOneOf checks that the base permissions hold at least one of
+// some.
+func (a *Actor) requireOneOf(some permissions.Set) (err error) {
+	if a.Base().Intersect(some).IsEmpty() {
+		err = apperr.MissingOneOf(some.Names())
+	}
+	if a.span != nil {
+		a.traceCheck("permissions", err, "", some)
+	}
+	return err
+}
+
 // requireIn checks effective permissions in a channel; a channel the
 // caller may not know of is missing (hideChannel).
 func (a *Actor) requireIn(channelID string, need permissions.Set) (err error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/guildhall/guildhall/internal/blob"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/webhook"
 )
 
 // Limits are the configurable bounds of docs/design.md §9.
@@ -33,12 +34,14 @@ type Limits struct {
 	// authenticate: a user could otherwise multiply anything counted per
 	// token.
 	MaxTokensPerUser int
+	// MaxWebhooks bounds the webhooks of the community.
+	MaxWebhooks int
 }
 
 // DefaultLimits are docs/design.md's defaults.
 func DefaultLimits() Limits {
 	return Limits{MaxRoles: 250, MaxOverwrites: 500, MaxProfileLinks: 10, MaxAttachmentBytes: 25 << 20,
-		MaxChannels: 500, MaxChannelsPerCategory: 50, MaxTokensPerUser: 25}
+		MaxChannels: 500, MaxChannelsPerCategory: 50, MaxTokensPerUser: 25, MaxWebhooks: 25}
 }
 
 // Notifier learns of committed events (the live event stream).
@@ -55,6 +58,7 @@ type Service struct {
 	notifier Notifier
 	log      *slog.Logger
 	now      func() time.Time
+	webhooks WebhookOptions
 }
 
 // Options are the service's dependencies.
@@ -64,6 +68,16 @@ type Options struct {
 	Limits   Limits
 	Notifier Notifier // may be nil
 	Logger   *slog.Logger
+	Webhooks WebhookOptions
+}
+
+// WebhookOptions say which destinations webhooks may have.
+type WebhookOptions struct {
+	// AllowPrivate lets a webhook's URL resolve to loopback, private,
+	// link-local, shared or unspecified addresses.
+	AllowPrivate bool
+	// Resolver resolves the hosts of webhooks' URLs (nil: the system's).
+	Resolver webhook.Resolver
 }
 
 // New builds the service.
@@ -72,7 +86,7 @@ func New(o Options) *Service {
 		o.Logger = slog.Default()
 	}
 	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger, now: model.Now,
-		cursors: newCursors(o.Store.CursorKey())}
+		cursors: newCursors(o.Store.CursorKey()), webhooks: o.Webhooks}
 }
 
 // WriteOpts are what every write request may carry.
@@ -84,6 +98,12 @@ type WriteOpts struct {
 // write runs fn in a serialized transaction with the caller re-read inside
 // it, then tells the notifier about the events it committed.
 func (s *Service) write(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) error {
+	_, err := s.writeEvents(ctx, a, fn)
+	return err
+}
+
+// writeEvents is write, returning the events committed with their seqs.
+func (s *Service) writeEvents(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) ([]model.Event, error) {
 	events, err := s.store.Write(ctx, func(tx *store.Tx) error {
 		if a == nil { // the system itself (bootstrap)
 			return fn(tx, nil)
@@ -95,12 +115,12 @@ func (s *Service) write(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *
 		return fn(tx, fresh)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(events) > 0 && s.notifier != nil {
 		s.notifier.Published(events[len(events)-1].Seq)
 	}
-	return nil
+	return events, nil
 }
 
 // emit appends the audit event of a change.

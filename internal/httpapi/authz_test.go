@@ -35,7 +35,9 @@ const (
 var authzCallers = []authzCaller{callerNoToken, callerGarbage, callerSuspended, callerNone, callerExact, callerDenied, callerAdmin, callerOwner}
 
 // authzKey identifies a requirement: callers are built per requirement.
-func authzKey(r authzRequirement) string { return r.Scope + ":" + strings.Join(r.Permissions, ",") }
+func authzKey(r authzRequirement) string {
+	return r.Scope + ":" + strings.Join(r.Permissions, ",") + ":" + strings.Join(r.AnyOf, "|")
+}
 
 func authzSet(names []string) permissions.Set {
 	var s permissions.Set
@@ -55,6 +57,9 @@ func authzSet(names []string) permissions.Set {
 // without SEND_MESSAGES).
 func authzGrantFor(r authzRequirement) []string {
 	set := authzSet(r.Permissions)
+	if len(r.AnyOf) > 0 {
+		set = set.Union(authzSet(r.AnyOf[:1])) // one will do: the first
+	}
 	if r.Scope == "channel" && !set.IsEmpty() {
 		set = set.Union(permissions.Of(permissions.ViewChannel))
 		if !set.Intersect(permissions.Of(permissions.AttachFiles, permissions.EmbedLinks, permissions.MentionEveryone)).IsEmpty() {
@@ -186,6 +191,7 @@ type authzFixture struct {
 	exact, denied      map[string]testenv.User // by authzKey
 	victimToken        string                  // a token ID of victim
 	n                  int
+	webhooks           map[string]string // by use: a webhook the rows share, or one to delete
 }
 
 func newAuthzFixture(t *testing.T, kind string) *authzFixture {
@@ -289,6 +295,29 @@ func (f *authzFixture) freshRole(perms ...string) string {
 
 func (f *authzFixture) freshUser() testenv.User { return f.e.NewUser(f.next("user")) }
 
+// webhook returns the path of a webhook kept for a use, made (as the
+// owner) when there is none yet or the last one was deleted: a fresh one
+// per request would outgrow the limit of 25. The shared one has a
+// delivery, msg_authz.
+func (f *authzFixture) webhook(t *testing.T, use string) string {
+	t.Helper()
+	if id, ok := f.webhooks[use]; ok && f.e.Do(testenv.Req{Method: "GET", Path: "/webhooks/" + id, Token: f.e.Owner}).Status == http.StatusOK {
+		return "/webhooks/" + id
+	}
+	res := f.e.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/webhooks", Token: f.e.Owner,
+		Body: map[string]any{"url": "https://192.0.2.10/" + use, "events": []string{"role.*"}}})
+	id := res.Map(t)["id"].(string)
+	if f.webhooks == nil {
+		f.webhooks = map[string]string{}
+	}
+	f.webhooks[use] = id
+	if use == "shared" {
+		operatorExec(t, f.e, "INSERT INTO webhook_deliveries (id, webhook_id, event_seq, state, attempts, created_at, updated_at) "+
+			"VALUES ('msg_authz', '"+id+"', 1, 'failed', 8, 1, 1)")
+	}
+	return "/webhooks/" + id
+}
+
 func (f *authzFixture) upload(id string) {
 	f.e.Must(http.StatusCreated, testenv.Req{Method: "PUT", Path: "/channels/ops/attachment?attachmentID=" + id, Token: f.e.Owner,
 		Body: "bytes of " + id, Type: "text/plain"})
@@ -350,6 +379,10 @@ func authzRows() []authzRow {
 			id := f.freshChannel(t, "deleteChannel")
 			return testenv.Req{Method: "POST", Path: "/channels/" + id + "/delete"}, []string{"/channels/" + id, "/channels/" + id + "/permissions"}
 		}},
+		// Who holds no permission cannot view ops: it is hidden (404)
+		// before the missing permission (403) is told.
+		{name: "listChannelAccess", op: "listChannelAccess", success: 200, prepare: get("/channels/ops/access"),
+			want: map[authzCaller]int{callerNone: 404}},
 		{name: "listChannelOverwrites", op: "listChannelOverwrites", success: 200, prepare: get("/channels/ops/permissions")},
 		{name: "setChannelOverwrite", op: "setChannelOverwrite", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
 			id := f.freshChannel(t, "setChannelOverwrite")
@@ -561,6 +594,34 @@ func authzRows() []authzRow {
 		{name: "createEventTicket", op: "createEventTicket", success: 201, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {
 			return testenv.Req{Method: "POST", Path: "/events/ticket"}, nil
 		}},
+
+		{name: "listWebhooks", op: "listWebhooks", success: 200, prepare: get("/webhooks")},
+		{name: "createWebhook", op: "createWebhook", success: 201, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "POST", Path: "/webhooks", Body: map[string]any{"url": "https://192.0.2.10/new", "events": []string{"user.*"}}},
+				[]string{"/webhooks"}
+		}},
+		{name: "getWebhook", op: "getWebhook", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "GET", Path: f.webhook(t, "shared")}, nil
+		}},
+		{name: "updateWebhook", op: "updateWebhook", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "shared")
+			return testenv.Req{Method: "PATCH", Path: path, Type: mergePatch, Body: map[string]any{"description": f.next("hook")}}, []string{path}
+		}},
+		{name: "deleteWebhook", op: "deleteWebhook", success: 204, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "delete")
+			return testenv.Req{Method: "DELETE", Path: path}, []string{path, "/webhooks"}
+		}},
+		{name: "rotateWebhookSecret", op: "rotateWebhookSecret", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "shared")
+			return testenv.Req{Method: "POST", Path: path + "/rotate"}, []string{path}
+		}},
+		{name: "listWebhookDeliveries", op: "listWebhookDeliveries", success: 200, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			return testenv.Req{Method: "GET", Path: f.webhook(t, "shared") + "/deliveries"}, nil
+		}},
+		{name: "redeliverWebhookDelivery", op: "redeliverWebhookDelivery", success: 202, prepare: func(t *testing.T, f *authzFixture, _ testenv.User) (testenv.Req, []string) {
+			path := f.webhook(t, "shared")
+			return testenv.Req{Method: "POST", Path: path + "/deliveries/msg_authz/redeliver"}, []string{path + "/deliveries"}
+		}},
 	}
 }
 
@@ -608,7 +669,7 @@ func (row authzRow) expect(r authzRequirement, c authzCaller) int {
 	case callerNoToken, callerGarbage, callerSuspended:
 		return http.StatusUnauthorized
 	case callerNone:
-		if len(r.Permissions) == 0 {
+		if len(r.Permissions) == 0 && len(r.AnyOf) == 0 {
 			return row.success
 		}
 		if r.Scope == "channel" {

@@ -18,8 +18,11 @@ import (
 // authzRequirement is an operation's x-required-permissions.
 type authzRequirement struct {
 	Permissions []string
-	Scope       string // global, channel or public
-	Rule        string // "" or one of authzRules
+	// AnyOf: permissions at least one of which is needed besides (nil when
+	// the operation declares none).
+	AnyOf []string
+	Scope string // global, channel or public
+	Rule  string // "" or one of authzRules
 	// Fields maps a request body member to the permissions it needs instead
 	// of Permissions (patchUser's timeout_until: MODERATE_MEMBERS).
 	Fields map[string][]string
@@ -104,6 +107,18 @@ func authzRequirementOf(op *openapi3.Operation) (authzRequirement, error) {
 					return r, fmt.Errorf("permissions holds %T", p)
 				}
 				r.Permissions = append(r.Permissions, s)
+			}
+		case "any_of":
+			list, ok := v.([]any)
+			if !ok || len(list) < 2 {
+				return r, fmt.Errorf("any_of is %v, want an array of at least two names", v)
+			}
+			for _, p := range list {
+				s, ok := p.(string)
+				if !ok {
+					return r, fmt.Errorf("any_of holds %T", p)
+				}
+				r.AnyOf = append(r.AnyOf, s)
 			}
 		case "scope":
 			r.Scope, _ = v.(string)
@@ -229,14 +244,37 @@ func TestContractRequiredPermissionsAgreeWithDescriptions(t *testing.T) {
 			if got := set.Names(); !slices.Equal(got, req.Permissions) {
 				t.Errorf("permissions %v are not in catalog order without duplicates (want %v)", req.Permissions, got)
 			}
-			if len(req.Permissions) == 0 && req.Scope != "public" && !strings.HasPrefix(para, "any authenticated user") &&
+			// AnyOf: known, in catalog order, each named in the paragraph,
+			// which says that one of them will do.
+			var anyOf permissions.Set
+			for _, p := range req.AnyOf {
+				perm, ok := permissions.ByName(p)
+				if !ok {
+					t.Errorf("any_of names unknown permission %q", p)
+					continue
+				}
+				anyOf = anyOf.Union(permissions.Of(perm))
+				if !strings.Contains(para, "`"+p+"`") {
+					t.Errorf("any_of holds %s but the paragraph does not name it: %q", p, para)
+				}
+			}
+			if got := anyOf.Names(); len(req.AnyOf) > 0 && !slices.Equal(got, req.AnyOf) {
+				t.Errorf("any_of %v is not in catalog order without duplicates (want %v)", req.AnyOf, got)
+			}
+			if len(req.AnyOf) > 0 && !strings.Contains(para, "either `") && !strings.Contains(para, "one of `") {
+				t.Errorf("any_of: the paragraph should say that either permission will do: %q", para)
+			}
+			if req.Scope == "public" && len(req.AnyOf) > 0 {
+				t.Errorf("scope public with any_of %v", req.AnyOf)
+			}
+			if len(req.Permissions) == 0 && len(req.AnyOf) == 0 && req.Scope != "public" && !strings.HasPrefix(para, "any authenticated user") &&
 				!strings.HasPrefix(para, "the user themself") && !strings.HasPrefix(para, "the owner alone") {
 				t.Errorf("requires no permission, so the paragraph should start with who may call: %q", para)
 			}
 
 			// Fields: members of the request body, their permissions known
 			// and named in the paragraph beside the member.
-			allowed := slices.Clone(req.Permissions)
+			allowed := slices.Concat(req.Permissions, req.AnyOf)
 			for field, perms := range req.Fields {
 				if !authzBodyHasMember(c.op, field) {
 					t.Errorf("fields names %q, which the request body does not take", field)
@@ -328,6 +366,9 @@ func TestRequirementsTableAgreesWithContract(t *testing.T) {
 			if got := row.Permissions.Names(); !slices.Equal(got, want.Permissions) {
 				t.Errorf("permissions: the table says %v, the contract %v", got, want.Permissions)
 			}
+			if got := row.AnyOf.Names(); !slices.Equal(got, authzNonNilList(want.AnyOf)) {
+				t.Errorf("any_of: the table says %v, the contract %v", got, want.AnyOf)
+			}
 			if string(row.Scope) != want.Scope {
 				t.Errorf("scope: the table says %q, the contract %q", row.Scope, want.Scope)
 			}
@@ -347,6 +388,13 @@ func TestRequirementsTableAgreesWithContract(t *testing.T) {
 	}
 }
 
+func authzNonNilList(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
 func authzNonNil(m map[string][]string) map[string][]string {
 	if m == nil {
 		return map[string][]string{}
@@ -356,7 +404,7 @@ func authzNonNil(m map[string][]string) map[string][]string {
 
 // authzRowString is what a row requires, without its operation's name.
 func authzRowString(r guild.Requirement) string {
-	return fmt.Sprint(r.Permissions.Names(), r.Scope, r.Rule, authzFieldNames(r))
+	return fmt.Sprint(r.Permissions.Names(), r.AnyOf.Names(), r.Scope, r.Rule, authzFieldNames(r))
 }
 
 func authzFieldNames(r guild.Requirement) map[string][]string {

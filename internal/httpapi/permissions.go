@@ -65,6 +65,21 @@ func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermiss
 	return api.GetUserPermissions200JSONResponse{Body: toUserPermissions(p)}, nil
 }
 
+// ListChannelAccess implements GET /channels/{channelID}/access.
+func (h *Handler) ListChannelAccess(ctx context.Context, req api.ListChannelAccessRequestObject) (api.ListChannelAccessResponseObject, error) {
+	a := actorOf(ctx)
+	page, err := h.svc.ChannelAccess(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),
+		deref(req.Params.Cursor), deref(req.Params.Limit))
+	if err != nil {
+		return nil, err
+	}
+	out := api.UserList{Items: make([]api.User, len(page.Items)), NextCursor: cursorOf(page.NextCursor)}
+	for i, u := range page.Items {
+		out.Items[i] = toUser(u)
+	}
+	return api.ListChannelAccess200JSONResponse{Body: out}, nil
+}
+
 // GetProfileLinks implements GET /profile/link.
 func (h *Handler) GetProfileLinks(ctx context.Context, _ api.GetProfileLinksRequestObject) (api.GetProfileLinksResponseObject, error) {
 	a := actorOf(ctx)

@@ -22,6 +22,7 @@ const (
 	MentionEveryone                      // MENTION_EVERYONE
 	AddReactions                         // ADD_REACTIONS
 	ModerateMembers                      // MODERATE_MEMBERS
+	ManageWebhooks                       // MANAGE_WEBHOOKS
 
 	// NumPermissions is the size of the catalog; every Permission below it
 	// is valid.
@@ -67,6 +68,7 @@ var catalog = [NumPermissions]entry{
 	MentionEveryone:    {"MENTION_EVERYONE", "Allows mentioning everyone.", true},
 	AddReactions:       {"ADD_REACTIONS", "Allows adding reactions.", true},
 	ModerateMembers:    {"MODERATE_MEMBERS", "Allows timing out members below one's top role.", false},
+	ManageWebhooks:     {"MANAGE_WEBHOOKS", "Allows managing webhooks, which also needs VIEW_AUDIT_LOG.", false},
 }
 
 // Valid reports whether p is in the catalog.

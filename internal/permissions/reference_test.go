@@ -18,11 +18,11 @@ var refCatalog = []string{
 	"ADMINISTRATOR", "MANAGE_USERS", "MANAGE_ROLES", "MANAGE_CHANNELS",
 	"VIEW_AUDIT_LOG", "VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY",
 	"ATTACH_FILES", "MANAGE_MESSAGES", "EMBED_LINKS", "MENTION_EVERYONE",
-	"ADD_REACTIONS", "MODERATE_MEMBERS",
+	"ADD_REACTIONS", "MODERATE_MEMBERS", "MANAGE_WEBHOOKS",
 }
 
 // refGlobalOnly are the names whose only scope is global.
-var refGlobalOnly = nameSet{"ADMINISTRATOR": true, "MANAGE_USERS": true, "VIEW_AUDIT_LOG": true, "MODERATE_MEMBERS": true}
+var refGlobalOnly = nameSet{"ADMINISTRATOR": true, "MANAGE_USERS": true, "VIEW_AUDIT_LOG": true, "MODERATE_MEMBERS": true, "MANAGE_WEBHOOKS": true}
 
 // refTimeoutKeeps is what a member timed out keeps at most.
 var refTimeoutKeeps = nameSet{"VIEW_CHANNEL": true, "READ_MESSAGE_HISTORY": true}

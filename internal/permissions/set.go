@@ -16,8 +16,9 @@ const (
 	All Set = 1<<NumPermissions - 1
 
 	// ChannelScoped holds every permission whose scopes include channel:
-	// all but ADMINISTRATOR, MANAGE_USERS and VIEW_AUDIT_LOG.
-	ChannelScoped Set = All &^ (1<<Administrator | 1<<ManageUsers | 1<<ViewAuditLog | 1<<ModerateMembers)
+	// all but ADMINISTRATOR, MANAGE_USERS, VIEW_AUDIT_LOG, MODERATE_MEMBERS
+	// and MANAGE_WEBHOOKS.
+	ChannelScoped Set = All &^ (1<<Administrator | 1<<ManageUsers | 1<<ViewAuditLog | 1<<ModerateMembers | 1<<ManageWebhooks)
 
 	// DefaultGlobal holds the global permissions of a fresh store, so a new
 	// community works before anyone configures it.

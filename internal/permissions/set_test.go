@@ -30,6 +30,7 @@ func TestCatalog(t *testing.T) {
 		{"MENTION_EVERYONE", both},
 		{"ADD_REACTIONS", both},
 		{"MODERATE_MEMBERS", global},
+		{"MANAGE_WEBHOOKS", global},
 	}
 	cat := permissions.Catalog()
 	if len(cat) != len(want) || len(cat) != permissions.NumPermissions {
@@ -84,7 +85,7 @@ func TestByName(t *testing.T) {
 	}{
 		{"exact", "SEND_MESSAGES", permissions.SendMessages, true},
 		{"first", "ADMINISTRATOR", permissions.Administrator, true},
-		{"last", "MODERATE_MEMBERS", permissions.ModerateMembers, true},
+		{"last", "MANAGE_WEBHOOKS", permissions.ManageWebhooks, true},
 		{"lower case", "send_messages", 0, false},
 		{"padded", " SEND_MESSAGES", 0, false},
 		{"empty", "", 0, false},
@@ -102,8 +103,8 @@ func TestByName(t *testing.T) {
 
 func TestPermissionOutsideCatalog(t *testing.T) {
 	p := permissions.Permission(permissions.NumPermissions)
-	if p.Valid() || p.String() != "Permission(14)" || p.Scopes() != nil {
-		t.Errorf("Permission(14): Valid %v, String %q, Scopes %v", p.Valid(), p.String(), p.Scopes())
+	if p.Valid() || p.String() != "Permission(15)" || p.Scopes() != nil {
+		t.Errorf("Permission(15): Valid %v, String %q, Scopes %v", p.Valid(), p.String(), p.Scopes())
 	}
 	if permissions.All.Has(p) || permissions.Set(^uint64(0)).Has(200) {
 		t.Errorf("Has reports a permission outside the catalog")
@@ -136,7 +137,7 @@ func TestSetOperations(t *testing.T) {
 		{"IsEmpty stray bits only", stray.IsEmpty(), true},
 		{"Len", a.Len(), 3},
 		{"Len ignores stray bits", (a | stray).Len(), 3},
-		{"Len All", permissions.All.Len(), 14},
+		{"Len All", permissions.All.Len(), 15},
 		{"Len ChannelScoped", permissions.ChannelScoped.Len(), 10},
 		{"Permissions catalog order", permissions.Of(react, view, send).Permissions(), []permissions.Permission{view, send, react}},
 		{"Permissions empty", permissions.Set(0).Permissions(), []permissions.Permission{}},
@@ -171,7 +172,7 @@ func TestNames(t *testing.T) {
 		want []string
 	}{
 		{"empty is an empty slice", 0, []string{}},
-		{"stray bits only", 1<<14 | 1<<63, []string{}},
+		{"stray bits only", 1<<15 | 1<<63, []string{}},
 		{"catalog order, not insertion order", permissions.Of(react, admin, view, send), []string{"ADMINISTRATOR", "VIEW_CHANNEL", "SEND_MESSAGES", "ADD_REACTIONS"}},
 		{"DefaultGlobal", permissions.DefaultGlobal, []string{"VIEW_CHANNEL", "SEND_MESSAGES", "READ_MESSAGE_HISTORY", "ATTACH_FILES", "EMBED_LINKS", "ADD_REACTIONS"}},
 		{"All", permissions.All, refCatalog},

@@ -34,12 +34,12 @@ func (tx *Tx) AppendEvent(ev model.Event) error {
 	return nil
 }
 
-// EventChunk bounds the rows of one events INSERT: a transaction's events
-// (one or more per request) go in statements of at most this many rows, so
-// that at most EventChunk texts are prepared (one per number of rows), and
-// a few thousand events (an import, a bulk change) stay far within
-// SQLite's and PostgreSQL's bounds on parameters. A group commit of
-// creates (a request, an event) fits one statement.
+// EventChunk bounds the rows of an events INSERT with a parameter per
+// value: a transaction's events (one or more per request) up to this many
+// go in one such statement, so that at most EventChunk texts are prepared
+// (one per number of rows); a group commit of creates (a request, an
+// event each) fits one. More (an import, a reorder, a bulk change of
+// members) go as one JSON list in one statement (insertManyEvents).
 const EventChunk = 64
 
 // eventsInsert holds the INSERT of n events (index n), RETURNING their
@@ -71,38 +71,91 @@ func (q Queries) insertEvents(ctx context.Context, results []writeResult) (int64
 	if n == 0 {
 		return 0, nil
 	}
-	seqs := make([]int64, 0, n)
-	args := make([]any, 0, 6*min(n, EventChunk))
-	flush := func() error {
-		rows, err := q.Query(ctx, eventsInsert[len(args)/6], args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var seq int64
-			if err := rows.Scan(&seq); err != nil {
-				return err
-			}
-			seqs = append(seqs, seq)
-		}
-		args = args[:0]
-		return rows.Err()
+	if n > EventChunk {
+		return q.insertManyEvents(ctx, results, n)
 	}
+	args := make([]any, 0, 6*n)
 	for _, r := range results {
 		for k, ev := range r.events {
 			args = append(args, ev.Type, ev.ActorID, ev.Subject, r.eventData[k], ev.Reason, ev.CreatedAt.UnixMicro())
-			if len(args) == 6*EventChunk {
-				if err := flush(); err != nil {
-					return 0, fmt.Errorf("append events: %w", err)
-				}
-			}
 		}
 	}
-	if len(args) > 0 {
-		if err := flush(); err != nil {
-			return 0, fmt.Errorf("append events: %w", err)
+	seqs, err := q.insertedSeqs(ctx, n, eventsInsert[n], args...)
+	if err != nil {
+		return 0, err
+	}
+	return numberEvents(results, seqs)
+}
+
+// eventRecords is the subquery of insertManyEvents' list.
+var eventRecords = []JSONColumn{{Name: "type", Type: "text"}, {Name: "actor_id", Type: "text"},
+	{Name: "subject", Type: "text"}, {Name: "data", Type: "text"}, {Name: "reason", Type: "text"},
+	{Name: "created_at", Type: "bigint"}}
+
+// eventsInsertMany writes any number of events, given as one JSON array,
+// in one statement of one constant text.
+var eventsInsertMany = ByDialect(func(d Dialect) string {
+	return "INSERT INTO events (type, actor_id, subject, data, reason, created_at) " +
+		"SELECT type, actor_id, subject, data, reason, created_at FROM (" + d.JSONRecords(eventRecords...) + ") AS x RETURNING seq"
+})
+
+// insertManyEvents is insertEvents for a transaction of more than
+// EventChunk events (an import, a reorder, a bulk change of members): one
+// statement, where rows of parameters would take a round trip every
+// EventChunk events.
+func (q Queries) insertManyEvents(ctx context.Context, results []writeResult, n int) (int64, error) {
+	type record struct {
+		Type      string  `json:"type"`
+		ActorID   *string `json:"actor_id"`
+		Subject   string  `json:"subject"`
+		Data      string  `json:"data"`
+		Reason    *string `json:"reason"`
+		CreatedAt int64   `json:"created_at"`
+	}
+	list := make([]record, 0, n)
+	for _, r := range results {
+		for k, ev := range r.events {
+			list = append(list, record{ev.Type, ev.ActorID, ev.Subject, r.eventData[k], ev.Reason, ev.CreatedAt.UnixMicro()})
 		}
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		return 0, fmt.Errorf("append events: %w", err)
+	}
+	seqs, err := q.insertedSeqs(ctx, n, eventsInsertMany[q.dialect.Name()], string(body))
+	if err != nil {
+		return 0, err
+	}
+	return numberEvents(results, seqs)
+}
+
+// insertedSeqs runs an INSERT of n events and returns their seqs.
+func (q Queries) insertedSeqs(ctx context.Context, n int, sql string, args ...any) ([]int64, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	defer rows.Close()
+	seqs := make([]int64, 0, n)
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, fmt.Errorf("append events: %w", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	return seqs, nil
+}
+
+// numberEvents gives the events of results the seqs their statement
+// returned, in their order.
+func numberEvents(results []writeResult, seqs []int64) (int64, error) {
+	n := 0
+	for _, r := range results {
+		n += len(r.events)
 	}
 	if len(seqs) != n {
 		return 0, fmt.Errorf("append events: %d seqs returned for %d events", len(seqs), n)

@@ -120,3 +120,38 @@ func (s *Store) SearchStatementsForTest() int { return s.searches.sql.Prepared()
 
 // EventChunk is the most events one INSERT writes.
 const EventChunk = sqldb.EventChunk
+
+// ExplainHoldersPageForTest returns how the database runs a page of
+// HoldersPage, one step a line: SQLite's plan, PostgreSQL's as run
+// (EXPLAIN ANALYZE).
+func (s *Store) ExplainHoldersPageForTest(ctx context.Context, h Holders, after string, n int) (string, error) {
+	text, args := holdersStatement(s.queries.dialect(), h, after, n)
+	explain := "EXPLAIN QUERY PLAN "
+	if s.Postgres() {
+		explain = "EXPLAIN ANALYZE "
+		for i, a := range args {
+			if list, ok := a.([]string); ok { // GORM would spell it out as a list
+				args[i] = "{" + strings.Join(list, ",") + "}"
+			}
+		}
+	}
+	rows, err := s.db.ReadPool().WithContext(ctx).Raw(explain+text, args...).Rows()
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		dest := []any{&id, &parent, &notused, &detail}
+		if s.Postgres() {
+			dest = []any{&detail}
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return "", err
+		}
+		b.WriteString(detail + "\n")
+	}
+	return b.String(), rows.Err()
+}

@@ -125,3 +125,25 @@ func TestIntegerTimestampsMigration(t *testing.T) {
 		}
 	})
 }
+
+// TestBigWriteTablesLeaveRoomInTheirPages: on PostgreSQL the tables whose
+// rows big writes update by the hundred are stored with room in each page,
+// so those updates stay in their pages (HOT) and write no index again.
+func TestBigWriteTablesLeaveRoomInTheirPages(t *testing.T) {
+	opts := store.Options{DatabaseURL: testenv.FreshPostgres(t)}
+	s, err := store.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, table := range []string{"users", "channels", "roles"} {
+		err := s.ExecForTest(`DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = '` + table + `'::regclass AND 'fillfactor=70' = ANY(reloptions)) THEN
+    RAISE EXCEPTION 'no fillfactor';
+  END IF;
+END $$`)
+		if err != nil {
+			t.Errorf("%s: %v", table, err)
+		}
+	}
+}

@@ -82,6 +82,9 @@ export const eventTypes = [
   "profile.links.deleted",
   "channel.moved",
   "user.timeout",
+  "webhook.created",
+  "webhook.updated",
+  "webhook.deleted",
 ] as const satisfies readonly EventType[];
 
 type Missing = Exclude<EventType, (typeof eventTypes)[number]>;

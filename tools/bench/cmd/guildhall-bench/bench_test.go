@@ -280,6 +280,7 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "default", want: "get_user,get_perms,get_perms_channel,get_channel,list_users,list_channels,perms_heavy,perms_light,perms_heavy_explain,perms_light_explain,list_overwrites_heavy,list_overwrites_light,mixed_get_user,create_user,latency_get_user,latency_create_user"},
 		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_get_user_zipf,million_get_perms_zipf,million_list_users,million_search_users,million_search_flood,million_page_1000"},
 		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
+		{in: "access", want: "access_open,access_role,access_users,million_access_open,million_access_role,million_access_users"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},
 	}
@@ -386,6 +387,11 @@ func TestCeiling(t *testing.T) {
 		}},
 		{"create with a bad username", "POST", "/api/users", "tok", `{"username":"u 1"}`, 400, nil},
 		{"create with an unknown field", "POST", "/api/users", "tok", `{"username":"u1","x":1}`, 400, nil},
+		{"who has access", "GET", "/api/channels/" + accessRoleChannel + "/access?limit=2", "tok", "", 200, func(t *testing.T, m map[string]any) {
+			if n := len(m["items"].([]any)); n != 2 || m["next_cursor"] == nil {
+				t.Errorf("%d users, next_cursor %v", n, m["next_cursor"])
+			}
+		}},
 		{"a bad limit", "GET", "/api/users?limit=0", "tok", "", 400, nil},
 		{"a bad cursor", "GET", "/api/users?cursor=!!", "tok", "", 400, nil},
 	}

@@ -299,6 +299,8 @@ func (c *ceiling) handler() http.Handler {
 	api.GET("/channels", c.listChannels)
 	api.GET("/channels/:channelID", c.getChannel)
 	api.GET("/channels/:channelID/permissions", c.listOverwrites)
+	// Who has access: a page of users, as the list of users answers it.
+	api.GET("/channels/:channelID/access", c.listUsers)
 	return e
 }
 

@@ -32,6 +32,31 @@ const (
 	heavyUserOvers = 250
 )
 
+// Who has access (GET /channels/{id}/access): a community of 250 roles,
+// channels everyone can view, that one role held by 1% of the members can
+// view, and that a few user overwrites open.
+const (
+	accessOpenChannel  = "access-open"  // no overwrites: everyone can view it
+	accessRole         = "access"       // held by 1% of the seeded users
+	accessRoleChannel  = "access-role"  // everyone denied VIEW_CHANNEL, the access role allowed it
+	accessUsersChannel = "access-users" // everyone denied VIEW_CHANNEL, accessUserOvers users allowed it
+	accessUserOvers    = 5
+	accessRoles        = 250 // the roles an instance holds in all: docs/design.md's limit
+)
+
+// accessOverwrites are the overwrites of the access channels: everyone
+// denied VIEW_CHANNEL, and the role or the users allowed it.
+func accessOverwrites(role string, users []string) []overwriteSpec {
+	ows := []overwriteSpec{{targetType: "everyone", allow: []string{}, deny: []string{"VIEW_CHANNEL"}}}
+	if role != "" {
+		ows = append(ows, overwriteSpec{targetType: "role", targetID: role, allow: []string{"VIEW_CHANNEL"}, deny: []string{}})
+	}
+	for _, u := range users {
+		ows = append(ows, overwriteSpec{targetType: "user", targetID: u, allow: []string{"VIEW_CHANNEL"}, deny: []string{}})
+	}
+	return ows
+}
+
 type overwriteSpec struct {
 	targetType  string // everyone, role, user
 	targetID    string // role ID or user ID; empty for everyone

@@ -253,7 +253,7 @@ func (b *bench) run(ctx context.Context) error {
 				return err
 			}
 		case "million":
-			if err := b.prepareMillion(ctx, stores); err != nil {
+			if err := b.prepareMillion(ctx, stores, nd.millionAccess); err != nil {
 				return err
 			}
 		}
@@ -296,19 +296,24 @@ func (b *bench) openResults() error {
 // needs is what the chosen scenarios ask of the targets and the report.
 type needs struct {
 	perms   bool // the heavy permission setup
+	access  bool // the access community beside it (setupAccess)
 	deep    bool // users enough for page 1,000
 	main    bool // the main group (ceiling, sqlite, postgres)
 	million bool // the million group
 	mixed   bool // writes beside the reads
+	// millionAccess: the access community on the million instances.
+	millionAccess bool
 }
 
 func needsOf(scs []scenario) needs {
 	return needs{
-		perms:   slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" }),
-		deep:    slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" }),
-		main:    slices.ContainsFunc(scs, func(s scenario) bool { return s.needs != "million" }),
-		million: slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" }),
-		mixed:   slices.ContainsFunc(scs, func(s scenario) bool { return s.writes != nil }),
+		perms:         slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" || s.needs == "access" }),
+		access:        slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "access" }),
+		deep:          slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" }),
+		main:          slices.ContainsFunc(scs, func(s scenario) bool { return s.needs != "million" }),
+		million:       slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" }),
+		mixed:         slices.ContainsFunc(scs, func(s scenario) bool { return s.writes != nil }),
+		millionAccess: slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" && s.access }),
 	}
 }
 

@@ -18,7 +18,9 @@ type scenario struct {
 	// fixtures.
 	path, body string
 	open       bool   // open loop at -rate, for latency; else closed loop with -conns
-	needs      string // "perms", "deep" or "million": fixtures beyond the seeded users
+	needs      string // "perms", "access", "deep" or "million": fixtures beyond the seeded users
+	// access: a million scenario that needs the access community too.
+	access bool
 	// keys is what {id} is drawn from: "" the seeded users' IDs,
 	// "prefixes" the target's search prefixes, "searches" the sample of
 	// them million_search_users draws from.
@@ -66,6 +68,10 @@ var scenarios = []scenario{
 	{name: "perms_light_explain", method: "GET", path: "/api/users/{light_user}/permissions?channelID=" + lightChannel + "&explain=true", needs: "perms"},
 	{name: "list_overwrites_heavy", method: "GET", path: "/api/channels/" + heavyChannel + "/permissions", needs: "perms"},
 	{name: "list_overwrites_light", method: "GET", path: "/api/channels/" + lightChannel + "/permissions", needs: "perms"},
+	// need the perms setup and the access community beside it.
+	{name: "access_open", method: "GET", path: "/api/channels/" + accessOpenChannel + "/access?limit=50", needs: "access"},
+	{name: "access_role", method: "GET", path: "/api/channels/" + accessRoleChannel + "/access?limit=50", needs: "access"},
+	{name: "access_users", method: "GET", path: "/api/channels/" + accessUsersChannel + "/access?limit=50", needs: "access"},
 	{name: "mixed_get_user", method: "GET", path: "/api/users/{id}", writes: &createUser},
 	createUser,
 	{name: "latency_get_user", method: "GET", path: "/api/users/{id}", open: true},
@@ -80,19 +86,24 @@ var scenarios = []scenario{
 	{name: "million_search_users", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "searches"},
 	{name: "million_search_flood", method: "GET", path: "/api/users?limit=20&q={prefix}", needs: "million", keys: "prefixes"},
 	{name: "million_page_1000", method: "GET", path: "/api/users?limit=50&cursor={cursor}", needs: "million", beside: "million_list_users"},
+	{name: "million_access_open", method: "GET", path: "/api/channels/" + accessOpenChannel + "/access?limit=50", needs: "million", access: true},
+	{name: "million_access_role", method: "GET", path: "/api/channels/" + accessRoleChannel + "/access?limit=50", needs: "million", access: true},
+	{name: "million_access_users", method: "GET", path: "/api/channels/" + accessUsersChannel + "/access?limit=50", needs: "million", access: true},
 }
 
 var scenarioGroups = map[string][]string{
-	"reads":     {"get_user", "get_perms", "get_perms_channel", "get_channel", "list_users", "list_channels"},
-	"perms":     {"perms_heavy", "perms_light", "perms_heavy_explain", "perms_light_explain", "list_overwrites_heavy", "list_overwrites_light"},
-	"latency":   {"latency_get_user", "latency_create_user"},
+	"reads":   {"get_user", "get_perms", "get_perms_channel", "get_channel", "list_users", "list_channels"},
+	"perms":   {"perms_heavy", "perms_light", "perms_heavy_explain", "perms_light_explain", "list_overwrites_heavy", "list_overwrites_light"},
+	"latency": {"latency_get_user", "latency_create_user"},
+	"access": {"access_open", "access_role", "access_users",
+		"million_access_open", "million_access_role", "million_access_users"},
 	"page_deep": {"page_1", "page_1000"},
 	"million": {"million_get_user", "million_get_perms", "million_get_user_zipf", "million_get_perms_zipf",
 		"million_list_users", "million_search_users", "million_search_flood", "million_page_1000"},
 }
 
 // groupNames lists the groups for messages.
-const groupNames = "default, all, reads, perms, latency, page_deep, million"
+const groupNames = "default, all, reads, perms, latency, page_deep, million, access"
 
 // defaultScenarios is everything but page_deep and million (slow to seed).
 const defaultScenarios = "reads,perms,mixed_get_user,create_user,latency"
@@ -172,7 +183,7 @@ func scenarioNames() string {
 func (s scenario) fill(t *target) (path, body string, keys []string, err error) {
 	r := strings.NewReplacer("{heavy_user}", t.heavyUser, "{light_user}", t.lightUser, "{cursor}", url.QueryEscape(t.deepCursor))
 	switch {
-	case s.needs == "perms" && (t.heavyUser == "" || t.lightUser == ""):
+	case (s.needs == "perms" || s.needs == "access") && (t.heavyUser == "" || t.lightUser == ""):
 		return "", "", nil, fmt.Errorf("%s has no heavy/light fixtures", t.name)
 	case strings.Contains(s.path, "{cursor}") && !t.deepReady:
 		return "", "", nil, fmt.Errorf("%s has no deep cursor", t.name)

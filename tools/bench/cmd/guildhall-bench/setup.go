@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -81,4 +82,49 @@ func setupHeavy(ctx context.Context, a *client.Client, seeded []string, prefix s
 	users := append([]string{heavy}, seeded[:min(len(seeded), heavyUserOvers-1)]...)
 	err = setOverwrites(ctx, a, heavyChannel, heavyOverwrites(users), conns)
 	return
+}
+
+type membersBody struct {
+	Add []string `json:"add"`
+}
+
+// setupAccess makes the access scenarios' community on an instance that
+// holds roles already: roles up to accessRoles in all (filler roles with
+// no permission), the access role given to every hundredth user of seeded
+// (1,000 at a time, the limit of one request), and the access channels
+// with their overwrites.
+func setupAccess(ctx context.Context, a *client.Client, seeded []string, roles, conns int) error {
+	for i := roles + 1; i < accessRoles; i++ {
+		if err := a.Call(ctx, http.MethodPost, "/roles/"+fmt.Sprintf("filler%03d", i)+"/create", nameBody{Name: "Filler"}, http.StatusCreated, nil); err != nil {
+			return err
+		}
+	}
+	if err := a.Call(ctx, http.MethodPost, "/roles/"+accessRole+"/create", nameBody{Name: "Access"}, http.StatusCreated, nil); err != nil {
+		return err
+	}
+	var holders []string
+	for i := 0; i < len(seeded); i += 100 {
+		holders = append(holders, seeded[i])
+	}
+	for len(holders) > 0 {
+		n := min(len(holders), 1000)
+		if err := a.Call(ctx, http.MethodPost, "/roles/"+accessRole+"/members", membersBody{Add: holders[:n]}, http.StatusOK, nil); err != nil {
+			return err
+		}
+		holders = holders[n:]
+	}
+	opened := seeded[len(seeded)/2 : len(seeded)/2+min(accessUserOvers, len(seeded)/2)]
+	for ch, ows := range map[string][]overwriteSpec{
+		accessOpenChannel:  nil,
+		accessRoleChannel:  accessOverwrites(accessRole, nil),
+		accessUsersChannel: accessOverwrites("", opened),
+	} {
+		if err := a.Call(ctx, http.MethodPost, "/channels/"+ch+"/create", nameBody{Name: ch}, http.StatusCreated, nil); err != nil {
+			return err
+		}
+		if err := setOverwrites(ctx, a, ch, ows, conns); err != nil {
+			return err
+		}
+	}
+	return nil
 }

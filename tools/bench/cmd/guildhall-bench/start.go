@@ -27,9 +27,9 @@ func (b *bench) startTargets(ctx context.Context, wanted []string, nd needs) err
 		case "ceiling":
 			err = b.startCeiling(ctx, nd.deep)
 		case "sqlite":
-			err = b.startGuildhall(ctx, "sqlite", nd.perms)
+			err = b.startGuildhall(ctx, "sqlite", nd)
 		case "postgres":
-			err = b.startGuildhall(ctx, "postgres", nd.perms)
+			err = b.startGuildhall(ctx, "postgres", nd)
 		}
 		if err != nil {
 			return err
@@ -81,7 +81,7 @@ func (b *bench) startCeiling(ctx context.Context, deep bool) error {
 	return nil
 }
 
-func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool) error {
+func (b *bench) startGuildhall(ctx context.Context, store string, nd needs) error {
 	addr, err := freeAddr()
 	if err != nil {
 		return err
@@ -103,12 +103,18 @@ func (b *bench) startGuildhall(ctx context.Context, store string, needPerms bool
 	if err := setupBench(ctx, t.api); err != nil {
 		return fmt.Errorf("%s: bench channel: %w", store, err)
 	}
-	if needPerms {
+	if nd.perms {
 		start := time.Now()
 		if t.heavyUser, t.lightUser, err = setupHeavy(ctx, t.api, t.ids, "p"+b.tag+"_", 8); err != nil {
 			return fmt.Errorf("%s: heavy permission setup: %w", store, err)
 		}
 		progress("%s: %d roles and %d overwrites set up in %v\n", store, heavyRoles, 1+heavyRoles+min(len(t.ids)+1, heavyUserOvers), time.Since(start).Round(time.Millisecond))
+	}
+	if nd.access {
+		// The bench role and the heavy ones are there already.
+		if err := setupAccess(ctx, t.api, t.ids, 1+heavyRoles, 8); err != nil {
+			return fmt.Errorf("%s: access setup: %w", store, err)
+		}
 	}
 	return nil
 }
@@ -160,7 +166,7 @@ func (b *bench) launch(ctx context.Context, t *target) error {
 // prepareMillion starts, once, the instances the million scenarios compare:
 // for each store, one with -users users and one with -million-users, both
 // seeded in bulk.
-func (b *bench) prepareMillion(ctx context.Context, stores []string) error {
+func (b *bench) prepareMillion(ctx context.Context, stores []string, access bool) error {
 	if len(b.group("million")) > 0 {
 		return nil
 	}
@@ -169,8 +175,19 @@ func (b *bench) prepareMillion(ctx context.Context, stores []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := b.startBulk(ctx, store, b.cfg.millionUsers, small); err != nil {
+		big, err := b.startBulk(ctx, store, b.cfg.millionUsers, small)
+		if err != nil {
 			return err
+		}
+		for _, t := range []*target{small, big} {
+			if !access {
+				continue
+			}
+			start := time.Now()
+			if err := setupAccess(ctx, t.api, t.ids, 0, 8); err != nil {
+				return fmt.Errorf("%s: access setup: %w", t.name, err)
+			}
+			progress("%s: access community set up in %v\n", t.name, time.Since(start).Round(time.Millisecond))
 		}
 	}
 	if b.pg != nil && slices.Contains(stores, "postgres") {
