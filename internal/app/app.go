@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
 		tracing: tp}
 	a.Webhooks = webhook.NewDeliverer(webhook.DelivererOptions{Store: st, Audience: svc, Encode: httpapi.EventJSON,
-		Signals: broker, AllowPrivate: webhookAllowPrivate(cfg), Logger: log, Tracer: tp.TracerProvider(), Registerer: reg})
+		Signals: broker, AllowPrivate: cfg.WebhookAllowPrivate, Logger: log, Tracer: tp.TracerProvider(), Registerer: reg})
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
 		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
 		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout, DBTimeout: cfg.DBTimeout,
@@ -189,12 +189,6 @@ func metrics(st *store.Store, broker *events.Broker) *prometheus.Registry {
 			func() float64 { return float64(broker.Subscribers()) }))
 	return reg
 }
-
-// webhookAllowPrivate says whether webhooks may reach private addresses.
-//
-// GUILDHALL_WEBHOOK_ALLOW_PRIVATE: the configuration's setting goes here
-// once the webhooks' management adds it; until then they may not.
-func webhookAllowPrivate(config.Config) bool { return false }
 
 // Background starts the instance's background work until ctx ends: the
 // webhooks' deliverer, the

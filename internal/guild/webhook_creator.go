@@ -2,7 +2,6 @@ package guild
 
 import (
 	"context"
-	"net/url"
 	"strings"
 
 	"github.com/guildhall/guildhall/internal/apperr"
@@ -12,12 +11,8 @@ import (
 )
 
 // webhookNeeds is what a webhook's creator must hold, in base, for the
-// webhook to deliver: what reading the audit log needs.
-//
-// MANAGE_WEBHOOKS: the permission the webhooks' management adds belongs
-// here beside VIEW_AUDIT_LOG once it exists (a creator who loses it
-// disables the webhook).
-var webhookNeeds = permissions.Of(permissions.ViewAuditLog)
+// webhook to deliver: what managing webhooks needs.
+var webhookNeeds = permissions.Of(permissions.ManageWebhooks, permissions.ViewAuditLog)
 
 // WebhookCreator judges a webhook's creator as of now (webhook.Audience):
 // deleted, suspended or without what webhookNeeds, the webhook is to be
@@ -60,16 +55,5 @@ func (s *Service) WebhookCreator(ctx context.Context, userID string) (webhook.Cr
 func (s *Service) WebhookDisabled(before, after model.Webhook, why string) model.Event {
 	reason := "disabled: " + why
 	return model.Event{Type: "webhook.updated", Subject: "webhook:" + before.ID, Reason: &reason,
-		Data: map[string]any{"before": disabledWebhookData(before), "after": disabledWebhookData(after)}}
-}
-
-// disabledWebhookData is what a webhook.updated event tells of a webhook:
-// never its secret, of its URL only the scheme and host.
-func disabledWebhookData(w model.Webhook) map[string]any {
-	dest := ""
-	if u, err := url.Parse(w.URL); err == nil {
-		dest = u.Scheme + "://" + u.Host
-	}
-	return map[string]any{"destination": dest, "events": w.Events, "description": w.Description,
-		"enabled": w.Enabled, "creator_id": w.CreatorID}
+		Data: map[string]any{"before": webhookEventData(before), "after": webhookEventData(after)}}
 }

@@ -483,7 +483,7 @@ func TestHiddenChannelNeverReachesACreatorWhoCannotSeeIt(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		h := start(t, kind, webhook.DelivererOptions{})
-		h.NewRole("auditors", "VIEW_AUDIT_LOG")
+		h.NewRole("auditors", "VIEW_AUDIT_LOG", "MANAGE_WEBHOOKS")
 		alice := h.NewUser("alice")
 		h.Assign(alice.ID, "auditors")
 		h.NewChannel("open")
@@ -530,7 +530,7 @@ func TestTheCreatorsStandingAtDeliveryTime(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		h := start(t, kind, webhook.DelivererOptions{})
-		h.NewRole("watch", "VIEW_AUDIT_LOG")
+		h.NewRole("watch", "VIEW_AUDIT_LOG", "MANAGE_WEBHOOKS")
 		bob := h.NewUser("bob")
 		h.Assign(bob.ID, "watch")
 		rc := newSink(t, nil)
