@@ -123,10 +123,10 @@ func (s *Store) DispatchWebhooks(ctx context.Context, limit int) (made int, more
 			return err
 		}
 		var events []struct {
-			Seq  int64
-			Type string
+			Seq           int64
+			Type, Subject string
 		}
-		if err := db.Table("events").Select("seq, type").Where("seq > ?", cursor).Order("seq").
+		if err := db.Table("events").Select("seq, type, subject").Where("seq > ?", cursor).Order("seq").
 			Limit(limit).Find(&events).Error; err != nil {
 			return fmt.Errorf("read events to dispatch: %w", err)
 		}
@@ -139,7 +139,7 @@ func (s *Store) DispatchWebhooks(ctx context.Context, limit int) (made int, more
 		for _, h := range hooks {
 			patterns := WebhookEventPatterns(h.Events)
 			for _, e := range events {
-				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) {
+				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
 					continue
 				}
 				due := now
@@ -218,6 +218,14 @@ func (tx *Tx) dispatchCursor(ctx context.Context, hooks []queueWebhook) (int64, 
 		return 0, fmt.Errorf("set the dispatch cursor: %w", err)
 	}
 	return start, nil
+}
+
+// isOwnCreation reports whether an event is a webhook's own
+// webhook.created, which it never receives: its after_seq is raised past
+// it once its transaction committed, and a dispatch between the two must
+// not deliver it either.
+func isOwnCreation(webhookID, typ, subject string) bool {
+	return typ == "webhook.created" && subject == "webhook:"+webhookID
 }
 
 func matchesAny(patterns []string, typ string) bool {

@@ -272,3 +272,30 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 		}
 	})
 }
+
+// TestDispatchSkipsAWebhooksOwnCreation: a webhook never receives its own
+// webhook.created, even while its after_seq is still below it; another
+// webhook's creation it receives like any event.
+func TestDispatchSkipsAWebhooksOwnCreation(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, testenv.SQLite)
+	insertWebhook(t, s, "self", `["webhook.*"]`, 0, true)
+	evs, err := s.Write(ctx, func(tx *store.Tx) error {
+		for _, sub := range []string{"webhook:self", "webhook:other"} {
+			if err := tx.AppendEvent(ctx, model.Event{Type: "webhook.created", Subject: sub}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.DispatchWebhooks(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	got := claimAll(t, s, "i", 10)
+	if len(got) != 1 || got[0].EventSeq != evs[1].Seq {
+		t.Fatalf("deliveries %v, want only the other webhook's creation (%d)", pairs(got), evs[1].Seq)
+	}
+}
