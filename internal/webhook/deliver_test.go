@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -664,10 +665,12 @@ func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 }
 
 // TestABacklogDrainsQuickly: 10,000 pending deliveries drain to a prompt
-// receiver at 500 a second or more (skipped with -short: it measures).
+// receiver at 500 a second or more. It measures, so it runs only when
+// asked (GUILDHALL_TEST_MEASURE=1), alone: beside the other packages'
+// tests on a shared machine the figure says more of them than of it.
 func TestABacklogDrainsQuickly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures a drain: not with -short")
+	if os.Getenv("GUILDHALL_TEST_MEASURE") == "" {
+		t.Skip("measures a drain: set GUILDHALL_TEST_MEASURE=1 and run it alone")
 	}
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		h := start(t, kind, webhook.DelivererOptions{})
