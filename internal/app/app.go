@@ -25,6 +25,7 @@ import (
 	"github.com/guildhall/guildhall/internal/httpapi"
 	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/tracing"
+	"github.com/guildhall/guildhall/internal/webhook"
 )
 
 // Version is set at build time.
@@ -37,6 +38,9 @@ type App struct {
 	Service *guild.Service
 	Broker  *events.Broker
 	HTTP    *httpapi.Server
+	// Webhooks delivers the webhooks' deliveries once Background starts
+	// it; Close stops it before the store.
+	Webhooks *webhook.Deliverer
 	// Handler is what Serve answers with: HTTP.Echo, unless a test wraps it.
 	Handler http.Handler
 	// dbBlobs (PostgreSQL) or dirBlobs (SQLite) is the blob store, swept in
@@ -100,6 +104,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	proxies, _ := cfg.Proxies() // checked by Validate
 	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
 		tracing: tp}
+	a.Webhooks = webhook.NewDeliverer(webhook.DelivererOptions{Store: st, Audience: svc, Encode: httpapi.EventJSON,
+		Signals: broker, AllowPrivate: cfg.WebhookAllowPrivate, Logger: log, Tracer: tp.TracerProvider(), Registerer: reg})
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
 		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
 		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout, DBTimeout: cfg.DBTimeout,
@@ -185,10 +191,12 @@ func metrics(st *store.Store, broker *events.Broker) *prometheus.Registry {
 }
 
 // Background starts the instance's background work until ctx ends: the
+// webhooks' deliverer, the
 // PostgreSQL event listener (events committed by any instance), the sweep of
 // deleted database blobs, the audit-log retention, and the memory limit's
 // following of the read cache's packed users.
 func (a *App) Background(ctx context.Context) {
+	a.Webhooks.Start(ctx)
 	if a.Store.Postgres() {
 		go a.Broker.ListenPostgres(ctx, a.Config.DatabaseURL, a.Store.EventChannel(), a.log)
 	}
@@ -266,9 +274,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // traceFlushTimeout bounds sending the spans still buffered at Close.
 const traceFlushTimeout = 5 * time.Second
 
-// Close releases the store, then sends the spans still buffered (within
+// Close stops the webhooks' deliverer, releases the store, then sends the spans still buffered (within
 // traceFlushTimeout) and stops the tracer provider.
 func (a *App) Close() error {
+	_ = a.Webhooks.Close() // its last outcomes go to the store
 	err := a.Store.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 	defer cancel()

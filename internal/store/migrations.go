@@ -231,7 +231,8 @@ CREATE TABLE names_checked (
   seq {{BIGINT}} NOT NULL
 );
 `},
-	// Webhooks (webhooks.go) and their deliveries (webhook_deliveries.go).
+	// Webhooks (webhooks.go) and their deliveries (webhooks.go lists
+	// them; webhook_queue.go makes, claims and records them).
 	// A webhook gets the events with seq > after_seq that its patterns
 	// match; webhook_dispatch holds up to which event deliveries were made.
 	// Times are Unix microseconds. A delivery's lease says which instance

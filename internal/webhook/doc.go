@@ -5,8 +5,9 @@
 // address the check refuses), the schedule of retries (NextAttempt) and
 // one attempt to deliver (Attempt, through a client from NewClient).
 //
-// It knows nothing of the store, of events or of who may read them: its
-// caller decides what to deliver and to whom, keeps the deliveries, and
-// records each Outcome. It is not wired into the service yet: no operation
-// of the contract creates a webhook, and nothing delivers one.
+// The Deliverer (deliver.go), which every instance runs, puts them to
+// work: it makes the deliveries of committed events, claims them through
+// the store's queue (internal/store's webhook_queue.go), asks the domain
+// (an Audience: internal/guild) what each webhook's creator may read, and
+// records each Outcome.
 package webhook

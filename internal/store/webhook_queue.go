@@ -1,0 +1,572 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/guildhall/guildhall/internal/model"
+)
+
+// The webhooks' delivery queue: which deliveries are made (Dispatch), which
+// instance attempts which (Claim), and what came of each attempt (Record).
+// Every step is a write transaction: writers are serialized (Store.Write
+// takes the write lock: BEGIN IMMEDIATE on SQLite, a transaction-scoped
+// advisory lock on PostgreSQL), so events are numbered in commit order,
+// and a dispatch, which runs under the same lock, sees every event up to
+// the newest committed: the cursor it advances never passes an event still
+// to commit. The same lock makes a claim atomic: two instances never lease
+// the same delivery.
+
+// queueDeliveryRow is a row of webhook_deliveries as the queue writes it.
+type queueDeliveryRow struct {
+	ID            string `gorm:"primaryKey"`
+	WebhookID     string
+	EventSeq      int64
+	State         string
+	Attempts      int
+	LastStatus    *int
+	LastError     *string
+	NextAttemptAt *micros
+	LeaseOwner    *string
+	LeaseUntil    *micros
+	CreatedAt     micros `gorm:"autoCreateTime:false"`
+	UpdatedAt     micros `gorm:"autoUpdateTime:false"`
+}
+
+func (queueDeliveryRow) TableName() string { return "webhook_deliveries" }
+
+// queueCursorRow is webhook_dispatch's one row: up to which event seq
+// deliveries were made.
+type queueCursorRow struct {
+	ID  int64 `gorm:"primaryKey"`
+	Seq int64
+}
+
+func (queueCursorRow) TableName() string { return "webhook_dispatch" }
+
+// queueWebhook is what a dispatch reads of an enabled webhook.
+type queueWebhook struct {
+	ID       string
+	Events   string
+	AfterSeq int64
+}
+
+// NewDeliveryID returns a delivery's ID, its webhook-id: "msg_" and a
+// UUIDv7 in hex (36 characters, no "."), so IDs sort by creation.
+func NewDeliveryID() string {
+	id := uuid.Must(uuid.NewV7())
+	return "msg_" + strings.ReplaceAll(id.String(), "-", "")
+}
+
+// WebhookEventPatterns reads the events column of a webhook: a JSON array
+// of patterns (a comma-separated list is read too).
+func WebhookEventPatterns(s string) []string {
+	var out []string
+	if err := json.Unmarshal([]byte(s), &out); err == nil {
+		return out
+	}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// WebhookPatternMatches reports whether an event type matches a webhook's
+// pattern as the audit log's type filter does: the type itself, or a
+// prefix ending in ".*" ("role.*" matches "role.created" and
+// "role.permissions.set", not "role").
+func WebhookPatternMatches(pattern, typ string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(typ, prefix)
+	}
+	return pattern == typ
+}
+
+// deliveryInsertChunk bounds the rows of one INSERT of deliveries (13
+// parameters each): far within both databases' bounds on parameters.
+const deliveryInsertChunk = 200
+
+// DispatchWebhooks makes the deliveries of up to limit events after the
+// cursor, one per enabled webhook whose patterns match an event with a seq
+// above its after_seq, and advances the cursor past them. It returns how
+// many deliveries it made, and whether more events wait (a full batch).
+// The cursor starts, and moves forward when webhooks change, at the oldest
+// after_seq of the enabled webhooks: a webhook receives only events written
+// after it was created, so nothing before it can be delivered. With no
+// enabled webhook, or no event after the cursor, it writes nothing.
+func (s *Store) DispatchWebhooks(ctx context.Context, limit int) (made int, more bool, err error) {
+	if busy, err := s.dispatchDue(ctx); err != nil || !busy {
+		return 0, false, err
+	}
+	_, err = s.Write(ctx, func(tx *Tx) error {
+		made, more = 0, false // a write may run twice (Write)
+		db := tx.with(ctx)
+		var hooks []queueWebhook
+		if err := db.Table("webhooks").Select("id, events, after_seq").Where("enabled").
+			Order("id").Find(&hooks).Error; err != nil {
+			return fmt.Errorf("read webhooks: %w", err)
+		}
+		if len(hooks) == 0 {
+			return nil
+		}
+		cursor, err := tx.dispatchCursor(ctx, hooks)
+		if err != nil {
+			return err
+		}
+		var events []struct {
+			Seq           int64
+			Type, Subject string
+		}
+		if err := db.Table("events").Select("seq, type, subject").Where("seq > ?", cursor).Order("seq").
+			Limit(limit).Find(&events).Error; err != nil {
+			return fmt.Errorf("read events to dispatch: %w", err)
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		more = len(events) == limit
+		now := microsOf(model.Now())
+		var rows []queueDeliveryRow
+		for _, h := range hooks {
+			patterns := WebhookEventPatterns(h.Events)
+			for _, e := range events {
+				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
+					continue
+				}
+				due := now
+				rows = append(rows, queueDeliveryRow{ID: NewDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
+					State: string(model.DeliveryPending), NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now})
+			}
+		}
+		if len(rows) > 0 {
+			// The pair (webhook, event) is unique: a delivery made already
+			// stays as it is.
+			if err := db.Clauses(clause.OnConflict{DoNothing: true}).
+				CreateInBatches(&rows, deliveryInsertChunk).Error; err != nil {
+				return fmt.Errorf("create deliveries: %w", err)
+			}
+		}
+		made = len(rows)
+		last := events[len(events)-1].Seq
+		if err := db.Model(&queueCursorRow{}).Where("id = 1").Update("seq", last).Error; err != nil {
+			return fmt.Errorf("advance the dispatch cursor: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("dispatch webhooks: %w", err)
+	}
+	return made, more, nil
+}
+
+// dispatchDueSQL: one round trip, which the builder cannot say.
+const dispatchDueSQL = "SELECT (SELECT COUNT(*) FROM webhooks WHERE enabled) AS hooks, " +
+	"(SELECT seq FROM webhook_dispatch WHERE id = 1) AS cur, (SELECT MAX(seq) FROM events) AS last"
+
+// dispatchDue reports, from the read pool, whether a dispatch may have
+// work: an enabled webhook, and an event after the cursor. A dispatch
+// that has none takes no write lock (the deliverer asks after every
+// commit: the writers' own transactions must not double).
+func (s *Store) dispatchDue(ctx context.Context) (bool, error) {
+	var row struct {
+		Hooks int64
+		Cur   *int64
+		Last  *int64
+	}
+	err := s.queries.with(ctx).Raw(dispatchDueSQL).Scan(&row).Error
+	if err != nil {
+		return false, fmt.Errorf("read the dispatch cursor: %w", err)
+	}
+	switch {
+	case row.Hooks == 0 || row.Last == nil:
+		return false, nil
+	case row.Cur == nil:
+		return true, nil
+	}
+	return *row.Cur < *row.Last, nil
+}
+
+// dispatchCursor reads the cursor, creating it at the first dispatch, and
+// moves it up to the oldest after_seq of the enabled webhooks hooks.
+func (tx *Tx) dispatchCursor(ctx context.Context, hooks []queueWebhook) (int64, error) {
+	db := tx.with(ctx)
+	var rows []queueCursorRow
+	if err := db.Where("id = 1").Find(&rows).Error; err != nil {
+		return 0, fmt.Errorf("read the dispatch cursor: %w", err)
+	}
+	start := hooks[0].AfterSeq
+	for _, h := range hooks[1:] {
+		start = min(start, h.AfterSeq)
+	}
+	if len(rows) == 1 {
+		if rows[0].Seq >= start {
+			return rows[0].Seq, nil
+		}
+	}
+	err := db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"seq"})}).Create(&queueCursorRow{ID: 1, Seq: start}).Error
+	if err != nil {
+		return 0, fmt.Errorf("set the dispatch cursor: %w", err)
+	}
+	return start, nil
+}
+
+// isOwnCreation reports whether an event is a webhook's own
+// webhook.created, which it never receives: its after_seq is raised past
+// it once its transaction committed, and a dispatch between the two must
+// not deliver it either.
+func isOwnCreation(webhookID, typ, subject string) bool {
+	return typ == "webhook.created" && subject == "webhook:"+webhookID
+}
+
+func matchesAny(patterns []string, typ string) bool {
+	for _, p := range patterns {
+		if WebhookPatternMatches(p, typ) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClaimedDelivery is a delivery leased to one instance for one attempt,
+// with what the attempt needs.
+type ClaimedDelivery struct {
+	ID        string
+	WebhookID string
+	EventSeq  int64
+	Attempts  int // made before this one
+	// LeaseUntil is when the lease ends; with the owner, it fences what
+	// the attempt records (RecordDeliveries).
+	LeaseUntil time.Time
+	URL        string
+	// Secrets sign the attempt: the webhook's secret, then, during a
+	// rotation, the previous one.
+	Secrets   []string
+	CreatorID string
+	// Event is the delivery's event; nil when it is no longer kept (purged
+	// by the audit log's retention).
+	Event *model.Event
+}
+
+type claimRow struct {
+	ID             string
+	WebhookID      string
+	EventSeq       int64
+	Attempts       int
+	URL            string
+	Secret         string
+	PreviousSecret *string
+	PreviousUntil  *micros
+	CreatorID      string
+}
+
+// ClaimDeliveries leases to owner, until now+lease, up to limit pending
+// deliveries of enabled webhooks that are due at now and leased to nobody
+// (or whose lease has ended), oldest due first, and returns them with
+// their webhook's destination and secrets and their event.
+func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error) {
+	var rows []claimRow
+	at, until := microsOf(now), microsOf(now.Add(lease))
+	due := func(db *gorm.DB) *gorm.DB {
+		return db.Table("webhook_deliveries AS d").Joins("JOIN webhooks w ON w.id = d.webhook_id").
+			Where("d.state = ? AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) AND w.enabled",
+				string(model.DeliveryPending), at, at)
+	}
+	// Asked first of the read pool: the deliverer asks after every commit,
+	// and a claim with nothing to claim must not take the write lock.
+	var some []string
+	if err := due(s.queries.with(ctx)).Select("d.id").Limit(1).Find(&some).Error; err != nil || len(some) == 0 {
+		return nil, err
+	}
+	_, err := s.Write(ctx, func(tx *Tx) error {
+		rows = nil
+		db := tx.with(ctx)
+		err := due(db).
+			Select("d.id, d.webhook_id, d.event_seq, d.attempts, w.url, w.secret, w.previous_secret, w.previous_until, w.creator_id").
+			Order("d.next_attempt_at").Limit(limit).Find(&rows).Error
+		if err != nil {
+			return fmt.Errorf("read due deliveries: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		return db.Model(&queueDeliveryRow{}).Where("id IN ?", ids).
+			Updates(map[string]any{"lease_owner": owner, "lease_until": until}).Error
+	})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	seqs := make([]int64, len(rows))
+	for i, r := range rows {
+		seqs[i] = r.EventSeq
+	}
+	events, err := s.eventsBySeq(ctx, seqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClaimedDelivery, len(rows))
+	for i, r := range rows {
+		c := ClaimedDelivery{ID: r.ID, WebhookID: r.WebhookID, EventSeq: r.EventSeq, Attempts: r.Attempts,
+			LeaseUntil: until.time(), URL: r.URL, Secrets: []string{r.Secret}, CreatorID: r.CreatorID}
+		if r.PreviousSecret != nil && *r.PreviousSecret != "" && r.PreviousUntil != nil && r.PreviousUntil.time().After(now) {
+			c.Secrets = append(c.Secrets, *r.PreviousSecret)
+		}
+		if e, ok := events[r.EventSeq]; ok {
+			c.Event = &e
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// eventsBySeq reads the events with these seqs (those still kept).
+func (s *Store) eventsBySeq(ctx context.Context, seqs []int64) (map[int64]model.Event, error) {
+	var rows []eventRow
+	if err := s.queries.with(ctx).Where("seq IN ?", seqs).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read the deliveries' events: %w", err)
+	}
+	out := make(map[int64]model.Event, len(rows))
+	for _, r := range rows {
+		out[r.Seq] = r.model()
+	}
+	return out, nil
+}
+
+// DeliveryStep is what an attempt, or the decision not to make one, does
+// to its delivery.
+type DeliveryStep int
+
+// Steps of RecordDeliveries.
+const (
+	StepDelivered DeliveryStep = iota // delivered: a 2xx answer
+	StepRetry                         // pending again, attempted at NextAttemptAt
+	StepFailed                        // failed: the last attempt, or a 410
+	StepHold                          // not attempted; pending until NextAttemptAt (attempts unchanged)
+	StepDrop                          // not attempted and never will be: the delivery is deleted
+	StepRelease                       // not attempted: the lease ends, the delivery stays as it was
+)
+
+// DeliveryRecord is the outcome of one claimed delivery.
+type DeliveryRecord struct {
+	ID         string
+	LeaseUntil time.Time // as claimed: the record is kept only while the lease is still the owner's
+	Step       DeliveryStep
+	Attempted  bool   // an attempt was made: attempts grows by one
+	Status     int    // the answer's status (0: none)
+	Error      string // why no answer came ("" when one did)
+	// NextAttemptAt: when it is attempted again (StepRetry, StepHold).
+	NextAttemptAt time.Time
+	// Disable, when set, disables the delivery's webhook (if still
+	// enabled) with this reason, and appends the event DisableEvent makes
+	// of the webhook before and after the change.
+	Disable      string
+	WebhookID    string
+	DisableEvent func(before, after model.Webhook) model.Event
+}
+
+// maxErrorText bounds last_error (VARCHAR(400)).
+const maxErrorText = 400
+
+// RecordDeliveries records the outcomes of deliveries claimed by owner, in
+// one transaction; an outcome whose lease is no longer owner's (it ended
+// and another instance claimed the delivery) is left out. It returns the
+// events it appended (a webhook disabled), committed.
+func (s *Store) RecordDeliveries(ctx context.Context, owner string, recs []DeliveryRecord) ([]model.Event, error) {
+	events, err := s.Write(ctx, func(tx *Tx) error {
+		// The deliveries delivered, the most of a backlog, in one
+		// statement per lease (those claimed together share it).
+		type key struct {
+			lease  micros
+			status int
+		}
+		delivered := map[key][]string{}
+		var rest []DeliveryRecord
+		for _, r := range recs {
+			if r.Step == StepDelivered && r.Attempted && r.Disable == "" {
+				k := key{microsOf(r.LeaseUntil), r.Status}
+				delivered[k] = append(delivered[k], r.ID)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		for k, ids := range delivered {
+			if err := tx.recordDelivered(ctx, owner, k.lease, k.status, ids); err != nil {
+				return err
+			}
+		}
+		disabled := map[string]bool{}
+		for _, r := range rest {
+			kept, err := tx.recordDelivery(ctx, owner, r)
+			if err != nil {
+				return err
+			}
+			if kept && r.Disable != "" && !disabled[r.WebhookID] {
+				disabled[r.WebhookID] = true
+				if err := tx.disableWebhookFor(ctx, r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record deliveries: %w", err)
+	}
+	return events, nil
+}
+
+// recordDelivered records the deliveries ids, claimed by owner until
+// lease, as delivered by an attempt answered with status.
+func (tx *Tx) recordDelivered(ctx context.Context, owner string, lease micros, status int, ids []string) error {
+	err := tx.with(ctx).Model(&queueDeliveryRow{}).
+		Where("lease_owner = ? AND lease_until = ? AND id IN ?", owner, lease, ids).
+		Updates(map[string]any{"state": string(model.DeliveryDelivered), "attempts": gorm.Expr("attempts + 1"),
+			"last_status": nullIfZero(status), "last_error": nil, "next_attempt_at": nil,
+			"lease_owner": nil, "lease_until": nil, "updated_at": microsOf(model.Now())}).Error
+	if err != nil {
+		return fmt.Errorf("record deliveries delivered: %w", err)
+	}
+	return nil
+}
+
+// recordDelivery records one outcome; false when the lease was no longer
+// owner's.
+func (tx *Tx) recordDelivery(ctx context.Context, owner string, r DeliveryRecord) (bool, error) {
+	db := tx.with(ctx).Model(&queueDeliveryRow{}).
+		Where("id = ? AND lease_owner = ? AND lease_until = ?", r.ID, owner, microsOf(r.LeaseUntil))
+	if r.Step == StepDrop {
+		res := db.Delete(&queueDeliveryRow{})
+		return res.RowsAffected == 1, res.Error
+	}
+	set := map[string]any{"lease_owner": nil, "lease_until": nil, "updated_at": microsOf(model.Now())}
+	if r.Attempted {
+		set["attempts"] = gorm.Expr("attempts + 1")
+		set["last_status"], set["last_error"] = nullIfZero(r.Status), nullIfEmpty(truncate(r.Error, maxErrorText))
+	}
+	switch r.Step {
+	case StepDelivered:
+		set["state"], set["next_attempt_at"] = string(model.DeliveryDelivered), nil
+	case StepFailed:
+		set["state"], set["next_attempt_at"] = string(model.DeliveryFailed), nil
+	case StepRetry, StepHold:
+		set["next_attempt_at"] = microsOf(r.NextAttemptAt)
+	}
+	res := db.Updates(set)
+	if res.Error != nil {
+		return false, fmt.Errorf("record delivery %s: %w", r.ID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// disableWebhookFor disables r's webhook if it is enabled, and appends
+// the event of the change.
+func (tx *Tx) disableWebhookFor(ctx context.Context, r DeliveryRecord) error {
+	var rows []struct {
+		ID, URL, Events, Description, CreatorID string
+		Version                                 int64
+	}
+	db := tx.with(ctx)
+	if err := db.Table("webhooks").Select("id, url, events, description, creator_id, version").
+		Where("id = ? AND enabled", r.WebhookID).Find(&rows).Error; err != nil {
+		return fmt.Errorf("read webhook %s: %w", r.WebhookID, err)
+	}
+	if len(rows) == 0 {
+		return nil // disabled already, or deleted: nothing changes
+	}
+	now := model.Now()
+	err := db.Table("webhooks").Where("id = ?", r.WebhookID).
+		Updates(map[string]any{"enabled": false, "disabled_reason": r.Disable,
+			"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
+	if err != nil {
+		return fmt.Errorf("disable webhook %s: %w", r.WebhookID, err)
+	}
+	w := rows[0]
+	before := model.Webhook{ID: w.ID, URL: w.URL, Events: WebhookEventPatterns(w.Events), Description: w.Description,
+		Enabled: true, CreatorID: w.CreatorID, Version: w.Version}
+	after := before
+	after.Enabled, after.DisabledReason, after.Version, after.UpdatedAt = false, r.Disable, w.Version+1, now
+	return tx.AppendEvent(ctx, r.DisableEvent(before, after))
+}
+
+func nullIfZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// EnabledWebhooks counts the enabled webhooks.
+func (s *Store) EnabledWebhooks(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.queries.with(ctx).Table("webhooks").Where("enabled").Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("count enabled webhooks: %w", err)
+	}
+	return n, nil
+}
+
+// DeliveryQueueStats is the queue as metrics show it.
+type DeliveryQueueStats struct {
+	Pending       int64     // pending deliveries of enabled webhooks
+	OldestPending time.Time // when the oldest of them was made (zero: none)
+	// NextDue is when the next of them may be claimed: its next attempt,
+	// or the end of its lease (zero: none).
+	NextDue time.Time
+}
+
+// DeliveryQueue reads the queue's stats.
+func (s *Store) DeliveryQueue(ctx context.Context) (DeliveryQueueStats, error) {
+	var row struct {
+		N       int64
+		Oldest  *int64
+		NextDue *int64
+	}
+	err := s.queries.with(ctx).Table("webhook_deliveries AS d").
+		Select("COUNT(*) AS n, MIN(d.created_at) AS oldest, "+
+			"MIN(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at THEN d.lease_until ELSE d.next_attempt_at END) AS next_due").
+		Joins("JOIN webhooks w ON w.id = d.webhook_id").
+		Where("d.state = ? AND w.enabled", string(model.DeliveryPending)).Take(&row).Error
+	if err != nil {
+		return DeliveryQueueStats{}, fmt.Errorf("read the delivery queue: %w", err)
+	}
+	st := DeliveryQueueStats{Pending: row.N}
+	if row.Oldest != nil {
+		st.OldestPending = micros(*row.Oldest).time()
+	}
+	if row.NextDue != nil {
+		st.NextDue = micros(*row.NextDue).time()
+	}
+	return st, nil
+}

@@ -1,0 +1,301 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// insertWebhook writes a webhooks row directly (the management API owns
+// the table; the queue only reads it).
+func insertWebhook(t *testing.T, s *store.Store, id, events string, afterSeq int64, enabled bool) {
+	t.Helper()
+	now := time.Now().UnixMicro()
+	err := s.ExecForTest("INSERT INTO webhooks (id, url, events, description, enabled, creator_id, secret, "+
+		"after_seq, version, created_at, updated_at) VALUES (?, ?, ?, '', ?, 'owner', ?, ?, 1, ?, ?)",
+		id, "https://example.com/"+id, events, enabled, "whsec_"+id, afterSeq, now, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appendEvents commits one event per type and returns their seqs.
+func appendEvents(t *testing.T, s *store.Store, types ...string) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	evs, err := s.Write(ctx, func(tx *store.Tx) error {
+		for i, typ := range types {
+			if err := tx.AppendEvent(ctx, model.Event{Type: typ, Subject: fmt.Sprintf("x:%d", i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]int64, len(evs))
+	for i, e := range evs {
+		seqs[i] = e.Seq
+	}
+	return seqs
+}
+
+// claimAll claims every due delivery for owner, in pages of n.
+func claimAll(t *testing.T, s *store.Store, owner string, n int) []store.ClaimedDelivery {
+	t.Helper()
+	var out []store.ClaimedDelivery
+	for {
+		got, err := s.ClaimDeliveries(context.Background(), owner, time.Now(), time.Minute, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return out
+		}
+		out = append(out, got...)
+	}
+}
+
+func pairs(ds []store.ClaimedDelivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%s@%d", d.WebhookID, d.EventSeq))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestDispatchMakesADeliveryPerMatchingEvent: a dispatch makes one
+// delivery per enabled webhook and event its patterns match (a type, or a
+// prefix ending in ".*") with a seq above the webhook's after_seq, none for
+// a disabled webhook, and never twice; a batch smaller than the events
+// says more wait, and the next dispatch goes on from where it stopped.
+func TestDispatchMakesADeliveryPerMatchingEvent(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		before := appendEvents(t, s, "role.created")
+		insertWebhook(t, s, "roles", `["role.*"]`, before[0], true)
+		insertWebhook(t, s, "users", `["user.created","channel.deleted"]`, before[0], true)
+		insertWebhook(t, s, "off", `["role.*"]`, before[0], false)
+		seqs := appendEvents(t, s, "role.created", "role.permissions.set", "user.created", "user.updated", "channel.deleted", "rolex.created")
+		made, more, err := s.DispatchWebhooks(ctx, 4)
+		if err != nil || made != 3 || !more {
+			t.Fatalf("first batch: made %d, more %v, err %v; want 3 (two roles, a user), more", made, more, err)
+		}
+		made, more, err = s.DispatchWebhooks(ctx, 4)
+		if err != nil || made != 1 || more {
+			t.Fatalf("second batch: made %d, more %v, err %v; want 1 (the channel), no more", made, more, err)
+		}
+		if made, _, err = s.DispatchWebhooks(ctx, 4); err != nil || made != 0 {
+			t.Fatalf("nothing new: made %d, err %v", made, err)
+		}
+		got := pairs(claimAll(t, s, "i1", 10))
+		want := []string{fmt.Sprintf("roles@%d", seqs[0]), fmt.Sprintf("roles@%d", seqs[1]),
+			fmt.Sprintf("users@%d", seqs[2]), fmt.Sprintf("users@%d", seqs[4])}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("deliveries %v, want %v", got, want)
+		}
+	})
+}
+
+// TestClaimersNeverShareADelivery: two claimers (two instances on
+// PostgreSQL, two goroutines of one on SQLite) claiming concurrently in
+// small pages lease every due delivery exactly once between them.
+func TestClaimersNeverShareADelivery(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		opts := storeOptions(t, kind)
+		a, err := store.Open(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Close() })
+		b := a
+		if kind == testenv.Postgres {
+			if b, err = store.Open(ctx, opts); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+		}
+		insertWebhook(t, a, "h1", `["*"]`, 0, true)
+		insertWebhook(t, a, "h2", `["user.*"]`, 0, true)
+		types := make([]string, 150)
+		for i := range types {
+			types[i] = "user.created"
+		}
+		appendEvents(t, a, types...)
+		for {
+			_, more, err := a.DispatchWebhooks(ctx, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				break
+			}
+		}
+		var mu sync.Mutex
+		seen := map[string]string{}
+		var wg sync.WaitGroup
+		for i, s := range []*store.Store{a, b} {
+			owner := fmt.Sprintf("claimer-%d", i)
+			wg.Go(func() {
+				for {
+					got, err := s.ClaimDeliveries(ctx, owner, time.Now(), time.Minute, 7)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(got) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, d := range got {
+						if prev, ok := seen[d.ID]; ok {
+							t.Errorf("delivery %s claimed by %s and %s", d.ID, prev, owner)
+						}
+						seen[d.ID] = owner
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(seen) != 300 {
+			t.Fatalf("%d deliveries claimed, want 300", len(seen))
+		}
+	})
+}
+
+// TestRecordHoldsOnlyWhileTheLeaseIs: an attempt's outcome is recorded
+// only while its lease is still its claimer's: after the lease ended and
+// another instance claimed the delivery, the first one's record changes
+// nothing, and the second's does. A retry comes back due at its time with
+// the attempt counted; a hold does not count one; a drop deletes the
+// delivery; a 410 fails it and disables its webhook once, with a
+// webhook.updated event by the system.
+func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		insertWebhook(t, s, "h", `["role.*"]`, 0, true)
+		appendEvents(t, s, "role.created", "role.updated", "role.deleted", "role.moved")
+		if _, _, err := s.DispatchWebhooks(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		first, err := s.ClaimDeliveries(ctx, "one", now, time.Millisecond, 1)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("claim: %v, %v", first, err)
+		}
+		if first[0].Event == nil || first[0].Event.Type != "role.created" || first[0].Secrets[0] != "whsec_h" {
+			t.Fatalf("claimed %+v", first[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+		second, err := s.ClaimDeliveries(ctx, "two", time.Now(), time.Minute, 1)
+		if err != nil || len(second) != 1 || second[0].ID != first[0].ID {
+			t.Fatalf("the expired lease's delivery is claimed again: %v, %v", second, err)
+		}
+		rec := func(owner string, d store.ClaimedDelivery, r store.DeliveryRecord) []model.Event {
+			r.ID, r.LeaseUntil, r.WebhookID = d.ID, d.LeaseUntil, d.WebhookID
+			evs, err := s.RecordDeliveries(ctx, owner, []store.DeliveryRecord{r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return evs
+		}
+		rec("one", first[0], store.DeliveryRecord{Step: store.StepDelivered, Attempted: true, Status: 200})
+		st, err := s.DeliveryQueue(ctx)
+		if err != nil || st.Pending != 4 {
+			t.Fatalf("the stale record changed the queue: %+v, %v", st, err)
+		}
+		retryAt := time.Now().Add(time.Hour)
+		rec("two", second[0], store.DeliveryRecord{Step: store.StepRetry, Attempted: true, Status: 500, NextAttemptAt: retryAt})
+
+		rest := claimAll(t, s, "one", 10)
+		if len(rest) != 3 {
+			t.Fatalf("claimed %d, want the 3 others (the retry is due in an hour)", len(rest))
+		}
+		rec("one", rest[0], store.DeliveryRecord{Step: store.StepHold, NextAttemptAt: retryAt})
+		rec("one", rest[1], store.DeliveryRecord{Step: store.StepDrop})
+		ev := func(before, after model.Webhook) model.Event {
+			if !before.Enabled || after.Enabled || after.DisabledReason != "gone" || before.URL != "https://example.com/h" {
+				t.Errorf("disabled from %+v to %+v", before, after)
+			}
+			return model.Event{Type: "webhook.updated", Subject: "webhook:" + before.ID}
+		}
+		gone := store.DeliveryRecord{Step: store.StepFailed, Attempted: true, Status: 410, Disable: model.WebhookDisabledGone, DisableEvent: ev}
+		evs := rec("one", rest[2], gone)
+		if len(evs) != 1 || evs[0].Type != "webhook.updated" || evs[0].ActorID != nil || evs[0].Seq == 0 {
+			t.Fatalf("the 410 appended %+v, want one webhook.updated by the system", evs)
+		}
+		if evs := rec("one", rest[2], gone); len(evs) != 0 {
+			t.Fatalf("a record repeated after its lease ended appended %+v", evs)
+		}
+		st, err = s.DeliveryQueue(ctx)
+		if err != nil || st.Pending != 0 {
+			t.Fatalf("a disabled webhook's deliveries count as pending: %+v, %v", st, err)
+		}
+		if err := s.ExecForTest("UPDATE webhooks SET enabled = ?", true); err != nil {
+			t.Fatal(err)
+		}
+		st, err = s.DeliveryQueue(ctx)
+		// Pending: the retry and the hold (due in an hour); the drop is
+		// gone, the 410 failed.
+		if err != nil || st.Pending != 2 || st.NextDue.Sub(retryAt).Abs() > time.Millisecond || st.OldestPending.IsZero() {
+			t.Fatalf("queue %+v (%v), want 2 pending, next due at %v", st, err, retryAt)
+		}
+		if got := claimAll(t, s, "one", 10); len(got) != 0 {
+			t.Fatalf("claimed %v before their time", pairs(got))
+		}
+		later, err := s.ClaimDeliveries(ctx, "one", retryAt.Add(time.Second), time.Minute, 10)
+		if err != nil || len(later) != 2 {
+			t.Fatalf("due in an hour: %v, %v", later, err)
+		}
+		for _, d := range later {
+			want := map[string]int{second[0].ID: 1, rest[0].ID: 0}[d.ID]
+			if d.Attempts != want {
+				t.Errorf("delivery %s: %d attempts, want %d", d.ID, d.Attempts, want)
+			}
+		}
+	})
+}
+
+// TestDispatchSkipsAWebhooksOwnCreation: a webhook never receives its own
+// webhook.created, even while its after_seq is still below it; another
+// webhook's creation it receives like any event.
+func TestDispatchSkipsAWebhooksOwnCreation(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, testenv.SQLite)
+	insertWebhook(t, s, "self", `["webhook.*"]`, 0, true)
+	evs, err := s.Write(ctx, func(tx *store.Tx) error {
+		for _, sub := range []string{"webhook:self", "webhook:other"} {
+			if err := tx.AppendEvent(ctx, model.Event{Type: "webhook.created", Subject: sub}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.DispatchWebhooks(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	got := claimAll(t, s, "i", 10)
+	if len(got) != 1 || got[0].EventSeq != evs[1].Seq {
+		t.Fatalf("deliveries %v, want only the other webhook's creation (%d)", pairs(got), evs[1].Seq)
+	}
+}

@@ -1,0 +1,383 @@
+package webhook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// The Deliverer: every instance runs one. It wakes after every commit (the
+// events broker, which on PostgreSQL hears every instance's commits) and
+// when the next attempt falls due, then
+//
+//  1. dispatches: makes the deliveries of the events committed since the
+//     last dispatch (store.DispatchWebhooks);
+//  2. claims due deliveries, as many as its queue has room for (a few
+//     per worker), each leased to this instance for Lease
+//     (store.ClaimDeliveries): one instance attempts a delivery at a
+//     time. It claims the next while the workers attempt the last;
+//  3. asks about each webhook's creator as of now (Audience): a creator
+//     who cannot read the audit log any more disables the webhook, a
+//     timed-out one holds its deliveries, and an event the creator could
+//     not read in the audit log is dropped;
+//  4. attempts the others, in Concurrency workers (so at most that many
+//     at once), outside any transaction: a writer never waits for a
+//     receiver;
+//  5. records the outcomes in batches (store.RecordDeliveries), each only
+//     while its lease is still this instance's.
+//
+// An instance killed mid-attempt leaves its leases to end: another
+// instance, or this one restarted, claims the deliveries again, and the
+// receiver may get one twice (at least once, never lost).
+//
+// An event hidden from the creator (a channel they cannot view, or one
+// deleted since) is dropped: its delivery is deleted, so the webhook's
+// list of deliveries never names an event its creator could not read, and
+// it is never attempted, even if the creator may read it later.
+
+// Defaults of DelivererOptions.
+const (
+	DefaultConcurrency = 16
+	// queuePerWorker: the queue holds this many claimed deliveries per
+	// worker, so a backlog is claimed in batches large enough for a
+	// transaction's cost to matter little.
+	queuePerWorker = 4
+	// leaseMargin is the lease's room beyond the attempts it must cover:
+	// recording the outcome.
+	leaseMargin = 10 * time.Second
+	// DefaultPoll bounds how long the deliverer sleeps without a signal:
+	// a commit whose signal was lost (a listener reconnecting), a lease
+	// ended on another instance.
+	DefaultPoll = 5 * time.Second
+	// holdRecheck bounds how long a timed-out creator's deliveries wait
+	// before the creator is asked again (their timeout may be lifted).
+	holdRecheck = 5 * time.Minute
+	// dispatchGap spaces dispatches: under a stream of writes, the commits
+	// of a gap share one dispatch transaction, which the writers' own
+	// would otherwise wait behind, one for each.
+	dispatchGap   = 50 * time.Millisecond
+	dispatchBatch = 500
+	recordBatch   = 256
+)
+
+// Signals wake the deliverer after commits and hear of the events it
+// commits itself (a webhook disabled); *events.Broker is one.
+type Signals interface {
+	Subscribe() (<-chan struct{}, func())
+	Published(lastSeq int64)
+}
+
+// DelivererOptions configure a Deliverer.
+type DelivererOptions struct {
+	Store    *store.Store
+	Audience Audience
+	// Encode writes an event as the audit log shows it: a delivery's body.
+	Encode  func(model.Event) ([]byte, error)
+	Signals Signals
+	// AllowPrivate lets deliveries reach loopback, private, link-local,
+	// shared and unspecified addresses (GUILDHALL_WEBHOOK_ALLOW_PRIVATE).
+	AllowPrivate bool
+	Resolver     Resolver
+	// Instance names this instance in the leases it takes; "" draws one.
+	Instance string
+	// Concurrency bounds the attempts in flight (DefaultConcurrency).
+	Concurrency int
+	// Lease is how long a claim lasts; 0: as long as its deliveries may
+	// wait in the queue and be attempted (leaseFor). Poll, the longest
+	// sleep (DefaultPoll); Timeout bounds an attempt (AttemptTimeout).
+	Lease, Poll, Timeout time.Duration
+	Logger               *slog.Logger
+	Tracer               trace.TracerProvider  // nil: no spans
+	Registerer           prometheus.Registerer // nil: no metrics
+	Now                  func() time.Time      // nil: time.Now
+	Rand                 func() float64        // the retries' jitter; nil: math/rand
+}
+
+// Deliverer delivers the webhooks' deliveries (see above).
+type Deliverer struct {
+	o       DelivererOptions
+	client  *http.Client
+	tracer  trace.Tracer
+	metrics *metrics
+
+	work     chan job      // claimed, judged, waiting for a worker
+	freed    chan struct{} // a worker took a job (coalesced)
+	inFlight atomic.Int64  // attempts being made
+	records  chan store.DeliveryRecord
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // set by Start
+	loop    sync.WaitGroup     // run
+	workers sync.WaitGroup     // the workers
+	rec     sync.WaitGroup     // recorder
+	once    sync.Once
+}
+
+// NewDeliverer returns a Deliverer; Start starts it.
+func NewDeliverer(o DelivererOptions) *Deliverer {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Instance == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		o.Instance = "instance-" + hex.EncodeToString(b)
+	}
+	d := &Deliverer{o: o, client: NewClient(Options{AllowPrivate: o.AllowPrivate, Resolver: o.Resolver, Timeout: o.Timeout}),
+		work: make(chan job, queuePerWorker*o.Concurrency), freed: make(chan struct{}, 1),
+		records: make(chan store.DeliveryRecord, recordBatch)}
+	if o.Tracer != nil {
+		d.tracer = o.Tracer.Tracer(tracerName)
+	}
+	d.metrics = newMetrics(o.Registerer, d)
+	return d
+}
+
+// Start runs the deliverer until Close (or ctx's end).
+func (d *Deliverer) Start(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancel != nil {
+		return // started already
+	}
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.rec.Add(1)
+	go func() {
+		defer d.rec.Done()
+		d.recorder()
+	}()
+	for range d.o.Concurrency {
+		d.workers.Add(1)
+		go func() {
+			defer d.workers.Done()
+			d.worker(ctx)
+		}()
+	}
+	d.loop.Add(1)
+	go func() {
+		defer d.loop.Done()
+		d.run(ctx)
+	}()
+}
+
+// Close stops claiming, ends the attempts in flight (an attempt cut short
+// is released, not counted: it is made again at once, here or elsewhere),
+// records what came of them, and returns. Call it before closing the
+// store.
+func (d *Deliverer) Close() error {
+	d.once.Do(func() {
+		d.mu.Lock()
+		cancel := d.cancel
+		d.cancel = func() {} // never started after Close
+		d.mu.Unlock()
+		if cancel == nil {
+			return
+		}
+		cancel()
+		d.loop.Wait()
+		close(d.work) // the loop alone sends work
+		d.workers.Wait()
+		close(d.records)
+		d.rec.Wait()
+		d.client.CloseIdleConnections()
+	})
+	return nil
+}
+
+// Instance is the name of this instance in its leases.
+func (d *Deliverer) Instance() string { return d.o.Instance }
+
+// run is the loop: dispatch, claim, attempt, sleep until woken.
+//
+// While no webhook is enabled (counted every Poll) it sends nothing to the
+// database but that count: the commits' signals, which come after every
+// write, cost nothing then. A webhook's first deliveries may so wait up to
+// Poll after it is created or enabled.
+func (d *Deliverer) run(ctx context.Context) {
+	wake, unsubscribe := d.o.Signals.Subscribe()
+	defer unsubscribe()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var checked time.Time    // when the enabled webhooks were last counted
+	var dispatched time.Time // when the last dispatch began
+	quiet, dispatch := true, true
+	for ctx.Err() == nil {
+		if time.Since(checked) >= d.o.Poll {
+			quiet, checked, dispatch = d.quiet(ctx), time.Now(), true
+		}
+		sleep := d.o.Poll - time.Since(checked)
+		if !quiet {
+			if wait := dispatchGap - time.Since(dispatched); dispatch && wait <= 0 {
+				dispatched = time.Now()
+				d.dispatch(ctx)
+				dispatch = false
+			} else if dispatch {
+				sleep = min(sleep, wait)
+			}
+			if free := cap(d.work) - len(d.work); free > 0 {
+				n, err := d.claim(ctx, free)
+				switch {
+				case err != nil:
+					if ctx.Err() == nil {
+						d.o.Logger.Warn("webhook deliveries: claim failed", "err", err)
+					}
+				case n == free:
+					// More may be due: claim again once a worker takes
+					// a job (freed).
+				default:
+					sleep = min(sleep, d.untilNextDue(ctx))
+				}
+			}
+			d.refreshQueue(ctx)
+		}
+		timer.Reset(max(sleep, time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-wake:
+			dispatch = true
+		case <-d.freed:
+		case <-timer.C:
+		}
+	}
+}
+
+// quiet reports whether no webhook is enabled: nothing to deliver.
+func (d *Deliverer) quiet(ctx context.Context) bool {
+	n, err := d.o.Store.EnabledWebhooks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.o.Logger.Warn("webhook deliveries: counting the webhooks failed", "err", err)
+		}
+		return false
+	}
+	if n == 0 {
+		d.metrics.observeQueue(store.DeliveryQueueStats{})
+	}
+	return n == 0
+}
+
+// leaseFor is the lease of a claim that brings the queue to queued
+// deliveries: the last waits for the workers to attempt those before it,
+// a round of attempts (AttemptTimeout at most) per Concurrency of them,
+// then for its own attempt and the recording of its outcome. A receiver
+// that hangs makes every round last that long; an instance killed
+// meanwhile leaves its deliveries to others once the lease ends.
+func (d *Deliverer) leaseFor(queued int) time.Duration {
+	if d.o.Lease > 0 {
+		return d.o.Lease
+	}
+	c := d.o.Concurrency
+	rounds := (queued + c - 1) / c
+	return time.Duration(rounds+1)*attemptTimeout(d.o.Timeout) + leaseMargin
+}
+
+// dispatch makes the deliveries of what was committed since the last
+// dispatch, a bounded number of batches at a time (claims go on between).
+func (d *Deliverer) dispatch(ctx context.Context) {
+	for range 20 {
+		made, more, err := d.o.Store.DispatchWebhooks(ctx, dispatchBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.o.Logger.Warn("webhook deliveries: dispatch failed", "err", err)
+			}
+			return
+		}
+		d.metrics.dispatched.Add(float64(made))
+		if !more {
+			return
+		}
+	}
+}
+
+// untilNextDue reads the queue (for the metrics too) and returns how long
+// to sleep before the next delivery is due, at most Poll.
+func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
+	st, err := d.o.Store.DeliveryQueue(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.o.Logger.Warn("webhook deliveries: reading the queue failed", "err", err)
+		}
+		return d.o.Poll
+	}
+	d.metrics.observeQueue(st)
+	if st.NextDue.IsZero() {
+		return d.o.Poll
+	}
+	// A little after: a delivery is due once next_attempt_at <= now.
+	return min(max(st.NextDue.Sub(d.o.Now())+time.Millisecond, time.Millisecond), d.o.Poll)
+}
+
+// recorder writes the outcomes in batches: each write takes what has
+// arrived meanwhile, so a backlog drains in few transactions.
+func (d *Deliverer) recorder() {
+	batch := make([]store.DeliveryRecord, 0, recordBatch)
+	for r := range d.records {
+		batch = append(batch[:0], r)
+	gather:
+		for len(batch) < recordBatch {
+			select {
+			case r, ok := <-d.records:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		d.flush(batch)
+	}
+}
+
+// flush records a batch. A failure is logged: the leases end, and the
+// deliveries are attempted again (at least once).
+func (d *Deliverer) flush(batch []store.DeliveryRecord) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*AttemptTimeout)
+	defer cancel()
+	events, err := d.o.Store.RecordDeliveries(ctx, d.o.Instance, batch)
+	if err != nil {
+		d.o.Logger.Warn("webhook deliveries: recording outcomes failed; they will be attempted again",
+			"deliveries", len(batch), "err", err)
+		return
+	}
+	for _, r := range batch {
+		d.metrics.outcome(r)
+	}
+	if len(events) > 0 {
+		d.o.Signals.Published(events[len(events)-1].Seq)
+		for _, e := range events {
+			d.o.Logger.Warn("webhook disabled", "webhook_id", e.Subject, "reason", deref(e.Reason))
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// errCut is the error of an attempt cut short by Close.
+var errCut = errors.New("webhook: the instance stopped during the attempt")
