@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,12 +34,12 @@ import (
 // harness is an instance, its database and its deliverer.
 type harness struct {
 	*testenv.Env
-	t     *testing.T
+	t     testing.TB
 	db    *gorm.DB
 	owner string // the owner's user ID
 }
 
-func start(t *testing.T, kind string, o webhook.DelivererOptions) *harness {
+func start(t testing.TB, kind string, o webhook.DelivererOptions) *harness {
 	t.Helper()
 	e := testenv.Start(t, kind)
 	var dial gorm.Dialector
@@ -186,7 +185,7 @@ type sink struct {
 	answer func(r received, n int) int // n: requests with this webhook-id so far, this one included
 }
 
-func newSink(t *testing.T, answer func(r received, n int) int) *sink {
+func newSink(t testing.TB, answer func(r received, n int) int) *sink {
 	rc := &sink{answer: answer}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -218,7 +217,7 @@ func (rc *sink) requests() []received {
 }
 
 // waitFor waits until cond holds, failing after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -664,47 +663,55 @@ func TestTwoInstancesDeliverEachEventOnce(t *testing.T) {
 	}
 }
 
-// TestABacklogDrainsQuickly: 10,000 pending deliveries drain to a prompt
-// receiver at 500 a second or more. It measures, so it runs only when
-// asked (GUILDHALL_TEST_MEASURE=1), alone: beside the other packages'
-// tests on a shared machine the figure says more of them than of it.
-func TestABacklogDrainsQuickly(t *testing.T) {
-	if os.Getenv("GUILDHALL_TEST_MEASURE") == "" {
-		t.Skip("measures a drain: set GUILDHALL_TEST_MEASURE=1 and run it alone")
+// BenchmarkBacklogDrain: 10,000 pending deliveries drain to a prompt
+// receiver; it reports deliveries a second (the goal, docs/performance.md:
+// 500 or more).
+//
+//	go test -run '^$' -bench BacklogDrain -benchtime 1x ./internal/webhook
+func BenchmarkBacklogDrain(b *testing.B) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		b.Run(kind, func(b *testing.B) {
+			for b.Loop() {
+				b.ReportMetric(drainBacklog(b, kind, 10000), "deliveries/s")
+			}
+		})
 	}
-	testenv.Stores(t, func(t *testing.T, kind string) {
-		h := start(t, kind, webhook.DelivererOptions{})
-		_ = h.App.Webhooks.Close() // the backlog builds up first
-		rc := newSink(t, nil)
-		h.insert(hook{id: "backlog", url: rc.URL, events: []string{"role.*"}})
-		const n = 10000
-		type eventRow struct {
-			Type, Subject, Data string
-			CreatedAt           int64
+}
+
+// drainBacklog makes n deliveries pending, then starts the deliverer and
+// returns how many it delivered a second.
+func drainBacklog(b *testing.B, kind string, n int) float64 {
+	b.StopTimer()
+	if kind == testenv.Postgres {
+		testenv.RequirePostgres(b)
+	}
+	h := start(b, kind, webhook.DelivererOptions{})
+	_ = h.App.Webhooks.Close() // the backlog builds up first
+	rc := newSink(b, nil)
+	h.insert(hook{id: "backlog", url: rc.URL, events: []string{"role.*"}})
+	type eventRow struct {
+		Type, Subject, Data string
+		CreatedAt           int64
+	}
+	rows := make([]eventRow, n)
+	for i := range rows {
+		rows[i] = eventRow{Type: "role.created", Subject: fmt.Sprintf("role:b%d", i), Data: `{"name":"b"}`, CreatedAt: time.Now().UnixMicro()}
+	}
+	if err := h.db.Table("events").CreateInBatches(rows, 500).Error; err != nil {
+		b.Fatal(err)
+	}
+	for {
+		_, more, err := h.App.Store.DispatchWebhooks(context.Background(), 1000)
+		if err != nil {
+			b.Fatal(err)
 		}
-		rows := make([]eventRow, n)
-		for i := range rows {
-			rows[i] = eventRow{Type: "role.created", Subject: fmt.Sprintf("role:b%d", i), Data: `{"name":"b"}`, CreatedAt: time.Now().UnixMicro()}
+		if !more {
+			break
 		}
-		if err := h.db.Table("events").CreateInBatches(rows, 500).Error; err != nil {
-			t.Fatal(err)
-		}
-		for {
-			_, more, err := h.App.Store.DispatchWebhooks(context.Background(), 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !more {
-				break
-			}
-		}
-		began := time.Now()
-		h.restart(webhook.DelivererOptions{})
-		waitFor(t, 60*time.Second, "the backlog drained", func() bool { return len(rc.requests()) >= n })
-		rate := n / time.Since(began).Seconds()
-		t.Logf("%s: %d deliveries drained at %.0f a second", kind, n, rate)
-		if rate < 500 {
-			t.Errorf("drained at %.0f a second, want 500 or more", rate)
-		}
-	})
+	}
+	b.StartTimer()
+	began := time.Now()
+	h.restart(webhook.DelivererOptions{})
+	waitFor(b, 120*time.Second, "the backlog drained", func() bool { return len(rc.requests()) >= n })
+	return float64(n) / time.Since(began).Seconds()
 }
