@@ -57,6 +57,9 @@ const until = async (f, what, ms = 15000) => {
 
 /** With the engine: the change is delivered (signed with the secret shown), appears on the page, and is redelivered. */
 async function delivers({ page, api, token, expect, hook, rx, secret, shot }) {
+  // First through the API (the deliverer's pace), then on the page.
+  await until(async () => ((await api('GET', `/webhooks/${hook.id}/deliveries`, token)).json?.items ?? []).some((d) => d.state === 'delivered'),
+    `a delivered delivery in the API (the receiver got ${rx.got.length})`, 30000);
   const delivered = page.locator('[data-testid="deliveries"] li[data-state="delivered"]').first();
   await delivered.waitFor();
   const deliveryID = await delivered.getAttribute('data-delivery');

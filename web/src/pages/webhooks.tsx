@@ -366,18 +366,23 @@ function Deliveries(props: { hook: Webhook }): JSX.Element {
   useEffect(() => {
     void load();
   }, [hook.id, cursor]);
-  // A new event may be on its way here: look again shortly after each one
-  // (the first page only: later pages hold older deliveries).
+  // A new event may be on its way here: the deliverer makes its deliveries
+  // a moment after the event is written, so look again a few times after
+  // each one (the first page only: later pages hold older deliveries).
   useEffect(() => {
     if (cursor) return undefined;
-    let t: number | undefined;
+    let timers: number[] = [];
+    const stop = () => {
+      for (const t of timers) window.clearTimeout(t);
+      timers = [];
+    };
     const off = c.onEvent(() => {
-      window.clearTimeout(t);
-      t = window.setTimeout(() => void load(), 500);
+      stop();
+      timers = [500, 2000, 5000, 10000].map((ms) => window.setTimeout(() => void load(), ms));
     });
     return () => {
       off();
-      window.clearTimeout(t);
+      stop();
     };
   }, [hook.id, cursor]);
   // While some are on their way, follow them.
