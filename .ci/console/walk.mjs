@@ -1214,6 +1214,15 @@ try {
   expect(await save.isDisabled() && (await save.getAttribute('data-reason')) === 'you need MANAGE_ROLES in #ops',
     `matrix save reason ${await save.getAttribute('data-reason')}`);
   await reasonsVisible(page, 'moderator, #ops');
+  // VIEW_AUDIT_LOG is enough to ask who has access (the answer is the server's).
+  await soft('moderator: who has access', async () => {
+    const card = page.getByTestId('who-has-access');
+    await card.getByRole('button', { name: 'Show who has it' }).click();
+    await card.locator('[data-testid="access-list"][data-permission="VIEW_CHANNEL"]').waitFor();
+    const want = ((await api('GET', '/channels/ops/access?limit=20', token)).json?.items ?? []).map((u) => u.username);
+    const shown = await card.locator('[data-testid="access-list"] li').evaluateAll((ls) => ls.map((l) => l.dataset.user));
+    expect(shown.join(',') === want.join(','), `the moderator's Who has access in #ops lists ${shown.join(', ')}, the API ${want.join(', ')}`);
+  });
   await shot(page, 'moderator-channel', { fullPage: true });
   // The owner takes MANAGE_CHANNELS away meanwhile: the save is refused, and the 403 reads in words.
   const modsNow = await api('GET', '/roles/mods', token);
