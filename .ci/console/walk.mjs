@@ -34,6 +34,10 @@
 //              moving channels, timeouts (of themself, of others), bulk role
 //              changes, a role's member removal, view as roles and templates
 //              are each disabled with the reason;
+//   webhooks:  (walk-webhooks.mjs) one created for a loopback receiver, its
+//              secret shown once, a delivery seen and redelivered, disabled,
+//              enabled, rotated, deleted; a channel's "Who has access" lists
+//              what the API lists;
 //   360 px:    every page fits (no horizontal page scroll);
 //   always:    no request leaves loopback, no page error, no CSP violation,
 //              no layout shift on load.
@@ -43,6 +47,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { walkAccess, walkWebhooks } from './walk-webhooks.mjs';
 
 const [base, token, shotDir] = process.argv.slice(2);
 if (!base || !token || !shotDir) {
@@ -1020,7 +1025,7 @@ try {
 
   // ------------------------------------------------------ no layout shift
   stage = 'layout shift';
-  for (const p of ['channels/ops', 'channels/staff', 'roles', 'users', 'permissions', 'preview', 'audit', 'settings']) {
+  for (const p of ['channels/ops', 'channels/staff', 'roles', 'users', 'permissions', 'preview', 'audit', 'webhooks', 'settings']) {
     await page.goto('about:blank');
     await page.goto(`${base}/console/#/${p}`);
     await page.waitForLoadState('networkidle');
@@ -1043,7 +1048,7 @@ try {
   // ------------------------------------------------------------------ 360 px
   stage = '360 px';
   await page.setViewportSize({ width: 360, height: 780 });
-  for (const p of ['channels/ops', 'channels/staff', 'roles', 'users', 'permissions', 'preview', 'audit', 'settings']) {
+  for (const p of ['channels/ops', 'channels/staff', 'roles', 'users', 'permissions', 'preview', 'audit', 'webhooks', 'settings']) {
     await page.goto(`${base}/console/#/${p}`);
     await page.waitForLoadState('networkidle');
     const w = await page.evaluate(() => document.documentElement.scrollWidth);
@@ -1100,6 +1105,11 @@ try {
   summary.push('360 px fits');
   log('every page fits 360 px');
 
+  // ------------------------------------------- webhooks, who has access
+  const walkCtx = { page, base, token, api, expect, log, shot, summary, setStage: (s) => { stage = s; } };
+  await soft('webhooks', () => walkWebhooks(walkCtx));
+  await soft('who has access', () => walkAccess(walkCtx));
+
   // -------------------------------------------------------------- moderator
   stage = 'moderator';
   // #secret, which no one but the owner may view: the moderator (MANAGE_CHANNELS) knows of it.
@@ -1113,6 +1123,8 @@ try {
   page.on('response', onModAnswer);
   await signIn(page, modToken);
   expect((await page.getByTestId('whoami').textContent()).includes('Moderators'), 'the moderator does not see their role');
+  // Webhooks need MANAGE_WEBHOOKS as well as VIEW_AUDIT_LOG: no tab for them.
+  expect(await page.locator('nav.tabs a', { hasText: 'Webhooks' }).count() === 0, 'the moderator (no MANAGE_WEBHOOKS) has a Webhooks tab');
   stage = 'moderator: a channel they cannot view, in the tree';
   await soft(stage, async () => {
     await page.goto(`${base}/console/#/channels`);
@@ -1202,6 +1214,15 @@ try {
   expect(await save.isDisabled() && (await save.getAttribute('data-reason')) === 'you need MANAGE_ROLES in #ops',
     `matrix save reason ${await save.getAttribute('data-reason')}`);
   await reasonsVisible(page, 'moderator, #ops');
+  // VIEW_AUDIT_LOG is enough to ask who has access (the answer is the server's).
+  await soft('moderator: who has access', async () => {
+    const card = page.getByTestId('who-has-access');
+    await card.getByRole('button', { name: 'Show who has it' }).click();
+    await card.locator('[data-testid="access-list"][data-permission="VIEW_CHANNEL"]').waitFor();
+    const want = ((await api('GET', '/channels/ops/access?limit=20', token)).json?.items ?? []).map((u) => u.username);
+    const shown = await card.locator('[data-testid="access-list"] li').evaluateAll((ls) => ls.map((l) => l.dataset.user));
+    expect(shown.join(',') === want.join(','), `the moderator's Who has access in #ops lists ${shown.join(', ')}, the API ${want.join(', ')}`);
+  });
   await shot(page, 'moderator-channel', { fullPage: true });
   // The owner takes MANAGE_CHANNELS away meanwhile: the save is refused, and the 403 reads in words.
   const modsNow = await api('GET', '/roles/mods', token);

@@ -13,6 +13,7 @@ import { PermissionsPage } from "./pages/permissions";
 import { AuditPage } from "./pages/audit";
 import { PreviewPage } from "./pages/preview";
 import { SettingsPage } from "./pages/settings";
+import { webhookReason, WebhooksPage } from "./pages/webhooks";
 
 const pages = [
   { id: "channels", label: "Channels" },
@@ -21,6 +22,7 @@ const pages = [
   { id: "permissions", label: "Permissions" },
   { id: "preview", label: "View as roles" },
   { id: "audit", label: "Audit log" },
+  { id: "webhooks", label: "Webhooks" },
   { id: "settings", label: "Settings" },
 ] as const;
 type PageID = (typeof pages)[number]["id"];
@@ -268,11 +270,14 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
           </div>
         </Header>
         <nav class="tabs" aria-label="Sections">
-          {pages.map((p) => (
-            <a key={p.id} href={`#/${p.id}`} aria-current={where.page === p.id ? "page" : undefined}>
-              {p.label}
-            </a>
-          ))}
+          {/* Webhooks only for those who may manage them (a link to a page of refusals helps nobody). */}
+          {pages
+            .filter((p) => p.id !== "webhooks" || webhookReason(state.access) === null)
+            .map((p) => (
+              <a key={p.id} href={`#/${p.id}`} aria-current={where.page === p.id ? "page" : undefined}>
+                {p.label}
+              </a>
+            ))}
           <span class={`live is-${live}`} title="The live event stream" data-testid="live">
             {live === "live" ? "● live" : live === "off" ? "○ live off (needs VIEW_AUDIT_LOG)" : live === "retrying" ? "reconnecting…" : "connecting…"}
           </span>
@@ -284,6 +289,7 @@ function Signed(props: { token: string; onSignOut: () => void }): JSX.Element {
           {where.page === "permissions" && <PermissionsPage />}
           {where.page === "preview" && <PreviewPage />}
           {where.page === "audit" && <AuditPage />}
+          {where.page === "webhooks" && <WebhooksPage />}
           {where.page === "settings" && <SettingsPage />}
         </main>
       </div>

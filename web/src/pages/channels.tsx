@@ -21,6 +21,7 @@ import {
 import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, revealDetail, TriCell, useAction, Why, type Tri } from "../ui";
 import { Attachments } from "./attachments";
+import { WhoHasAccess } from "./whoaccess";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
@@ -483,6 +484,7 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined; reveal:
           You may not view this {ch.kind === "category" ? "category" : "channel"} (you lack VIEW_CHANNEL in it), so its settings, permission overwrites and
           attachments are not shown. It is listed because you manage channels or roles, which needs knowing every channel.
         </p>
+        <WhoHasAccess key={ch.id} channelID={ch.id} label={channelLabel(ch)} />
       </div>
     );
   }
@@ -522,6 +524,7 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined; reveal:
         onStale={setStale}
       />
       <Attachments channel={state.channel} mine={state.mine} onCount={setAttachmentCount} />
+      <WhoHasAccess key={state.channel.id} channelID={state.channel.id} label={channelLabel(state.channel)} />
     </div>
   );
 }
