@@ -19,7 +19,6 @@ rm -rf "$SHOTS" && mkdir -p "$SHOTS"
 # destination the server refuses unless told otherwise.
 export GUILDHALL_WEBHOOK_ALLOW_PRIVATE=true
 server_start || exit 2
-export WALK_DB="$SERVER_DIR/data/guildhall.db"
 # Debian's chromium launcher may complain about findmnt output ("unexpected operator"); harmless.
 NODE_PATH="$CONTRACT_DIR/node_modules" node "$ROOT/.ci/console/walk.mjs" "$SERVER_URL" "$SERVER_TOKEN" "$SHOTS" 2> >(grep -v 'unexpected operator' >&2)
 rc=$?

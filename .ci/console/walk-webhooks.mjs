@@ -10,18 +10,8 @@
 //             the page fits 360 px; deleted after a confirmation;
 //   access:   on a channel only the owner and one user may view, "Who has
 //             access" lists exactly those, as GET /channels/{id}/access does.
-import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
-import path from 'node:path';
-
-// The delivery engine lives in internal/store/webhook_queue.go. A build
-// without it makes no deliveries: the walk then puts one in the server's
-// SQLite file (check.sh gives its path, WALK_DB) to walk the list and
-// Redeliver against the real API, and says so in its summary.
-const root = path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..');
-const engine = fs.existsSync(path.join(root, 'internal', 'store', 'webhook_queue.go'));
 
 /** A receiver on loopback that answers 204 and keeps what it got. */
 async function receiver() {
@@ -55,7 +45,7 @@ const until = async (f, what, ms = 15000) => {
   }
 };
 
-/** With the engine: the change is delivered (signed with the secret shown), appears on the page, and is redelivered. */
+/** The change is delivered (signed with the secret shown), appears on the page, and is redelivered. */
 async function delivers({ page, api, token, expect, hook, rx, secret, shot }) {
   // First through the API (the deliverer's pace), then on the page.
   await until(async () => ((await api('GET', `/webhooks/${hook.id}/deliveries`, token)).json?.items ?? []).some((d) => d.state === 'delivered'),
@@ -82,30 +72,6 @@ async function delivers({ page, api, token, expect, hook, rx, secret, shot }) {
   expect(twice.last_status === 204, `the redelivery's last status is ${twice.last_status}`);
   await page.getByRole('button', { name: 'Refresh' }).click();
   await page.locator(`[data-delivery="${deliveryID}"]`, { hasText: '2 attempts' }).waitFor();
-}
-
-/** Without the engine: a failed delivery of the change, put in the store, appears on the page and is redelivered (pending again). */
-async function seeded({ page, api, token, expect, hook, log, shot }) {
-  log('webhooks: NO DELIVERY ENGINE in this build (internal/store/webhook_queue.go): a delivery is seeded in the store');
-  if (!expect(Boolean(process.env.WALK_DB), 'WALK_DB (the server\'s SQLite file) is not set')) return;
-  const seq = (await api('GET', '/audit-log?limit=1', token)).json?.items?.[0]?.seq;
-  const id = `msg_walk${crypto.randomBytes(12).toString('hex')}`;
-  const now = Date.now() * 1000;
-  execFileSync('sqlite3', ['-cmd', '.timeout 5000', process.env.WALK_DB,
-    `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, state, attempts, last_status, next_attempt_at, created_at, updated_at) VALUES ('${id}', '${hook.id}', ${Number(seq)}, 'failed', 8, 503, NULL, ${now}, ${now});`]);
-  await page.getByRole('button', { name: 'Refresh' }).click();
-  const row = page.locator(`[data-testid="deliveries"] li[data-delivery="${id}"][data-state="failed"]`);
-  await row.waitFor();
-  const text = (await row.innerText()).replace(/\s+/g, ' ');
-  expect(text.includes(`event #${seq}`) && text.includes('8 attempts') && text.includes('last answer 503'), `the delivery reads: ${text}`);
-  const redo = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith(`/deliveries/${id}/redeliver`));
-  await row.getByRole('button', { name: /^Redeliver/ }).click();
-  expect((await redo).status() === 202, `redelivering answered ${(await redo).status()}`);
-  await page.getByTestId('redelivered').waitFor();
-  await page.locator(`[data-delivery="${id}"][data-state="pending"]`).waitFor();
-  const d = ((await api('GET', `/webhooks/${hook.id}/deliveries`, token)).json?.items ?? []).find((x) => x.id === id);
-  expect(d?.state === 'pending' && d?.next_attempt_at != null, `after Redeliver the delivery is ${JSON.stringify(d)}`);
-  await shot(page, 'webhooks-redelivered', { fullPage: true });
 }
 
 export async function walkWebhooks({ page, base, token, api, expect, log, shot, summary, setStage }) {
@@ -150,9 +116,8 @@ export async function walkWebhooks({ page, base, token, api, expect, log, shot, 
     const role = await api('GET', '/roles/regulars', token);
     const patched = await api('PATCH', '/roles/regulars', token, { color: '#1971c2' }, { 'Content-Type': 'application/merge-patch+json', 'If-Match': role.etag });
     expect(patched.status === 200, `changing the role answered ${patched.status}`);
-    if (engine) await delivers({ page, api, token, expect, hook, rx, secret, shot });
-    else await seeded({ page, api, token, expect, hook, log, shot });
-    summary.push(engine ? 'a webhook delivery seen and redelivered' : 'NO DELIVERY ENGINE in this build: a seeded delivery redelivered');
+    await delivers({ page, api, token, expect, hook, rx, secret, shot });
+    summary.push('a webhook delivery seen and redelivered');
 
     setStage('webhooks: disable, enable, rotate');
     await page.getByTestId('webhook-disable').click();
@@ -186,7 +151,7 @@ export async function walkWebhooks({ page, base, token, api, expect, log, shot, 
     await page.locator(`[data-webhook="${hook.id}"]`).waitFor({ state: 'detached' });
     expect((await api('GET', `/webhooks/${hook.id}`, token)).status === 404, 'the webhook was not deleted');
     summary.push('webhook created (secret once), disabled, enabled, rotated (new secret once), deleted');
-    log(engine ? `webhooks: a role change delivered (signed with the secret shown) and redelivered: ${rx.got.length} requests at the receiver` : 'webhooks: the seeded delivery shown and redelivered (202, pending again)');
+    log(`webhooks: a role change delivered (signed with the secret shown) and redelivered: ${rx.got.length} requests at the receiver`);
     log('webhooks: disabled, enabled, rotated (a new secret once), fits 360 px, deleted after a confirmation');
   } finally {
     await rx.close();
