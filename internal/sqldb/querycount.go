@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -14,6 +15,14 @@ import (
 // instance".
 func (db *DB) QueryCount() int64 { return db.statements.Load() }
 
+// uncounted marks a context whose statements QueryCount leaves out.
+type uncounted struct{}
+
+// Uncounted marks ctx's statements as background work that QueryCount
+// leaves out (the webhooks' deliverer, which asks the database now and
+// then on its own), so that the count stays what requests cost.
+func Uncounted(ctx context.Context) context.Context { return context.WithValue(ctx, uncounted{}, true) }
+
 // Counter is QueryCount's counter, for statements sent on connections of
 // their own (the read cache's, on the SQLite change log).
 func (db *DB) Counter() *atomic.Int64 { return &db.statements }
@@ -21,7 +30,8 @@ func (db *DB) Counter() *atomic.Int64 { return &db.statements }
 // countStatements makes every statement sent through g move QueryCount.
 func (db *DB) countStatements(g *gorm.DB) error {
 	count := func(g *gorm.DB) {
-		if !g.DryRun { // a subquery is built by a dry run of its own: not sent
+		// A subquery is built by a dry run of its own: not sent.
+		if !g.DryRun && (g.Statement.Context == nil || g.Statement.Context.Value(uncounted{}) == nil) {
 			db.statements.Add(1)
 		}
 	}

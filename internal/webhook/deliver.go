@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
@@ -161,7 +162,7 @@ func (d *Deliverer) Start(ctx context.Context) {
 	if d.cancel != nil {
 		return // started already
 	}
-	ctx, d.cancel = context.WithCancel(ctx)
+	ctx, d.cancel = context.WithCancel(sqldb.Uncounted(ctx))
 	d.rec.Add(1)
 	go func() {
 		defer d.rec.Done()
@@ -353,7 +354,7 @@ func (d *Deliverer) recorder() {
 // flush records a batch. A failure is logged: the leases end, and the
 // deliveries are attempted again (at least once).
 func (d *Deliverer) flush(batch []store.DeliveryRecord) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*AttemptTimeout)
+	ctx, cancel := context.WithTimeout(sqldb.Uncounted(context.Background()), 2*AttemptTimeout)
 	defer cancel()
 	events, err := d.o.Store.RecordDeliveries(ctx, d.o.Instance, batch)
 	if err != nil {
