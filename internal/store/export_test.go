@@ -6,6 +6,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/sqldb"
+	"github.com/guildhall/guildhall/internal/store/schema"
 )
 
 // Hooks for the store's external tests.
@@ -18,8 +19,8 @@ func OptionsUpTo(opts Options, n int) Options {
 
 // MigrationIndex returns the position of a migration (1-based), or 0.
 func MigrationIndex(id string) int {
-	for i, m := range migrations {
-		if m.id == id {
+	for i, m := range schema.Migrations {
+		if m.ID == id {
 			return i + 1
 		}
 	}

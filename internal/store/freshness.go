@@ -42,11 +42,6 @@ func loggedAs(table string) (string, bool) {
 	return "", false
 }
 
-// registryOf0012 is the registry as migration 0012 created the change log
-// with: a migration runs as it shipped, and later tables get their
-// triggers from Install.
-var registryOf0012 = fresh.Registry{Logged: registry.Logged[:7]}
-
 // userDeps: a kept user changes with their row and their roles (logged as
 // theirs), and with any role's position, which orders their role IDs.
 var userDeps = fresh.UserDeps{Table: "users", Whole: []string{"roles"}}

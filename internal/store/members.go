@@ -27,8 +27,9 @@ func (tx *Tx) ChangeRoleMembers(ctx context.Context, roleID string, add, remove 
 	at := int64(microsOf(now))
 	if len(add) > 0 {
 		list, _ := json.Marshal(add)
-		// Each with its username's key (migration0019.go): a key read here
-		// costs an index lookup, the trigger that would fill it a call.
+		// Each with its username's key (schema/migration0019.go): a key
+		// read here costs an index lookup, the trigger that would fill it
+		// a call.
 		res, err := tx.exec(ctx, "INSERT INTO user_roles (user_id, role_id, created_at, username_key) SELECT x.id, ?, ?, "+
 			"COALESCE((SELECT u.username_key FROM users u WHERE u.id = x.id), '') FROM ("+
 			ids+") x WHERE true ON CONFLICT DO NOTHING", roleID, at, string(list))

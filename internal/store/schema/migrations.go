@@ -1,34 +1,25 @@
-package store
+package schema
 
 import (
-	"github.com/guildhall/guildhall/internal/fresh"
-	"github.com/guildhall/guildhall/internal/sqldb"
-
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/go-gormigrate/gormigrate/v2"
 	"github.com/mattn/go-sqlite3"
 	"gorm.io/gorm"
+
+	"github.com/guildhall/guildhall/internal/fresh"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
-// migrations are versioned and append-only: never edit one that has shipped,
+// Migrations are versioned and append-only: never edit one that has shipped,
 // add the next. They are written once for both databases; the placeholders
 // {{SERIAL_PK}}, {{TIMESTAMP}}, {{BLOB}} and {{BIGINT}} are the only dialect
 // differences (see sqldb.Dialect.DDL).
-var migrations = []struct {
-	id  string
-	sql string
-	// run, when set, runs after sql in the same transaction: what SQL alone
-	// cannot do the same way on both databases. pg says how PostgreSQL's
-	// change log is named and locked (nil on SQLite).
-	run func(tx *gorm.DB, d sqldb.Dialect, pg *fresh.Postgres) error
-}{
-	{id: "0001_initial", sql: `
+var Migrations = []Migration{
+	{ID: "0001_initial", SQL: `
 CREATE TABLE settings (
   id INTEGER PRIMARY KEY,
   global_permissions {{BIGINT}} NOT NULL,
@@ -141,7 +132,7 @@ CREATE TABLE blob_chunks (
 	// Database blobs are deleted after a grace period, not at once, so that
 	// a download in flight when its attachment is replaced or deleted still
 	// reads every chunk (DBBlobs.Delete and Sweep).
-	{id: "0002_blob_trash", sql: `
+	{ID: "0002_blob_trash", SQL: `
 CREATE TABLE blob_trash (
   blob_key VARCHAR(64) PRIMARY KEY,
   deleted_at {{TIMESTAMP}} NOT NULL
@@ -152,23 +143,23 @@ CREATE INDEX blob_trash_deleted ON blob_trash(deleted_at);
 	// keys, each indexed for prefix ranges; users by status in ID order; a
 	// role's holders in user-ID order. On PostgreSQL the keys compare byte by
 	// byte (COLLATE "C"), so a prefix is one contiguous index range.
-	{id: "0003_user_search", sql: `
+	{ID: "0003_user_search", SQL: `
 ALTER TABLE users ADD COLUMN display_name_key VARCHAR(400) NOT NULL DEFAULT '';
 CREATE INDEX users_status ON users(status, id);
 DROP INDEX user_roles_role;
 CREATE INDEX user_roles_role ON user_roles(role_id, user_id);
-`, run: migrateUserSearch},
+`, Run: migrateUserSearch},
 	// Timestamps become BIGINT microseconds since the Unix epoch (UTC) on
 	// both databases: reading one is an integer scan, where a SQLite
 	// DATETIME was a text parse per value (a tenth of a list request).
 	// settings gains credentials_version, which moves whenever a token, a
 	// user's status or a user's roles change, so cached credentials are
 	// checked by one number.
-	{id: "0004_integer_timestamps", run: migrateMicros},
+	{ID: "0004_integer_timestamps", Run: migrateMicros},
 	// An event-stream ticket belongs to the token that minted it: revoking
 	// the token deletes its tickets. Tickets from before (a minute's worth at
 	// most) are dropped.
-	{id: "0010_ticket_token", sql: `
+	{ID: "0010_ticket_token", SQL: `
 DELETE FROM event_tickets;
 ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) ON DELETE CASCADE;
 `},
@@ -177,17 +168,17 @@ ALTER TABLE event_tickets ADD COLUMN token_id VARCHAR(36) REFERENCES tokens(id) 
 	// bumps, through triggers. Nothing on SQLite (PRAGMA data_version). The
 	// triggers' function is installed again at every start when it differs
 	// (installBumpFunction).
-	{id: "0011_data_version", run: migrateDataVersion},
+	{ID: "0011_data_version", Run: migrateDataVersion},
 	// The change log (internal/fresh): triggers on every table a cached
 	// read depends on log the key of each row written, so that caches drop
 	// what changed and nothing else. On PostgreSQL its triggers replace
 	// 0011's and bump the same data_version row. The triggers of tables
 	// logged since are installed at every start (fresh.Install).
-	{id: "0012_change_log", run: migrateChangeLog},
+	{ID: "0012_change_log", Run: migrateChangeLog},
 	// Categories (a channel's kind, its category and its position among its
 	// siblings; deleting a category leaves its channels outside any) and
 	// member timeouts.
-	{id: "0013_categories_timeouts", sql: `
+	{ID: "0013_categories_timeouts", SQL: `
 ALTER TABLE channels ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT 'text';
 ALTER TABLE channels ADD COLUMN parent_id VARCHAR(64) REFERENCES channels(id) ON DELETE SET NULL;
 ALTER TABLE channels ADD COLUMN position INTEGER NOT NULL DEFAULT 0;
@@ -197,25 +188,25 @@ ALTER TABLE users ADD COLUMN timeout_until {{BIGINT}};
 	// The deployment's secret keys, drawn once here and shared by every
 	// instance: the key that seals list cursors (so a cursor tells nothing
 	// of what it points past).
-	{id: "0014_deployment_keys", sql: `
+	{ID: "0014_deployment_keys", SQL: `
 CREATE TABLE deployment_keys (
   name VARCHAR(32) PRIMARY KEY,
   key_hex VARCHAR(128) NOT NULL
 );
-`, run: func(tx *gorm.DB, _ sqldb.Dialect, _ *fresh.Postgres) error {
+`, Run: func(tx *gorm.DB, _ sqldb.Dialect, _ *fresh.Postgres) error {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
 			return err
 		}
 		return tx.Exec("INSERT INTO deployment_keys (name, key_hex) VALUES ('cursor', ?)", hex.EncodeToString(key)).Error
 	}},
-	// A search lists its matches in key order, then ID order (users_list.go): the
+	// A search lists its matches in key order, then ID order (store/users_list.go): the
 	// display-name key's index carries the ID, so equal display names are
 	// in order in it too and a page starts where the last one ended. The
 	// username and email keys are unique: their own indexes are in order.
 	// On PostgreSQL the ID is ordered byte by byte (COLLATE "C"), as the
 	// keys are and as the store compares positions.
-	{id: "0015_user_search_order", run: func(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
+	{ID: "0015_user_search_order", Run: func(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
 		if err := tx.Exec("DROP INDEX users_display_name_key").Error; err != nil {
 			return err
 		}
@@ -224,20 +215,20 @@ CREATE TABLE deployment_keys (
 	// Up to which event the stored names were last checked, and under
 	// which rule (names.Rule): a start checks only what changed since
 	// (store.EachNameToCheck).
-	{id: "0016_names_checked", sql: `
+	{ID: "0016_names_checked", SQL: `
 CREATE TABLE names_checked (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   rule VARCHAR(64) NOT NULL,
   seq {{BIGINT}} NOT NULL
 );
 `},
-	// Webhooks (webhooks.go) and their deliveries (webhooks.go lists
-	// them; webhook_queue.go makes, claims and records them).
+	// Webhooks (store/webhooks.go) and their deliveries (store/webhooks.go
+	// lists them; store/webhook_queue.go makes, claims and records them).
 	// A webhook gets the events with seq > after_seq that its patterns
 	// match; webhook_dispatch holds up to which event deliveries were made.
 	// Times are Unix microseconds. A delivery's lease says which instance
 	// attempts it until when, so that one instance attempts it at a time.
-	{id: "0017_webhooks", sql: `
+	{ID: "0017_webhooks", SQL: `
 CREATE TABLE webhooks (
   id VARCHAR(36) PRIMARY KEY,
   url VARCHAR(2048) NOT NULL,
@@ -284,7 +275,7 @@ CREATE TABLE webhook_dispatch (
 	// and touches a fifth of the buffers it did at the default of 100.
 	// Pages written from now on keep the room; existing ones gain it as
 	// they are rewritten.
-	{id: "0018_fillfactor", run: func(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
+	{ID: "0018_fillfactor", Run: func(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
 		if d.Name() != "postgres" {
 			return nil
 		}
@@ -298,7 +289,7 @@ CREATE TABLE webhook_dispatch (
 	// Each role's holders in the order of their usernames
 	// (migration0019.go): who holds a permission in a channel is read a
 	// page at a time from the roles that can grant it.
-	{id: "0019_holders_by_name", run: migrateHoldersByName},
+	{ID: "0019_holders_by_name", Run: migrateHoldersByName},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
@@ -467,72 +458,4 @@ func migrateUserSearch(tx *gorm.DB, d sqldb.Dialect, _ *fresh.Postgres) error {
 		}
 	}
 	return nil
-}
-
-// migrate applies the migrations that have not run yet, holding a lock so
-// that instances starting together on one PostgreSQL database take turns.
-func (s *Store) migrate(ctx context.Context) error {
-	n := len(migrations)
-	if s.migrateUpTo > 0 {
-		n = s.migrateUpTo
-	}
-	d, pg := s.db.Dialect(), s.freshPG()
-	list := make([]*gormigrate.Migration, 0, n)
-	for _, m := range migrations[:n] {
-		m := m
-		list = append(list, &gormigrate.Migration{
-			ID: m.id,
-			Migrate: func(tx *gorm.DB) error {
-				for _, stmt := range splitStatements(d.DDL(m.sql)) {
-					if err := tx.Exec(stmt).Error; err != nil {
-						return fmt.Errorf("migration %s: %w", m.id, err)
-					}
-				}
-				if m.run != nil {
-					if err := m.run(tx, d, pg); err != nil {
-						return fmt.Errorf("migration %s: %w", m.id, err)
-					}
-				}
-				return nil
-			},
-		})
-	}
-	return s.db.WritePool().WithContext(sqldb.Unbounded(ctx)).Connection(func(conn *gorm.DB) error {
-		if s.Postgres() {
-			key := s.db.Namespace().MigrateKey
-			if err := conn.Exec("SELECT pg_advisory_lock(?)", key).Error; err != nil {
-				return fmt.Errorf("migration lock: %w", err)
-			}
-			defer conn.Exec("SELECT pg_advisory_unlock(?)", key)
-		} else {
-			// A SQLite table rebuild needs foreign keys off (they cannot be
-			// switched inside a transaction); migrations that rebuild check
-			// them with PRAGMA foreign_key_check before committing.
-			if err := conn.Exec("PRAGMA foreign_keys = OFF").Error; err != nil {
-				return fmt.Errorf("migrate: %w", err)
-			}
-			defer conn.Exec("PRAGMA foreign_keys = ON")
-		}
-		opts := *gormigrate.DefaultOptions
-		opts.TableName = "schema_migrations"
-		opts.UseTransaction = true
-		if err := gormigrate.New(conn, &opts, list).Migrate(); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		// One transaction: on PostgreSQL the triggers are created under the
-		// write lock it takes (fresh.Install).
-		return conn.Transaction(func(tx *gorm.DB) error {
-			return fresh.Install(ctx, tx.Statement.ConnPool, registry, pg)
-		})
-	})
-}
-
-func splitStatements(sql string) []string {
-	var out []string
-	for _, part := range strings.Split(sql, ";") {
-		if p := strings.TrimSpace(part); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
