@@ -447,6 +447,18 @@ export const steps = {
     const res = await headOf(await ctx.owner.HEAD("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" } } }));
     etagOf(ctx, res);
   },
+  listChannelAccess: async (ctx) => {
+    const r = await ctx.owner.GET("/channels/{channelID}/access", {
+      params: { path: { channelID: "ops" }, query: { permission: "VIEW_CHANNEL", limit: 50 } },
+    });
+    const { items } = body(r, 200);
+    // The everyone overwrite denies VIEW_CHANNEL in ops: the owner holds it still.
+    check(items.some((u) => u.is_owner), `the owner is not listed: ${JSON.stringify(items.map((u) => u.username))}`);
+    check(!items.some((u) => u.id === ctx.alice), "alice is listed, but everyone is denied VIEW_CHANNEL");
+  },
+  headChannelAccess: async (ctx) => {
+    await headOf(await ctx.owner.HEAD("/channels/{channelID}/access", { params: { path: { channelID: "ops" } } }));
+  },
   getUserPermissions: async (ctx) => {
     const r = await ctx.owner.GET("/users/{userID}/permissions", {
       params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true } },
