@@ -1859,13 +1859,16 @@ export interface paths {
         /**
          * Redeliver a delivery
          * @description Attempts the delivery again, as soon as possible: it becomes `pending`
-         *     with `next_attempt_at` now, whatever its state, and any instance's claim
-         *     on it is released. Its `id` (`webhook-id`) stays the same, and `attempts`
-         *     goes on counting: a `failed` delivery redelivered gets one new attempt,
-         *     and is `failed` again if that attempt fails. The answer is `202`: the
-         *     attempt is made after it, by whichever instance takes it, and is
-         *     delivered at least once as any delivery is. A disabled webhook gets
-         *     nothing until it is enabled again. Records no event.
+         *     with `next_attempt_at` now, whatever its state, and a claim on it that
+         *     has lapsed is released. An attempt in flight is not doubled: one
+         *     instance attempts a delivery at a time, so while an attempt is being
+         *     made, that attempt is the new one, and its outcome stands. Its `id`
+         *     (`webhook-id`) stays the same, and `attempts` goes on counting: a
+         *     `failed` delivery redelivered gets one new attempt, and is `failed`
+         *     again if that attempt fails. The answer is `202`: the attempt is made
+         *     after it, by whichever instance takes it, and is delivered at least
+         *     once as any delivery is. A disabled webhook gets nothing until it is
+         *     enabled again. Records no event.
          *
          *     **Permission:** `MANAGE_WEBHOOKS` and `VIEW_AUDIT_LOG` (global).
          */

@@ -505,8 +505,9 @@ func TestWebhookBadInput(t *testing.T) {
 
 // A webhook's deliveries (made by the delivery engine; here written into
 // the database) are listed newest first, a page at a time; redelivering
-// one makes it pending again, due now, its lease released and its
-// attempts kept; another webhook's delivery, or an unknown one, is a 404.
+// one makes it pending again, due now, a lapsed lease released (a live
+// one kept: its attempt is in flight) and its attempts kept; another
+// webhook's delivery, or an unknown one, is a 404.
 func TestWebhookDeliveries(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {
@@ -577,6 +578,20 @@ func TestWebhookDeliveries(t *testing.T) {
 			if state != "pending" || owner.Valid || until.Valid || attempts != map[string]int{"msg_b": 8, "msg_c": 2}[id] {
 				t.Errorf("%s stored: %s, %d attempts, lease %v %v", id, state, attempts, owner, until)
 			}
+		}
+		// An attempt in flight (its lease live) is not doubled: the
+		// delivery is due now, and the lease stays.
+		live := time.Now().Add(time.Minute).UnixMicro()
+		operatorExec(t, e, fmt.Sprintf("INSERT INTO webhook_deliveries (id, webhook_id, event_seq, state, attempts, last_status, "+
+			"last_error, next_attempt_at, lease_owner, lease_until, created_at, updated_at) VALUES "+
+			"('msg_e', '%s', 15, 'pending', 1, 503, NULL, %s, 'instance-2', %d, %d, %d)", w.Id, later, live, base, base))
+		e.Must(http.StatusAccepted, testenv.Req{Method: "POST", Path: deliveries + "/msg_e/redeliver", Token: manager.Token})
+		var owner sql.NullString
+		var until int64
+		var next int64
+		whQuery(t, e, "SELECT lease_owner, lease_until, next_attempt_at FROM webhook_deliveries WHERE id = 'msg_e'", &owner, &until, &next)
+		if owner.String != "instance-2" || until != live || next > time.Now().UnixMicro() {
+			t.Errorf("msg_e after a redelivery: lease %v until %d, next attempt %d", owner, until, next)
 		}
 		e2eNoEvent(t, e, seq) // a redelivery is no event of the audit log
 

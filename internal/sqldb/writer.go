@@ -467,7 +467,8 @@ func (w *writer) commit(batch []*writeJob) {
 		// it runs again. While that commit is still logging its changes,
 		// a rerun that changes the settings row first closes another cycle
 		// (the commit locks the version row, then the settings row), so it
-		// may take more than one.
+		// may take more than one; a pause that grows from none lets that
+		// commit end first.
 		w.reruns.Add(1)
 		time.Sleep(time.Duration(n) * 10 * time.Millisecond)
 		results, err = w.attempt(live, true, deadline)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
@@ -238,9 +239,15 @@ func (q queries) GetWebhookDelivery(ctx context.Context, webhookID, id string) (
 // RedeliverWebhookDelivery makes a delivery pending again, due at now, and
 // releases any instance's lease on it; its attempts go on counting.
 func (tx *Tx) RedeliverWebhookDelivery(ctx context.Context, webhookID, id string, now time.Time) (model.Delivery, error) {
+	// A live lease stays: its attempt, in flight, is the new one (one
+	// attempt at a time); a lapsed one is released.
+	at := microsOf(now)
+	lapsed := func(col string) clause.Expr {
+		return gorm.Expr("CASE WHEN lease_until IS NULL OR lease_until <= ? THEN NULL ELSE "+col+" END", at)
+	}
 	res := tx.with(ctx).Model(&webhookDeliveryRow{}).Where("id = ? AND webhook_id = ?", id, webhookID).Updates(map[string]any{
-		"state": string(model.DeliveryPending), "next_attempt_at": microsOf(now), "lease_owner": nil, "lease_until": nil,
-		"updated_at": microsOf(now)})
+		"state": string(model.DeliveryPending), "next_attempt_at": at,
+		"lease_owner": lapsed("lease_owner"), "lease_until": lapsed("lease_until"), "updated_at": at})
 	if res.Error != nil {
 		return model.Delivery{}, fmt.Errorf("redeliver %s: %w", id, res.Error)
 	}
