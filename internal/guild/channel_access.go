@@ -59,14 +59,7 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 	if err != nil {
 		return Page[model.User]{}, err
 	}
-	page := Page[model.User]{Items: users}
-	for i := range page.Items {
-		hideEmail(a, &page.Items[i])
-	}
-	if next != "" {
-		page.NextCursor = s.cursors.encode(next, filters...)
-	}
-	return page, nil
+	return s.userPage(a, users, next, filters), nil
 }
 
 // holders reads up to n users who hold p in a channel after the position

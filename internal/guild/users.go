@@ -63,14 +63,7 @@ func (s *Service) listUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	if err != nil {
 		return Page[model.User]{}, err
 	}
-	page := Page[model.User]{Items: users}
-	for i := range page.Items {
-		hideEmail(a, &page.Items[i])
-	}
-	if next != "" {
-		page.NextCursor = s.cursors.encode(next, filters...)
-	}
-	return page, nil
+	return s.userPage(a, users, next, filters), nil
 }
 
 // Me returns the caller's own user, email included: what a client holding only
@@ -468,4 +461,17 @@ func (s *Service) DeleteToken(ctx context.Context, a *Actor, userID, tokenID str
 		}
 		return emit(ctx, tx, a, o, "user.token.deleted", "user:"+userID, map[string]any{"token_id": tokenID})
 	})
+}
+
+// userPage is a page of users as the caller may see them (emails by the
+// usual rule), with the cursor of what follows next.
+func (s *Service) userPage(a *Actor, users []model.User, next string, filters []string) Page[model.User] {
+	page := Page[model.User]{Items: users}
+	for i := range page.Items {
+		hideEmail(a, &page.Items[i])
+	}
+	if next != "" {
+		page.NextCursor = s.cursors.encode(next, filters...)
+	}
+	return page
 }
