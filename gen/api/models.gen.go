@@ -2237,6 +2237,9 @@ type WebhookWithSecret struct {
 // Example: VIEW_CHANNEL
 type AccessPermission = PermissionName
 
+// At defines model for At.
+type At = time.Time
+
 // AuditReason defines model for AuditReason.
 type AuditReason = string
 
@@ -2515,6 +2518,19 @@ type UpdateChannelParams struct {
 
 // ListChannelAccessParams defines parameters for ListChannelAccess.
 type ListChannelAccessParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// Permission The permission asked about; it must be channel-scoped (a `400` at
 	// `query.permission` otherwise).
 	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
@@ -2528,6 +2544,19 @@ type ListChannelAccessParams struct {
 
 // HeadChannelAccessParams defines parameters for HeadChannelAccess.
 type HeadChannelAccessParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// Permission The permission asked about; it must be channel-scoped (a `400` at
 	// `query.permission` otherwise).
 	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
@@ -2646,6 +2675,38 @@ type DeleteChannelParams struct {
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
+// ListChannelOverwritesParams defines parameters for ListChannelOverwrites.
+type ListChannelOverwritesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+}
+
+// HeadChannelOverwritesParams defines parameters for HeadChannelOverwrites.
+type HeadChannelOverwritesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+}
+
 // SetChannelOverwriteParams defines parameters for SetChannelOverwrite.
 type SetChannelOverwriteParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
@@ -2751,6 +2812,38 @@ type ReplaceProfileLinksParams struct {
 	// of a `Name` (none of the invisible ones: the same rule and the same
 	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// ListRolesParams defines parameters for ListRoles.
+type ListRolesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+}
+
+// HeadRolesParams defines parameters for HeadRoles.
+type HeadRolesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
 }
 
 // UpdateRoleParams defines parameters for UpdateRole.
@@ -2965,6 +3058,19 @@ type UpdateUserParams struct {
 
 // GetUserPermissionsParams defines parameters for GetUserPermissions.
 type GetUserPermissionsParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// ChannelID Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`.
 	ChannelID *ChannelID `form:"channelID,omitempty" json:"channelID,omitempty"`
 
@@ -2974,6 +3080,19 @@ type GetUserPermissionsParams struct {
 
 // HeadUserPermissionsParams defines parameters for HeadUserPermissions.
 type HeadUserPermissionsParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs; which channels the caller may know
+	// of follows their permissions now. An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+	// newest deletion written by a release before 1.3.0 (whose event lacks
+	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// ChannelID Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`.
 	ChannelID *ChannelID `form:"channelID,omitempty" json:"channelID,omitempty"`
 

@@ -303,6 +303,7 @@ export interface paths {
          *     by position descending, then users by ID. The `ETag` covers the whole list.
          *
          *     **Permission:** `VIEW_CHANNEL` in the channel.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["listChannelOverwrites"];
         put?: never;
@@ -326,6 +327,7 @@ export interface paths {
          * @description The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
          *
          *     **Permission:** `VIEW_CHANNEL` in the channel.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headChannelOverwrites"];
         patch?: never;
@@ -370,6 +372,7 @@ export interface paths {
          *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
          *     the channel one the caller may know of. `email` is shown only on the
          *     caller's own user, or to holders of `MANAGE_USERS`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["listChannelAccess"];
         put?: never;
@@ -383,6 +386,7 @@ export interface paths {
          *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
          *     the channel one the caller may know of. `email` is shown only on the
          *     caller's own user, or to holders of `MANAGE_USERS`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headChannelAccess"];
         patch?: never;
@@ -625,6 +629,7 @@ export interface paths {
          *     granted or removed it, in the order they were applied.
          *
          *     **Permission:** the user themself, or `MANAGE_ROLES`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["getUserPermissions"];
         put?: never;
@@ -636,6 +641,7 @@ export interface paths {
          * @description The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
          *
          *     **Permission:** the user themself, or `MANAGE_ROLES`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headUserPermissions"];
         patch?: never;
@@ -753,6 +759,7 @@ export interface paths {
          * @description Every role (at most 250), by position descending.
          *
          *     **Permission:** any authenticated user.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["listRoles"];
         put?: never;
@@ -764,6 +771,7 @@ export interface paths {
          * @description The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
          *
          *     **Permission:** any authenticated user.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headRoles"];
         patch?: never;
@@ -4147,6 +4155,21 @@ export interface components {
         AccessPermission: components["schemas"]["PermissionName"];
         /** @description Page size. */
         Limit: number;
+        /**
+         * @description Answer as of this instant, from the audit log, in the same shape
+         *     (a history answer): the answer equals replaying every event from the
+         *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+         *     besides what the operation needs; which channels the caller may know
+         *     of follows their permissions now. An instant in the future, before
+         *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+         *     newest deletion written by a release before 1.3.0 (whose event lacks
+         *     what undoing it needs) is a `400` at `query.at`. A history answer has
+         *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+         *     not keep when a role or user last changed; names are cleaned as the
+         *     current rule cleans them.
+         * @example 2026-11-01T09:00:00Z
+         */
+        At: string;
         /** @description The `next_cursor` of the previous page, made with the same filters. */
         Cursor: string;
         /**
@@ -4856,7 +4879,23 @@ export interface operations {
     };
     listChannelOverwrites: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path: {
                 /**
@@ -4957,7 +4996,23 @@ export interface operations {
     };
     headChannelOverwrites: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path: {
                 /**
@@ -4995,6 +5050,21 @@ export interface operations {
     listChannelAccess: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /**
                  * @description The permission asked about; it must be channel-scoped (a `400` at
                  *     `query.permission` otherwise).
@@ -5043,6 +5113,21 @@ export interface operations {
     headChannelAccess: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /**
                  * @description The permission asked about; it must be channel-scoped (a `400` at
                  *     `query.permission` otherwise).
@@ -5708,6 +5793,21 @@ export interface operations {
     getUserPermissions: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /** @description Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`. */
                 channelID?: components["schemas"]["ChannelID"];
                 /** @description Add the provenance of each permission. */
@@ -5748,6 +5848,21 @@ export interface operations {
     headUserPermissions: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /** @description Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`. */
                 channelID?: components["schemas"]["ChannelID"];
                 /** @description Add the provenance of each permission. */
@@ -5907,7 +6022,23 @@ export interface operations {
     };
     listRoles: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5927,7 +6058,9 @@ export interface operations {
                     "application/json": components["schemas"]["RoleList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -5936,7 +6069,23 @@ export interface operations {
     };
     headRoles: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs; which channels the caller may know
+                 *     of follows their permissions now. An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
+                 *     newest deletion written by a release before 1.3.0 (whose event lacks
+                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5954,7 +6103,9 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["HeadBadRequest"];
             401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
             405: components["responses"]["HeadMethodNotAllowed"];
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];

@@ -43,7 +43,7 @@ func (s *Service) Bootstrap(ctx context.Context, ownerName, bootstrapToken strin
 			return err
 		}
 		return emit(ctx, tx, nil, WriteOpts{}, "user.created", "user:"+owner.ID,
-			map[string]any{"username": owner.Username, "display_name": owner.DisplayName, "owner": true})
+			map[string]any{"username": owner.Username, "display_name": owner.DisplayName, "owner": true, "created_at": stamp(owner.CreatedAt)})
 	})
 	return token, err
 }

@@ -204,7 +204,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 			return err
 		}
 		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{
-			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position})
+			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position, "created_at": stamp(now)})
 	})
 	return a.shown(out), err
 }
@@ -415,17 +415,9 @@ func movedData(before, after model.Channel, locked bool) map[string]any {
 // channel.deleted event, and returns the blob keys to delete after the
 // commit.
 func (s *Service) deleteChannel(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, c model.Channel) ([]string, error) {
-	n, err := tx.CountOverwrites(ctx, c.ID)
+	data, err := channelDeletedData(ctx, tx, c)
 	if err != nil {
 		return nil, err
-	}
-	data := map[string]any{"name": c.Name, "overwrites": n}
-	if c.Kind == model.KindCategory {
-		children, err := tx.CountChannels(ctx, c.ID)
-		if err != nil {
-			return nil, err
-		}
-		data["channels"] = children // left outside any category
 	}
 	blobs, err := tx.DeleteChannel(ctx, c.ID, s.now())
 	if err != nil {

@@ -65,7 +65,7 @@ func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, per
 			return err
 		}
 		return emit(ctx, tx, a, o, "role.created", "role:"+id, map[string]any{
-			"name": name, "position": out.Position, "color": color, "permissions": perms.Names()})
+			"name": name, "position": out.Position, "color": color, "permissions": perms.Names(), "created_at": stamp(out.CreatedAt)})
 	})
 	return out, err
 }
@@ -209,12 +209,14 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
-		holders, err := tx.DeleteRole(ctx, r, s.now())
+		data, err := roleDeletedData(ctx, tx, r, overwrites)
 		if err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, map[string]any{
-			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": len(overwrites)})
+		if _, err := tx.DeleteRole(ctx, r, s.now()); err != nil {
+			return err
+		}
+		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, data)
 	})
 }
 

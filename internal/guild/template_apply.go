@@ -105,12 +105,14 @@ func (w *importWrite) deleteRoles(ctx context.Context, roles []model.Role) error
 		if err != nil {
 			return err
 		}
-		holders, err := w.tx.DeleteRole(ctx, r, w.now)
+		data, err := roleDeletedData(ctx, w.tx, r, overwrites)
 		if err != nil {
 			return err
 		}
-		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, map[string]any{
-			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": len(overwrites)}); err != nil {
+		if _, err := w.tx.DeleteRole(ctx, r, w.now); err != nil {
+			return err
+		}
+		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, data); err != nil {
 			return err
 		}
 	}
@@ -129,7 +131,7 @@ func (w *importWrite) createRoles(ctx context.Context, roles []model.Role) error
 	}
 	for _, r := range roles {
 		if err := w.emit(ctx, "role.created", "role:"+r.ID, map[string]any{
-			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names()}); err != nil {
+			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names(), "created_at": stamp(r.CreatedAt)}); err != nil {
 			return err
 		}
 	}
@@ -197,7 +199,7 @@ func (w *importWrite) createChannels(ctx context.Context, channels []model.Chann
 			return err
 		}
 		if err := w.emit(ctx, "channel.created", "channel:"+c.ID, map[string]any{
-			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position}); err != nil {
+			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position, "created_at": stamp(c.CreatedAt)}); err != nil {
 			return err
 		}
 	}
