@@ -204,7 +204,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 			return err
 		}
 		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{
-			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position, "created_at": stamp(now)})
+			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position, "created_at": stamp(now), "copied_overwrites": in.ParentID != nil})
 	})
 	return a.shown(out), err
 }

@@ -36,24 +36,73 @@ func (s *Service) stateAt(ctx context.Context, a *Actor, at time.Time, only []st
 		return nil, apperr.InvalidAt("query.at", "the oldest event kept was written at %s; ask about a later instant",
 			oldest.Format(time.RFC3339Nano))
 	}
+	for range maxHistoryRounds {
+		st, settled, err := s.stateRound(ctx, at, only)
+		if err != nil || settled {
+			return st, err
+		}
+	}
+	return nil, apperr.Unavailable(errors.New("history: writes kept landing while the state of now was read"))
+}
+
+// maxHistoryRounds bounds the tries of stateAt to read the state of now
+// and the events after the instant with no write landing in between.
+const maxHistoryRounds = 10
+
+// stateRound reads the newest seq, then the state of now (which follows
+// every change committed up to it, and maybe more), then the events up to
+// that seq, then the newest seq again: when it has not moved, the state is
+// exactly the one after that seq, and undoing the events gives the state
+// at the instant (settled). Otherwise a write landed meanwhile, and the
+// round is to be tried again.
+func (s *Service) stateRound(ctx context.Context, at time.Time, only []string) (*history.State, bool, error) {
+	last, err := s.store.LastEventSeq(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	now := s.store.ReadScope(ctx)
+	auth, err := s.store.AuthState(now)
+	if err != nil {
+		return nil, false, err
+	}
+	users, err := s.usersNow(now, only)
+	if err != nil {
+		return nil, false, err
+	}
+	events, err := s.store.EventsAfterInstant(ctx, at, last, history.Types)
+	if err != nil {
+		return nil, false, err
+	}
+	if again, err := s.store.LastEventSeq(ctx); err != nil || again != last {
+		return nil, false, err
+	}
+	st := stateOf(auth, users, only)
+	for _, ev := range events {
+		var inc *history.Incomplete
+		if err := st.Undo(ev); errors.As(err, &inc) {
+			return nil, false, apperr.InvalidAt("query.at", "event %d (%s, at %s) was written by an earlier release and lacks what "+
+				"history needs; ask about an instant after it", ev.Seq, ev.Type, ev.CreatedAt.Format(time.RFC3339Nano))
+		}
+	}
+	return st, true, nil
+}
+
+// stateOf is the history state of now.
+func stateOf(auth *store.AuthState, users []model.User, only []string) *history.State {
 	st := history.New()
-	st.Global, _ = a.auth.Global()
-	for _, r := range a.auth.Roles() {
+	st.Global, _ = auth.Global()
+	for _, r := range auth.Roles() {
 		st.Roles[r.ID] = &history.Role{ID: r.ID, Name: r.Name, Color: r.Color, Position: r.Position,
 			Permissions: r.Permissions, CreatedAt: r.CreatedAt}
 	}
-	for _, c := range a.auth.Channels() {
+	for _, c := range auth.Channels() {
 		hc := &history.Channel{ID: c.ID, Name: c.Name, Topic: c.Topic, Kind: c.Kind, ParentID: c.ParentID,
 			Position: c.Position, CreatedAt: c.CreatedAt, Overwrites: map[history.Target]permissions.Overwrite{}}
-		list, _, _ := a.auth.Overwrites(c.ID)
+		list, _, _ := auth.Overwrites(c.ID)
 		for _, o := range list {
 			hc.Overwrites[history.Target{Type: o.TargetType, ID: o.TargetID}] = permissions.Overwrite{Allow: o.Allow, Deny: o.Deny}
 		}
 		st.Channels[c.ID] = hc
-	}
-	users, err := s.usersNow(ctx, only)
-	if err != nil {
-		return nil, err
 	}
 	if only != nil {
 		st.Only = map[string]bool{}
@@ -64,18 +113,7 @@ func (s *Service) stateAt(ctx context.Context, a *Actor, at time.Time, only []st
 	for _, u := range users {
 		st.Users[u.ID] = historyUser(u)
 	}
-	events, err := s.store.EventsAfterInstant(ctx, at, history.Types)
-	if err != nil {
-		return nil, err
-	}
-	for _, ev := range events {
-		var inc *history.Incomplete
-		if err := st.Undo(ev); errors.As(err, &inc) {
-			return nil, apperr.InvalidAt("query.at", "event %d (%s, at %s) was written by an earlier release and lacks what "+
-				"history needs; ask about an instant after it", ev.Seq, ev.Type, ev.CreatedAt.Format(time.RFC3339Nano))
-		}
-	}
-	return st, nil
+	return st
 }
 
 // usersNow reads the users of ids that exist now, or every user (nil).
@@ -319,14 +357,16 @@ func overwritesData(list []model.Overwrite, withChannel, withTarget bool) []map[
 }
 
 // roleDeletedData is the data of role.deleted, read before the deletion.
-func roleDeletedData(ctx context.Context, tx *store.Tx, r model.Role, overwrites []model.Overwrite) (map[string]any, error) {
+// shifts says whether the roles above moved down (a single deletion) or
+// stay for the import that deletes it to place them.
+func roleDeletedData(ctx context.Context, tx *store.Tx, r model.Role, overwrites []model.Overwrite, shifts bool) (map[string]any, error) {
 	holders, err := tx.RoleHolderIDs(ctx, r.ID)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]any{"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(),
 		"users": len(holders), "overwrites": len(overwrites), "color": r.Color, "created_at": stamp(r.CreatedAt),
-		"holder_ids": holders, "role_overwrites": overwritesData(overwrites, true, false)}, nil
+		"holder_ids": holders, "role_overwrites": overwritesData(overwrites, true, false), "shifts": shifts}, nil
 }
 
 // addUserHistory adds to user.deleted's data what history needs.

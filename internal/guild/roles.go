@@ -65,7 +65,7 @@ func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, per
 			return err
 		}
 		return emit(ctx, tx, a, o, "role.created", "role:"+id, map[string]any{
-			"name": name, "position": out.Position, "color": color, "permissions": perms.Names(), "created_at": stamp(out.CreatedAt)})
+			"name": name, "position": out.Position, "color": color, "permissions": perms.Names(), "created_at": stamp(out.CreatedAt), "shifts": true})
 	})
 	return out, err
 }
@@ -184,7 +184,7 @@ func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position in
 		if out, err = tx.MoveRole(ctx, id, r.Position, position, s.now()); err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "role.moved", "role:"+id, map[string]any{"before": r.Position, "after": position})
+		return emit(ctx, tx, a, o, "role.moved", "role:"+id, map[string]any{"before": r.Position, "after": position, "shifts": true})
 	})
 	return out, err
 }
@@ -209,7 +209,7 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
-		data, err := roleDeletedData(ctx, tx, r, overwrites)
+		data, err := roleDeletedData(ctx, tx, r, overwrites, true)
 		if err != nil {
 			return err
 		}

@@ -105,7 +105,7 @@ func (w *importWrite) deleteRoles(ctx context.Context, roles []model.Role) error
 		if err != nil {
 			return err
 		}
-		data, err := roleDeletedData(ctx, w.tx, r, overwrites)
+		data, err := roleDeletedData(ctx, w.tx, r, overwrites, false)
 		if err != nil {
 			return err
 		}
@@ -131,7 +131,7 @@ func (w *importWrite) createRoles(ctx context.Context, roles []model.Role) error
 	}
 	for _, r := range roles {
 		if err := w.emit(ctx, "role.created", "role:"+r.ID, map[string]any{
-			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names(), "created_at": stamp(r.CreatedAt)}); err != nil {
+			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names(), "created_at": stamp(r.CreatedAt), "shifts": false}); err != nil {
 			return err
 		}
 	}
@@ -184,7 +184,7 @@ func (w *importWrite) placeRoles(ctx context.Context, positions, moved map[strin
 		return err
 	}
 	for _, id := range sortedKeys(moved) {
-		if err := w.emit(ctx, "role.moved", "role:"+id, map[string]any{"before": moved[id], "after": positions[id]}); err != nil {
+		if err := w.emit(ctx, "role.moved", "role:"+id, map[string]any{"before": moved[id], "after": positions[id], "shifts": false}); err != nil {
 			return err
 		}
 	}
@@ -199,7 +199,7 @@ func (w *importWrite) createChannels(ctx context.Context, channels []model.Chann
 			return err
 		}
 		if err := w.emit(ctx, "channel.created", "channel:"+c.ID, map[string]any{
-			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position, "created_at": stamp(c.CreatedAt)}); err != nil {
+			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position, "created_at": stamp(c.CreatedAt), "copied_overwrites": false}); err != nil {
 			return err
 		}
 	}

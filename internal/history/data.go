@@ -76,6 +76,14 @@ func (d data) time(k string) *time.Time {
 	return &t
 }
 
+// shifts reads whether a change of role positions shifted the roles
+// between (a single create, move or delete) or set positions as given (an
+// import); events written before it was told did shift, but for imports.
+func (d data) shifts() bool {
+	b, ok := d["shifts"].(bool)
+	return b || !ok
+}
+
 // overwrite reads {"allow": [...], "deny": [...]}; ok is false for null.
 func (d data) overwrite(k string) (permissions.Overwrite, bool) {
 	o := d.obj(k)

@@ -65,12 +65,14 @@ func (s *State) applyRole(ev model.Event, d data, id string) {
 	switch ev.Type {
 	case "role.created":
 		p := d.num("position")
-		s.shiftRoles(p, 1<<30, +1)
+		if d.shifts() {
+			s.shiftRoles(p, 1<<30, +1)
+		}
 		s.Roles[id] = &Role{ID: id, Name: d.str("name"), Color: d.strPtr("color"), Position: p,
 			Permissions: d.set("permissions"), CreatedAt: createdAt(ev, d)}
 		return
 	case "role.deleted":
-		s.removeRole(id)
+		s.removeRole(id, d.shifts())
 		return
 	}
 	if r == nil {
@@ -83,7 +85,7 @@ func (s *State) applyRole(ev model.Event, d data, id string) {
 	case "role.renamed":
 		r.Name = d.str("after")
 	case "role.moved":
-		s.moveRole(r, d.num("after"))
+		s.moveRole(r, d.num("after"), d.shifts())
 	case "role.permissions.set":
 		r.Permissions = d.set("after")
 	}
@@ -126,7 +128,7 @@ func (s *State) applyChannel(ev model.Event, d data, id string) {
 		c := &Channel{ID: id, Name: d.str("name"), Topic: d.strPtr("topic"), Kind: d.str("kind"),
 			ParentID: d.strPtr("parent_id"), Position: d.num("position"), CreatedAt: createdAt(ev, d),
 			Overwrites: map[Target]permissions.Overwrite{}}
-		if c.ParentID != nil {
+		if copied, ok := d["copied_overwrites"].(bool); c.ParentID != nil && (copied || !ok) {
 			if p := s.Channels[*c.ParentID]; p != nil {
 				c.Overwrites = maps.Clone(p.Overwrites)
 			}
@@ -179,9 +181,17 @@ func (s *State) Undo(ev model.Event) error {
 }
 
 func (s *State) undoRole(ev model.Event, d data, id string) error {
+	// Whether a change of positions shifted the roles between is told
+	// since history answers exist: an import sets positions as given.
+	switch ev.Type {
+	case "role.created", "role.deleted", "role.moved":
+		if !d.has("shifts") {
+			return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: "shifts"}
+		}
+	}
 	switch ev.Type {
 	case "role.created":
-		s.removeRole(id)
+		s.removeRole(id, d.shifts())
 		return nil
 	case "role.deleted":
 		for _, k := range []string{"holder_ids", "role_overwrites", "created_at"} {
@@ -190,7 +200,9 @@ func (s *State) undoRole(ev model.Event, d data, id string) error {
 			}
 		}
 		p := d.num("position")
-		s.shiftRoles(p, 1<<30, +1)
+		if d.shifts() {
+			s.shiftRoles(p, 1<<30, +1)
+		}
 		s.Roles[id] = &Role{ID: id, Name: d.str("name"), Color: d.strPtr("color"), Position: p,
 			Permissions: d.set("permissions"), CreatedAt: *d.time("created_at")}
 		for _, uid := range d.strs("holder_ids") {
@@ -217,7 +229,7 @@ func (s *State) undoRole(ev model.Event, d data, id string) error {
 	case "role.renamed":
 		r.Name = d.str("before")
 	case "role.moved":
-		s.moveRole(r, d.num("before"))
+		s.moveRole(r, d.num("before"), d.shifts())
 	case "role.permissions.set":
 		r.Permissions = d.set("before")
 	}
@@ -351,11 +363,12 @@ func (s *State) shiftRoles(lo, hi, delta int) {
 	}
 }
 
-// moveRole places r at position to and shifts the roles between, as
-// POST /roles/{id}/move does.
-func (s *State) moveRole(r *Role, to int) {
+// moveRole places r at position to and, when shifts, shifts the roles
+// between, as POST /roles/{id}/move does.
+func (s *State) moveRole(r *Role, to int, shifts bool) {
 	from := r.Position
 	switch {
+	case !shifts:
 	case from < to:
 		s.shiftRoles(from+1, to, -1)
 	case from > to:
@@ -364,15 +377,17 @@ func (s *State) moveRole(r *Role, to int) {
 	r.Position = to
 }
 
-// removeRole deletes a role: the roles above move down, and it leaves
-// every user and channel.
-func (s *State) removeRole(id string) {
+// removeRole deletes a role: when shifts, the roles above move down; it
+// leaves every user and channel.
+func (s *State) removeRole(id string, shifts bool) {
 	r := s.Roles[id]
 	if r == nil {
 		return
 	}
 	delete(s.Roles, id)
-	s.shiftRoles(r.Position+1, 1<<30, -1)
+	if shifts {
+		s.shiftRoles(r.Position+1, 1<<30, -1)
+	}
 	for _, u := range s.Users {
 		delete(u.Roles, id)
 	}

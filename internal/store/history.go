@@ -9,11 +9,11 @@ import (
 )
 
 // EventsAfterInstant returns the events of the given types created after
-// at, newest first: what a history answer undoes from the state of now.
-// It reads the range of the created_at index past at.
-func (s *Store) EventsAfterInstant(ctx context.Context, at time.Time, types []string) ([]model.Event, error) {
+// at, up to seq upTo, newest first: what a history answer undoes from the
+// state as of upTo. It reads the range of the created_at index past at.
+func (s *Store) EventsAfterInstant(ctx context.Context, at time.Time, upTo int64, types []string) ([]model.Event, error) {
 	var rows []eventRow
-	if err := s.queries.with(ctx).Where("created_at > ? AND type IN ?", microsOf(at), types).
+	if err := s.queries.with(ctx).Where("created_at > ? AND seq <= ? AND type IN ?", microsOf(at), upTo, types).
 		Order("seq DESC").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("read events after %s: %w", at.Format(time.RFC3339Nano), err)
 	}
