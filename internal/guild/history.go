@@ -69,7 +69,7 @@ func (s *Service) stateRound(ctx context.Context, at time.Time, only []string) (
 	if err != nil {
 		return nil, false, err
 	}
-	events, err := s.store.EventsAfterInstant(ctx, at, last, history.Types)
+	events, err := s.store.EventsAfterInstant(ctx, at, last)
 	if err != nil {
 		return nil, false, err
 	}

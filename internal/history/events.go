@@ -20,23 +20,24 @@ var Types = []string{
 }
 
 // Relevant reports whether events of type typ change a State.
-func Relevant(typ string) bool {
+func Relevant(typ string) bool { return relevant[typ] }
+
+var relevant = func() map[string]bool {
+	m := map[string]bool{}
 	for _, t := range Types {
-		if t == typ {
-			return true
-		}
+		m[t] = true
 	}
-	return false
-}
+	return m
+}()
 
 // subjectID is the ID in an event's subject "<kind>:<id>".
-func subjectID(ev model.Event) string {
+func subjectID(ev Event) string {
 	_, id, _ := strings.Cut(ev.Subject, ":")
 	return id
 }
 
 // Replay applies events, oldest first, to a fresh store's state.
-func Replay(events []model.Event) *State {
+func Replay(events []Event) *State {
 	s := New()
 	for _, ev := range events {
 		s.Apply(ev)
@@ -46,58 +47,60 @@ func Replay(events []model.Event) *State {
 
 // Apply moves s forward by one event, as the store changed when it wrote
 // it.
-func (s *State) Apply(ev model.Event) {
-	d, id := data(ev.Data), subjectID(ev)
+func (s *State) Apply(ev Event) {
+	if !Relevant(ev.Type) {
+		return
+	}
+	d, id := decode(ev.Data), subjectID(ev)
 	switch {
 	case ev.Type == "global.permissions.set":
-		s.Global = d.set("after")
+		s.Global = set(d.After)
 	case strings.HasPrefix(ev.Type, "role."):
-		s.applyRole(ev, d, id)
+		s.applyRole(ev, &d, id)
 	case strings.HasPrefix(ev.Type, "user."):
-		s.applyUser(ev, d, id)
+		s.applyUser(ev, &d, id)
 	case strings.HasPrefix(ev.Type, "channel."):
-		s.applyChannel(ev, d, id)
+		s.applyChannel(ev, &d, id)
 	}
 }
 
-func (s *State) applyRole(ev model.Event, d data, id string) {
-	r := s.Roles[id]
+func (s *State) applyRole(ev Event, d *fields, id string) {
 	switch ev.Type {
 	case "role.created":
-		p := d.num("position")
 		if d.shifts() {
-			s.shiftRoles(p, 1<<30, +1)
+			s.shiftRoles(d.Position, 1<<30, +1)
 		}
-		s.Roles[id] = &Role{ID: id, Name: d.str("name"), Color: d.strPtr("color"), Position: p,
-			Permissions: d.set("permissions"), CreatedAt: createdAt(ev, d)}
+		s.Roles[id] = &Role{ID: id, Name: d.Name, Color: d.Color, Position: d.Position,
+			Permissions: setOf(d.Permissions), CreatedAt: createdAt(ev, d)}
 		return
 	case "role.deleted":
 		s.removeRole(id, d.shifts())
 		return
 	}
+	r := s.Roles[id]
 	if r == nil {
 		return
 	}
 	switch ev.Type {
 	case "role.updated":
-		a := d.obj("after")
-		r.Name, r.Color = a.str("name"), a.strPtr("color")
+		if a := obj(d.After); a != nil {
+			r.Name, r.Color = a.Name, a.Color
+		}
 	case "role.renamed":
-		r.Name = d.str("after")
+		r.Name = str(d.After)
 	case "role.moved":
-		s.moveRole(r, d.num("after"), d.shifts())
+		s.moveRole(r, num(d.After), d.shifts())
 	case "role.permissions.set":
-		r.Permissions = d.set("after")
+		r.Permissions = set(d.After)
 	}
 }
 
-func (s *State) applyUser(ev model.Event, d data, id string) {
+func (s *State) applyUser(ev Event, d *fields, id string) {
 	switch ev.Type {
 	case "user.created":
 		if s.tracks(id) {
-			owner, _ := d["owner"].(bool)
-			s.Users[id] = &User{ID: id, Username: d.str("username"), DisplayName: d.str("display_name"),
-				Status: model.StatusActive, IsOwner: owner, Roles: map[string]bool{}, CreatedAt: createdAt(ev, d)}
+			s.Users[id] = &User{ID: id, Username: d.Username, DisplayName: d.DisplayName,
+				Status: model.StatusActive, IsOwner: d.Owner, Roles: map[string]bool{}, CreatedAt: createdAt(ev, d)}
 		}
 		return
 	case "user.deleted":
@@ -111,24 +114,26 @@ func (s *State) applyUser(ev model.Event, d data, id string) {
 	}
 	switch ev.Type {
 	case "user.updated":
-		a := d.obj("after")
-		u.Username, u.DisplayName, u.Status = a.str("username"), a.str("display_name"), a.str("status")
+		if a := obj(d.After); a != nil {
+			u.Username, u.DisplayName, u.Status = a.Username, a.DisplayName, a.Status
+		}
 	case "user.timeout":
-		u.TimeoutUntil = d.time("after")
+		u.TimeoutUntil = moment(d.After)
 	case "user.role.assigned":
-		u.Roles[d.str("role_id")] = true
+		u.Roles[d.RoleID] = true
 	case "user.role.removed":
-		delete(u.Roles, d.str("role_id"))
+		delete(u.Roles, d.RoleID)
 	}
 }
 
-func (s *State) applyChannel(ev model.Event, d data, id string) {
+func (s *State) applyChannel(ev Event, d *fields, id string) {
 	switch ev.Type {
 	case "channel.created":
-		c := &Channel{ID: id, Name: d.str("name"), Topic: d.strPtr("topic"), Kind: d.str("kind"),
-			ParentID: d.strPtr("parent_id"), Position: d.num("position"), CreatedAt: createdAt(ev, d),
-			Overwrites: map[Target]permissions.Overwrite{}}
-		if copied, ok := d["copied_overwrites"].(bool); c.ParentID != nil && (copied || !ok) {
+		c := &Channel{ID: id, Name: d.Name, Topic: d.Topic, Kind: d.Kind, ParentID: d.ParentID, Position: d.Position,
+			CreatedAt: createdAt(ev, d), Overwrites: map[Target]permissions.Overwrite{}}
+		// A channel created in a category starts with a copy of its
+		// overwrites; one an import creates gets its own by events.
+		if c.ParentID != nil && (d.CopiedOverwrites == nil || *d.CopiedOverwrites) {
 			if p := s.Channels[*c.ParentID]; p != nil {
 				c.Overwrites = maps.Clone(p.Overwrites)
 			}
@@ -150,42 +155,47 @@ func (s *State) applyChannel(ev model.Event, d data, id string) {
 	}
 	switch ev.Type {
 	case "channel.updated":
-		a := d.obj("after")
-		c.Name, c.Topic = a.str("name"), a.strPtr("topic")
+		if a := obj(d.After); a != nil {
+			c.Name, c.Topic = a.Name, a.Topic
+		}
 	case "channel.renamed":
-		c.Name = d.str("after")
+		c.Name = str(d.After)
 	case "channel.moved":
-		a := d.obj("after")
-		c.ParentID, c.Position = a.strPtr("parent_id"), a.num("position")
+		if a := obj(d.After); a != nil {
+			c.ParentID, c.Position = a.ParentID, a.Position
+		}
 	case "channel.overwrite.set", "channel.overwrite.removed":
-		setOverwrite(c, target(d), d, "after")
+		setOverwrite(c, d.target(), obj(d.After))
 	}
 }
 
 // Undo moves s back by one event: s must be the state right after it.
 // An event written before history answers existed may lack what undoing
 // it needs: that is an *Incomplete error, and s is left as it was.
-func (s *State) Undo(ev model.Event) error {
-	d, id := data(ev.Data), subjectID(ev)
+func (s *State) Undo(ev Event) error {
+	if !Relevant(ev.Type) {
+		return nil
+	}
+	d, id := decode(ev.Data), subjectID(ev)
 	switch {
 	case ev.Type == "global.permissions.set":
-		s.Global = d.set("before")
+		s.Global = set(d.Before)
 	case strings.HasPrefix(ev.Type, "role."):
-		return s.undoRole(ev, d, id)
+		return s.undoRole(ev, &d, id)
 	case strings.HasPrefix(ev.Type, "user."):
-		return s.undoUser(ev, d, id)
+		return s.undoUser(ev, &d, id)
 	case strings.HasPrefix(ev.Type, "channel."):
-		return s.undoChannel(ev, d, id)
+		return s.undoChannel(ev, &d, id)
 	}
 	return nil
 }
 
-func (s *State) undoRole(ev model.Event, d data, id string) error {
+func (s *State) undoRole(ev Event, d *fields, id string) error {
 	// Whether a change of positions shifted the roles between is told
 	// since history answers exist: an import sets positions as given.
 	switch ev.Type {
 	case "role.created", "role.deleted", "role.moved":
-		if !d.has("shifts") {
+		if d.Shifts == nil {
 			return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: "shifts"}
 		}
 	}
@@ -194,26 +204,22 @@ func (s *State) undoRole(ev model.Event, d data, id string) error {
 		s.removeRole(id, d.shifts())
 		return nil
 	case "role.deleted":
-		for _, k := range []string{"holder_ids", "role_overwrites", "created_at"} {
-			if !d.has(k) {
-				return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: k}
-			}
+		if d.HolderIDs == nil || d.RoleOverwrites == nil || d.CreatedAt == nil {
+			return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: "holder_ids"}
 		}
-		p := d.num("position")
 		if d.shifts() {
-			s.shiftRoles(p, 1<<30, +1)
+			s.shiftRoles(d.Position, 1<<30, +1)
 		}
-		s.Roles[id] = &Role{ID: id, Name: d.str("name"), Color: d.strPtr("color"), Position: p,
-			Permissions: d.set("permissions"), CreatedAt: *d.time("created_at")}
-		for _, uid := range d.strs("holder_ids") {
+		s.Roles[id] = &Role{ID: id, Name: d.Name, Color: d.Color, Position: d.Position,
+			Permissions: setOf(d.Permissions), CreatedAt: *d.CreatedAt}
+		for _, uid := range *d.HolderIDs {
 			if u := s.Users[uid]; u != nil {
 				u.Roles[id] = true
 			}
 		}
-		for _, v := range d.list("role_overwrites") {
-			o, _ := v.(map[string]any)
-			if c := s.Channels[data(o).str("channel_id")]; c != nil {
-				c.Overwrites[Target{model.TargetRole, id}] = permissions.Overwrite{Allow: data(o).set("allow"), Deny: data(o).set("deny")}
+		for _, o := range *d.RoleOverwrites {
+			if c := s.Channels[o.ChannelID]; c != nil {
+				c.Overwrites[Target{model.TargetRole, id}] = o.overwrite()
 			}
 		}
 		return nil
@@ -224,41 +230,39 @@ func (s *State) undoRole(ev model.Event, d data, id string) error {
 	}
 	switch ev.Type {
 	case "role.updated":
-		b := d.obj("before")
-		r.Name, r.Color = b.str("name"), b.strPtr("color")
+		if b := obj(d.Before); b != nil {
+			r.Name, r.Color = b.Name, b.Color
+		}
 	case "role.renamed":
-		r.Name = d.str("before")
+		r.Name = str(d.Before)
 	case "role.moved":
-		s.moveRole(r, d.num("before"), d.shifts())
+		s.moveRole(r, num(d.Before), d.shifts())
 	case "role.permissions.set":
-		r.Permissions = d.set("before")
+		r.Permissions = set(d.Before)
 	}
 	return nil
 }
 
-func (s *State) undoUser(ev model.Event, d data, id string) error {
+func (s *State) undoUser(ev Event, d *fields, id string) error {
 	switch ev.Type {
 	case "user.created":
 		delete(s.Users, id)
 		return nil
 	case "user.deleted":
-		for _, k := range []string{"user_overwrites", "created_at"} {
-			if !d.has(k) {
-				return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: k}
-			}
+		if d.UserOverwrites == nil || d.CreatedAt == nil {
+			return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: "user_overwrites"}
 		}
 		if s.tracks(id) {
-			u := &User{ID: id, Username: d.str("username"), DisplayName: d.str("display_name"), Status: d.str("status"),
-				Roles: map[string]bool{}, TimeoutUntil: d.time("timeout_until"), CreatedAt: *d.time("created_at")}
-			for _, r := range d.strs("roles") {
+			u := &User{ID: id, Username: d.Username, DisplayName: d.DisplayName, Status: d.Status,
+				Roles: map[string]bool{}, TimeoutUntil: d.TimeoutUntil, CreatedAt: *d.CreatedAt}
+			for _, r := range d.Roles {
 				u.Roles[r] = true
 			}
 			s.Users[id] = u
 		}
-		for _, v := range d.list("user_overwrites") {
-			o := data(asMap(v))
-			if c := s.Channels[o.str("channel_id")]; c != nil {
-				c.Overwrites[Target{model.TargetUser, id}] = permissions.Overwrite{Allow: o.set("allow"), Deny: o.set("deny")}
+		for _, o := range *d.UserOverwrites {
+			if c := s.Channels[o.ChannelID]; c != nil {
+				c.Overwrites[Target{model.TargetUser, id}] = o.overwrite()
 			}
 		}
 		return nil
@@ -269,38 +273,35 @@ func (s *State) undoUser(ev model.Event, d data, id string) error {
 	}
 	switch ev.Type {
 	case "user.updated":
-		b := d.obj("before")
-		u.Username, u.DisplayName, u.Status = b.str("username"), b.str("display_name"), b.str("status")
+		if b := obj(d.Before); b != nil {
+			u.Username, u.DisplayName, u.Status = b.Username, b.DisplayName, b.Status
+		}
 	case "user.timeout":
-		u.TimeoutUntil = d.time("before")
+		u.TimeoutUntil = moment(d.Before)
 	case "user.role.assigned":
-		delete(u.Roles, d.str("role_id"))
+		delete(u.Roles, d.RoleID)
 	case "user.role.removed":
-		u.Roles[d.str("role_id")] = true
+		u.Roles[d.RoleID] = true
 	}
 	return nil
 }
 
-func (s *State) undoChannel(ev model.Event, d data, id string) error {
+func (s *State) undoChannel(ev Event, d *fields, id string) error {
 	switch ev.Type {
 	case "channel.created":
 		delete(s.Channels, id)
 		return nil
 	case "channel.deleted":
-		for _, k := range []string{"overwrite_list", "children", "kind", "created_at"} {
-			if !d.has(k) {
-				return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: k}
-			}
+		if d.OverwriteList == nil || d.Children == nil || d.CreatedAt == nil {
+			return &Incomplete{Seq: ev.Seq, Type: ev.Type, Key: "overwrite_list"}
 		}
-		c := &Channel{ID: id, Name: d.str("name"), Topic: d.strPtr("topic"), Kind: d.str("kind"),
-			ParentID: d.strPtr("parent_id"), Position: d.num("position"), CreatedAt: *d.time("created_at"),
-			Overwrites: map[Target]permissions.Overwrite{}}
-		for _, v := range d.list("overwrite_list") {
-			o := data(asMap(v))
-			c.Overwrites[target(o)] = permissions.Overwrite{Allow: o.set("allow"), Deny: o.set("deny")}
+		c := &Channel{ID: id, Name: d.Name, Topic: d.Topic, Kind: d.Kind, ParentID: d.ParentID, Position: d.Position,
+			CreatedAt: *d.CreatedAt, Overwrites: map[Target]permissions.Overwrite{}}
+		for _, o := range *d.OverwriteList {
+			c.Overwrites[o.target()] = o.overwrite()
 		}
 		s.Channels[id] = c
-		for _, child := range d.strs("children") {
+		for _, child := range *d.Children {
 			if ch := s.Channels[child]; ch != nil {
 				p := id
 				ch.ParentID = &p
@@ -314,42 +315,36 @@ func (s *State) undoChannel(ev model.Event, d data, id string) error {
 	}
 	switch ev.Type {
 	case "channel.updated":
-		b := d.obj("before")
-		c.Name, c.Topic = b.str("name"), b.strPtr("topic")
+		if b := obj(d.Before); b != nil {
+			c.Name, c.Topic = b.Name, b.Topic
+		}
 	case "channel.renamed":
-		c.Name = d.str("before")
+		c.Name = str(d.Before)
 	case "channel.moved":
-		b := d.obj("before")
-		c.ParentID, c.Position = b.strPtr("parent_id"), b.num("position")
+		if b := obj(d.Before); b != nil {
+			c.ParentID, c.Position = b.ParentID, b.Position
+		}
 	case "channel.overwrite.set", "channel.overwrite.removed":
-		setOverwrite(c, target(d), d, "before")
+		setOverwrite(c, d.target(), obj(d.Before))
 	}
 	return nil
 }
 
-func asMap(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-func target(d data) Target { return Target{Type: d.str("target_type"), ID: d.str("target_id")} }
-
-// setOverwrite sets c's overwrite of t to d[k], or removes it when that is
-// null or empty.
-func setOverwrite(c *Channel, t Target, d data, k string) {
-	o, ok := d.overwrite(k)
-	if !ok || o.IsEmpty() {
+// setOverwrite sets c's overwrite of t to o, or removes it when o is nil
+// or empty.
+func setOverwrite(c *Channel, t Target, o *fields) {
+	if o == nil || o.overwrite().IsEmpty() {
 		delete(c.Overwrites, t)
 		return
 	}
-	c.Overwrites[t] = o
+	c.Overwrites[t] = o.overwrite()
 }
 
 // createdAt is when an event's subject was created: its data's created_at
 // (the store's own timestamp), else the event's time.
-func createdAt(ev model.Event, d data) time.Time {
-	if t := d.time("created_at"); t != nil {
-		return *t
+func createdAt(ev Event, d *fields) time.Time {
+	if d.CreatedAt != nil {
+		return d.CreatedAt.UTC()
 	}
 	return ev.CreatedAt
 }

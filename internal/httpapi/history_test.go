@@ -13,7 +13,6 @@ import (
 
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/history"
-	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
@@ -148,9 +147,9 @@ func mustJSON(v any) []byte {
 }
 
 // historyLog reads the whole audit log, oldest first.
-func historyLog(t *testing.T, e *testenv.Env) []model.Event {
+func historyLog(t *testing.T, e *testenv.Env) []history.Event {
 	t.Helper()
-	var out []model.Event
+	var out []history.Event
 	cursor := ""
 	for {
 		q := url.Values{"limit": {"200"}}
@@ -160,12 +159,8 @@ func historyLog(t *testing.T, e *testenv.Env) []model.Event {
 		var page api.EventList
 		e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/audit-log?" + q.Encode(), Token: e.Owner}).JSON(t, &page)
 		for _, ev := range page.Items {
-			// The data as the store decodes it: JSON numbers are float64.
-			var data map[string]any
-			if err := json.Unmarshal(mustJSON(ev.Data), &data); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, model.Event{Seq: ev.Seq, Type: string(ev.Type), Subject: ev.Subject, Data: data, CreatedAt: time.Time(ev.CreatedAt)})
+			out = append(out, history.Event{Seq: ev.Seq, Type: string(ev.Type), Subject: ev.Subject, Data: mustJSON(ev.Data),
+				CreatedAt: time.Time(ev.CreatedAt)})
 		}
 		if page.NextCursor.IsNull() {
 			break
@@ -199,7 +194,7 @@ func TestHistoryEqualsReplay(t *testing.T) {
 			}
 			log := historyLog(t, e)
 			for _, at := range instants {
-				var upTo []model.Event
+				var upTo []history.Event
 				for _, ev := range log {
 					if !ev.CreatedAt.After(at) {
 						upTo = append(upTo, ev)
