@@ -75,4 +75,3 @@ func (tx *Tx) RoleHolderIDs(ctx context.Context, roleID string) ([]string, error
 	}
 	return ids, nil
 }
-
