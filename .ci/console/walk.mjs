@@ -38,6 +38,8 @@
 //              secret shown once, a delivery seen and redelivered, disabled,
 //              enabled, rotated, deleted; a channel's "Who has access" lists
 //              what the API lists;
+//   history:   (walk-history.mjs) a channel's matrix and Why? "as of" an
+//              instant show what the API answers then, the matrix read-only;
 //   360 px:    every page fits (no horizontal page scroll);
 //   always:    no request leaves loopback, no page error, no CSP violation,
 //              no layout shift on load.
@@ -47,6 +49,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { walkHistory } from './walk-history.mjs';
 import { walkAccess, walkWebhooks } from './walk-webhooks.mjs';
 
 const [base, token, shotDir] = process.argv.slice(2);
@@ -1109,6 +1112,7 @@ try {
   const walkCtx = { page, base, token, api, expect, log, shot, summary, setStage: (s) => { stage = s; } };
   await soft('webhooks', () => walkWebhooks(walkCtx));
   await soft('who has access', () => walkAccess(walkCtx));
+  await soft('history', () => walkHistory(walkCtx));
 
   // -------------------------------------------------------------- moderator
   stage = 'moderator';

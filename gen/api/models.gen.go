@@ -903,7 +903,17 @@ type Event struct {
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
 
-	// Data Details; permission changes carry `before` and `after`.
+	// Data Details; permission changes carry `before` and `after`. What undoing a
+	// change needs (history answers, the parameter `at`) is there too:
+	// `role.deleted` its `color`, `created_at`, `holder_ids` and
+	// `role_overwrites` (`[{channel_id, allow, deny}]`); `user.deleted` its
+	// `display_name`, `status`, `timeout_until`, `created_at` and
+	// `user_overwrites`; `channel.deleted` its `topic`, `kind`, `parent_id`,
+	// `position`, `created_at`, `overwrite_list` (`[{target_type, target_id,
+	// allow, deny}]`) and `children`; `role.created`, `role.moved` and
+	// `role.deleted` `shifts` (`false` when an import set positions as given);
+	// `channel.created` `copied_overwrites` (its category's, when created in
+	// one). Lists naming a channel the caller cannot view leave it out.
 	Data map[string]interface{} `json:"data"`
 
 	// Reason The `X-Audit-Reason` of the request.

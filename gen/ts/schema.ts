@@ -3207,7 +3207,19 @@ export interface components {
              * @example role:mods
              */
             subject: string;
-            /** @description Details; permission changes carry `before` and `after`. */
+            /**
+             * @description Details; permission changes carry `before` and `after`. What undoing a
+             *     change needs (history answers, the parameter `at`) is there too:
+             *     `role.deleted` its `color`, `created_at`, `holder_ids` and
+             *     `role_overwrites` (`[{channel_id, allow, deny}]`); `user.deleted` its
+             *     `display_name`, `status`, `timeout_until`, `created_at` and
+             *     `user_overwrites`; `channel.deleted` its `topic`, `kind`, `parent_id`,
+             *     `position`, `created_at`, `overwrite_list` (`[{target_type, target_id,
+             *     allow, deny}]`) and `children`; `role.created`, `role.moved` and
+             *     `role.deleted` `shifts` (`false` when an import set positions as given);
+             *     `channel.created` `copied_overwrites` (its category's, when created in
+             *     one). Lists naming a channel the caller cannot view leave it out.
+             */
             data: {
                 [key: string]: unknown;
             };
