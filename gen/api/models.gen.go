@@ -2531,8 +2531,11 @@ type ListChannelAccessParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -2557,8 +2560,11 @@ type HeadChannelAccessParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -2690,8 +2696,11 @@ type ListChannelOverwritesParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -2706,8 +2715,11 @@ type HeadChannelOverwritesParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -2829,8 +2841,11 @@ type ListRolesParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -2845,8 +2860,11 @@ type HeadRolesParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -3071,8 +3089,11 @@ type GetUserPermissionsParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -3093,8 +3114,11 @@ type HeadUserPermissionsParams struct {
 	// At Answer as of this instant, from the audit log, in the same shape
 	// (a history answer): the answer equals replaying every event from the
 	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-	// besides what the operation needs; which channels the caller may know
-	// of follows their permissions now. An instant in the future, before
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
 	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
 	// newest deletion written by a release before 1.3.0 (whose event lacks
 	// what undoing it needs) is a `400` at `query.at`. A history answer has

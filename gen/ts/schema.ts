@@ -4171,8 +4171,11 @@ export interface components {
          * @description Answer as of this instant, from the audit log, in the same shape
          *     (a history answer): the answer equals replaying every event from the
          *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-         *     besides what the operation needs; which channels the caller may know
-         *     of follows their permissions now. An instant in the future, before
+         *     besides what the operation needs, checked first: without it, `at` is a
+         *     `403` before anything about the instant is told. Which channels the
+         *     caller may know of follows their permissions now; a channel deleted
+         *     since is known to who could view it then, or may know of every channel
+         *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
          *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
          *     newest deletion written by a release before 1.3.0 (whose event lacks
          *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -4896,8 +4899,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -5013,8 +5019,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -5066,8 +5075,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -5129,8 +5141,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -5809,8 +5824,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -5864,8 +5882,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -6039,8 +6060,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has
@@ -6086,8 +6110,11 @@ export interface operations {
                  * @description Answer as of this instant, from the audit log, in the same shape
                  *     (a history answer): the answer equals replaying every event from the
                  *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
-                 *     besides what the operation needs; which channels the caller may know
-                 *     of follows their permissions now. An instant in the future, before
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
                  *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
                  *     newest deletion written by a release before 1.3.0 (whose event lacks
                  *     what undoing it needs) is a `400` at `query.at`. A history answer has

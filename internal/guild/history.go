@@ -22,9 +22,15 @@ import (
 // permission engine, as for an answer of now.
 
 // stateAt is the community as of at, following the users of only (nil:
-// every user). An instant in the future, before the oldest event kept, or
-// before an event that lacks what undoing it needs, is a 400 at query.at.
-func (s *Service) stateAt(ctx context.Context, a *Actor, at time.Time, only []string) (*history.State, error) {
+// every user), for op. The caller needs what op's row asks for at first:
+// whether a user or a channel existed then, or when the oldest event was
+// written, is the audit log's to tell. An instant in the future, before
+// the oldest event kept, or before an event that lacks what undoing it
+// needs, is a 400 at query.at.
+func (s *Service) stateAt(ctx context.Context, a *Actor, op Op, at time.Time, only []string) (*history.State, error) {
+	if err := a.authorizeQuery(op, "at"); err != nil {
+		return nil, err
+	}
 	if at.After(a.now) {
 		return nil, apperr.InvalidAt("query.at", "%s is in the future", at.Format(time.RFC3339Nano))
 	}
@@ -172,7 +178,7 @@ func (a *Actor) knowsAt(st *history.State, channelID string, at time.Time) bool 
 
 // UserPermissionsAt is UserPermissions as of at.
 func (s *Service) UserPermissionsAt(ctx context.Context, a *Actor, userID string, channelID *string, explain bool, at time.Time) (UserPermissions, error) {
-	st, err := s.stateAt(ctx, a, at, []string{userID, a.UserID})
+	st, err := s.stateAt(ctx, a, opGetUserPermissions, at, []string{userID, a.UserID})
 	if err != nil {
 		return UserPermissions{}, err
 	}
@@ -184,9 +190,6 @@ func (s *Service) UserPermissionsAt(ctx context.Context, a *Actor, userID string
 		return UserPermissions{}, apperr.NotFound("User %q did not exist as of %s.", userID, at.Format(time.RFC3339Nano))
 	}
 	if err := a.authorizeOn(opGetUserPermissions, userID); err != nil {
-		return UserPermissions{}, err
-	}
-	if err := a.authorizeQuery(opGetUserPermissions, "at"); err != nil {
 		return UserPermissions{}, err
 	}
 	sub := st.Subject(u, at)
@@ -212,7 +215,7 @@ func (s *Service) UserPermissionsAt(ctx context.Context, a *Actor, userID string
 // ListOverwritesAt is ListOverwrites as of at: a channel the caller may
 // not know of, or that did not exist then, is a 404.
 func (s *Service) ListOverwritesAt(ctx context.Context, a *Actor, channelID string, at time.Time) ([]model.Overwrite, error) {
-	st, err := s.stateAt(ctx, a, at, []string{a.UserID})
+	st, err := s.stateAt(ctx, a, opListChannelOverwrites, at, []string{a.UserID})
 	if err != nil {
 		return nil, err
 	}
@@ -223,9 +226,6 @@ func (s *Service) ListOverwritesAt(ctx context.Context, a *Actor, channelID stri
 		if err := a.authorizeOn(opListChannelOverwrites, channelID); err != nil {
 			return nil, err
 		}
-	}
-	if err := a.authorizeQuery(opListChannelOverwrites, "at"); err != nil {
-		return nil, err
 	}
 	position := func(id string) int {
 		if r := st.Roles[id]; r != nil {
@@ -241,11 +241,8 @@ func (s *Service) ListRolesAt(ctx context.Context, a *Actor, at time.Time) ([]mo
 	if err := a.authorize(opListRoles); err != nil {
 		return nil, err
 	}
-	st, err := s.stateAt(ctx, a, at, []string{})
+	st, err := s.stateAt(ctx, a, opListRoles, at, []string{})
 	if err != nil {
-		return nil, err
-	}
-	if err := a.authorizeQuery(opListRoles, "at"); err != nil {
 		return nil, err
 	}
 	var out []model.Role
@@ -269,7 +266,7 @@ func (s *Service) ChannelAccessAt(ctx context.Context, a *Actor, channelID, perm
 	if err != nil {
 		return Page[model.User]{}, err
 	}
-	st, err := s.stateAt(ctx, a, at, nil)
+	st, err := s.stateAt(ctx, a, opListChannelAccess, at, nil)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -277,9 +274,6 @@ func (s *Service) ChannelAccessAt(ctx context.Context, a *Actor, channelID, perm
 		return Page[model.User]{}, channelNotFound(channelID)
 	}
 	if err := a.authorize(opListChannelAccess); err != nil {
-		return Page[model.User]{}, err
-	}
-	if err := a.authorizeQuery(opListChannelAccess, "at"); err != nil {
 		return Page[model.User]{}, err
 	}
 	type keyed struct {

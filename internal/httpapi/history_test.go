@@ -312,6 +312,10 @@ func TestHistoryRules(t *testing.T) {
 		if p403.MissingPermissions == nil || !slices.Contains(*p403.MissingPermissions, "VIEW_AUDIT_LOG") {
 			t.Fatalf("403 without VIEW_AUDIT_LOG: %+v", p403)
 		}
+		// Without VIEW_AUDIT_LOG, nothing about the instant is told: 403, not
+		// the 404 of a channel that did not exist then.
+		accessStatus(t, e, other.Token, "/channels/nowhere/permissions?"+q, http.StatusForbidden)
+		accessStatus(t, e, other.Token, "/users/"+plain.ID+"/permissions?"+q, http.StatusForbidden)
 		// The future, and before the first event: 400 at query.at.
 		for _, bad := range []time.Time{time.Now().Add(time.Hour), time.Now().Add(-24 * time.Hour)} {
 			pb := accessStatus(t, e, e.Owner, "/roles?at="+url.QueryEscape(bad.UTC().Format(time.RFC3339)), http.StatusBadRequest)

@@ -24,9 +24,10 @@ function localOf(d: Date): string {
 }
 
 /**
- * An "as of" date and time: empty means now. `value` is a datetime-local
- * value; the caller turns it into an instant with instantOf. Disabled,
- * with the reason, without VIEW_AUDIT_LOG.
+ * An "as of" date and time: empty means now ("Now", shown once an instant
+ * is picked, empties it). `value` is a datetime-local value; the caller
+ * turns it into an instant with instantOf. Disabled, with the reason,
+ * without VIEW_AUDIT_LOG.
  */
 export function AsOf(props: { name: string; value: string; onChange: (v: string) => void }): JSX.Element {
   const c = useConsole();
@@ -45,9 +46,11 @@ export function AsOf(props: { name: string; value: string; onChange: (v: string)
           onInput={(e) => props.onChange(e.currentTarget.value)}
         />
       </label>{" "}
-      <Btn kind="plain" reason={props.value ? null : "already now"} onClick={() => props.onChange("")} testid={`${props.name}-now`}>
-        Now
-      </Btn>
+      {props.value && (
+        <Btn kind="plain" onClick={() => props.onChange("")} testid={`${props.name}-now`}>
+          Now
+        </Btn>
+      )}
       <Why reason={reason} />
     </span>
   );
