@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -65,7 +66,7 @@ func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, per
 			return err
 		}
 		return emit(ctx, tx, a, o, "role.created", "role:"+id, map[string]any{
-			"name": name, "position": out.Position, "color": color, "permissions": perms.Names(), "created_at": stamp(out.CreatedAt), "shifts": true})
+			"name": name, "position": out.Position, "color": color, "permissions": perms.Names(), "created_at": history.Stamp(out.CreatedAt), "shifts": true})
 	})
 	return out, err
 }
@@ -209,14 +210,14 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
-		data, err := roleDeletedData(ctx, tx, r, overwrites, true)
+		holders, err := tx.RoleHolderIDs(ctx, id)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.DeleteRole(ctx, r, s.now()); err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, data)
+		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, history.RoleDeleted(r, holders, overwrites, true))
 	})
 }
 

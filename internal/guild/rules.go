@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -262,7 +263,7 @@ func (a *Actor) redactChannelRefs(data map[string]any) map[string]any {
 	// A deletion's lists for history: the overwrites in, and the
 	// children of, channels hidden from the caller are left out.
 	for _, k := range []string{"role_overwrites", "user_overwrites", "children"} {
-		if list, ok := keptChannelRefs(data[k], hidden); ok {
+		if list, ok := history.KeptChannelRefs(data[k], hidden); ok {
 			set(k, list)
 		}
 	}
@@ -270,37 +271,6 @@ func (a *Actor) redactChannelRefs(data map[string]any) map[string]any {
 		return data
 	}
 	return out
-}
-
-// keptChannelRefs is a list of channel IDs, or of objects with a
-// channel_id, without those hidden; ok is false when none is hidden.
-func keptChannelRefs(v any, hidden func(any) bool) ([]any, bool) {
-	var list []any
-	switch l := v.(type) {
-	case []any:
-		list = l
-	case []string:
-		for _, x := range l {
-			list = append(list, x)
-		}
-	case []map[string]any:
-		for _, x := range l {
-			list = append(list, x)
-		}
-	default:
-		return nil, false
-	}
-	kept := make([]any, 0, len(list))
-	for _, x := range list {
-		ref := x
-		if m, ok := x.(map[string]any); ok {
-			ref = m["channel_id"]
-		}
-		if !hidden(ref) {
-			kept = append(kept, x)
-		}
-	}
-	return kept, len(kept) < len(list)
 }
 
 // --- channels: where they go, and the overwrites categories share

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -105,14 +106,14 @@ func (w *importWrite) deleteRoles(ctx context.Context, roles []model.Role) error
 		if err != nil {
 			return err
 		}
-		data, err := roleDeletedData(ctx, w.tx, r, overwrites, false)
+		holders, err := w.tx.RoleHolderIDs(ctx, r.ID)
 		if err != nil {
 			return err
 		}
 		if _, err := w.tx.DeleteRole(ctx, r, w.now); err != nil {
 			return err
 		}
-		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, data); err != nil {
+		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, history.RoleDeleted(r, holders, overwrites, false)); err != nil {
 			return err
 		}
 	}
@@ -131,7 +132,7 @@ func (w *importWrite) createRoles(ctx context.Context, roles []model.Role) error
 	}
 	for _, r := range roles {
 		if err := w.emit(ctx, "role.created", "role:"+r.ID, map[string]any{
-			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names(), "created_at": stamp(r.CreatedAt), "shifts": false}); err != nil {
+			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names(), "created_at": history.Stamp(r.CreatedAt), "shifts": false}); err != nil {
 			return err
 		}
 	}
@@ -199,7 +200,7 @@ func (w *importWrite) createChannels(ctx context.Context, channels []model.Chann
 			return err
 		}
 		if err := w.emit(ctx, "channel.created", "channel:"+c.ID, map[string]any{
-			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position, "created_at": stamp(c.CreatedAt), "copied_overwrites": false}); err != nil {
+			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position, "created_at": history.Stamp(c.CreatedAt), "copied_overwrites": false}); err != nil {
 			return err
 		}
 	}

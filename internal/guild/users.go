@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
 )
@@ -117,7 +118,7 @@ func (s *Service) CreateUser(ctx context.Context, a *Actor, in UserInput, o Writ
 			return err
 		}
 		return emit(ctx, tx, a, o, "user.created", "user:"+out.ID, map[string]any{
-			"username": out.Username, "display_name": out.DisplayName, "created_at": stamp(out.CreatedAt)})
+			"username": out.Username, "display_name": out.DisplayName, "created_at": history.Stamp(out.CreatedAt)})
 	})
 	return out, err
 }
@@ -334,10 +335,8 @@ func (s *Service) DeleteUser(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
-		data := map[string]any{"username": u.Username, "roles": u.Roles, "tokens": gone["tokens"], "overwrites": gone["overwrites"],
-			"profile_links": len(links.Links)}
-		addUserHistory(data, u, overwrites)
-		return emit(ctx, tx, a, o, "user.deleted", "user:"+id, data)
+		return emit(ctx, tx, a, o, "user.deleted", "user:"+id, history.UserDeleted(map[string]any{"username": u.Username, "roles": u.Roles,
+			"tokens": gone["tokens"], "overwrites": gone["overwrites"], "profile_links": len(links.Links)}, u, overwrites))
 	})
 }
 
