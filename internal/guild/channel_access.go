@@ -45,7 +45,7 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 			"%s is not channel-scoped: no one holds it in a channel; ask about a permission an overwrite can hold", p)
 	}
 	filters := []string{"channel access", channelID, p.String()}
-	after, err := s.cursors.decode(rawCursor, filters...)
+	after, err := s.cursors.Decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
