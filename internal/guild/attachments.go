@@ -28,7 +28,7 @@ func AttachmentTag(a model.Attachment) string {
 
 // ListAttachments pages through a channel's attachment metadata.
 func (s *Service) ListAttachments(ctx context.Context, a *Actor, channelID, rawCursor string, limit int) (Page[model.Attachment], error) {
-	after, err := s.cursors.decode(rawCursor, "attachments", channelID)
+	after, err := s.cursors.Decode(rawCursor, "attachments", channelID)
 	if err != nil {
 		return Page[model.Attachment]{}, err
 	}
@@ -44,7 +44,7 @@ func (s *Service) ListAttachments(ctx context.Context, a *Actor, channelID, rawC
 	}
 	page := Page[model.Attachment]{Items: items}
 	if more {
-		page.NextCursor = s.cursors.encode(items[len(items)-1].ID, "attachments", channelID)
+		page.NextCursor = s.cursors.Encode(items[len(items)-1].ID, "attachments", channelID)
 	}
 	return page, nil
 }

@@ -38,7 +38,7 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 		return Page[model.User]{}, err
 	}
 	filters := []string{"channel access", channelID, p.String()}
-	after, err := s.cursors.decode(rawCursor, filters...)
+	after, err := s.cursors.Decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.User]{}, err
 	}

@@ -33,7 +33,7 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 	if err := a.authorize(opListChannels); err != nil {
 		return Page[model.Channel]{}, err
 	}
-	after, err := s.cursors.decode(rawCursor, filters...)
+	after, err := s.cursors.Decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.Channel]{}, err
 	}
@@ -62,7 +62,7 @@ func (s *Service) ListChannels(ctx context.Context, a *Actor, parentID *string, 
 	// cursor and reports that the page is done.
 	add := func(k keyed) bool {
 		if len(page.Items) == limit {
-			page.NextCursor = s.cursors.encode(keyOf(last), filters...)
+			page.NextCursor = s.cursors.Encode(keyOf(last), filters...)
 			return false
 		}
 		page.Items = append(page.Items, a.shown(k.c))

@@ -35,7 +35,7 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 		until = f.Until.UTC().Format(time.RFC3339Nano)
 	}
 	filters := []string{"events", f.ActorID, f.Type, f.Subject, since, until}
-	key, err := s.cursors.decode(rawCursor, filters...)
+	key, err := s.cursors.Decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.Event]{}, err
 	}
@@ -68,7 +68,7 @@ func (s *Service) AuditLog(ctx context.Context, a *Actor, f AuditFilter, rawCurs
 	if next > 0 {
 		// The seq of the last entry read, shown or not: it tells nothing of
 		// what it was about.
-		page.NextCursor = s.cursors.encode(fmt.Sprint(next), filters...)
+		page.NextCursor = s.cursors.Encode(fmt.Sprint(next), filters...)
 	}
 	return page, nil
 }

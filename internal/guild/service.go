@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/guildhall/guildhall/internal/blob"
+	"github.com/guildhall/guildhall/internal/cursor"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/webhook"
@@ -54,7 +55,7 @@ type Service struct {
 	store    *store.Store
 	blobs    blob.Store
 	limits   Limits
-	cursors  cursors
+	cursors  cursor.Sealer
 	notifier Notifier
 	log      *slog.Logger
 	now      func() time.Time
@@ -86,7 +87,7 @@ func New(o Options) *Service {
 		o.Logger = slog.Default()
 	}
 	return &Service{store: o.Store, blobs: o.Blobs, limits: o.Limits, notifier: o.Notifier, log: o.Logger, now: model.Now,
-		cursors: newCursors(o.Store.CursorKey()), webhooks: o.Webhooks}
+		cursors: cursor.New(o.Store.CursorKey()), webhooks: o.Webhooks}
 }
 
 // WriteOpts are what every write request may carry.

@@ -55,7 +55,7 @@ func (s *Service) listUsers(ctx context.Context, a *Actor, f UserFilter, rawCurs
 	if f != (UserFilter{}) {
 		filters = append(filters, f.Query, f.RoleID, f.Status)
 	}
-	after, err := s.cursors.decode(rawCursor, filters...)
+	after, err := s.cursors.Decode(rawCursor, filters...)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -475,7 +475,7 @@ func (s *Service) userPage(a *Actor, users []model.User, next string, filters []
 		hideEmail(a, &page.Items[i])
 	}
 	if next != "" {
-		page.NextCursor = s.cursors.encode(next, filters...)
+		page.NextCursor = s.cursors.Encode(next, filters...)
 	}
 	return page
 }

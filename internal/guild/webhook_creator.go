@@ -55,5 +55,5 @@ func (s *Service) WebhookCreator(ctx context.Context, userID string) (webhook.Cr
 func (s *Service) WebhookDisabled(before, after model.Webhook, why string) model.Event {
 	reason := "disabled: " + why
 	return model.Event{Type: "webhook.updated", Subject: "webhook:" + before.ID, Reason: &reason,
-		Data: map[string]any{"before": webhookEventData(before), "after": webhookEventData(after)}}
+		Data: map[string]any{"before": webhook.EventData(before), "after": webhook.EventData(after)}}
 }

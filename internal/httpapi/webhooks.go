@@ -7,13 +7,13 @@ import (
 	"github.com/oapi-codegen/nullable"
 
 	"github.com/guildhall/guildhall/gen/api"
-	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/guild/webhooks"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
 // ListWebhooks implements GET /webhooks.
 func (h *Handler) ListWebhooks(ctx context.Context, req api.ListWebhooksRequestObject) (api.ListWebhooksResponseObject, error) {
-	page, err := h.svc.ListWebhooks(ctx, actorOf(ctx), deref(req.Params.Cursor), deref(req.Params.Limit))
+	page, err := h.hooks.ListWebhooks(ctx, actorOf(ctx), deref(req.Params.Cursor), deref(req.Params.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -26,8 +26,8 @@ func (h *Handler) ListWebhooks(ctx context.Context, req api.ListWebhooksRequestO
 
 // CreateWebhook implements POST /webhooks.
 func (h *Handler) CreateWebhook(ctx context.Context, req api.CreateWebhookRequestObject) (api.CreateWebhookResponseObject, error) {
-	w, err := h.svc.CreateWebhook(ctx, actorOf(ctx),
-		guild.WebhookCreate{URL: req.Body.Url, Events: req.Body.Events, Description: deref(req.Body.Description)},
+	w, err := h.hooks.CreateWebhook(ctx, actorOf(ctx),
+		webhooks.Create{URL: req.Body.Url, Events: req.Body.Events, Description: deref(req.Body.Description)},
 		opts(nil, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func (h *Handler) CreateWebhook(ctx context.Context, req api.CreateWebhookReques
 
 // GetWebhook implements GET /webhooks/{webhookID}.
 func (h *Handler) GetWebhook(ctx context.Context, req api.GetWebhookRequestObject) (api.GetWebhookResponseObject, error) {
-	w, err := h.svc.GetWebhook(ctx, actorOf(ctx), req.WebhookID)
+	w, err := h.hooks.GetWebhook(ctx, actorOf(ctx), req.WebhookID)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +47,11 @@ func (h *Handler) GetWebhook(ctx context.Context, req api.GetWebhookRequestObjec
 
 // UpdateWebhook implements PATCH /webhooks/{webhookID}.
 func (h *Handler) UpdateWebhook(ctx context.Context, req api.UpdateWebhookRequestObject) (api.UpdateWebhookResponseObject, error) {
-	p := guild.WebhookPatch{URL: req.Body.Url, Description: req.Body.Description, Enabled: req.Body.Enabled}
+	p := webhooks.Patch{URL: req.Body.Url, Description: req.Body.Description, Enabled: req.Body.Enabled}
 	if req.Body.Events != nil {
 		p.Events = *req.Body.Events
 	}
-	w, err := h.svc.UpdateWebhook(ctx, actorOf(ctx), req.WebhookID, p, opts(req.Params.IfMatch, req.Params.XAuditReason))
+	w, err := h.hooks.UpdateWebhook(ctx, actorOf(ctx), req.WebhookID, p, opts(req.Params.IfMatch, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (h *Handler) UpdateWebhook(ctx context.Context, req api.UpdateWebhookReques
 
 // DeleteWebhook implements DELETE /webhooks/{webhookID}.
 func (h *Handler) DeleteWebhook(ctx context.Context, req api.DeleteWebhookRequestObject) (api.DeleteWebhookResponseObject, error) {
-	if err := h.svc.DeleteWebhook(ctx, actorOf(ctx), req.WebhookID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
+	if err := h.hooks.DeleteWebhook(ctx, actorOf(ctx), req.WebhookID, opts(req.Params.IfMatch, req.Params.XAuditReason)); err != nil {
 		return nil, err
 	}
 	return api.DeleteWebhook204Response{}, nil
@@ -68,7 +68,7 @@ func (h *Handler) DeleteWebhook(ctx context.Context, req api.DeleteWebhookReques
 
 // RotateWebhookSecret implements POST /webhooks/{webhookID}/rotate.
 func (h *Handler) RotateWebhookSecret(ctx context.Context, req api.RotateWebhookSecretRequestObject) (api.RotateWebhookSecretResponseObject, error) {
-	w, err := h.svc.RotateWebhookSecret(ctx, actorOf(ctx), req.WebhookID, opts(nil, req.Params.XAuditReason))
+	w, err := h.hooks.RotateWebhookSecret(ctx, actorOf(ctx), req.WebhookID, opts(nil, req.Params.XAuditReason))
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (h *Handler) RotateWebhookSecret(ctx context.Context, req api.RotateWebhook
 
 // ListWebhookDeliveries implements GET /webhooks/{webhookID}/deliveries.
 func (h *Handler) ListWebhookDeliveries(ctx context.Context, req api.ListWebhookDeliveriesRequestObject) (api.ListWebhookDeliveriesResponseObject, error) {
-	page, err := h.svc.ListWebhookDeliveries(ctx, actorOf(ctx), req.WebhookID, deref(req.Params.Cursor), deref(req.Params.Limit))
+	page, err := h.hooks.ListWebhookDeliveries(ctx, actorOf(ctx), req.WebhookID, deref(req.Params.Cursor), deref(req.Params.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (h *Handler) ListWebhookDeliveries(ctx context.Context, req api.ListWebhook
 // RedeliverWebhookDelivery implements POST
 // /webhooks/{webhookID}/deliveries/{deliveryID}/redeliver.
 func (h *Handler) RedeliverWebhookDelivery(ctx context.Context, req api.RedeliverWebhookDeliveryRequestObject) (api.RedeliverWebhookDeliveryResponseObject, error) {
-	d, err := h.svc.RedeliverWebhookDelivery(ctx, actorOf(ctx), req.WebhookID, req.DeliveryID)
+	d, err := h.hooks.RedeliverWebhookDelivery(ctx, actorOf(ctx), req.WebhookID, req.DeliveryID)
 	if err != nil {
 		return nil, err
 	}

@@ -123,13 +123,13 @@ func (s *Store) SearchStatementsForTest() int { return s.searches.sql.Prepared()
 const EventChunk = sqldb.EventChunk
 
 // ExplainHoldersPageForTest returns how the database runs a page of
-// HoldersPage, one step a line: SQLite's plan, PostgreSQL's as run
-// (EXPLAIN ANALYZE).
+// HoldersPage: SQLite's plan, one step a line; PostgreSQL's as run
+// (EXPLAIN ANALYZE, JSON), with the rows each step read.
 func (s *Store) ExplainHoldersPageForTest(ctx context.Context, h Holders, after string, n int) (string, error) {
 	text, args := holdersStatement(s.queries.dialect(), h, after, n)
 	explain := "EXPLAIN QUERY PLAN "
 	if s.Postgres() {
-		explain = "EXPLAIN ANALYZE "
+		explain = "EXPLAIN (ANALYZE, FORMAT JSON) "
 		for i, a := range args {
 			if list, ok := a.([]string); ok { // GORM would spell it out as a list
 				args[i] = "{" + strings.Join(list, ",") + "}"

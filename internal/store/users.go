@@ -266,13 +266,19 @@ func (q queries) getUsers(ctx context.Context, ids []string) (map[string]model.U
 // by position descending as one comma-separated column (a role ID never
 // holds a comma).
 func userColumns(d sqldb.Dialect) string {
-	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.timeout_until, u.version, u.created_at, u.updated_at, " +
-		// The ordered aggregate costs SQLite a join and a sorter per user;
-		// a user with no role (most of a community) skips both after one
-		// probe of user_roles' primary key.
-		"CASE WHEN EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id) THEN (SELECT " +
-		d.GroupConcatOrdered("ur.role_id", "r.position DESC") +
-		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id) END"
+	roles := "(SELECT " + d.GroupConcatOrdered("ur.role_id", "r.position DESC") +
+		" FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id)"
+	if d.Name() != "postgres" {
+		// The ordered aggregate costs SQLite a join and a sorter per
+		// user; a user with no role (most of a community) skips both after
+		// one probe of user_roles' primary key. PostgreSQL gets the
+		// aggregate alone, a probe of that key as well: it costs an
+		// EXISTS for the rows the scan under a page's LIMIT could give
+		// (every user), and for that many it reads the EXISTS as a hash of
+		// every membership, built for each page.
+		roles = "CASE WHEN EXISTS (SELECT 1 FROM user_roles x WHERE x.user_id = u.id) THEN " + roles + " END"
+	}
+	return "u.id, u.username, u.display_name, u.email, u.status, u.is_owner, u.timeout_until, u.version, u.created_at, u.updated_at, " + roles
 }
 
 // userScanner reads rows of userColumns. One serves every row of a

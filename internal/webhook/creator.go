@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"net/url"
 	"time"
 
 	"github.com/guildhall/guildhall/internal/model"
@@ -44,4 +45,21 @@ type Audience interface {
 	// WebhookDisabled is the event of a webhook the deliverer disabled
 	// (a webhook.updated by the system), why saying why.
 	WebhookDisabled(before, after model.Webhook, why string) model.Event
+}
+
+// EventData is what an event tells of a webhook: never its secret, and of
+// its URL only the scheme and host, since a receiver's path or query may
+// be a credential of its own and the audit log has readers who may not
+// manage webhooks.
+func EventData(w model.Webhook) map[string]any {
+	return map[string]any{"destination": destinationOf(w.URL), "events": w.Events, "description": w.Description,
+		"enabled": w.Enabled, "creator_id": w.CreatorID}
+}
+
+func destinationOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -1,10 +1,20 @@
-package guild
+// Package webhooks holds the rules of managing webhooks. What they receive,
+// and when, is the delivery engine's (internal/webhook); here they are
+// created, changed, listed and deleted, and their deliveries listed and
+// handed back for another attempt, each write through the domain's kernel
+// (internal/guild: the caller re-read in the transaction, the operation's
+// row of the authorization table, the audit event).
+//
+// Every operation needs MANAGE_WEBHOOKS and VIEW_AUDIT_LOG. The caller who
+// creates a webhook, or later changes what it receives (its url or
+// events), rotates its secret or enables it again, becomes its creator:
+// the webhook receives what that user may read in the audit log.
+package webhooks
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,35 +24,43 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/cursor"
+	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/names"
 	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/webhook"
 )
 
-// Webhooks: their management. What they receive, and when, is the
-// delivery engine's; here they are created, changed, listed and deleted,
-// and their deliveries listed and handed back for another attempt.
-//
-// Every operation needs MANAGE_WEBHOOKS and VIEW_AUDIT_LOG. The caller who
-// creates a webhook, or later changes what it receives (its url or
-// events), rotates its secret or enables it again, becomes its creator:
-// the webhook receives what that user may read in the audit log.
+// Service manages webhooks over the domain's service.
+type Service struct {
+	guild    *guild.Service
+	store    *store.Store
+	webhooks guild.WebhookOptions
+	cursors  cursor.Sealer
+}
+
+// New builds the webhooks' management over svc, with its store, its
+// webhook options and its cursors' key.
+func New(svc *guild.Service) *Service {
+	return &Service{guild: svc, store: svc.Store(), webhooks: svc.WebhookOptions(),
+		cursors: cursor.New(svc.Store().CursorKey())}
+}
 
 // RotationOverlap is how long a rotated secret goes on signing beside the
 // new one.
 const RotationOverlap = 24 * time.Hour
 
-// WebhookCreate is what a new webhook is made of.
-type WebhookCreate struct {
+// Create is what a new webhook is made of.
+type Create struct {
 	URL         string
 	Events      []string
 	Description string
 }
 
-// WebhookPatch is a merge patch of a webhook: nil members are left as
+// Patch is a merge patch of a webhook: nil members are left as
 // they are.
-type WebhookPatch struct {
+type Patch struct {
 	URL         *string
 	Events      []string // nil: absent
 	Description *string
@@ -108,14 +126,14 @@ func (s *Service) checkURL(ctx context.Context, raw string) error {
 
 // CreateWebhook creates a webhook whose creator is the caller; the webhook
 // it returns holds its secret, which no later answer shows.
-func (s *Service) CreateWebhook(ctx context.Context, a *Actor, in WebhookCreate, o WriteOpts) (model.Webhook, error) {
+func (s *Service) CreateWebhook(ctx context.Context, a *guild.Actor, in Create, o guild.WriteOpts) (model.Webhook, error) {
 	if err := checkEvents(in.Events); err != nil {
 		return model.Webhook{}, err
 	}
 	if err := checkDescription(&in.Description); err != nil {
 		return model.Webhook{}, err
 	}
-	if err := a.authorize(opCreateWebhook); err != nil {
+	if err := a.Authorize(guild.OpCreateWebhook); err != nil {
 		return model.Webhook{}, err
 	}
 	if err := s.checkURL(ctx, in.URL); err != nil {
@@ -125,18 +143,18 @@ func (s *Service) CreateWebhook(ctx context.Context, a *Actor, in WebhookCreate,
 	if err != nil {
 		return model.Webhook{}, err
 	}
-	now := s.now()
+	now := s.guild.Now()
 	w := model.Webhook{ID: id.String(), URL: in.URL, Events: slices.Clone(in.Events), Description: in.Description,
 		Enabled: true, Secret: webhook.NewSecret(), Version: 1, CreatedAt: now, UpdatedAt: now}
-	events, err := s.writeEvents(ctx, a, func(tx *store.Tx, a *Actor) error {
-		if err := a.authorize(opCreateWebhook); err != nil {
+	events, err := s.guild.WriteEvents(ctx, a, func(tx *store.Tx, a *guild.Actor) error {
+		if err := a.Authorize(guild.OpCreateWebhook); err != nil {
 			return err
 		}
 		n, err := tx.CountWebhooks(ctx)
 		if err != nil {
 			return err
 		}
-		if max := s.limits.MaxWebhooks; max > 0 && n >= int64(max) {
+		if max := s.guild.Limits().MaxWebhooks; max > 0 && n >= int64(max) {
 			return apperr.LimitExceeded("webhooks", max, "webhooks")
 		}
 		// The events committed so far; the events of this transaction
@@ -148,7 +166,7 @@ func (s *Service) CreateWebhook(ctx context.Context, a *Actor, in WebhookCreate,
 		if err := tx.InsertWebhook(ctx, w); err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "webhook.created", "webhook:"+w.ID, webhookEventData(w))
+		return guild.Emit(ctx, tx, a, o, "webhook.created", "webhook:"+w.ID, webhook.EventData(w))
 	})
 	if err != nil {
 		return model.Webhook{}, err
@@ -171,57 +189,40 @@ func (s *Service) startAfterCreation(ctx context.Context, w *model.Webhook, even
 		}
 		_, err := s.store.Write(ctx, func(tx *store.Tx) error { return tx.RaiseWebhookAfterSeq(ctx, w.ID, ev.Seq) })
 		if err != nil {
-			s.log.Warn("webhook: set its first event", "webhook_id", w.ID, "seq", ev.Seq, "error", err)
+			s.guild.Logger().Warn("webhook: set its first event", "webhook_id", w.ID, "seq", ev.Seq, "error", err)
 			return
 		}
 		w.AfterSeq = ev.Seq
 	}
 }
 
-// webhookEventData is what an event tells of a webhook: never its secret,
-// and of its URL only the scheme and host, since a receiver's path or
-// query may be a credential of its own and the audit log has readers who
-// may not manage webhooks.
-func webhookEventData(w model.Webhook) map[string]any {
-	return map[string]any{"destination": destinationOf(w.URL), "events": w.Events, "description": w.Description,
-		"enabled": w.Enabled, "creator_id": w.CreatorID}
-}
-
-func destinationOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
-}
-
 // ListWebhooks pages through the webhooks, oldest first.
-func (s *Service) ListWebhooks(ctx context.Context, a *Actor, rawCursor string, limit int) (Page[model.Webhook], error) {
-	after, err := s.cursors.decode(rawCursor, "webhooks")
+func (s *Service) ListWebhooks(ctx context.Context, a *guild.Actor, rawCursor string, limit int) (guild.Page[model.Webhook], error) {
+	after, err := s.cursors.Decode(rawCursor, "webhooks")
 	if err != nil {
-		return Page[model.Webhook]{}, err
+		return guild.Page[model.Webhook]{}, err
 	}
-	if err := a.authorize(opListWebhooks); err != nil {
-		return Page[model.Webhook]{}, err
+	if err := a.Authorize(guild.OpListWebhooks); err != nil {
+		return guild.Page[model.Webhook]{}, err
 	}
-	items, more, err := s.store.ListWebhooks(ctx, after, pageLimit(limit))
+	items, more, err := s.store.ListWebhooks(ctx, after, guild.PageLimit(limit))
 	if err != nil {
-		return Page[model.Webhook]{}, err
+		return guild.Page[model.Webhook]{}, err
 	}
-	page := Page[model.Webhook]{Items: items}
+	page := guild.Page[model.Webhook]{Items: items}
 	if more {
-		page.NextCursor = s.cursors.encode(items[len(items)-1].ID, "webhooks")
+		page.NextCursor = s.cursors.Encode(items[len(items)-1].ID, "webhooks")
 	}
 	return page, nil
 }
 
 // GetWebhook returns one webhook.
-func (s *Service) GetWebhook(ctx context.Context, a *Actor, id string) (model.Webhook, error) {
+func (s *Service) GetWebhook(ctx context.Context, a *guild.Actor, id string) (model.Webhook, error) {
 	w, err := s.store.GetWebhook(ctx, id)
 	if err != nil {
 		return model.Webhook{}, err
 	}
-	if err := a.authorize(opGetWebhook); err != nil {
+	if err := a.Authorize(guild.OpGetWebhook); err != nil {
 		return model.Webhook{}, err
 	}
 	return w, nil
@@ -230,7 +231,7 @@ func (s *Service) GetWebhook(ctx context.Context, a *Actor, id string) (model.We
 // UpdateWebhook applies a merge patch to a webhook. Changing its url or
 // events, or enabling it again, makes the caller its creator; a patch that
 // changes nothing changes nothing, and writes no event.
-func (s *Service) UpdateWebhook(ctx context.Context, a *Actor, id string, p WebhookPatch, o WriteOpts) (model.Webhook, error) {
+func (s *Service) UpdateWebhook(ctx context.Context, a *guild.Actor, id string, p Patch, o guild.WriteOpts) (model.Webhook, error) {
 	if p.Events != nil {
 		if err := checkEvents(p.Events); err != nil {
 			return model.Webhook{}, err
@@ -242,7 +243,7 @@ func (s *Service) UpdateWebhook(ctx context.Context, a *Actor, id string, p Webh
 	if _, err := s.store.GetWebhook(ctx, id); err != nil {
 		return model.Webhook{}, err
 	}
-	if err := a.authorize(opUpdateWebhook); err != nil {
+	if err := a.Authorize(guild.OpUpdateWebhook); err != nil {
 		return model.Webhook{}, err
 	}
 	if p.URL != nil {
@@ -250,7 +251,7 @@ func (s *Service) UpdateWebhook(ctx context.Context, a *Actor, id string, p Webh
 			return model.Webhook{}, err
 		}
 	}
-	return s.changeWebhook(ctx, a, opUpdateWebhook, id, o, func(w *model.Webhook, a *Actor) {
+	return s.changeWebhook(ctx, a, guild.OpUpdateWebhook, id, o, func(w *model.Webhook, a *guild.Actor) {
 		if p.URL != nil && *p.URL != w.URL {
 			w.URL, w.CreatorID = *p.URL, a.UserID
 		}
@@ -273,10 +274,10 @@ func (s *Service) UpdateWebhook(ctx context.Context, a *Actor, id string, p Webh
 // RotateWebhookSecret gives a webhook a new secret, which it returns; the
 // current one goes on signing beside it for RotationOverlap (one rotated
 // earlier stops at once). The caller becomes its creator.
-func (s *Service) RotateWebhookSecret(ctx context.Context, a *Actor, id string, o WriteOpts) (model.Webhook, error) {
+func (s *Service) RotateWebhookSecret(ctx context.Context, a *guild.Actor, id string, o guild.WriteOpts) (model.Webhook, error) {
 	secret := webhook.NewSecret()
-	return s.changeWebhook(ctx, a, opRotateWebhookSecret, id, o, func(w *model.Webhook, a *Actor) {
-		w.PreviousSecret, w.PreviousUntil = w.Secret, s.now().Add(RotationOverlap)
+	return s.changeWebhook(ctx, a, guild.OpRotateWebhookSecret, id, o, func(w *model.Webhook, a *guild.Actor) {
+		w.PreviousSecret, w.PreviousUntil = w.Secret, s.guild.Now().Add(RotationOverlap)
 		w.Secret, w.CreatorID = secret, a.UserID
 	}, map[string]any{"secret_rotated": true})
 }
@@ -284,18 +285,18 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, a *Actor, id string, 
 // changeWebhook applies change to a webhook for op inside a write, checks
 // If-Match, stores it and records a webhook.updated event (with extra in
 // its data) unless nothing changed.
-func (s *Service) changeWebhook(ctx context.Context, a *Actor, op Op, id string, o WriteOpts,
-	change func(w *model.Webhook, a *Actor), extra map[string]any) (model.Webhook, error) {
+func (s *Service) changeWebhook(ctx context.Context, a *guild.Actor, op guild.Op, id string, o guild.WriteOpts,
+	change func(w *model.Webhook, a *guild.Actor), extra map[string]any) (model.Webhook, error) {
 	var out model.Webhook
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.guild.Write(ctx, a, func(tx *store.Tx, a *guild.Actor) error {
 		w, err := tx.GetWebhook(ctx, id)
 		if err != nil {
 			return err
 		}
-		if err := a.authorize(op); err != nil {
+		if err := a.Authorize(op); err != nil {
 			return err
 		}
-		if err := o.IfMatch.check(Tag(w.Version)); err != nil {
+		if err := o.IfMatch.Check(guild.Tag(w.Version)); err != nil {
 			return err
 		}
 		next := w
@@ -305,17 +306,17 @@ func (s *Service) changeWebhook(ctx context.Context, a *Actor, op Op, id string,
 			out = w
 			return nil
 		}
-		next.UpdatedAt = s.now()
+		next.UpdatedAt = s.guild.Now()
 		if err := tx.UpdateWebhook(ctx, next); err != nil {
 			return err
 		}
 		next.Version = w.Version + 1
 		out = next
-		data := map[string]any{"before": webhookEventData(w), "after": webhookEventData(next)}
+		data := map[string]any{"before": webhook.EventData(w), "after": webhook.EventData(next)}
 		for k, v := range extra {
 			data[k] = v
 		}
-		return emit(ctx, tx, a, o, "webhook.updated", "webhook:"+id, data)
+		return guild.Emit(ctx, tx, a, o, "webhook.updated", "webhook:"+id, data)
 	})
 	return out, err
 }
@@ -326,55 +327,55 @@ func sameWebhook(a, b model.Webhook) bool {
 }
 
 // DeleteWebhook deletes a webhook and its deliveries.
-func (s *Service) DeleteWebhook(ctx context.Context, a *Actor, id string, o WriteOpts) error {
-	return s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+func (s *Service) DeleteWebhook(ctx context.Context, a *guild.Actor, id string, o guild.WriteOpts) error {
+	return s.guild.Write(ctx, a, func(tx *store.Tx, a *guild.Actor) error {
 		w, err := tx.GetWebhook(ctx, id)
 		if err != nil {
 			return err
 		}
-		if err := a.authorize(opDeleteWebhook); err != nil {
+		if err := a.Authorize(guild.OpDeleteWebhook); err != nil {
 			return err
 		}
-		if err := o.IfMatch.check(Tag(w.Version)); err != nil {
+		if err := o.IfMatch.Check(guild.Tag(w.Version)); err != nil {
 			return err
 		}
 		if err := tx.DeleteWebhook(ctx, id); err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "webhook.deleted", "webhook:"+id, webhookEventData(w))
+		return guild.Emit(ctx, tx, a, o, "webhook.deleted", "webhook:"+id, webhook.EventData(w))
 	})
 }
 
 // ListWebhookDeliveries pages through a webhook's deliveries, newest
 // first.
-func (s *Service) ListWebhookDeliveries(ctx context.Context, a *Actor, id, rawCursor string, limit int) (Page[model.Delivery], error) {
-	key, err := s.cursors.decode(rawCursor, "webhook_deliveries", id)
+func (s *Service) ListWebhookDeliveries(ctx context.Context, a *guild.Actor, id, rawCursor string, limit int) (guild.Page[model.Delivery], error) {
+	key, err := s.cursors.Decode(rawCursor, "webhook_deliveries", id)
 	if err != nil {
-		return Page[model.Delivery]{}, err
+		return guild.Page[model.Delivery]{}, err
 	}
 	var after store.DeliveryPosition
 	if key != "" {
 		at, did, ok := strings.Cut(key, "/")
 		micros, perr := strconv.ParseInt(at, 10, 64)
 		if !ok || perr != nil || did == "" {
-			return Page[model.Delivery]{}, apperr.Invalid("cursor", "the cursor is malformed; use the next_cursor of a previous page")
+			return guild.Page[model.Delivery]{}, apperr.Invalid("cursor", "the cursor is malformed; use the next_cursor of a previous page")
 		}
 		after = store.DeliveryPosition{CreatedAt: time.UnixMicro(micros), ID: did}
 	}
 	if _, err := s.store.GetWebhook(ctx, id); err != nil {
-		return Page[model.Delivery]{}, err
+		return guild.Page[model.Delivery]{}, err
 	}
-	if err := a.authorize(opListWebhookDeliveries); err != nil {
-		return Page[model.Delivery]{}, err
+	if err := a.Authorize(guild.OpListWebhookDeliveries); err != nil {
+		return guild.Page[model.Delivery]{}, err
 	}
-	items, more, err := s.store.ListWebhookDeliveries(ctx, id, after, pageLimit(limit))
+	items, more, err := s.store.ListWebhookDeliveries(ctx, id, after, guild.PageLimit(limit))
 	if err != nil {
-		return Page[model.Delivery]{}, err
+		return guild.Page[model.Delivery]{}, err
 	}
-	page := Page[model.Delivery]{Items: items}
+	page := guild.Page[model.Delivery]{Items: items}
 	if more {
 		last := items[len(items)-1]
-		page.NextCursor = s.cursors.encode(fmt.Sprintf("%d/%s", last.CreatedAt.UnixMicro(), last.ID), "webhook_deliveries", id)
+		page.NextCursor = s.cursors.Encode(fmt.Sprintf("%d/%s", last.CreatedAt.UnixMicro(), last.ID), "webhook_deliveries", id)
 	}
 	return page, nil
 }
@@ -383,20 +384,20 @@ func (s *Service) ListWebhookDeliveries(ctx context.Context, a *Actor, id, rawCu
 // releases any claim on it: its next attempt comes as soon as an instance
 // takes it, and its attempts go on counting. It writes no event: the
 // deliveries are not the audit log's subjects.
-func (s *Service) RedeliverWebhookDelivery(ctx context.Context, a *Actor, id, deliveryID string) (model.Delivery, error) {
+func (s *Service) RedeliverWebhookDelivery(ctx context.Context, a *guild.Actor, id, deliveryID string) (model.Delivery, error) {
 	var out model.Delivery
-	err := s.write(ctx, a, func(tx *store.Tx, a *Actor) error {
+	err := s.guild.Write(ctx, a, func(tx *store.Tx, a *guild.Actor) error {
 		if _, err := tx.GetWebhook(ctx, id); err != nil {
 			return err
 		}
 		if _, err := tx.GetWebhookDelivery(ctx, id, deliveryID); err != nil {
 			return err
 		}
-		if err := a.authorize(opRedeliverWebhookDelivery); err != nil {
+		if err := a.Authorize(guild.OpRedeliverWebhookDelivery); err != nil {
 			return err
 		}
 		var err error
-		out, err = tx.RedeliverWebhookDelivery(ctx, id, deliveryID, s.now())
+		out, err = tx.RedeliverWebhookDelivery(ctx, id, deliveryID, s.guild.Now())
 		return err
 	})
 	return out, err

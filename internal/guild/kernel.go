@@ -1,0 +1,56 @@
+package guild
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store"
+)
+
+// The kernel the feature packages under internal/guild build on
+// (internal/guild/webhooks): a write of the domain and its events, an
+// operation's row of the authorization table, pages and preconditions.
+// What the rules of channels, roles and users need stays unexported.
+
+// Write runs fn in a serialized write with the caller re-read inside it
+// (see write).
+func (s *Service) Write(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) error {
+	return s.write(ctx, a, fn)
+}
+
+// WriteEvents is Write, returning the events committed with their seqs.
+func (s *Service) WriteEvents(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) ([]model.Event, error) {
+	return s.writeEvents(ctx, a, fn)
+}
+
+// Emit appends the audit event of a change made in tx.
+func Emit(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, typ, subject string, data map[string]any) error {
+	return emit(ctx, tx, a, o, typ, subject, data)
+}
+
+// Authorize checks the caller against an operation's row (authorize).
+func (a *Actor) Authorize(op Op) error { return a.authorize(op) }
+
+// Check applies a precondition to a resource at the version current
+// (412 when it fails).
+func (p *Precondition) Check(current string) error { return p.check(current) }
+
+// PageLimit is ?limit= bounded: DefaultLimit when absent, at most MaxLimit.
+func PageLimit(limit int) int { return pageLimit(limit) }
+
+// Store is the store the service keeps its state in.
+func (s *Service) Store() *store.Store { return s.store }
+
+// Now is the service's clock.
+func (s *Service) Now() time.Time { return s.now() }
+
+// Limits are the bounds the service was built with.
+func (s *Service) Limits() Limits { return s.limits }
+
+// WebhookOptions say which destinations webhooks may have.
+func (s *Service) WebhookOptions() WebhookOptions { return s.webhooks }
+
+// Logger is the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
