@@ -109,9 +109,9 @@ var (
 	opCreateChannel         = row("createChannel", manageChannels, ScopeGlobal, "")
 	opRenameChannel         = row("renameChannel", manageChannels, ScopeChannel, "")
 	opDeleteChannel         = row("deleteChannel", manageChannels, ScopeChannel, "")
-	opListChannelAccess     = row("listChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles|viewAuditLog).query("at", viewAuditLog)
+	OpListChannelAccess     = row("listChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles|viewAuditLog).query("at", viewAuditLog)
 	opHeadChannelAccess     = row("headChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles|viewAuditLog).query("at", viewAuditLog)
-	opListChannelOverwrites = row("listChannelOverwrites", viewChannel, ScopeChannel, "").query("at", viewAuditLog)
+	OpListChannelOverwrites = row("listChannelOverwrites", viewChannel, ScopeChannel, "").query("at", viewAuditLog)
 	opHeadChannelOverwrites = row("headChannelOverwrites", viewChannel, ScopeChannel, "").query("at", viewAuditLog)
 	opSetChannelOverwrite   = row("setChannelOverwrite", manageRoles, ScopeChannel, RuleGrantHeld)
 
@@ -128,14 +128,14 @@ var (
 	opHeadGlobalPermissions    = row("headGlobalPermissions", none, ScopeGlobal, "")
 	opReplaceGlobalPermissions = row("replaceGlobalPermissions", administrator, ScopeGlobal, "")
 	opPreviewPermissions       = row("previewPermissions", manageRoles, ScopeGlobal, RuleHierarchy)
-	opGetUserPermissions       = row("getUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf).query("at", viewAuditLog)
+	OpGetUserPermissions       = row("getUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf).query("at", viewAuditLog)
 	opHeadUserPermissions      = row("headUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf).query("at", viewAuditLog)
 
 	opExportTemplate     = row("exportTemplate", none, ScopeGlobal, RuleOwnerOnly)
 	opHeadExportTemplate = row("headExportTemplate", none, ScopeGlobal, RuleOwnerOnly)
 	opImportTemplate     = row("importTemplate", none, ScopeGlobal, RuleOwnerOnly)
 
-	opListRoles                   = row("listRoles", none, ScopeGlobal, "").query("at", viewAuditLog)
+	OpListRoles                   = row("listRoles", none, ScopeGlobal, "").query("at", viewAuditLog)
 	opHeadRoles                   = row("headRoles", none, ScopeGlobal, "").query("at", viewAuditLog)
 	opGetRole                     = row("getRole", none, ScopeGlobal, "")
 	opHeadRole                    = row("headRole", none, ScopeGlobal, "")

@@ -33,7 +33,7 @@ const (
 // VIEW_CHANNEL), a channel-scoped permission, in a channel the caller may
 // know of.
 func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permission, rawCursor string, limit int) (Page[model.User], error) {
-	p, err := accessPermission(permission)
+	p, err := AccessPermission(permission)
 	if err != nil {
 		return Page[model.User]{}, err
 	}
@@ -45,7 +45,7 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 	if _, ok := a.known(channelID); !ok {
 		return Page[model.User]{}, channelNotFound(channelID)
 	}
-	if err := a.authorize(opListChannelAccess); err != nil {
+	if err := a.authorize(OpListChannelAccess); err != nil {
 		return Page[model.User]{}, err
 	}
 	users, next, err := s.holders(ctx, a, channelID, p, after, pageLimit(limit))
@@ -55,9 +55,9 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 	return s.userPage(a, users, next, filters), nil
 }
 
-// accessPermission is the permission an access question names ("" for
+// AccessPermission is the permission an access question names ("" for
 // VIEW_CHANNEL): a channel-scoped one, else a 400.
-func accessPermission(permission string) (permissions.Permission, error) {
+func AccessPermission(permission string) (permissions.Permission, error) {
 	p := permissions.ViewChannel
 	if permission != "" {
 		var ok bool

@@ -12,7 +12,7 @@ import (
 
 // ListRoles returns every role, by position descending.
 func (s *Service) ListRoles(_ context.Context, a *Actor) ([]model.Role, error) {
-	if err := a.authorize(opListRoles); err != nil {
+	if err := a.authorize(OpListRoles); err != nil {
 		return nil, err
 	}
 	return a.auth.Roles(), nil

@@ -111,7 +111,7 @@ func (h *Handler) DeleteChannel(ctx context.Context, req api.DeleteChannelReques
 func (h *Handler) ListChannelOverwrites(ctx context.Context, req api.ListChannelOverwritesRequestObject) (api.ListChannelOverwritesResponseObject, error) {
 	a := actorOf(ctx)
 	if at := req.Params.At; at != nil { // a history answer: no ETag, it is no write's precondition
-		list, err := h.svc.ListOverwritesAt(ctx, a, req.ChannelID, *at)
+		list, err := h.asof.Overwrites(ctx, a, req.ChannelID, *at)
 		if err != nil {
 			return nil, err
 		}

@@ -62,7 +62,7 @@ func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermiss
 	var p guild.UserPermissions
 	var err error
 	if at := req.Params.At; at != nil {
-		p, err = h.svc.UserPermissionsAt(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain), *at)
+		p, err = h.asof.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain), *at)
 	} else {
 		p, err = h.svc.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain))
 	}
@@ -78,7 +78,7 @@ func (h *Handler) ListChannelAccess(ctx context.Context, req api.ListChannelAcce
 	var page guild.Page[model.User]
 	var err error
 	if at := req.Params.At; at != nil {
-		page, err = h.svc.ChannelAccessAt(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),
+		page, err = h.asof.ChannelAccess(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),
 			deref(req.Params.Cursor), deref(req.Params.Limit), *at)
 	} else {
 		page, err = h.svc.ChannelAccess(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),

@@ -15,7 +15,7 @@ func (h *Handler) ListRoles(ctx context.Context, req api.ListRolesRequestObject)
 	var roles []model.Role
 	var err error
 	if at := req.Params.At; at != nil {
-		roles, err = h.svc.ListRolesAt(ctx, a, *at)
+		roles, err = h.asof.Roles(ctx, a, *at)
 	} else {
 		roles, err = h.svc.ListRoles(ctx, a)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/events"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/guild/asof"
 	"github.com/guildhall/guildhall/internal/guild/webhooks"
 	"github.com/guildhall/guildhall/web"
 )
@@ -58,6 +59,7 @@ type Options struct {
 type Handler struct {
 	svc       *guild.Service
 	hooks     *webhooks.Service // the webhooks' management, over svc
+	asof      *asof.Service     // history answers (?at=), over svc
 	broker    *events.Broker
 	log       *slog.Logger
 	limiter   *rateLimiter
@@ -88,7 +90,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	streams, stop := context.WithCancel(context.Background())
-	h := &Handler{svc: o.Service, hooks: webhooks.New(o.Service), broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
+	h := &Handler{svc: o.Service, hooks: webhooks.New(o.Service), asof: asof.New(o.Service), broker: o.Broker, log: o.Logger, limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
 		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, slots: newStreamSlots(o.MaxEventStreams), faults: newFaults(o.Faults)}
 	e := h.newEcho(o)
 	if err := h.routeContract(e, doc); err != nil {

@@ -1,4 +1,9 @@
-package guild
+// Package asof answers history questions (?at=): the state of now with
+// the permission-relevant events after the instant undone
+// (internal/history), then the permission engine, as for an answer of now
+// (docs/design.md, "Notes: history"). It builds on internal/guild's
+// kernel; its rows of the authorization table are guild's.
+package asof
 
 import (
 	"context"
@@ -6,26 +11,35 @@ import (
 	"time"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
-// History answers (?at=): the state of now with the permission-relevant
-// events after the instant undone (internal/history), then the permission
-// engine, as for an answer of now (docs/design.md, "Notes: history").
+// Service answers as of an instant, over the guild service.
+type Service struct {
+	svc   *guild.Service
+	store *store.Store
+}
+
+// New is the history service over svc.
+func New(svc *guild.Service) *Service { return &Service{svc: svc, store: svc.Store()} }
+
+// maxRead bounds the users a read of every user takes at a time.
+const maxRead = 2000
 
 // stateAt is the community as of at, following the users of only (nil:
 // every user), for op. What op's row asks of at comes first: whether a
 // user or channel existed then, or when the oldest event was written, is
 // the audit log's to tell. An instant in the future, before the oldest
 // event kept, or before one that lacks what undoing it needs, is a 400.
-func (s *Service) stateAt(ctx context.Context, a *Actor, op Op, at time.Time, only []string) (*history.State, error) {
-	if err := a.authorizeQuery(op, "at"); err != nil {
+func (s *Service) stateAt(ctx context.Context, a *guild.Actor, op guild.Op, at time.Time, only []string) (*history.State, error) {
+	if err := a.AuthorizeQuery(op, "at"); err != nil {
 		return nil, err
 	}
-	if at.After(a.now) {
+	if at.After(a.Now()) {
 		return nil, apperr.InvalidAt("query.at", "%s is in the future", at.Format(time.RFC3339Nano))
 	}
 	oldest, err := s.store.EventsAfter(ctx, 0, 1)
@@ -85,8 +99,8 @@ func (s *Service) stateRound(ctx context.Context, at time.Time, only []string) (
 func (s *Service) usersNow(ctx context.Context, ids []string) ([]model.User, error) {
 	var out []model.User
 	for after := ""; ids == nil; {
-		page, keys, err := s.store.HoldersPage(ctx, store.Holders{Everyone: true}, after, maxAccessRead)
-		if out = append(out, page...); err != nil || len(page) < maxAccessRead {
+		page, keys, err := s.store.HoldersPage(ctx, store.Holders{Everyone: true}, after, maxRead)
+		if out = append(out, page...); err != nil || len(page) < maxRead {
 			return out, err
 		}
 		after = keys[len(keys)-1]
@@ -104,35 +118,35 @@ func (s *Service) usersNow(ctx context.Context, ids []string) ([]model.User, err
 // knowsAt reports whether the caller may know of a channel of the state:
 // one that exists now as now; one deleted since if they may know of every
 // channel now, or could view it then.
-func (a *Actor) knowsAt(st *history.State, channelID string, at time.Time) bool {
+func knowsAt(a *guild.Actor, st *history.State, channelID string, at time.Time) bool {
 	if st.Channels[channelID] == nil {
 		return false
 	}
-	if _, exists := a.auth.Channel(channelID); exists || a.knowsEveryChannel() {
-		return a.knows(channelID)
+	if _, exists := a.Auth().Channel(channelID); exists || a.KnowsEveryChannel() {
+		return a.Knows(channelID)
 	}
 	me := st.Users[a.UserID]
 	return me != nil && permissions.InChannel(st.Subject(me, at), st.ChannelFor(channelID, a.UserID)).Has(permissions.ViewChannel)
 }
 
-// UserPermissionsAt is UserPermissions as of at: a user who did not exist
+// UserPermissions is guild.Service.UserPermissions as of at: a user who did not exist
 // then is a 404.
-func (s *Service) UserPermissionsAt(ctx context.Context, a *Actor, userID string, channelID *string, explain bool, at time.Time) (UserPermissions, error) {
-	st, err := s.stateAt(ctx, a, opGetUserPermissions, at, []string{userID, a.UserID})
+func (s *Service) UserPermissions(ctx context.Context, a *guild.Actor, userID string, channelID *string, explain bool, at time.Time) (guild.UserPermissions, error) {
+	st, err := s.stateAt(ctx, a, guild.OpGetUserPermissions, at, []string{userID, a.UserID})
 	if err != nil {
-		return UserPermissions{}, err
+		return guild.UserPermissions{}, err
 	}
-	if channelID != nil && !a.knowsAt(st, *channelID, at) {
-		return UserPermissions{}, apperr.Invalid("channelID", "no channel with ID %q as of %s", *channelID, at.Format(time.RFC3339Nano))
+	if channelID != nil && !knowsAt(a, st, *channelID, at) {
+		return guild.UserPermissions{}, apperr.Invalid("channelID", "no channel with ID %q as of %s", *channelID, at.Format(time.RFC3339Nano))
 	}
 	u := st.Users[userID]
 	if u == nil {
-		return UserPermissions{}, apperr.NotFound("User %q did not exist as of %s.", userID, at.Format(time.RFC3339Nano))
+		return guild.UserPermissions{}, apperr.NotFound("User %q did not exist as of %s.", userID, at.Format(time.RFC3339Nano))
 	}
-	if err := a.authorizeOn(opGetUserPermissions, userID); err != nil {
-		return UserPermissions{}, err
+	if err := a.AuthorizeOn(guild.OpGetUserPermissions, userID); err != nil {
+		return guild.UserPermissions{}, err
 	}
-	sub, out := st.Subject(u, at), UserPermissions{UserID: userID, ChannelID: channelID}
+	sub, out := st.Subject(u, at), guild.UserPermissions{UserID: userID, ChannelID: channelID}
 	if channelID == nil {
 		out.Permissions = permissions.Base(sub)
 		if explain {
@@ -141,7 +155,7 @@ func (s *Service) UserPermissionsAt(ctx context.Context, a *Actor, userID string
 		return out, nil
 	}
 	ch := st.ChannelFor(*channelID, userID)
-	if ch.SyncedFrom != "" && !a.knowsAt(st, ch.SyncedFrom, at) {
+	if ch.SyncedFrom != "" && !knowsAt(a, st, ch.SyncedFrom, at) {
 		ch.SyncedFrom = ""
 	}
 	if out.Permissions = permissions.InChannel(sub, ch); explain {
@@ -150,18 +164,18 @@ func (s *Service) UserPermissionsAt(ctx context.Context, a *Actor, userID string
 	return out, nil
 }
 
-// ListOverwritesAt is ListOverwrites as of at: a channel the caller may
+// Overwrites is guild.Service.ListOverwrites as of at: a channel the caller may
 // not know of, or that did not exist then, is a 404.
-func (s *Service) ListOverwritesAt(ctx context.Context, a *Actor, channelID string, at time.Time) ([]model.Overwrite, error) {
-	st, err := s.stateAt(ctx, a, opListChannelOverwrites, at, []string{a.UserID})
+func (s *Service) Overwrites(ctx context.Context, a *guild.Actor, channelID string, at time.Time) ([]model.Overwrite, error) {
+	st, err := s.stateAt(ctx, a, guild.OpListChannelOverwrites, at, []string{a.UserID})
 	if err != nil {
 		return nil, err
 	}
-	if !a.knowsAt(st, channelID, at) {
-		return nil, channelNotFound(channelID)
+	if !knowsAt(a, st, channelID, at) {
+		return nil, guild.ChannelNotFound(channelID)
 	}
-	if _, exists := a.auth.Channel(channelID); exists {
-		if err := a.authorizeOn(opListChannelOverwrites, channelID); err != nil {
+	if _, exists := a.Auth().Channel(channelID); exists {
+		if err := a.AuthorizeOn(guild.OpListChannelOverwrites, channelID); err != nil {
 			return nil, err
 		}
 	}
@@ -174,41 +188,41 @@ func (s *Service) ListOverwritesAt(ctx context.Context, a *Actor, channelID stri
 	return model.SortedOverwrites(position, st.Channels[channelID].List()), nil
 }
 
-// ListRolesAt is ListRoles as of at.
-func (s *Service) ListRolesAt(ctx context.Context, a *Actor, at time.Time) ([]model.Role, error) {
-	if err := a.authorize(opListRoles); err != nil {
+// Roles is guild.Service.ListRoles as of at.
+func (s *Service) Roles(ctx context.Context, a *guild.Actor, at time.Time) ([]model.Role, error) {
+	if err := a.Authorize(guild.OpListRoles); err != nil {
 		return nil, err
 	}
-	st, err := s.stateAt(ctx, a, opListRoles, at, []string{})
+	st, err := s.stateAt(ctx, a, guild.OpListRoles, at, []string{})
 	if err != nil {
 		return nil, err
 	}
 	return st.RoleList(), nil
 }
 
-// ChannelAccessAt is ChannelAccess as of at: the users who existed then
+// ChannelAccess is guild.Service.ChannelAccess as of at: the users who existed then
 // and held the permission, as they were.
-func (s *Service) ChannelAccessAt(ctx context.Context, a *Actor, channelID, permission, rawCursor string, limit int, at time.Time) (Page[model.User], error) {
-	p, err := accessPermission(permission)
+func (s *Service) ChannelAccess(ctx context.Context, a *guild.Actor, channelID, permission, rawCursor string, limit int, at time.Time) (guild.Page[model.User], error) {
+	p, err := guild.AccessPermission(permission)
 	if err != nil {
-		return Page[model.User]{}, err
+		return guild.Page[model.User]{}, err
 	}
 	filters := []string{"channel access at", channelID, p.String(), at.UTC().Format(time.RFC3339Nano)}
-	after, err := s.cursors.decode(rawCursor, filters...)
+	after, err := s.svc.Cursors().Decode(rawCursor, filters...)
 	if err != nil {
-		return Page[model.User]{}, err
+		return guild.Page[model.User]{}, err
 	}
-	st, err := s.stateAt(ctx, a, opListChannelAccess, at, nil)
+	st, err := s.stateAt(ctx, a, guild.OpListChannelAccess, at, nil)
 	if err != nil {
-		return Page[model.User]{}, err
+		return guild.Page[model.User]{}, err
 	}
-	if !a.knowsAt(st, channelID, at) {
-		return Page[model.User]{}, channelNotFound(channelID)
+	if !knowsAt(a, st, channelID, at) {
+		return guild.Page[model.User]{}, guild.ChannelNotFound(channelID)
 	}
-	if err := a.authorize(opListChannelAccess); err != nil {
-		return Page[model.User]{}, err
+	if err := a.Authorize(guild.OpListChannelAccess); err != nil {
+		return guild.Page[model.User]{}, err
 	}
-	held, next := st.Holders(channelID, p, at, after, pageLimit(limit))
+	held, next := st.Holders(channelID, p, at, after, guild.PageLimit(limit))
 	users := make([]model.User, len(held))
 	for i, u := range held {
 		var email *string
@@ -217,5 +231,5 @@ func (s *Service) ChannelAccessAt(ctx context.Context, a *Actor, channelID, perm
 		}
 		users[i] = st.UserModel(u, email)
 	}
-	return s.userPage(a, users, next, filters), nil
+	return s.svc.UserPage(a, users, next, filters), nil
 }
