@@ -223,13 +223,17 @@ func (s *Service) ChannelAccess(ctx context.Context, a *guild.Actor, channelID, 
 		return guild.Page[model.User]{}, err
 	}
 	held, next := st.Holders(channelID, p, at, after, guild.PageLimit(limit))
+	ids := make([]string, len(held))
+	for i, u := range held {
+		ids[i] = u.ID
+	}
+	now, err := s.store.UsersByID(ctx, ids) // their emails, which the log does not keep
+	if err != nil {
+		return guild.Page[model.User]{}, err
+	}
 	users := make([]model.User, len(held))
 	for i, u := range held {
-		var email *string
-		if now, err := s.store.User(ctx, u.ID); err == nil {
-			email = now.Email
-		}
-		users[i] = st.UserModel(u, email)
+		users[i] = st.UserModel(u, now[u.ID].Email)
 	}
 	return s.svc.UserPage(a, users, next, filters), nil
 }
