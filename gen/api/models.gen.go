@@ -2536,9 +2536,9 @@ type ListChannelAccessParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -2565,9 +2565,9 @@ type HeadChannelAccessParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -2701,9 +2701,9 @@ type ListChannelOverwritesParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -2720,9 +2720,9 @@ type HeadChannelOverwritesParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -2846,9 +2846,9 @@ type ListRolesParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -2865,9 +2865,9 @@ type HeadRolesParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -3094,9 +3094,9 @@ type GetUserPermissionsParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.
@@ -3119,9 +3119,9 @@ type HeadUserPermissionsParams struct {
 	// caller may know of follows their permissions now; a channel deleted
 	// since is known to who could view it then, or may know of every channel
 	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-	// newest deletion written by a release before 1.3.0 (whose event lacks
-	// what undoing it needs) is a `400` at `query.at`. A history answer has
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
 	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
 	// not keep when a role or user last changed; names are cleaned as the
 	// current rule cleans them.

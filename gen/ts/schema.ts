@@ -4176,9 +4176,9 @@ export interface components {
          *     caller may know of follows their permissions now; a channel deleted
          *     since is known to who could view it then, or may know of every channel
          *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-         *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-         *     newest deletion written by a release before 1.3.0 (whose event lacks
-         *     what undoing it needs) is a `400` at `query.at`. A history answer has
+         *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+         *     event written by a release before 1.3.0 that lacks what undoing it
+         *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
          *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
          *     not keep when a role or user last changed; names are cleaned as the
          *     current rule cleans them.
@@ -4904,9 +4904,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -5024,9 +5024,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -5080,9 +5080,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -5146,9 +5146,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -5829,9 +5829,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -5887,9 +5887,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -6065,9 +6065,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
@@ -6115,9 +6115,9 @@ export interface operations {
                  *     caller may know of follows their permissions now; a channel deleted
                  *     since is known to who could view it then, or may know of every channel
                  *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
-                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before the
-                 *     newest deletion written by a release before 1.3.0 (whose event lacks
-                 *     what undoing it needs) is a `400` at `query.at`. A history answer has
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
                  *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
                  *     not keep when a role or user last changed; names are cleaned as the
                  *     current rule cleans them.
