@@ -54,7 +54,7 @@ func historyStep(t *testing.T, e *testenv.Env, r *rand.Rand, w *historyWorld) {
 	do := func(status int, method, path string, body any) {
 		e.Must(status, testenv.Req{Method: method, Path: path, Token: e.Owner, Body: body})
 	}
-	switch k := r.IntN(14); {
+	switch k := r.IntN(15); {
 	case k == 0 || len(w.roles) < 2:
 		id := fmt.Sprintf("r%d", w.n)
 		do(http.StatusCreated, "POST", "/roles/"+id+"/create", map[string]any{"name": id, "permissions": historyPick(r)})
@@ -133,9 +133,38 @@ func historyStep(t *testing.T, e *testenv.Env, r *rand.Rand, w *historyWorld) {
 		c, _ := pickOf(r, all)
 		do(http.StatusNoContent, "POST", "/channels/"+c+"/delete", nil)
 		w.channels, w.categories = without(w.channels, c), without(w.categories, c)
+	case k == 14:
+		historyImport(t, e, r, w)
 	default:
 		do(http.StatusOK, "PUT", "/permissions/global", map[string]any{"permissions": historyPick(r)})
 	}
+}
+
+// historyImport exports the community and imports it back with its roles
+// placed in another order, a new role among them, and a new channel (in a
+// category when there is one): an import sets role positions as given.
+func historyImport(t *testing.T, e *testenv.Env, r *rand.Rand, w *historyWorld) {
+	t.Helper()
+	var tpl map[string]any
+	e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/export", Token: e.Owner}).JSON(t, &tpl)
+	roles, _ := tpl["roles"].([]any)
+	r.Shuffle(len(roles), func(i, j int) { roles[i], roles[j] = roles[j], roles[i] })
+	id := fmt.Sprintf("t%d", w.n)
+	at := r.IntN(len(roles) + 1)
+	roles = slices.Insert(roles, at, any(map[string]any{"id": id, "name": id, "position": 0, "color": nil, "permissions": historyPick(r)}))
+	for i, x := range roles {
+		x.(map[string]any)["position"] = i + 1
+	}
+	tpl["roles"] = roles
+	ch := map[string]any{"id": "i" + id, "name": id, "kind": "text", "parent_id": nil, "position": 7, "topic": nil,
+		"overwrites": []any{map[string]any{"target_type": "everyone", "allow": []string{}, "deny": []string{"VIEW_CHANNEL"}}}}
+	if p, ok := pickOf(r, w.categories); ok {
+		ch["parent_id"] = p
+	}
+	tpl["channels"] = append(tpl["channels"].([]any), ch)
+	e.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/import", Token: e.Owner, Body: tpl})
+	w.roles = append(w.roles, id)
+	w.channels = append(w.channels, "i"+id)
 }
 
 func mustJSON(v any) []byte {
@@ -172,14 +201,14 @@ func historyLog(t *testing.T, e *testenv.Env) []history.Event {
 }
 
 // TestHistoryEqualsReplay: for random histories of roles, overwrites,
-// memberships, timeouts, categories with sync and deletions, and random
-// instants, every history answer equals a replay of the audit log from its
+// memberships, timeouts, categories with sync, deletions and imports, and
+// random instants, every history answer equals a replay of the audit log from its
 // first event up to the instant, computed here with the permission engine.
 func TestHistoryEqualsReplay(t *testing.T) {
 	t.Parallel()
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
-		for seed := range uint64(2) {
+		for seed := range uint64(3) {
 			e := testenv.Start(t, kind)
 			r := rand.New(rand.NewPCG(seed, 0x5eed))
 			w := &historyWorld{}
