@@ -210,11 +210,8 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err := o.IfMatch.check(Tag(r.Version)); err != nil {
 			return err
 		}
-		holders, err := tx.RoleHolderIDs(ctx, id)
+		holders, err := tx.DeleteRole(ctx, r, s.now())
 		if err != nil {
-			return err
-		}
-		if _, err := tx.DeleteRole(ctx, r, s.now()); err != nil {
 			return err
 		}
 		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, history.RoleDeleted(r, holders, overwrites, true))

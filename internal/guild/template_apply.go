@@ -106,11 +106,8 @@ func (w *importWrite) deleteRoles(ctx context.Context, roles []model.Role) error
 		if err != nil {
 			return err
 		}
-		holders, err := w.tx.RoleHolderIDs(ctx, r.ID)
+		holders, err := w.tx.DeleteRole(ctx, r, w.now)
 		if err != nil {
-			return err
-		}
-		if _, err := w.tx.DeleteRole(ctx, r, w.now); err != nil {
 			return err
 		}
 		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, history.RoleDeleted(r, holders, overwrites, false)); err != nil {

@@ -45,21 +45,3 @@ var historyEvents = func() string {
 		"WHERE seq >= (SELECT MIN(seq) FROM events WHERE created_at > ?) AND seq <= ? AND created_at > ? " +
 		"AND type IN (" + strings.Join(types, ", ") + ") ORDER BY seq DESC"
 }()
-
-// Strings runs a constant query of one text column and returns its values.
-func (q Queries) Strings(ctx context.Context, query string, args ...any) ([]string, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, fmt.Errorf("query: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}

@@ -59,11 +59,6 @@ type userRoleRow struct {
 
 func (userRoleRow) TableName() string { return "user_roles" }
 
-// RoleHolderIDs lists the users who hold a role (role.deleted names them, for history).
-func (tx *Tx) RoleHolderIDs(ctx context.Context, id string) ([]string, error) {
-	return tx.sql.Strings(ctx, "SELECT user_id FROM user_roles WHERE role_id = ? ORDER BY user_id", id)
-}
-
 // AddUserRole gives a user a role; it reports whether anything changed.
 func (tx *Tx) AddUserRole(ctx context.Context, userID, roleID string, now time.Time) (bool, error) {
 	res := tx.with(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&userRoleRow{UserID: userID, RoleID: roleID, CreatedAt: microsOf(now)})
