@@ -155,8 +155,11 @@ type ClientInterface interface {
 	// role or user), the answer is a `409` `conflict` whose
 	// `conflicting_seq` names the latest such event, and nothing is
 	// changed. The check and the change are made in one transaction.
-	// A subject that no longer exists is such a conflict, never a `404`:
-	// the `404` says that the event itself is unknown.
+	// A subject that no longer exists, or a value the operation by hand
+	// would now refuse (a position beyond the roles left, a category
+	// gone), is such a conflict, never a `404` or a `400`: the `404` says
+	// that the event itself is unknown. `conflicting_seq` is absent only
+	// when no event the log still holds tells what changed.
 	//
 	// The answer lists the changes made, in the shape of `importTemplate`'s
 	// (`kind` also `user_overwrite` for an overwrite of a user, `membership`
@@ -2125,8 +2128,11 @@ func (c *Client) HeadAuditLog(ctx context.Context, params *HeadAuditLogParams, r
 // role or user), the answer is a `409` `conflict` whose
 // `conflicting_seq` names the latest such event, and nothing is
 // changed. The check and the change are made in one transaction.
-// A subject that no longer exists is such a conflict, never a `404`:
-// the `404` says that the event itself is unknown.
+// A subject that no longer exists, or a value the operation by hand
+// would now refuse (a position beyond the roles left, a category
+// gone), is such a conflict, never a `404` or a `400`: the `404` says
+// that the event itself is unknown. `conflicting_seq` is absent only
+// when no event the log still holds tells what changed.
 //
 // The answer lists the changes made, in the shape of `importTemplate`'s
 // (`kind` also `user_overwrite` for an overwrite of a user, `membership`
@@ -10842,8 +10848,11 @@ type ClientWithResponsesInterface interface {
 	// role or user), the answer is a `409` `conflict` whose
 	// `conflicting_seq` names the latest such event, and nothing is
 	// changed. The check and the change are made in one transaction.
-	// A subject that no longer exists is such a conflict, never a `404`:
-	// the `404` says that the event itself is unknown.
+	// A subject that no longer exists, or a value the operation by hand
+	// would now refuse (a position beyond the roles left, a category
+	// gone), is such a conflict, never a `404` or a `400`: the `404` says
+	// that the event itself is unknown. `conflicting_seq` is absent only
+	// when no event the log still holds tells what changed.
 	//
 	// The answer lists the changes made, in the shape of `importTemplate`'s
 	// (`kind` also `user_overwrite` for an overwrite of a user, `membership`
@@ -31178,8 +31187,11 @@ func (c *ClientWithResponses) HeadAuditLogWithResponse(ctx context.Context, para
 // role or user), the answer is a `409` `conflict` whose
 // `conflicting_seq` names the latest such event, and nothing is
 // changed. The check and the change are made in one transaction.
-// A subject that no longer exists is such a conflict, never a `404`:
-// the `404` says that the event itself is unknown.
+// A subject that no longer exists, or a value the operation by hand
+// would now refuse (a position beyond the roles left, a category
+// gone), is such a conflict, never a `404` or a `400`: the `404` says
+// that the event itself is unknown. `conflicting_seq` is absent only
+// when no event the log still holds tells what changed.
 //
 // The answer lists the changes made, in the shape of `importTemplate`'s
 // (`kind` also `user_overwrite` for an overwrite of a user, `membership`

@@ -1169,7 +1169,7 @@ type Problem struct {
 	// Example: forbidden
 	Code ProblemCode `json:"code"`
 
-	// ConflictingSeq For the `conflict` of `revertAuditLogEntry`, the `seq` of the later event that changed what the revert would set back, or removed its subject.
+	// ConflictingSeq For the `conflict` of `revertAuditLogEntry`, the `seq` of the later event that changed what the revert would set back, or removed its subject (absent when no event the log holds tells).
 	//
 	// Example: 57
 	ConflictingSeq *int64 `json:"conflicting_seq,omitempty"`

@@ -1603,8 +1603,11 @@ export interface paths {
          *     role or user), the answer is a `409` `conflict` whose
          *     `conflicting_seq` names the latest such event, and nothing is
          *     changed. The check and the change are made in one transaction.
-         *     A subject that no longer exists is such a conflict, never a `404`:
-         *     the `404` says that the event itself is unknown.
+         *     A subject that no longer exists, or a value the operation by hand
+         *     would now refuse (a position beyond the roles left, a category
+         *     gone), is such a conflict, never a `404` or a `400`: the `404` says
+         *     that the event itself is unknown. `conflicting_seq` is absent only
+         *     when no event the log still holds tells what changed.
          *
          *     The answer lists the changes made, in the shape of `importTemplate`'s
          *     (`kind` also `user_overwrite` for an overwrite of a user, `membership`
@@ -3442,7 +3445,7 @@ export interface components {
             limit?: string;
             /**
              * Format: int64
-             * @description For the `conflict` of `revertAuditLogEntry`, the `seq` of the later event that changed what the revert would set back, or removed its subject.
+             * @description For the `conflict` of `revertAuditLogEntry`, the `seq` of the later event that changed what the revert would set back, or removed its subject (absent when no event the log holds tells).
              * @example 57
              */
             conflicting_seq?: number;

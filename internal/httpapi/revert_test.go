@@ -395,3 +395,31 @@ func TestRevertRefusals(t *testing.T) {
 		}
 	})
 }
+
+// A move back to a position the roles no longer reach (one was deleted
+// since) is a conflict naming the deletion, never a 400 at a body the
+// request does not have.
+func TestRevertOfAMovePastTheRoles(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		for _, id := range []string{"a", "b", "c"} {
+			e.NewRole(id)
+		}
+		e.Must(http.StatusOK, testenv.Req{Method: "POST", Path: "/roles/a/move", Token: e.Owner, Body: map[string]any{"position": 1}})
+		moved := rvLastSeq(t, e, "role.moved", "role:a")
+		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/roles/b/delete", Token: e.Owner})
+		deleted := rvLastSeq(t, e, "role.deleted", "role:b")
+		before, last := rvSnapshot(t, e), e2eSeq(t, e)
+		for _, q := range []string{"?dry_run=true", ""} {
+			p := rvRevert(e, e.Owner, moved, q, nil).Problem(t)
+			if p.Status != http.StatusConflict || p.ConflictingSeq == nil || *p.ConflictingSeq != deleted {
+				t.Fatalf("revert%s: %+v, want a conflict naming %d", q, p, deleted)
+			}
+		}
+		if after := rvSnapshot(t, e); !reflect.DeepEqual(after, before) || e2eSeq(t, e) != last {
+			t.Fatal("a refused revert changed something")
+		}
+	})
+}

@@ -58,6 +58,32 @@ func (p *plan) laterConflict(ctx context.Context, q reader) error {
 		seq, p.what, p.ev.Seq)
 }
 
+// goneConflict is the 409 of a revert whose change by hand was refused as a 404 or
+// a 400, err: what it sets back, or what it needs, is gone since, by a later
+// event when the log tells which. The request itself was valid, so the
+// refusal is a conflict with the state, never a 404 (which says the event
+// is unknown) or a 400 at a member of a body the request does not have.
+func (p *plan) goneConflict(ctx context.Context, q reader, err error) error {
+	if cerr := p.laterConflict(ctx, q); cerr != nil {
+		return cerr
+	}
+	var seq int64
+	if p.shifted != nil {
+		var serr error
+		if seq, serr = p.shifted(ctx, q); serr != nil {
+			return serr
+		}
+	}
+	detail := err.Error()
+	if e, ok := apperr.As(err); ok {
+		detail = e.Detail
+		for _, f := range e.Fields {
+			detail = f.Message
+		}
+	}
+	return apperr.RevertConflict(seq, "The %s can no longer be set back as event %d had it: %s", p.what, p.ev.Seq, detail)
+}
+
 // found reports whether made, the events of the revert's change, show the
 // state as p.ev left it.
 func (p *plan) found(made []model.Event) bool {

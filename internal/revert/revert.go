@@ -78,11 +78,8 @@ func (r *Service) Revert(ctx context.Context, a *guild.Actor, seq int64, opt Opt
 	case errors.Is(err, errDryRun):
 	case apperr.IsNotFound(err) || errors.Is(err, apperr.ErrInvalid):
 		// The subject, or what the revert needs of it (a role, a user, a
-		// category), went since: a later event says so.
-		if cerr := p.laterConflict(ctx, r.store); cerr != nil {
-			return nil, cerr
-		}
-		return nil, err
+		// category, a position among fewer roles), went since.
+		return nil, p.goneConflict(ctx, r.store, err)
 	case err != nil:
 		return nil, err
 	}
