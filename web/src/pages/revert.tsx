@@ -98,7 +98,8 @@ function RevertDialog(props: { seq: number; changes: Change[]; onConfirm: () => 
       ) : (
         <>
           <p>
-            {n === 1 ? "This change" : `These ${n} changes`} would be made, each recorded in the audit log as a revert of entry {props.seq}:
+            {n === 1 ? "This change would be made, recorded" : `These ${n} changes would be made, each recorded`} in the audit log as a revert of entry{" "}
+            {props.seq}:
           </p>
           <div class="scroll">
             <table class="table review">
