@@ -107,7 +107,6 @@ func (s *Service) write(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *
 func (s *Service) writeEvents(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) ([]model.Event, error) {
 	g := guardOf(ctx)
 	events, err := s.store.Write(ctx, func(tx *store.Tx) error {
-		g.begin()
 		if a == nil { // the system itself (bootstrap)
 			return fn(tx, nil)
 		}
@@ -115,10 +114,14 @@ func (s *Service) writeEvents(ctx context.Context, a *Actor, fn func(tx *store.T
 		if err != nil {
 			return err
 		}
+		if g == nil {
+			return fn(tx, fresh)
+		}
+		g.events = nil
 		if err := fn(tx, fresh); err != nil {
 			return err
 		}
-		return g.end(ctx, tx)
+		return g.check(ctx, tx, g.events)
 	})
 	if err != nil {
 		return nil, err
@@ -136,7 +139,9 @@ func emit(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, typ, subject
 		id := a.UserID
 		ev.ActorID = &id
 	}
-	guardOf(ctx).saw(ev)
+	if g := guardOf(ctx); g != nil {
+		g.events = append(g.events, ev)
+	}
 	return tx.AppendEvent(ctx, ev)
 }
 
@@ -156,7 +161,8 @@ func WithWriteGuard(ctx context.Context, g WriteGuard) context.Context {
 
 type guardKey struct{}
 
-// guarded is a guard and the events of its write's run so far.
+// guarded is a guard and the events of its write's run so far (a write
+// may run again, its first run undone: each run starts with none).
 type guarded struct {
 	check  WriteGuard
 	events []model.Event
@@ -165,26 +171,6 @@ type guarded struct {
 func guardOf(ctx context.Context) *guarded {
 	g, _ := ctx.Value(guardKey{}).(*guarded)
 	return g
-}
-
-// begin starts a run of the write (a write may run again, its first run undone).
-func (g *guarded) begin() {
-	if g != nil {
-		g.events = nil
-	}
-}
-
-func (g *guarded) saw(ev model.Event) {
-	if g != nil {
-		g.events = append(g.events, ev)
-	}
-}
-
-func (g *guarded) end(ctx context.Context, tx *store.Tx) error {
-	if g == nil {
-		return nil
-	}
-	return g.check(ctx, tx, g.events)
 }
 
 // CanRevert checks that the caller may revert events at all (what the
