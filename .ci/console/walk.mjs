@@ -40,6 +40,9 @@
 //              what the API lists;
 //   history:   (walk-history.mjs) a channel's matrix and Why? "as of" an
 //              instant show what the API answers then, the matrix read-only;
+//   revert:    (walk-revert.mjs) "Revert…" on an audit entry shows the dry
+//              run's change, makes it once confirmed, and a second revert of
+//              the same entry reads as a conflict naming the later entry;
 //   360 px:    every page fits (no horizontal page scroll);
 //   always:    no request leaves loopback, no page error, no CSP violation,
 //              no layout shift on load.
@@ -50,6 +53,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { walkHistory } from './walk-history.mjs';
+import { walkRevert } from './walk-revert.mjs';
 import { walkAccess, walkWebhooks } from './walk-webhooks.mjs';
 
 const [base, token, shotDir] = process.argv.slice(2);
@@ -211,6 +215,8 @@ try {
       if (m.type() !== 'error') return;
       if (/status of 429/.test(m.text())) rateLimited++;
       else if (/status of (400|404)/.test(m.text()) && provoked.some((r) => r.test(m.location().url))) return;
+      // walk-revert.mjs reverts an entry twice: the second is a conflict.
+      else if (/status of 409/.test(m.text()) && /\/api\/audit-log\/\d+\/revert(\?dry_run=true)?$/.test(m.location().url)) return;
       else if (!/status of (401|403|412)/.test(m.text())) pageErrors.push(`${who} console: ${m.text()} (${m.location().url})`);
     });
   };
@@ -1113,6 +1119,7 @@ try {
   await soft('webhooks', () => walkWebhooks(walkCtx));
   await soft('who has access', () => walkAccess(walkCtx));
   await soft('history', () => walkHistory(walkCtx));
+  await soft('revert', () => walkRevert(walkCtx));
 
   // -------------------------------------------------------------- moderator
   stage = 'moderator';

@@ -565,6 +565,23 @@ export const steps = {
   headAuditLog: async (ctx) => {
     await headOf(await ctx.owner.HEAD("/audit-log", { params: { query: { type: "role.*", limit: 100 } } }));
   },
+  revertAuditLogEntry: async (ctx) => {
+    // The first event (the owner's creation) is no change a revert sets back.
+    const first = await ctx.owner.POST("/audit-log/{seq}/revert", { params: { path: { seq: 1 }, query: { dry_run: true } } });
+    check(first.response.status === 400 && first.error?.code === "not_revertible", `seq 1: HTTP ${first.response.status}`);
+    // The import's new topic of ops, set back: listed by the dry run, then made.
+    const log = body(await ctx.owner.GET("/audit-log", { params: { query: { type: "channel.updated", subject: "channel:ops", limit: 1 } } }), 200);
+    const seq = log.items[0]?.seq ?? fail("no channel.updated event of ops");
+    const path = { params: { path: { seq } } };
+    const dry = body(await ctx.owner.POST("/audit-log/{seq}/revert", { params: { path: { seq }, query: { dry_run: true } } }), 200);
+    const { changes } = body(await ctx.owner.POST("/audit-log/{seq}/revert", path), 200);
+    check(JSON.stringify(dry) === JSON.stringify({ changes }), "the dry run listed other changes");
+    const c = changes[0];
+    check(changes.length === 1 && c?.kind === "channel" && c.id === "ops" && c.after?.["topic"] !== "From a template", `changes ${JSON.stringify(changes)}`);
+    // Reverting it again would undo the revert, a later change of the topic.
+    const again = await ctx.owner.POST("/audit-log/{seq}/revert", path);
+    check(again.response.status === 409 && (again.error?.conflicting_seq ?? 0) > seq, `a second revert: HTTP ${again.response.status}`);
+  },
   createEventTicket: async (ctx) => {
     const t = body(await ctx.owner.POST("/events/ticket"), 201);
     check(t.ticket.length > 0 && Date.parse(t.expires_at) > Date.now(), "unusable ticket");

@@ -129,6 +129,63 @@ type ClientInterface interface {
 	// Corresponds with HEAD /audit-log (the `HeadAuditLog` operationId).
 	HeadAuditLog(ctx context.Context, params *HeadAuditLogParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RevertAuditLogEntry Revert one change of the audit log
+	//
+	// Sets the subject of one event back to the event's `before`, by the
+	// operation that makes that change by hand, with its rules and its
+	// events: `channel.overwrite.set` and `channel.overwrite.removed` (the
+	// overwrite of that target becomes what it was, or goes; a category's
+	// change reaches the channels synced with it, as `setChannelOverwrite`
+	// does), `role.permissions.set`, `global.permissions.set`,
+	// `user.role.assigned` and `user.role.removed` (that one role is taken
+	// or given back), `role.updated` and `channel.updated` (the members the
+	// event changed: `name`, `color`, `topic`), `role.renamed`,
+	// `channel.renamed`, `role.moved` and `channel.moved` (position and
+	// category; the overwrites a `lock_permissions` move changed are events
+	// of their own, reverted one by one) and `user.timeout` (a timeout that
+	// has ended since is no timeout). Any other type is a `400`
+	// `not_revertible`.
+	//
+	// A revert undoes only the latest change of what it sets back: if a
+	// later event changed the same state of the same subject (the same
+	// overwrite, the same role's permissions, the same membership, the
+	// members changed, the timeout; for a move, the position or the
+	// category, which other roles' creation, deletion and moves shift too),
+	// or removed the subject (or, for an overwrite or a membership, its
+	// role or user), the answer is a `409` `conflict` whose
+	// `conflicting_seq` names the latest such event, and nothing is
+	// changed. The check and the change are made in one transaction.
+	// A subject that no longer exists, or a value the operation by hand
+	// would now refuse (a position beyond the roles left, a category
+	// gone), is such a conflict, never a `404` or a `400`: the `404` says
+	// that the event itself is unknown. `conflicting_seq` is absent only
+	// when no event the log still holds tells what changed.
+	//
+	// The answer lists the changes made, in the shape of `importTemplate`'s
+	// (`kind` also `user_overwrite` for an overwrite of a user, `membership`
+	// for a role given or taken, `id` `<user>/<role>`, and `timeout`, `id`
+	// the user's), each written with the event the operation by hand
+	// writes, whose `reason` is `revert of <seq>` unless `X-Audit-Reason`
+	// gives one. A change of a channel the caller cannot view (a synced
+	// channel of a category) is made but not listed. With `dry_run=true`
+	// the same checks are made and the same list is answered, and nothing
+	// is written: no event, no version moves. A change already undone by
+	// hand is a conflict; a timeout's revert that changes nothing (it has
+	// ended since) answers an empty list.
+	//
+	// An event the caller cannot read in the audit log (about a channel
+	// hidden from them) is a `404`, like an unknown `seq`.
+	//
+	// **Permission:** `VIEW_AUDIT_LOG`, and what making the change by hand needs
+	// (`setChannelOverwrite`'s, `replaceRolePermissions`',
+	// `replaceGlobalPermissions`', `assignUserRole`'s or `removeUserRole`'s,
+	// `updateRole`'s, `renameRole`'s, `moveRole`'s, `updateChannel`'s,
+	// `renameChannel`'s, or `patchUser`'s for `timeout_until`): a refusal
+	// is the `403` that operation answers, and changes nothing.
+	//
+	// Corresponds with POST /audit-log/{seq}/revert (the `RevertAuditLogEntry` operationId).
+	RevertAuditLogEntry(ctx context.Context, seq int64, params *RevertAuditLogEntryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListChannels List channels
 	//
 	// Channels in tree order, paged with a cursor: the channels outside any
@@ -2043,6 +2100,73 @@ func (c *Client) ListAuditLog(ctx context.Context, params *ListAuditLogParams, r
 // Corresponds with HEAD /audit-log (the `HeadAuditLog` operationId).
 func (c *Client) HeadAuditLog(ctx context.Context, params *HeadAuditLogParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHeadAuditLogRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevertAuditLogEntry Revert one change of the audit log
+//
+// Sets the subject of one event back to the event's `before`, by the
+// operation that makes that change by hand, with its rules and its
+// events: `channel.overwrite.set` and `channel.overwrite.removed` (the
+// overwrite of that target becomes what it was, or goes; a category's
+// change reaches the channels synced with it, as `setChannelOverwrite`
+// does), `role.permissions.set`, `global.permissions.set`,
+// `user.role.assigned` and `user.role.removed` (that one role is taken
+// or given back), `role.updated` and `channel.updated` (the members the
+// event changed: `name`, `color`, `topic`), `role.renamed`,
+// `channel.renamed`, `role.moved` and `channel.moved` (position and
+// category; the overwrites a `lock_permissions` move changed are events
+// of their own, reverted one by one) and `user.timeout` (a timeout that
+// has ended since is no timeout). Any other type is a `400`
+// `not_revertible`.
+//
+// A revert undoes only the latest change of what it sets back: if a
+// later event changed the same state of the same subject (the same
+// overwrite, the same role's permissions, the same membership, the
+// members changed, the timeout; for a move, the position or the
+// category, which other roles' creation, deletion and moves shift too),
+// or removed the subject (or, for an overwrite or a membership, its
+// role or user), the answer is a `409` `conflict` whose
+// `conflicting_seq` names the latest such event, and nothing is
+// changed. The check and the change are made in one transaction.
+// A subject that no longer exists, or a value the operation by hand
+// would now refuse (a position beyond the roles left, a category
+// gone), is such a conflict, never a `404` or a `400`: the `404` says
+// that the event itself is unknown. `conflicting_seq` is absent only
+// when no event the log still holds tells what changed.
+//
+// The answer lists the changes made, in the shape of `importTemplate`'s
+// (`kind` also `user_overwrite` for an overwrite of a user, `membership`
+// for a role given or taken, `id` `<user>/<role>`, and `timeout`, `id`
+// the user's), each written with the event the operation by hand
+// writes, whose `reason` is `revert of <seq>` unless `X-Audit-Reason`
+// gives one. A change of a channel the caller cannot view (a synced
+// channel of a category) is made but not listed. With `dry_run=true`
+// the same checks are made and the same list is answered, and nothing
+// is written: no event, no version moves. A change already undone by
+// hand is a conflict; a timeout's revert that changes nothing (it has
+// ended since) answers an empty list.
+//
+// An event the caller cannot read in the audit log (about a channel
+// hidden from them) is a `404`, like an unknown `seq`.
+//
+// **Permission:** `VIEW_AUDIT_LOG`, and what making the change by hand needs
+// (`setChannelOverwrite`'s, `replaceRolePermissions`',
+// `replaceGlobalPermissions`', `assignUserRole`'s or `removeUserRole`'s,
+// `updateRole`'s, `renameRole`'s, `moveRole`'s, `updateChannel`'s,
+// `renameChannel`'s, or `patchUser`'s for `timeout_until`): a refusal
+// is the `403` that operation answers, and changes nothing.
+//
+// Corresponds with POST /audit-log/{seq}/revert (the `RevertAuditLogEntry` operationId).
+func (c *Client) RevertAuditLogEntry(ctx context.Context, seq int64, params *RevertAuditLogEntryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevertAuditLogEntryRequest(c.Server, seq, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5348,6 +5472,82 @@ func NewHeadAuditLogRequest(server string, params *HeadAuditLogParams) (*http.Re
 	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRevertAuditLogEntryRequest constructs an http.Request for the RevertAuditLogEntry method
+func NewRevertAuditLogEntryRequest(server string, seq int64, params *RevertAuditLogEntryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "seq", seq, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/audit-log/%s/revert", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAuditReason != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Audit-Reason", *params.XAuditReason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Audit-Reason", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -10794,6 +10994,65 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with HEAD /audit-log (the `HeadAuditLog` operationId).
 	HeadAuditLogWithResponse(ctx context.Context, params *HeadAuditLogParams, reqEditors ...RequestEditorFn) (*HeadAuditLogResponse, error)
 
+	// RevertAuditLogEntryWithResponse Revert one change of the audit log
+	//
+	// Sets the subject of one event back to the event's `before`, by the
+	// operation that makes that change by hand, with its rules and its
+	// events: `channel.overwrite.set` and `channel.overwrite.removed` (the
+	// overwrite of that target becomes what it was, or goes; a category's
+	// change reaches the channels synced with it, as `setChannelOverwrite`
+	// does), `role.permissions.set`, `global.permissions.set`,
+	// `user.role.assigned` and `user.role.removed` (that one role is taken
+	// or given back), `role.updated` and `channel.updated` (the members the
+	// event changed: `name`, `color`, `topic`), `role.renamed`,
+	// `channel.renamed`, `role.moved` and `channel.moved` (position and
+	// category; the overwrites a `lock_permissions` move changed are events
+	// of their own, reverted one by one) and `user.timeout` (a timeout that
+	// has ended since is no timeout). Any other type is a `400`
+	// `not_revertible`.
+	//
+	// A revert undoes only the latest change of what it sets back: if a
+	// later event changed the same state of the same subject (the same
+	// overwrite, the same role's permissions, the same membership, the
+	// members changed, the timeout; for a move, the position or the
+	// category, which other roles' creation, deletion and moves shift too),
+	// or removed the subject (or, for an overwrite or a membership, its
+	// role or user), the answer is a `409` `conflict` whose
+	// `conflicting_seq` names the latest such event, and nothing is
+	// changed. The check and the change are made in one transaction.
+	// A subject that no longer exists, or a value the operation by hand
+	// would now refuse (a position beyond the roles left, a category
+	// gone), is such a conflict, never a `404` or a `400`: the `404` says
+	// that the event itself is unknown. `conflicting_seq` is absent only
+	// when no event the log still holds tells what changed.
+	//
+	// The answer lists the changes made, in the shape of `importTemplate`'s
+	// (`kind` also `user_overwrite` for an overwrite of a user, `membership`
+	// for a role given or taken, `id` `<user>/<role>`, and `timeout`, `id`
+	// the user's), each written with the event the operation by hand
+	// writes, whose `reason` is `revert of <seq>` unless `X-Audit-Reason`
+	// gives one. A change of a channel the caller cannot view (a synced
+	// channel of a category) is made but not listed. With `dry_run=true`
+	// the same checks are made and the same list is answered, and nothing
+	// is written: no event, no version moves. A change already undone by
+	// hand is a conflict; a timeout's revert that changes nothing (it has
+	// ended since) answers an empty list.
+	//
+	// An event the caller cannot read in the audit log (about a channel
+	// hidden from them) is a `404`, like an unknown `seq`.
+	//
+	// **Permission:** `VIEW_AUDIT_LOG`, and what making the change by hand needs
+	// (`setChannelOverwrite`'s, `replaceRolePermissions`',
+	// `replaceGlobalPermissions`', `assignUserRole`'s or `removeUserRole`'s,
+	// `updateRole`'s, `renameRole`'s, `moveRole`'s, `updateChannel`'s,
+	// `renameChannel`'s, or `patchUser`'s for `timeout_until`): a refusal
+	// is the `403` that operation answers, and changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /audit-log/{seq}/revert (the `RevertAuditLogEntry` operationId).
+	RevertAuditLogEntryWithResponse(ctx context.Context, seq int64, params *RevertAuditLogEntryParams, reqEditors ...RequestEditorFn) (*RevertAuditLogEntryResponse, error)
+
 	// ListChannelsWithResponse List channels
 	//
 	// Channels in tree order, paged with a cursor: the channels outside any
@@ -13079,6 +13338,214 @@ func (r HeadAuditLogResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HeadAuditLogResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevertAuditLogEntryResponse200Headers the declared response headers of an HTTP 200 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse200Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse400Headers the declared response headers of an HTTP 400 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse400Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse401Headers the declared response headers of an HTTP 401 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse401Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	WWWAuthenticate    *string
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse403Headers the declared response headers of an HTTP 403 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse403Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse404Headers the declared response headers of an HTTP 404 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse404Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse405Headers the declared response headers of an HTTP 405 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse405Headers struct {
+	Allow              *string
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse409Headers the declared response headers of an HTTP 409 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse409Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse429Headers the declared response headers of an HTTP 429 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse500Headers the declared response headers of an HTTP 500 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse500Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
+// RevertAuditLogEntryResponse503Headers the declared response headers of an HTTP 503 response for RevertAuditLogEntry
+type RevertAuditLogEntryResponse503Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+	XRequestId         *string
+}
+
+type RevertAuditLogEntryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RevertResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *NotRevertible
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *MethodNotAllowed
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *RevertConflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RevertAuditLogEntryResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RevertAuditLogEntryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevertAuditLogEntryResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RevertAuditLogEntryResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RevertAuditLogEntryResponse404Headers
+	// Headers405 the parsed response headers for an HTTP 405 response
+	Headers405 *RevertAuditLogEntryResponse405Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RevertAuditLogEntryResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevertAuditLogEntryResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RevertAuditLogEntryResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevertAuditLogEntryResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevertAuditLogEntryResponse) GetJSON200() *RevertResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON400() *NotRevertible {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON405() *MethodNotAllowed {
+	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON409() *RevertConflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevertAuditLogEntryResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevertAuditLogEntryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevertAuditLogEntryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevertAuditLogEntryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevertAuditLogEntryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -30928,6 +31395,71 @@ func (c *ClientWithResponses) HeadAuditLogWithResponse(ctx context.Context, para
 	return ParseHeadAuditLogResponse(rsp)
 }
 
+// RevertAuditLogEntryWithResponse Revert one change of the audit log
+//
+// Sets the subject of one event back to the event's `before`, by the
+// operation that makes that change by hand, with its rules and its
+// events: `channel.overwrite.set` and `channel.overwrite.removed` (the
+// overwrite of that target becomes what it was, or goes; a category's
+// change reaches the channels synced with it, as `setChannelOverwrite`
+// does), `role.permissions.set`, `global.permissions.set`,
+// `user.role.assigned` and `user.role.removed` (that one role is taken
+// or given back), `role.updated` and `channel.updated` (the members the
+// event changed: `name`, `color`, `topic`), `role.renamed`,
+// `channel.renamed`, `role.moved` and `channel.moved` (position and
+// category; the overwrites a `lock_permissions` move changed are events
+// of their own, reverted one by one) and `user.timeout` (a timeout that
+// has ended since is no timeout). Any other type is a `400`
+// `not_revertible`.
+//
+// A revert undoes only the latest change of what it sets back: if a
+// later event changed the same state of the same subject (the same
+// overwrite, the same role's permissions, the same membership, the
+// members changed, the timeout; for a move, the position or the
+// category, which other roles' creation, deletion and moves shift too),
+// or removed the subject (or, for an overwrite or a membership, its
+// role or user), the answer is a `409` `conflict` whose
+// `conflicting_seq` names the latest such event, and nothing is
+// changed. The check and the change are made in one transaction.
+// A subject that no longer exists, or a value the operation by hand
+// would now refuse (a position beyond the roles left, a category
+// gone), is such a conflict, never a `404` or a `400`: the `404` says
+// that the event itself is unknown. `conflicting_seq` is absent only
+// when no event the log still holds tells what changed.
+//
+// The answer lists the changes made, in the shape of `importTemplate`'s
+// (`kind` also `user_overwrite` for an overwrite of a user, `membership`
+// for a role given or taken, `id` `<user>/<role>`, and `timeout`, `id`
+// the user's), each written with the event the operation by hand
+// writes, whose `reason` is `revert of <seq>` unless `X-Audit-Reason`
+// gives one. A change of a channel the caller cannot view (a synced
+// channel of a category) is made but not listed. With `dry_run=true`
+// the same checks are made and the same list is answered, and nothing
+// is written: no event, no version moves. A change already undone by
+// hand is a conflict; a timeout's revert that changes nothing (it has
+// ended since) answers an empty list.
+//
+// An event the caller cannot read in the audit log (about a channel
+// hidden from them) is a `404`, like an unknown `seq`.
+//
+// **Permission:** `VIEW_AUDIT_LOG`, and what making the change by hand needs
+// (`setChannelOverwrite`'s, `replaceRolePermissions`',
+// `replaceGlobalPermissions`', `assignUserRole`'s or `removeUserRole`'s,
+// `updateRole`'s, `renameRole`'s, `moveRole`'s, `updateChannel`'s,
+// `renameChannel`'s, or `patchUser`'s for `timeout_until`): a refusal
+// is the `403` that operation answers, and changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /audit-log/{seq}/revert (the `RevertAuditLogEntry` operationId).
+func (c *ClientWithResponses) RevertAuditLogEntryWithResponse(ctx context.Context, seq int64, params *RevertAuditLogEntryParams, reqEditors ...RequestEditorFn) (*RevertAuditLogEntryResponse, error) {
+	rsp, err := c.RevertAuditLogEntry(ctx, seq, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevertAuditLogEntryResponse(rsp)
+}
+
 // ListChannelsWithResponse List channels
 //
 // Channels in tree order, paged with a cursor: the channels outside any
@@ -34244,6 +34776,436 @@ func ParseHeadAuditLogResponse(rsp *http.Response) (*HeadAuditLogResponse, error
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers HeadAuditLogResponse503Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevertAuditLogEntryResponse parses an HTTP response from a RevertAuditLogEntryWithResponse call
+func ParseRevertAuditLogEntryResponse(rsp *http.Response) (*RevertAuditLogEntryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevertAuditLogEntryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RevertResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest NotRevertible
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest MethodNotAllowed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest RevertConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RevertAuditLogEntryResponse200Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RevertAuditLogEntryResponse400Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RevertAuditLogEntryResponse401Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RevertAuditLogEntryResponse403Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RevertAuditLogEntryResponse404Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 405:
+		var headers RevertAuditLogEntryResponse405Headers
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers405 = &headers
+	case rsp.StatusCode == 409:
+		var headers RevertAuditLogEntryResponse409Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevertAuditLogEntryResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RevertAuditLogEntryResponse500Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevertAuditLogEntryResponse503Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

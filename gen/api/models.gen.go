@@ -298,6 +298,7 @@ const (
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotImplemented       ProblemCode = "not_implemented"
+	ProblemCodeNotRevertible        ProblemCode = "not_revertible"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
@@ -330,6 +331,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodeNotImplemented:
+		return true
+	case ProblemCodeNotRevertible:
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
@@ -400,10 +403,13 @@ func (e TemplateFormat) Valid() bool {
 
 // Defines values for TemplateChangeKind.
 const (
-	TemplateChangeKindChannel   TemplateChangeKind = "channel"
-	TemplateChangeKindGlobal    TemplateChangeKind = "global"
-	TemplateChangeKindOverwrite TemplateChangeKind = "overwrite"
-	TemplateChangeKindRole      TemplateChangeKind = "role"
+	TemplateChangeKindChannel       TemplateChangeKind = "channel"
+	TemplateChangeKindGlobal        TemplateChangeKind = "global"
+	TemplateChangeKindMembership    TemplateChangeKind = "membership"
+	TemplateChangeKindOverwrite     TemplateChangeKind = "overwrite"
+	TemplateChangeKindRole          TemplateChangeKind = "role"
+	TemplateChangeKindTimeout       TemplateChangeKind = "timeout"
+	TemplateChangeKindUserOverwrite TemplateChangeKind = "user_overwrite"
 )
 
 // Valid indicates whether the value is a known member of the TemplateChangeKind enum.
@@ -413,9 +419,15 @@ func (e TemplateChangeKind) Valid() bool {
 		return true
 	case TemplateChangeKindGlobal:
 		return true
+	case TemplateChangeKindMembership:
+		return true
 	case TemplateChangeKindOverwrite:
 		return true
 	case TemplateChangeKindRole:
+		return true
+	case TemplateChangeKindTimeout:
+		return true
+	case TemplateChangeKindUserOverwrite:
 		return true
 	default:
 		return false
@@ -1167,6 +1179,11 @@ type Problem struct {
 	// Example: forbidden
 	Code ProblemCode `json:"code"`
 
+	// ConflictingSeq For the `conflict` of `revertAuditLogEntry`, the `seq` of the later event that changed what the revert would set back, or removed its subject (absent when no event the log holds tells).
+	//
+	// Example: 57
+	ConflictingSeq *int64 `json:"conflicting_seq,omitempty"`
+
 	// Detail Example: Missing permissions: MANAGE_ROLES.
 	Detail *string `json:"detail,omitempty"`
 
@@ -1283,6 +1300,13 @@ type RenameRequest struct {
 	//
 	// Example: Moderators
 	Name Name `json:"name"`
+}
+
+// RevertResult What a revert changed (or, as a dry run, would change), in the shape of `ImportResult`.
+//
+// Example: {"changes":[{"after":{"color":null,"id":"mods","name":"Moderators","permissions":["MANAGE_MESSAGES"],"position":2},"before":{"color":null,"id":"mods","name":"Moderators","permissions":["MANAGE_MESSAGES","MENTION_EVERYONE"],"position":2},"id":"mods","kind":"role","op":"update"},{"before":{"role_id":"mods","user_id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e"},"id":"01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e/mods","kind":"membership","op":"delete"}]}
+type RevertResult struct {
+	Changes []TemplateChange `json:"changes"`
 }
 
 // Role Example: {"color":"#3498db","created_at":"2026-11-22T08:15:30.123456Z","id":"mods","name":"Moderators","permissions":["MANAGE_MESSAGES"],"position":3,"updated_at":"2026-11-22T08:15:30.123456Z"}
@@ -1494,13 +1518,19 @@ type TemplateChange struct {
 	// Before The element as it was (absent when created), in the template's shape.
 	Before *map[string]interface{} `json:"before,omitempty"`
 
-	// Id The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>`; `permissions` for the global permissions.
-	Id   string             `json:"id"`
+	// Id The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>` (`<channel>/user:<user>` for a `user_overwrite`); `permissions` for the global permissions; `<user>/<role>` for a `membership`; the user's ID for a `timeout`.
+	Id string `json:"id"`
+
+	// Kind What changed. `user_overwrite`, `membership` and `timeout` are
+	// changes only `revertAuditLogEntry` lists (a template holds no
+	// users); clients should accept kinds they do not know.
 	Kind TemplateChangeKind `json:"kind"`
 	Op   TemplateChangeOp   `json:"op"`
 }
 
-// TemplateChangeKind defines model for TemplateChange.Kind.
+// TemplateChangeKind What changed. `user_overwrite`, `membership` and `timeout` are
+// changes only `revertAuditLogEntry` lists (a template holds no
+// users); clients should accept kinds they do not know.
 type TemplateChangeKind string
 
 // TemplateChangeOp defines model for TemplateChange.Op.
@@ -2380,6 +2410,11 @@ type MethodNotAllowed = Problem
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type NotFound = Problem
 
+// NotRevertible An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type NotRevertible = Problem
+
 // PayloadTooLarge An RFC 9457 problem.
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
@@ -2409,6 +2444,11 @@ type ReadPreconditionFailed = Problem
 //
 // Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
 type RequestTimeout = Problem
+
+// RevertConflict An RFC 9457 problem.
+//
+// Example: {"code":"forbidden","detail":"Missing permissions: MANAGE_ROLES.","instance":"/api/roles/mods/rename","missing_permissions":["MANAGE_ROLES"],"reason":"missing_permissions","request_id":"01JD9ZC7W3Q2V4J5K6M7N8P9QR","status":403,"title":"Forbidden","type":"/problems/forbidden"}
+type RevertConflict = Problem
 
 // TemplateTooLarge An RFC 9457 problem.
 //
@@ -2481,6 +2521,17 @@ type HeadAuditLogParams struct {
 
 	// Cursor The `next_cursor` of the previous page, made with the same filters.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// RevertAuditLogEntryParams defines parameters for RevertAuditLogEntry.
+type RevertAuditLogEntryParams struct {
+	// DryRun List the changes without making them.
+	DryRun *bool `form:"dry_run,omitempty" json:"dry_run,omitempty"`
+
+	// XAuditReason Why the change is made; stored with its audit event. The characters
+	// of a `Name` (none of the invisible ones: the same rule and the same
+	// pattern, but it may be empty or blank).
+	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
 // ListChannelsParams defines parameters for ListChannels.

@@ -1576,6 +1576,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/audit-log/{seq}/revert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revert one change of the audit log
+         * @description Sets the subject of one event back to the event's `before`, by the
+         *     operation that makes that change by hand, with its rules and its
+         *     events: `channel.overwrite.set` and `channel.overwrite.removed` (the
+         *     overwrite of that target becomes what it was, or goes; a category's
+         *     change reaches the channels synced with it, as `setChannelOverwrite`
+         *     does), `role.permissions.set`, `global.permissions.set`,
+         *     `user.role.assigned` and `user.role.removed` (that one role is taken
+         *     or given back), `role.updated` and `channel.updated` (the members the
+         *     event changed: `name`, `color`, `topic`), `role.renamed`,
+         *     `channel.renamed`, `role.moved` and `channel.moved` (position and
+         *     category; the overwrites a `lock_permissions` move changed are events
+         *     of their own, reverted one by one) and `user.timeout` (a timeout that
+         *     has ended since is no timeout). Any other type is a `400`
+         *     `not_revertible`.
+         *
+         *     A revert undoes only the latest change of what it sets back: if a
+         *     later event changed the same state of the same subject (the same
+         *     overwrite, the same role's permissions, the same membership, the
+         *     members changed, the timeout; for a move, the position or the
+         *     category, which other roles' creation, deletion and moves shift too),
+         *     or removed the subject (or, for an overwrite or a membership, its
+         *     role or user), the answer is a `409` `conflict` whose
+         *     `conflicting_seq` names the latest such event, and nothing is
+         *     changed. The check and the change are made in one transaction.
+         *     A subject that no longer exists, or a value the operation by hand
+         *     would now refuse (a position beyond the roles left, a category
+         *     gone), is such a conflict, never a `404` or a `400`: the `404` says
+         *     that the event itself is unknown. `conflicting_seq` is absent only
+         *     when no event the log still holds tells what changed.
+         *
+         *     The answer lists the changes made, in the shape of `importTemplate`'s
+         *     (`kind` also `user_overwrite` for an overwrite of a user, `membership`
+         *     for a role given or taken, `id` `<user>/<role>`, and `timeout`, `id`
+         *     the user's), each written with the event the operation by hand
+         *     writes, whose `reason` is `revert of <seq>` unless `X-Audit-Reason`
+         *     gives one. A change of a channel the caller cannot view (a synced
+         *     channel of a category) is made but not listed. With `dry_run=true`
+         *     the same checks are made and the same list is answered, and nothing
+         *     is written: no event, no version moves. A change already undone by
+         *     hand is a conflict; a timeout's revert that changes nothing (it has
+         *     ended since) answers an empty list.
+         *
+         *     An event the caller cannot read in the audit log (about a channel
+         *     hidden from them) is a `404`, like an unknown `seq`.
+         *
+         *     **Permission:** `VIEW_AUDIT_LOG`, and what making the change by hand needs
+         *     (`setChannelOverwrite`'s, `replaceRolePermissions`',
+         *     `replaceGlobalPermissions`', `assignUserRole`'s or `removeUserRole`'s,
+         *     `updateRole`'s, `renameRole`'s, `moveRole`'s, `updateChannel`'s,
+         *     `renameChannel`'s, or `patchUser`'s for `timeout_until`): a refusal
+         *     is the `403` that operation answers, and changes nothing.
+         */
+        post: operations["revertAuditLogEntry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events": {
         parameters: {
             query?: never;
@@ -2710,6 +2780,49 @@ export interface components {
             changes: components["schemas"]["TemplateChange"][];
         };
         /**
+         * @description What a revert changed (or, as a dry run, would change), in the shape of `ImportResult`.
+         * @example {
+         *       "changes": [
+         *         {
+         *           "op": "update",
+         *           "kind": "role",
+         *           "id": "mods",
+         *           "before": {
+         *             "id": "mods",
+         *             "name": "Moderators",
+         *             "position": 2,
+         *             "color": null,
+         *             "permissions": [
+         *               "MANAGE_MESSAGES",
+         *               "MENTION_EVERYONE"
+         *             ]
+         *           },
+         *           "after": {
+         *             "id": "mods",
+         *             "name": "Moderators",
+         *             "position": 2,
+         *             "color": null,
+         *             "permissions": [
+         *               "MANAGE_MESSAGES"
+         *             ]
+         *           }
+         *         },
+         *         {
+         *           "op": "delete",
+         *           "kind": "membership",
+         *           "id": "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e/mods",
+         *           "before": {
+         *             "user_id": "01936f4e-8d2a-7c3b-9a4e-5f6a7b8c9d0e",
+         *             "role_id": "mods"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        RevertResult: {
+            changes: components["schemas"]["TemplateChange"][];
+        };
+        /**
          * @example {
          *       "op": "update",
          *       "kind": "global",
@@ -2730,9 +2843,14 @@ export interface components {
         TemplateChange: {
             /** @enum {string} */
             op: "create" | "update" | "delete";
-            /** @enum {string} */
-            kind: "role" | "channel" | "overwrite" | "global";
-            /** @description The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>`; `permissions` for the global permissions. */
+            /**
+             * @description What changed. `user_overwrite`, `membership` and `timeout` are
+             *     changes only `revertAuditLogEntry` lists (a template holds no
+             *     users); clients should accept kinds they do not know.
+             * @enum {string}
+             */
+            kind: "role" | "channel" | "overwrite" | "global" | "user_overwrite" | "membership" | "timeout";
+            /** @description The role's or channel's ID; for an overwrite, `<channel>/everyone` or `<channel>/role:<role>` (`<channel>/user:<user>` for a `user_overwrite`); `permissions` for the global permissions; `<user>/<role>` for a `membership`; the user's ID for a `timeout`. */
             id: string;
             /** @description The element as it was (absent when created), in the template's shape. */
             before?: {
@@ -3306,7 +3424,7 @@ export interface components {
              * @example forbidden
              * @enum {string}
              */
-            code: "validation" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "limit_exceeded" | "precondition_failed" | "precondition_required" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "rate_limited" | "request_timeout" | "insufficient_storage" | "unavailable" | "internal" | "header_too_large" | "not_implemented";
+            code: "validation" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "limit_exceeded" | "precondition_failed" | "precondition_required" | "not_revertible" | "payload_too_large" | "unsupported_media_type" | "range_not_satisfiable" | "rate_limited" | "request_timeout" | "insufficient_storage" | "unavailable" | "internal" | "header_too_large" | "not_implemented";
             /** @example 01JD9ZC7W3Q2V4J5K6M7N8P9QR */
             request_id: string;
             /** @description For `validation`, one entry per problem. */
@@ -3345,6 +3463,12 @@ export interface components {
              * @example roles
              */
             limit?: string;
+            /**
+             * Format: int64
+             * @description For the `conflict` of `revertAuditLogEntry`, the `seq` of the later event that changed what the revert would set back, or removed its subject (absent when no event the log holds tells).
+             * @example 57
+             */
+            conflicting_seq?: number;
         };
         /**
          * @example {
@@ -3466,6 +3590,61 @@ export interface components {
                  *       "instance": "/api/roles/mods",
                  *       "code": "not_found",
                  *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The request is invalid (`validation`, with `errors`), or the event is of
+         *     a type no revert sets back (`not_revertible`).
+         */
+        NotRevertible: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/not_revertible",
+                 *       "title": "Not revertible",
+                 *       "status": 400,
+                 *       "detail": "Event 42 is a role.created: no revert sets it back.",
+                 *       "instance": "/api/audit-log/42/revert",
+                 *       "code": "not_revertible",
+                 *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description A later event changed what the revert would set back, or removed its
+         *     subject (`conflict`, naming it in `conflicting_seq`); nothing was changed.
+         */
+        RevertConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestID"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/conflict",
+                 *       "title": "Conflict",
+                 *       "status": 409,
+                 *       "detail": "Event 57 changed the permissions of role \"mods\" after event 42.",
+                 *       "instance": "/api/audit-log/42/revert",
+                 *       "code": "conflict",
+                 *       "request_id": "01JD9ZC7W3Q2V4J5K6M7N8P9QR",
+                 *       "conflicting_seq": 57
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -8124,6 +8303,56 @@ export interface operations {
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];
             503: components["responses"]["HeadUnavailable"];
+        };
+    };
+    revertAuditLogEntry: {
+        parameters: {
+            query?: {
+                /** @description List the changes without making them. */
+                dry_run?: boolean;
+            };
+            header?: {
+                /**
+                 * @description Why the change is made; stored with its audit event. The characters
+                 *     of a `Name` (none of the invisible ones: the same rule and the same
+                 *     pattern, but it may be empty or blank).
+                 * @example Spam cleanup
+                 */
+                "X-Audit-Reason"?: components["parameters"]["AuditReason"];
+            };
+            path: {
+                /**
+                 * @description The `seq` of the event to revert.
+                 * @example 42
+                 */
+                seq: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The changes made (or, with `dry_run`, that would be made). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestID"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevertResult"];
+                };
+            };
+            400: components["responses"]["NotRevertible"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["RevertConflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     streamEvents: {

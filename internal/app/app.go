@@ -23,6 +23,7 @@ import (
 	"github.com/guildhall/guildhall/internal/events"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/httpapi"
+	"github.com/guildhall/guildhall/internal/revert"
 	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/tracing"
 	"github.com/guildhall/guildhall/internal/webhook"
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 		tracing: tp}
 	a.Webhooks = webhook.NewDeliverer(webhook.DelivererOptions{Store: st, Audience: svc, Encode: httpapi.EventJSON,
 		Signals: broker, AllowPrivate: cfg.WebhookAllowPrivate, Logger: log, Tracer: tp.TracerProvider(), Registerer: reg})
-	srv, err := httpapi.New(httpapi.Options{Service: svc, Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
+	srv, err := httpapi.New(httpapi.Options{Service: svc, Revert: revert.New(svc, st), Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
 		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,
 		Faults: httpapi.Faults{Classify: st.Classify, RequestTimeout: cfg.RequestTimeout, DBTimeout: cfg.DBTimeout,
 			BodyIdleTimeout: cfg.BodyIdleTimeout, BodyMinRate: cfg.BodyMinRate, TrustedProxies: proxies,

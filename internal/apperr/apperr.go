@@ -21,6 +21,7 @@ var (
 	ErrLimitExceeded        = errors.New("limit exceeded")
 	ErrPrecondition         = errors.New("precondition failed")
 	ErrPreconditionRequired = errors.New("precondition required")
+	ErrNotRevertible        = errors.New("not revertible")
 	ErrTooLarge             = errors.New("payload too large")
 	ErrUnsupportedMedia     = errors.New("unsupported media type")
 	ErrRateLimited          = errors.New("rate limited")
@@ -70,7 +71,10 @@ type Error struct {
 	Limit     string       // ErrLimitExceeded: the limit's name
 	Current   string       // ErrPrecondition: the version the resource is at; ErrLimitExceeded: the entity tag of what was too large to send
 	Retry     string       // ErrRateLimited: the Retry-After, in seconds
-	Cause     error        // wrapped, for logs only
+	// ConflictingSeq is, for the ErrConflict of a revert, the later event
+	// that changed what it would set back (0: none named).
+	ConflictingSeq int64
+	Cause          error // wrapped, for logs only
 }
 
 func (e *Error) Error() string {
@@ -101,6 +105,17 @@ func NotFound(format string, args ...any) error {
 // Conflict builds a 409.
 func Conflict(format string, args ...any) error {
 	return &Error{Kind: ErrConflict, Detail: fmt.Sprintf(format, args...)}
+}
+
+// NotRevertible builds the 400 of a revert of an event no revert sets back.
+func NotRevertible(format string, args ...any) error {
+	return &Error{Kind: ErrNotRevertible, Detail: fmt.Sprintf(format, args...)}
+}
+
+// RevertConflict builds the 409 of a revert that a later event, seq,
+// stands in the way of.
+func RevertConflict(seq int64, format string, args ...any) error {
+	return &Error{Kind: ErrConflict, ConflictingSeq: seq, Detail: fmt.Sprintf(format, args...)}
 }
 
 // LimitExceeded builds a 409 limit_exceeded naming the limit.

@@ -53,6 +53,7 @@ const (
 	RuleOwnerOnly                        Rule = "owner_only"                            // authorize
 	RuleSelfOrOwner                      Rule = "self_or_owner"                         // authorizeOn
 	RuleEmailVisibleToSelfOrManageUsers  Rule = "email_visible_to_self_or_manage_users" // hideEmail, seesEmails
+	RuleAsByHand                         Rule = "as_by_hand"                            // internal/revert, by the operation that makes the change
 )
 
 // Requirement is what an operation requires.
@@ -187,6 +188,9 @@ var (
 	opStreamEvents      = row("streamEvents", viewAuditLog, ScopeGlobal, "")
 	opHeadEvents        = row("headEvents", viewAuditLog, ScopeGlobal, "")
 	opCreateEventTicket = row("createEventTicket", viewAuditLog, ScopeGlobal, "")
+	// A revert also needs what its change needs: the operation that makes
+	// it checks that.
+	opRevertAuditLogEntry = row("revertAuditLogEntry", viewAuditLog, ScopeGlobal, RuleAsByHand)
 
 	OpListWebhooks             = row("listWebhooks", manageWebhooks, ScopeGlobal, "")
 	opHeadWebhooks             = row("headWebhooks", manageWebhooks, ScopeGlobal, "")

@@ -105,6 +105,7 @@ func (s *Service) write(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *
 
 // writeEvents is write, returning the events committed with their seqs.
 func (s *Service) writeEvents(ctx context.Context, a *Actor, fn func(tx *store.Tx, a *Actor) error) ([]model.Event, error) {
+	g := guardOf(ctx)
 	events, err := s.store.Write(ctx, func(tx *store.Tx) error {
 		if a == nil { // the system itself (bootstrap)
 			return fn(tx, nil)
@@ -113,7 +114,14 @@ func (s *Service) writeEvents(ctx context.Context, a *Actor, fn func(tx *store.T
 		if err != nil {
 			return err
 		}
-		return fn(tx, fresh)
+		if g == nil {
+			return fn(tx, fresh)
+		}
+		g.events = nil
+		if err := fn(tx, fresh); err != nil {
+			return err
+		}
+		return g.check(ctx, tx, g.events)
 	})
 	if err != nil {
 		return nil, err
@@ -131,5 +139,40 @@ func emit(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, typ, subject
 		id := a.UserID
 		ev.ActorID = &id
 	}
+	if g := guardOf(ctx); g != nil {
+		g.events = append(g.events, ev)
+	}
 	return tx.AppendEvent(ctx, ev)
 }
+
+// A WriteGuard watches a write from inside its transaction: it runs once
+// the write's change is made, before it commits, with the events the change
+// appends (none when it changed nothing); an error undoes the change. A
+// revert (internal/revert) checks there, atomically with its change, that
+// no later event changed what it sets back, and a dry run undoes it there.
+type WriteGuard func(ctx context.Context, tx *store.Tx, events []model.Event) error
+
+// WithWriteGuard makes the write made under ctx run g. It marks the
+// context, as store.LargeWrite does, because the end of a write's
+// transaction is where the write's options do not reach.
+func WithWriteGuard(ctx context.Context, g WriteGuard) context.Context {
+	return context.WithValue(ctx, guardKey{}, &guarded{check: g})
+}
+
+type guardKey struct{}
+
+// guarded is a guard and the events of its write's run so far (a write
+// may run again, its first run undone: each run starts with none).
+type guarded struct {
+	check  WriteGuard
+	events []model.Event
+}
+
+func guardOf(ctx context.Context) *guarded {
+	g, _ := ctx.Value(guardKey{}).(*guarded)
+	return g
+}
+
+// CanRevert checks that the caller may revert events at all (what the
+// change itself needs is checked by the operation that makes it).
+func (s *Service) CanRevert(a *Actor) error { return a.authorize(opRevertAuditLogEntry) }

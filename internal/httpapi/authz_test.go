@@ -591,6 +591,16 @@ func authzRows() []authzRow {
 
 		{name: "listAuditLog", op: "listAuditLog", success: 200, prepare: get("/audit-log")},
 		{name: "streamEvents", op: "streamEvents", success: 200, prepare: get("/events")},
+		// The change reverted needs MANAGE_ROLES in a channel where the
+		// caller is given it (and VIEW_CHANNEL) by an overwrite of their own:
+		// what the row requires beyond that is VIEW_AUDIT_LOG.
+		{name: "revertAuditLogEntry", op: "revertAuditLogEntry", success: 200, prepare: func(t *testing.T, f *authzFixture, me testenv.User) (testenv.Req, []string) {
+			id := f.next("reverted")
+			f.e.NewChannel(id)
+			f.e.SetOverwrite(id, "user", me.ID, []string{"VIEW_CHANNEL", "MANAGE_ROLES"}, nil)
+			f.e.SetOverwrite(id, "everyone", "", []string{"ADD_REACTIONS"}, nil)
+			return testenv.Req{Method: "POST", Path: fmt.Sprintf("/audit-log/%d/revert", e2eSeq(t, f.e))}, []string{"/channels/" + id + "/permissions"}
+		}},
 		{name: "createEventTicket", op: "createEventTicket", success: 201, prepare: func(*testing.T, *authzFixture, testenv.User) (testenv.Req, []string) {
 			return testenv.Req{Method: "POST", Path: "/events/ticket"}, nil
 		}},

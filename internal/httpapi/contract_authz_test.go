@@ -56,6 +56,7 @@ var authzRules = map[string]authzRule{
 	"moves_need_destination":                {phrases: []string{"in the destination category", "`lock_permissions`"}, extra: []string{"MANAGE_ROLES"}},
 	"owner_only":                            {phrases: []string{"the owner alone"}},
 	"email_visible_to_self_or_manage_users": {phrases: []string{"`email` is shown only"}, extra: []string{"MANAGE_USERS"}},
+	"as_by_hand":                            {phrases: []string{"what making the change by hand needs"}},
 }
 
 var (

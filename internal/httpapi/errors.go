@@ -34,6 +34,7 @@ var problems = map[api.ProblemCode]problemInfo{
 	api.ProblemCodeLimitExceeded:        {409, "Limit exceeded", "The change would exceed a configured limit, named in `limit` (`roles`, `channels`, `channels_per_category`, `overwrites_per_channel`, `profile_links`, `tokens`, or `answer_bytes`: an answer would weigh more than 8 MiB)."},
 	api.ProblemCodePreconditionFailed:   {412, "Precondition failed", "The `If-Match` header does not match the resource's current `ETag`: someone changed it since you read it. Read it again and retry."},
 	api.ProblemCodePreconditionRequired: {428, "Precondition required", "The request must be conditional: send the `ETag` of what you last read in `If-Match`. An import that deletes what its template leaves out (`prune=true`) needs the `ETag` of the export it was made from, so that it cannot delete what was created since."},
+	api.ProblemCodeNotRevertible:        {400, "Not revertible", "The event is of a type no revert sets back: only changes of overwrites, role and global permissions, role memberships, roles' and channels' names, colors, topics and places, and timeouts are reverted."},
 	api.ProblemCodePayloadTooLarge:      {413, "Payload too large", "The body is larger than allowed: 1 MiB for JSON, and the configured attachment limit (25 MiB by default) for uploads."},
 	api.ProblemCodeUnsupportedMediaType: {415, "Unsupported media type", "The body's `Content-Type` is missing or not one the operation accepts."},
 	api.ProblemCodeRangeNotSatisfiable:  {416, "Range not satisfiable", "The `Range` header lies outside the attachment's bytes."},
@@ -63,6 +64,9 @@ func problemFor(err error) (p api.Problem, ok bool) {
 			p.ChannelId, p.RoleId, p.UserId = strPtr(f.Channel), strPtr(f.Role), strPtr(f.User)
 		}
 		p.Limit = strPtr(e.Limit)
+		if e.ConflictingSeq > 0 {
+			p.ConflictingSeq = &e.ConflictingSeq
+		}
 		if e.Kind == apperr.ErrPrecondition && e.Current != "" {
 			detail := fmt.Sprintf("The resource has changed; its current ETag is %s. Read it again.", quoteTag(e.Current))
 			p.Detail = &detail
@@ -154,6 +158,8 @@ func codeOf(kind error) api.ProblemCode {
 		return api.ProblemCodePreconditionFailed
 	case apperr.ErrPreconditionRequired:
 		return api.ProblemCodePreconditionRequired
+	case apperr.ErrNotRevertible:
+		return api.ProblemCodeNotRevertible
 	case apperr.ErrTooLarge:
 		return api.ProblemCodePayloadTooLarge
 	case apperr.ErrUnsupportedMedia:

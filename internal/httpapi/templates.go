@@ -74,17 +74,22 @@ func (h *Handler) ImportTemplate(ctx context.Context, req api.ImportTemplateRequ
 	if err != nil {
 		return nil, err
 	}
-	out := api.ImportResult{Changes: make([]api.TemplateChange, len(changes))}
+	return api.ImportTemplate200JSONResponse{Body: api.ImportResult{Changes: toChanges(changes)}}, nil
+}
+
+// toChanges is a list of changes as an import or a revert answers it.
+func toChanges(changes []template.Change) []api.TemplateChange {
+	out := make([]api.TemplateChange, len(changes))
 	for i, c := range changes {
-		out.Changes[i] = api.TemplateChange{Op: api.TemplateChangeOp(c.Op), Kind: api.TemplateChangeKind(c.Kind), Id: c.ID}
+		out[i] = api.TemplateChange{Op: api.TemplateChangeOp(c.Op), Kind: api.TemplateChangeKind(c.Kind), Id: c.ID}
 		if c.Before != nil {
-			out.Changes[i].Before = &c.Before
+			out[i].Before = &c.Before
 		}
 		if c.After != nil {
-			out.Changes[i].After = &c.After
+			out[i].After = &c.After
 		}
 	}
-	return api.ImportTemplate200JSONResponse{Body: out}, nil
+	return out
 }
 
 func toTemplate(t template.Document) api.Template {

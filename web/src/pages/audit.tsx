@@ -1,7 +1,8 @@
 // The audit log: a filterable table with the before/after of each change,
 // updated live from /api/events (Server-Sent Events through a ticket).
 // Users, roles, channels and tokens are named, never shown by ID (the ID is
-// on hover), deleted ones too: by what the log itself says of them.
+// on hover), deleted ones too: by what the log itself says of them. An
+// entry a revert can set back offers "Revert…" (revert.tsx).
 import type { ComponentChildren, JSX } from "preact";
 import { createContext, Fragment } from "preact";
 import { useContext, useEffect, useMemo, useRef, useState } from "preact/hooks";
@@ -9,6 +10,7 @@ import { need } from "../access";
 import { ok, type AuditEvent, type Channel } from "../api";
 import { eventTypes, listChannels, useConsole, type Console } from "../state";
 import { Btn, ProblemBox, ReadOnly, useAction, when } from "../ui";
+import { RevertEntry } from "./revert";
 
 interface Filters {
   type: string;
@@ -164,6 +166,7 @@ export function AuditPage(): JSX.Element {
                     <td>
                       <Change event={e} />
                       {e.reason && <span class="sub">Reason: {e.reason}</span>}
+                      <RevertEntry event={e} />
                     </td>
                   </tr>
                 ))}

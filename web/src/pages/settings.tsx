@@ -237,16 +237,25 @@ function Import(): JSX.Element {
   );
 }
 
-const kindWords: Record<Change["kind"], string> = { role: "role", channel: "channel", overwrite: "overwrite", global: "global permissions" };
+const kindWords: Record<Change["kind"], string> = {
+  role: "role",
+  channel: "channel",
+  overwrite: "overwrite",
+  global: "global permissions",
+  user_overwrite: "overwrite",
+  membership: "membership",
+  timeout: "timeout",
+};
 
 /** An overwrite's ID ("ops/role:mods", "ops/everyone") in words. */
 function overwriteWords(id: string): string {
   const slash = id.indexOf("/");
   const target = id.slice(slash + 1);
-  return `#${id.slice(0, slash)}: ${target === "everyone" ? "@everyone" : target.replace(/^role:/, "role ")}`;
+  return `#${id.slice(0, slash)}: ${target === "everyone" ? "@everyone" : target.replace(/^role:/, "role ").replace(/^user:/, "user ")}`;
 }
 
-function ChangeRow(props: { change: Change }): JSX.Element {
+/** One change of an import or a revert, as a row of a table of changes. */
+export function ChangeRow(props: { change: Change }): JSX.Element {
   const x = props.change;
   const before = x.before ?? {};
   const after = x.after ?? {};
@@ -255,10 +264,10 @@ function ChangeRow(props: { change: Change }): JSX.Element {
     (k) =>
       k !== "id" &&
       // An overwrite's target is in its ID, shown in words in the first column.
-      !(x.kind === "overwrite" && (k === "target_type" || k === "target_id")) &&
+      !((x.kind === "overwrite" || x.kind === "user_overwrite") && (k === "target_type" || k === "target_id")) &&
       (x.op !== "update" || JSON.stringify(before[k]) !== JSON.stringify(after[k])),
   );
-  const what = x.kind === "overwrite" ? overwriteWords(x.id) : x.kind === "global" ? "" : x.id;
+  const what = x.kind === "overwrite" || x.kind === "user_overwrite" ? overwriteWords(x.id) : x.kind === "global" ? "" : x.id;
   return (
     <tr class={`op-${x.op}`} data-op={x.op} data-kind={x.kind} data-id={x.id}>
       <th scope="row">

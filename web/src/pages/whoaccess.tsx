@@ -43,7 +43,12 @@ export function WhoHasAccess(props: { channelID: string; label: string }): JSX.E
   useEffect(
     () =>
       c.onEvent((e) => {
-        if (asked !== null && changesAccess(e, props.channelID)) void load();
+        if (asked === null) return;
+        if (e.type === "channel.deleted" && e.subject === `channel:${props.channelID}`) {
+          // Asking again would only answer 404: the channel is gone.
+          setAsked(null);
+          setPage(null);
+        } else if (changesAccess(e, props.channelID)) void load();
       }),
     [asked, cursor, props.channelID],
   );
