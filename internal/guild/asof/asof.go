@@ -46,8 +46,12 @@ func (s *Service) stateAt(ctx context.Context, a *guild.Actor, op guild.Op, at t
 	if err != nil {
 		return nil, err
 	}
-	if len(oldest) == 0 || at.Before(oldest[0].CreatedAt) {
-		return nil, apperr.InvalidAt("query.at", "the oldest event kept is of %s; ask about a later instant", at.Format(time.RFC3339Nano))
+	if len(oldest) == 0 {
+		return nil, apperr.InvalidAt("query.at", "no event is kept: the audit log tells of no instant")
+	}
+	if at.Before(oldest[0].CreatedAt) {
+		return nil, apperr.InvalidAt("query.at", "the oldest event kept was written at %s; ask about a later instant",
+			oldest[0].CreatedAt.Format(time.RFC3339Nano))
 	}
 	for range 10 {
 		st, settled, err := s.stateRound(ctx, at, only)
