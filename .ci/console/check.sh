@@ -6,7 +6,8 @@
 # ../contract/server.sh) and runs walk.mjs in Debian's chromium through
 # playwright-core (both installed idempotently by ../contract/setup.sh):
 # the owner's walk, the moderator's walk, the live audit log, 360 px, and
-# the walks walk.mjs imports (walk-webhooks.mjs, walk-revert.mjs).
+# the walks walk.mjs imports (walk-webhooks.mjs, walk-revert.mjs,
+# walk-history.mjs).
 # Screenshots of every page go to .ci/artifacts/console/ (kept by CI).
 # Last line:  console: OK|FAILED - ...
 # Exit 0 OK, 1 failure, 2 setup or server failure.

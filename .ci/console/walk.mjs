@@ -38,6 +38,8 @@
 //              secret shown once, a delivery seen and redelivered, disabled,
 //              enabled, rotated, deleted; a channel's "Who has access" lists
 //              what the API lists;
+//   history:   (walk-history.mjs) a channel's matrix and Why? "as of" an
+//              instant show what the API answers then, the matrix read-only;
 //   revert:    (walk-revert.mjs) "Revert…" on an audit entry shows the dry
 //              run's change, makes it once confirmed, and a second revert of
 //              the same entry reads as a conflict naming the later entry;
@@ -50,6 +52,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import { walkHistory } from './walk-history.mjs';
 import { walkRevert } from './walk-revert.mjs';
 import { walkAccess, walkWebhooks } from './walk-webhooks.mjs';
 
@@ -1115,6 +1118,7 @@ try {
   const walkCtx = { page, base, token, api, expect, log, shot, summary, setStage: (s) => { stage = s; } };
   await soft('webhooks', () => walkWebhooks(walkCtx));
   await soft('who has access', () => walkAccess(walkCtx));
+  await soft('history', () => walkHistory(walkCtx));
   await soft('revert', () => walkRevert(walkCtx));
 
   // -------------------------------------------------------------- moderator

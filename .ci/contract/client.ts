@@ -265,9 +265,13 @@ export const steps = {
   listRoles: async (ctx) => {
     const { items } = body(await ctx.owner.GET("/roles"), 200);
     check(items.map((r) => r.id).join() === "helpers,mods", `roles by position: ${items.map((r) => r.id).join()}`);
+    // A history answer as of now is the answer of now.
+    const past = body(await ctx.owner.GET("/roles", { params: { query: { at: new Date().toISOString() } } }), 200);
+    check(past.items.map((r) => r.id).join() === "helpers,mods", `roles as of now: ${past.items.map((r) => r.id).join()}`);
   },
   headRoles: async (ctx) => {
     await headOf(await ctx.owner.HEAD("/roles"));
+    await headOf(await ctx.owner.HEAD("/roles", { params: { query: { at: new Date().toISOString() } } }));
   },
   getRole: async (ctx) => {
     const r = await ctx.owner.GET("/roles/{roleID}", { params: { path: { roleID: "mods" } } });
@@ -442,10 +446,14 @@ export const steps = {
   listChannelOverwrites: async (ctx) => {
     const { items } = body(await ctx.owner.GET("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" } } }), 200);
     check(items[0]?.deny.includes("VIEW_CHANNEL") === true, "everyone is not denied VIEW_CHANNEL");
+    const at = new Date().toISOString();
+    const past = body(await ctx.owner.GET("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" }, query: { at } } }), 200);
+    check(past.items[0]?.deny.includes("VIEW_CHANNEL") === true, "as of now, everyone is not denied VIEW_CHANNEL");
   },
   headChannelOverwrites: async (ctx) => {
     const res = await headOf(await ctx.owner.HEAD("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" } } }));
     etagOf(ctx, res);
+    await headOf(await ctx.owner.HEAD("/channels/{channelID}/permissions", { params: { path: { channelID: "ops" }, query: { at: new Date().toISOString() } } }));
   },
   listChannelAccess: async (ctx) => {
     const r = await ctx.owner.GET("/channels/{channelID}/access", {
@@ -455,9 +463,14 @@ export const steps = {
     // The everyone overwrite denies VIEW_CHANNEL in ops: the owner holds it still.
     check(items.some((u) => u.is_owner), `the owner is not listed: ${JSON.stringify(items.map((u) => u.username))}`);
     check(!items.some((u) => u.id === ctx.alice), "alice is listed, but everyone is denied VIEW_CHANNEL");
+    const past = body(await ctx.owner.GET("/channels/{channelID}/access", {
+      params: { path: { channelID: "ops" }, query: { permission: "VIEW_CHANNEL", limit: 50, at: new Date().toISOString() } },
+    }), 200);
+    check(past.items.map((u) => u.id).join() === items.map((u) => u.id).join(), "access as of now differs from access now");
   },
   headChannelAccess: async (ctx) => {
     await headOf(await ctx.owner.HEAD("/channels/{channelID}/access", { params: { path: { channelID: "ops" } } }));
+    await headOf(await ctx.owner.HEAD("/channels/{channelID}/access", { params: { path: { channelID: "ops" }, query: { at: new Date().toISOString() } } }));
   },
   getUserPermissions: async (ctx) => {
     const r = await ctx.owner.GET("/users/{userID}/permissions", {
@@ -468,6 +481,10 @@ export const steps = {
     check(perms.channel_id === "ops" && perms.permissions.length === 0, `alice has ${perms.permissions.join()} in ops`);
     const view = perms.explain?.find((e) => e.permission === "VIEW_CHANNEL");
     check(view !== undefined && !view.granted && view.steps.some((s) => s.kind === "overwrite_everyone"), "no explanation");
+    const past = body(await ctx.owner.GET("/users/{userID}/permissions", {
+      params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true, at: new Date().toISOString() } },
+    }), 200);
+    check(past.permissions.length === 0 && past.explain !== undefined, `as of now, alice has ${past.permissions.join()} in ops`);
   },
   previewPermissions: async (ctx) => {
     const p = body(await ctx.owner.POST("/permissions/preview", { body: { roles: ["mods"], channel_ids: ["ops"], explain: true } }), 200);
@@ -495,6 +512,7 @@ export const steps = {
   },
   headUserPermissions: async (ctx) => {
     await headOf(await ctx.owner.HEAD("/users/{userID}/permissions", { params: { path: { userID: ctx.alice }, query: { channelID: "ops", explain: true } } }));
+    await headOf(await ctx.owner.HEAD("/users/{userID}/permissions", { params: { path: { userID: ctx.alice }, query: { at: new Date().toISOString() } } }));
   },
 
   putAttachment: async (ctx) => {

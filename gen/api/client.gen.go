@@ -363,6 +363,7 @@ type ClientInterface interface {
 	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 	// the channel one the caller may know of. `email` is shown only on the
 	// caller's own user, or to holders of `MANAGE_USERS`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /channels/{channelID}/access (the `ListChannelAccess` operationId).
 	ListChannelAccess(ctx context.Context, channelID ChannelID, params *ListChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -374,6 +375,7 @@ type ClientInterface interface {
 	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 	// the channel one the caller may know of. `email` is shown only on the
 	// caller's own user, or to holders of `MANAGE_USERS`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with HEAD /channels/{channelID}/access (the `HeadChannelAccess` operationId).
 	HeadChannelAccess(ctx context.Context, channelID ChannelID, params *HeadChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -516,18 +518,20 @@ type ClientInterface interface {
 	// by position descending, then users by ID. The `ETag` covers the whole list.
 	//
 	// **Permission:** `VIEW_CHANNEL` in the channel.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /channels/{channelID}/permissions (the `ListChannelOverwrites` operationId).
-	ListChannelOverwrites(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListChannelOverwrites(ctx context.Context, channelID ChannelID, params *ListChannelOverwritesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HeadChannelOverwrites List a channel's permission overwrites (headers only)
 	//
 	// The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
 	//
 	// **Permission:** `VIEW_CHANNEL` in the channel.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with HEAD /channels/{channelID}/permissions (the `HeadChannelOverwrites` operationId).
-	HeadChannelOverwrites(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	HeadChannelOverwrites(ctx context.Context, channelID ChannelID, params *HeadChannelOverwritesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetChannelOverwriteWithBody Set a permission overwrite
 	//
@@ -1018,18 +1022,20 @@ type ClientInterface interface {
 	// Every role (at most 250), by position descending.
 	//
 	// **Permission:** any authenticated user.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /roles (the `ListRoles` operationId).
-	ListRoles(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListRoles(ctx context.Context, params *ListRolesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HeadRoles List roles (headers only)
 	//
 	// The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
 	//
 	// **Permission:** any authenticated user.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with HEAD /roles (the `HeadRoles` operationId).
-	HeadRoles(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	HeadRoles(ctx context.Context, params *HeadRolesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetRole Get a role
 	//
@@ -1622,6 +1628,7 @@ type ClientInterface interface {
 	// granted or removed it, in the order they were applied.
 	//
 	// **Permission:** the user themself, or `MANAGE_ROLES`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with GET /users/{userID}/permissions (the `GetUserPermissions` operationId).
 	GetUserPermissions(ctx context.Context, userID UserID, params *GetUserPermissionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1631,6 +1638,7 @@ type ClientInterface interface {
 	// The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
 	//
 	// **Permission:** the user themself, or `MANAGE_ROLES`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Corresponds with HEAD /users/{userID}/permissions (the `HeadUserPermissions` operationId).
 	HeadUserPermissions(ctx context.Context, userID UserID, params *HeadUserPermissionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2426,6 +2434,7 @@ func (c *Client) UpdateChannelWithApplicationMergePatchPlusJSONBody(ctx context.
 // **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 // the channel one the caller may know of. `email` is shown only on the
 // caller's own user, or to holders of `MANAGE_USERS`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with GET /channels/{channelID}/access (the `ListChannelAccess` operationId).
 func (c *Client) ListChannelAccess(ctx context.Context, channelID ChannelID, params *ListChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2447,6 +2456,7 @@ func (c *Client) ListChannelAccess(ctx context.Context, channelID ChannelID, par
 // **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 // the channel one the caller may know of. `email` is shown only on the
 // caller's own user, or to holders of `MANAGE_USERS`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with HEAD /channels/{channelID}/access (the `HeadChannelAccess` operationId).
 func (c *Client) HeadChannelAccess(ctx context.Context, channelID ChannelID, params *HeadChannelAccessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2689,10 +2699,11 @@ func (c *Client) DeleteChannel(ctx context.Context, channelID ChannelID, params 
 // by position descending, then users by ID. The `ETag` covers the whole list.
 //
 // **Permission:** `VIEW_CHANNEL` in the channel.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with GET /channels/{channelID}/permissions (the `ListChannelOverwrites` operationId).
-func (c *Client) ListChannelOverwrites(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListChannelOverwritesRequest(c.Server, channelID)
+func (c *Client) ListChannelOverwrites(ctx context.Context, channelID ChannelID, params *ListChannelOverwritesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListChannelOverwritesRequest(c.Server, channelID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2708,10 +2719,11 @@ func (c *Client) ListChannelOverwrites(ctx context.Context, channelID ChannelID,
 // The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
 //
 // **Permission:** `VIEW_CHANNEL` in the channel.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with HEAD /channels/{channelID}/permissions (the `HeadChannelOverwrites` operationId).
-func (c *Client) HeadChannelOverwrites(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewHeadChannelOverwritesRequest(c.Server, channelID)
+func (c *Client) HeadChannelOverwrites(ctx context.Context, channelID ChannelID, params *HeadChannelOverwritesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeadChannelOverwritesRequest(c.Server, channelID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3531,10 +3543,11 @@ func (c *Client) ReplaceProfileLinks(ctx context.Context, params *ReplaceProfile
 // Every role (at most 250), by position descending.
 //
 // **Permission:** any authenticated user.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with GET /roles (the `ListRoles` operationId).
-func (c *Client) ListRoles(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListRolesRequest(c.Server)
+func (c *Client) ListRoles(ctx context.Context, params *ListRolesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListRolesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3550,10 +3563,11 @@ func (c *Client) ListRoles(ctx context.Context, reqEditors ...RequestEditorFn) (
 // The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
 //
 // **Permission:** any authenticated user.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with HEAD /roles (the `HeadRoles` operationId).
-func (c *Client) HeadRoles(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewHeadRolesRequest(c.Server)
+func (c *Client) HeadRoles(ctx context.Context, params *HeadRolesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeadRolesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4527,6 +4541,7 @@ func (c *Client) UpdateUser(ctx context.Context, userID UserID, params *UpdateUs
 // granted or removed it, in the order they were applied.
 //
 // **Permission:** the user themself, or `MANAGE_ROLES`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with GET /users/{userID}/permissions (the `GetUserPermissions` operationId).
 func (c *Client) GetUserPermissions(ctx context.Context, userID UserID, params *GetUserPermissionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4546,6 +4561,7 @@ func (c *Client) GetUserPermissions(ctx context.Context, userID UserID, params *
 // The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
 //
 // **Permission:** the user themself, or `MANAGE_ROLES`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Corresponds with HEAD /users/{userID}/permissions (the `HeadUserPermissions` operationId).
 func (c *Client) HeadUserPermissions(ctx context.Context, userID UserID, params *HeadUserPermissionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5924,6 +5940,18 @@ func NewListChannelAccessRequest(server string, channelID ChannelID, params *Lis
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Permission != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "permission", *params.Permission, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "", Format: ""}); err != nil {
@@ -6008,6 +6036,18 @@ func NewHeadChannelAccessRequest(server string, channelID ChannelID, params *Hea
 		// styled parameters, preserving literal commas as delimiters
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
 
 		if params.Permission != nil {
 
@@ -6728,7 +6768,7 @@ func NewDeleteChannelRequest(server string, channelID ChannelID, params *DeleteC
 }
 
 // NewListChannelOverwritesRequest constructs an http.Request for the ListChannelOverwrites method
-func NewListChannelOverwritesRequest(server string, channelID ChannelID) (*http.Request, error) {
+func NewListChannelOverwritesRequest(server string, channelID ChannelID, params *ListChannelOverwritesParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6751,6 +6791,33 @@ func NewListChannelOverwritesRequest(server string, channelID ChannelID) (*http.
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -6762,7 +6829,7 @@ func NewListChannelOverwritesRequest(server string, channelID ChannelID) (*http.
 }
 
 // NewHeadChannelOverwritesRequest constructs an http.Request for the HeadChannelOverwrites method
-func NewHeadChannelOverwritesRequest(server string, channelID ChannelID) (*http.Request, error) {
+func NewHeadChannelOverwritesRequest(server string, channelID ChannelID, params *HeadChannelOverwritesParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6785,6 +6852,33 @@ func NewHeadChannelOverwritesRequest(server string, channelID ChannelID) (*http.
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
@@ -7905,7 +7999,7 @@ func NewReplaceProfileLinksRequestWithBody(server string, params *ReplaceProfile
 }
 
 // NewListRolesRequest constructs an http.Request for the ListRoles method
-func NewListRolesRequest(server string) (*http.Request, error) {
+func NewListRolesRequest(server string, params *ListRolesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7921,6 +8015,33 @@ func NewListRolesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -7932,7 +8053,7 @@ func NewListRolesRequest(server string) (*http.Request, error) {
 }
 
 // NewHeadRolesRequest constructs an http.Request for the HeadRoles method
-func NewHeadRolesRequest(server string) (*http.Request, error) {
+func NewHeadRolesRequest(server string, params *HeadRolesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7948,6 +8069,33 @@ func NewHeadRolesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
@@ -9554,6 +9702,18 @@ func NewGetUserPermissionsRequest(server string, userID UserID, params *GetUserP
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.ChannelID != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "channelID", *params.ChannelID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -9626,6 +9786,18 @@ func NewHeadUserPermissionsRequest(server string, userID UserID, params *HeadUse
 		// styled parameters, preserving literal commas as delimiters
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
 
 		if params.ChannelID != nil {
 
@@ -11066,6 +11238,7 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 	// the channel one the caller may know of. `email` is shown only on the
 	// caller's own user, or to holders of `MANAGE_USERS`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11079,6 +11252,7 @@ type ClientWithResponsesInterface interface {
 	// **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 	// the channel one the caller may know of. `email` is shown only on the
 	// caller's own user, or to holders of `MANAGE_USERS`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11235,22 +11409,24 @@ type ClientWithResponsesInterface interface {
 	// by position descending, then users by ID. The `ETag` covers the whole list.
 	//
 	// **Permission:** `VIEW_CHANNEL` in the channel.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /channels/{channelID}/permissions (the `ListChannelOverwrites` operationId).
-	ListChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*ListChannelOverwritesResponse, error)
+	ListChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, params *ListChannelOverwritesParams, reqEditors ...RequestEditorFn) (*ListChannelOverwritesResponse, error)
 
 	// HeadChannelOverwritesWithResponse List a channel's permission overwrites (headers only)
 	//
 	// The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
 	//
 	// **Permission:** `VIEW_CHANNEL` in the channel.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with HEAD /channels/{channelID}/permissions (the `HeadChannelOverwrites` operationId).
-	HeadChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*HeadChannelOverwritesResponse, error)
+	HeadChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, params *HeadChannelOverwritesParams, reqEditors ...RequestEditorFn) (*HeadChannelOverwritesResponse, error)
 
 	// SetChannelOverwriteWithBodyWithResponse Set a permission overwrite
 	//
@@ -11777,22 +11953,24 @@ type ClientWithResponsesInterface interface {
 	// Every role (at most 250), by position descending.
 	//
 	// **Permission:** any authenticated user.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /roles (the `ListRoles` operationId).
-	ListRolesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListRolesResponse, error)
+	ListRolesWithResponse(ctx context.Context, params *ListRolesParams, reqEditors ...RequestEditorFn) (*ListRolesResponse, error)
 
 	// HeadRolesWithResponse List roles (headers only)
 	//
 	// The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
 	//
 	// **Permission:** any authenticated user.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with HEAD /roles (the `HeadRoles` operationId).
-	HeadRolesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadRolesResponse, error)
+	HeadRolesWithResponse(ctx context.Context, params *HeadRolesParams, reqEditors ...RequestEditorFn) (*HeadRolesResponse, error)
 
 	// GetRoleWithResponse Get a role
 	//
@@ -12409,6 +12587,7 @@ type ClientWithResponsesInterface interface {
 	// granted or removed it, in the order they were applied.
 	//
 	// **Permission:** the user themself, or `MANAGE_ROLES`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12420,6 +12599,7 @@ type ClientWithResponsesInterface interface {
 	// The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
 	//
 	// **Permission:** the user themself, or `MANAGE_ROLES`.
+	// With `at`, also `VIEW_AUDIT_LOG`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -21071,12 +21251,28 @@ type ListRolesResponse200Headers struct {
 	XRequestId         *string
 }
 
+// ListRolesResponse400Headers the declared response headers of an HTTP 400 response for ListRoles
+type ListRolesResponse400Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // ListRolesResponse401Headers the declared response headers of an HTTP 401 response for ListRoles
 type ListRolesResponse401Headers struct {
 	RateLimitLimit     *int
 	RateLimitRemaining *int
 	RateLimitReset     *int
 	WWWAuthenticate    *string
+	XRequestId         *string
+}
+
+// ListRolesResponse403Headers the declared response headers of an HTTP 403 response for ListRoles
+type ListRolesResponse403Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
 	XRequestId         *string
 }
 
@@ -21120,8 +21316,12 @@ type ListRolesResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *RoleList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
 	ApplicationproblemJSON405 *MethodNotAllowed
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -21132,8 +21332,12 @@ type ListRolesResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListRolesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListRolesResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListRolesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListRolesResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *ListRolesResponse405Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -21149,9 +21353,19 @@ func (r ListRolesResponse) GetJSON200() *RoleList {
 	return r.JSON200
 }
 
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListRolesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListRolesResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRolesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
@@ -21211,12 +21425,28 @@ type HeadRolesResponse200Headers struct {
 	XRequestId         *string
 }
 
+// HeadRolesResponse400Headers the declared response headers of an HTTP 400 response for HeadRoles
+type HeadRolesResponse400Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	XRequestId         *string
+}
+
 // HeadRolesResponse401Headers the declared response headers of an HTTP 401 response for HeadRoles
 type HeadRolesResponse401Headers struct {
 	RateLimitLimit     *int
 	RateLimitRemaining *int
 	RateLimitReset     *int
 	WWWAuthenticate    *string
+	XRequestId         *string
+}
+
+// HeadRolesResponse403Headers the declared response headers of an HTTP 403 response for HeadRoles
+type HeadRolesResponse403Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
 	XRequestId         *string
 }
 
@@ -21260,8 +21490,12 @@ type HeadRolesResponse struct {
 	HTTPResponse *http.Response
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *HeadRolesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *HeadRolesResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *HeadRolesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *HeadRolesResponse403Headers
 	// Headers405 the parsed response headers for an HTTP 405 response
 	Headers405 *HeadRolesResponse405Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -31459,6 +31693,7 @@ func (c *ClientWithResponses) UpdateChannelWithApplicationMergePatchPlusJSONBody
 // **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 // the channel one the caller may know of. `email` is shown only on the
 // caller's own user, or to holders of `MANAGE_USERS`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -31478,6 +31713,7 @@ func (c *ClientWithResponses) ListChannelAccessWithResponse(ctx context.Context,
 // **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
 // the channel one the caller may know of. `email` is shown only on the
 // caller's own user, or to holders of `MANAGE_USERS`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -31694,12 +31930,13 @@ func (c *ClientWithResponses) DeleteChannelWithResponse(ctx context.Context, cha
 // by position descending, then users by ID. The `ETag` covers the whole list.
 //
 // **Permission:** `VIEW_CHANNEL` in the channel.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /channels/{channelID}/permissions (the `ListChannelOverwrites` operationId).
-func (c *ClientWithResponses) ListChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*ListChannelOverwritesResponse, error) {
-	rsp, err := c.ListChannelOverwrites(ctx, channelID, reqEditors...)
+func (c *ClientWithResponses) ListChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, params *ListChannelOverwritesParams, reqEditors ...RequestEditorFn) (*ListChannelOverwritesResponse, error) {
+	rsp, err := c.ListChannelOverwrites(ctx, channelID, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -31711,12 +31948,13 @@ func (c *ClientWithResponses) ListChannelOverwritesWithResponse(ctx context.Cont
 // The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
 //
 // **Permission:** `VIEW_CHANNEL` in the channel.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with HEAD /channels/{channelID}/permissions (the `HeadChannelOverwrites` operationId).
-func (c *ClientWithResponses) HeadChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, reqEditors ...RequestEditorFn) (*HeadChannelOverwritesResponse, error) {
-	rsp, err := c.HeadChannelOverwrites(ctx, channelID, reqEditors...)
+func (c *ClientWithResponses) HeadChannelOverwritesWithResponse(ctx context.Context, channelID ChannelID, params *HeadChannelOverwritesParams, reqEditors ...RequestEditorFn) (*HeadChannelOverwritesResponse, error) {
+	rsp, err := c.HeadChannelOverwrites(ctx, channelID, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -32440,12 +32678,13 @@ func (c *ClientWithResponses) ReplaceProfileLinksWithResponse(ctx context.Contex
 // Every role (at most 250), by position descending.
 //
 // **Permission:** any authenticated user.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /roles (the `ListRoles` operationId).
-func (c *ClientWithResponses) ListRolesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListRolesResponse, error) {
-	rsp, err := c.ListRoles(ctx, reqEditors...)
+func (c *ClientWithResponses) ListRolesWithResponse(ctx context.Context, params *ListRolesParams, reqEditors ...RequestEditorFn) (*ListRolesResponse, error) {
+	rsp, err := c.ListRoles(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -32457,12 +32696,13 @@ func (c *ClientWithResponses) ListRolesWithResponse(ctx context.Context, reqEdit
 // The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
 //
 // **Permission:** any authenticated user.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with HEAD /roles (the `HeadRoles` operationId).
-func (c *ClientWithResponses) HeadRolesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadRolesResponse, error) {
-	rsp, err := c.HeadRoles(ctx, reqEditors...)
+func (c *ClientWithResponses) HeadRolesWithResponse(ctx context.Context, params *HeadRolesParams, reqEditors ...RequestEditorFn) (*HeadRolesResponse, error) {
+	rsp, err := c.HeadRoles(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -33308,6 +33548,7 @@ func (c *ClientWithResponses) UpdateUserWithResponse(ctx context.Context, userID
 // granted or removed it, in the order they were applied.
 //
 // **Permission:** the user themself, or `MANAGE_ROLES`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -33325,6 +33566,7 @@ func (c *ClientWithResponses) GetUserPermissionsWithResponse(ctx context.Context
 // The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
 //
 // **Permission:** the user themself, or `MANAGE_ROLES`.
+// With `at`, also `VIEW_AUDIT_LOG`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -51888,12 +52130,26 @@ func ParseListRolesResponse(rsp *http.Response) (*ListRolesResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
 		var dest MethodNotAllowed
@@ -51957,6 +52213,37 @@ func ParseListRolesResponse(rsp *http.Response) (*ListRolesResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListRolesResponse400Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers ListRolesResponse401Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -51995,6 +52282,37 @@ func ParseListRolesResponse(rsp *http.Response) (*ListRolesResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListRolesResponse403Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 405:
 		var headers ListRolesResponse405Headers
 		if values := rsp.Header.Values("Allow"); len(values) > 0 {
@@ -52190,6 +52508,37 @@ func ParseHeadRolesResponse(rsp *http.Response) (*HeadRolesResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers HeadRolesResponse400Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers HeadRolesResponse401Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -52228,6 +52577,37 @@ func ParseHeadRolesResponse(rsp *http.Response) (*HeadRolesResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers HeadRolesResponse403Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
 	case rsp.StatusCode == 405:
 		var headers HeadRolesResponse405Headers
 		if values := rsp.Header.Values("Allow"); len(values) > 0 {

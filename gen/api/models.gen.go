@@ -915,7 +915,17 @@ type Event struct {
 	// Example: 2026-11-22T08:15:30.123456Z
 	CreatedAt Timestamp `json:"created_at"`
 
-	// Data Details; permission changes carry `before` and `after`.
+	// Data Details; permission changes carry `before` and `after`. What undoing a
+	// change needs (history answers, the parameter `at`) is there too:
+	// `role.deleted` its `color`, `created_at`, `holder_ids` and
+	// `role_overwrites` (`[{channel_id, allow, deny}]`); `user.deleted` its
+	// `display_name`, `status`, `timeout_until`, `created_at` and
+	// `user_overwrites`; `channel.deleted` its `topic`, `kind`, `parent_id`,
+	// `position`, `created_at`, `overwrite_list` (`[{target_type, target_id,
+	// allow, deny}]`) and `children`; `role.created`, `role.moved` and
+	// `role.deleted` `shifts` (`false` when an import set positions as given);
+	// `channel.created` `copied_overwrites` (its category's, when created in
+	// one). Lists naming a channel the caller cannot view leave it out.
 	Data map[string]interface{} `json:"data"`
 
 	// Reason The `X-Audit-Reason` of the request.
@@ -2267,6 +2277,9 @@ type WebhookWithSecret struct {
 // Example: VIEW_CHANNEL
 type AccessPermission = PermissionName
 
+// At defines model for At.
+type At = time.Time
+
 // AuditReason defines model for AuditReason.
 type AuditReason = string
 
@@ -2566,6 +2579,22 @@ type UpdateChannelParams struct {
 
 // ListChannelAccessParams defines parameters for ListChannelAccess.
 type ListChannelAccessParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// Permission The permission asked about; it must be channel-scoped (a `400` at
 	// `query.permission` otherwise).
 	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
@@ -2579,6 +2608,22 @@ type ListChannelAccessParams struct {
 
 // HeadChannelAccessParams defines parameters for HeadChannelAccess.
 type HeadChannelAccessParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// Permission The permission asked about; it must be channel-scoped (a `400` at
 	// `query.permission` otherwise).
 	Permission *AccessPermission `form:"permission,omitempty" json:"permission,omitempty"`
@@ -2697,6 +2742,44 @@ type DeleteChannelParams struct {
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
 }
 
+// ListChannelOverwritesParams defines parameters for ListChannelOverwrites.
+type ListChannelOverwritesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+}
+
+// HeadChannelOverwritesParams defines parameters for HeadChannelOverwrites.
+type HeadChannelOverwritesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+}
+
 // SetChannelOverwriteParams defines parameters for SetChannelOverwrite.
 type SetChannelOverwriteParams struct {
 	// IfMatch Apply the change only if the resource's current `ETag` is one of these (or `*`).
@@ -2802,6 +2885,44 @@ type ReplaceProfileLinksParams struct {
 	// of a `Name` (none of the invisible ones: the same rule and the same
 	// pattern, but it may be empty or blank).
 	XAuditReason *AuditReason `json:"X-Audit-Reason,omitempty"`
+}
+
+// ListRolesParams defines parameters for ListRoles.
+type ListRolesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+}
+
+// HeadRolesParams defines parameters for HeadRoles.
+type HeadRolesParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
 }
 
 // UpdateRoleParams defines parameters for UpdateRole.
@@ -3016,6 +3137,22 @@ type UpdateUserParams struct {
 
 // GetUserPermissionsParams defines parameters for GetUserPermissions.
 type GetUserPermissionsParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// ChannelID Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`.
 	ChannelID *ChannelID `form:"channelID,omitempty" json:"channelID,omitempty"`
 
@@ -3025,6 +3162,22 @@ type GetUserPermissionsParams struct {
 
 // HeadUserPermissionsParams defines parameters for HeadUserPermissions.
 type HeadUserPermissionsParams struct {
+	// At Answer as of this instant, from the audit log, in the same shape
+	// (a history answer): the answer equals replaying every event from the
+	// first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+	// besides what the operation needs, checked first: without it, `at` is a
+	// `403` before anything about the instant is told. Which channels the
+	// caller may know of follows their permissions now; a channel deleted
+	// since is known to who could view it then, or may know of every channel
+	// now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+	// the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+	// event written by a release before 1.3.0 that lacks what undoing it
+	// needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+	// no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+	// not keep when a role or user last changed; names are cleaned as the
+	// current rule cleans them.
+	At *At `form:"at,omitempty" json:"at,omitempty"`
+
 	// ChannelID Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`.
 	ChannelID *ChannelID `form:"channelID,omitempty" json:"channelID,omitempty"`
 

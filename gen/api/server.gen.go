@@ -52,7 +52,7 @@ type ServerInterface interface {
 	DeleteChannel(ctx echo.Context, channelID ChannelID, params DeleteChannelParams) error
 	// ListChannelOverwrites List a channel's permission overwrites
 	// (GET /channels/{channelID}/permissions)
-	ListChannelOverwrites(ctx echo.Context, channelID ChannelID) error
+	ListChannelOverwrites(ctx echo.Context, channelID ChannelID, params ListChannelOverwritesParams) error
 	// SetChannelOverwrite Set a permission overwrite
 	// (POST /channels/{channelID}/permissions)
 	SetChannelOverwrite(ctx echo.Context, channelID ChannelID, params SetChannelOverwriteParams) error
@@ -103,7 +103,7 @@ type ServerInterface interface {
 	ReplaceProfileLinks(ctx echo.Context, params ReplaceProfileLinksParams) error
 	// ListRoles List roles
 	// (GET /roles)
-	ListRoles(ctx echo.Context) error
+	ListRoles(ctx echo.Context, params ListRolesParams) error
 	// GetRole Get a role
 	// (GET /roles/{roleID})
 	GetRole(ctx echo.Context, roleID RoleID) error
@@ -470,6 +470,13 @@ func (w *ServerInterfaceWrapper) ListChannelAccess(ctx echo.Context) error {
 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListChannelAccessParams
+	// ------------- Optional query parameter "at" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "at", ctx.QueryParams(), &params.At, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter at: %s", err))
+	}
+
 	// ------------- Optional query parameter "permission" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "permission", ctx.QueryParams(), &params.Permission, runtime.BindQueryParameterOptions{Type: "", Format: ""})
@@ -683,8 +690,17 @@ func (w *ServerInterfaceWrapper) ListChannelOverwrites(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter channelID: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListChannelOverwritesParams
+	// ------------- Optional query parameter "at" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "at", ctx.QueryParams(), &params.At, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter at: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListChannelOverwrites(ctx, channelID)
+	err = w.Handler.ListChannelOverwrites(ctx, channelID, params)
 	return err
 }
 
@@ -1108,8 +1124,17 @@ func (w *ServerInterfaceWrapper) ReplaceProfileLinks(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) ListRoles(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRolesParams
+	// ------------- Optional query parameter "at" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "at", ctx.QueryParams(), &params.At, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter at: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListRoles(ctx)
+	err = w.Handler.ListRoles(ctx, params)
 	return err
 }
 
@@ -1935,6 +1960,13 @@ func (w *ServerInterfaceWrapper) GetUserPermissions(ctx echo.Context) error {
 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetUserPermissionsParams
+	// ------------- Optional query parameter "at" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "at", ctx.QueryParams(), &params.At, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter at: %s", err))
+	}
+
 	// ------------- Optional query parameter "channelID" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "channelID", ctx.QueryParams(), &params.ChannelID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
@@ -6517,6 +6549,7 @@ func (response DeleteChannel507ApplicationProblemPlusJSONResponse) VisitDeleteCh
 
 type ListChannelOverwritesRequestObject struct {
 	ChannelID ChannelID `json:"channelID"`
+	Params    ListChannelOverwritesParams
 }
 
 type ListChannelOverwritesResponseObject interface {
@@ -11533,6 +11566,7 @@ func (response ReplaceProfileLinks507ApplicationProblemPlusJSONResponse) VisitRe
 }
 
 type ListRolesRequestObject struct {
+	Params ListRolesParams
 }
 
 type ListRolesResponseObject interface {
@@ -11575,6 +11609,34 @@ func (response ListRoles200JSONResponse) VisitListRolesResponse(w http.ResponseW
 	return err
 }
 
+type ListRoles400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListRoles400ApplicationProblemPlusJSONResponse) VisitListRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimitLimit != nil {
+		w.Header().Set("RateLimit-Limit", fmt.Sprint(*response.Headers.RateLimitLimit))
+	}
+	if response.Headers.RateLimitRemaining != nil {
+		w.Header().Set("RateLimit-Remaining", fmt.Sprint(*response.Headers.RateLimitRemaining))
+	}
+	if response.Headers.RateLimitReset != nil {
+		w.Header().Set("RateLimit-Reset", fmt.Sprint(*response.Headers.RateLimitReset))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListRoles401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
@@ -11602,6 +11664,34 @@ func (response ListRoles401ApplicationProblemPlusJSONResponse) VisitListRolesRes
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRoles403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListRoles403ApplicationProblemPlusJSONResponse) VisitListRolesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RateLimitLimit != nil {
+		w.Header().Set("RateLimit-Limit", fmt.Sprint(*response.Headers.RateLimitLimit))
+	}
+	if response.Headers.RateLimitRemaining != nil {
+		w.Header().Set("RateLimit-Remaining", fmt.Sprint(*response.Headers.RateLimitRemaining))
+	}
+	if response.Headers.RateLimitReset != nil {
+		w.Header().Set("RateLimit-Reset", fmt.Sprint(*response.Headers.RateLimitReset))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -25051,10 +25141,11 @@ func (sh *strictHandler) DeleteChannel(ctx echo.Context, channelID ChannelID, pa
 }
 
 // ListChannelOverwrites operation middleware
-func (sh *strictHandler) ListChannelOverwrites(ctx echo.Context, channelID ChannelID) error {
+func (sh *strictHandler) ListChannelOverwrites(ctx echo.Context, channelID ChannelID, params ListChannelOverwritesParams) error {
 	var request ListChannelOverwritesRequestObject
 
 	request.ChannelID = channelID
+	request.Params = params
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.ListChannelOverwrites(ctx.Request().Context(), request.(ListChannelOverwritesRequestObject))
@@ -25621,8 +25712,10 @@ func (sh *strictHandler) ReplaceProfileLinks(ctx echo.Context, params ReplacePro
 }
 
 // ListRoles operation middleware
-func (sh *strictHandler) ListRoles(ctx echo.Context) error {
+func (sh *strictHandler) ListRoles(ctx echo.Context, params ListRolesParams) error {
 	var request ListRolesRequestObject
+
+	request.Params = params
 
 	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
 		return sh.ssi.ListRoles(ctx.Request().Context(), request.(ListRolesRequestObject))

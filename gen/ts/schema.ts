@@ -303,6 +303,7 @@ export interface paths {
          *     by position descending, then users by ID. The `ETag` covers the whole list.
          *
          *     **Permission:** `VIEW_CHANNEL` in the channel.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["listChannelOverwrites"];
         put?: never;
@@ -326,6 +327,7 @@ export interface paths {
          * @description The answer `listChannelOverwrites` gives, with its status and headers but without its body (RFC 9110).
          *
          *     **Permission:** `VIEW_CHANNEL` in the channel.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headChannelOverwrites"];
         patch?: never;
@@ -370,6 +372,7 @@ export interface paths {
          *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
          *     the channel one the caller may know of. `email` is shown only on the
          *     caller's own user, or to holders of `MANAGE_USERS`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["listChannelAccess"];
         put?: never;
@@ -383,6 +386,7 @@ export interface paths {
          *     **Permission:** either `MANAGE_ROLES` or `VIEW_AUDIT_LOG` (global), and
          *     the channel one the caller may know of. `email` is shown only on the
          *     caller's own user, or to holders of `MANAGE_USERS`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headChannelAccess"];
         patch?: never;
@@ -625,6 +629,7 @@ export interface paths {
          *     granted or removed it, in the order they were applied.
          *
          *     **Permission:** the user themself, or `MANAGE_ROLES`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["getUserPermissions"];
         put?: never;
@@ -636,6 +641,7 @@ export interface paths {
          * @description The answer `getUserPermissions` gives, with its status and headers but without its body (RFC 9110).
          *
          *     **Permission:** the user themself, or `MANAGE_ROLES`.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headUserPermissions"];
         patch?: never;
@@ -753,6 +759,7 @@ export interface paths {
          * @description Every role (at most 250), by position descending.
          *
          *     **Permission:** any authenticated user.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         get: operations["listRoles"];
         put?: never;
@@ -764,6 +771,7 @@ export interface paths {
          * @description The answer `listRoles` gives, with its status and headers but without its body (RFC 9110).
          *
          *     **Permission:** any authenticated user.
+         *     With `at`, also `VIEW_AUDIT_LOG`.
          */
         head: operations["headRoles"];
         patch?: never;
@@ -3317,7 +3325,19 @@ export interface components {
              * @example role:mods
              */
             subject: string;
-            /** @description Details; permission changes carry `before` and `after`. */
+            /**
+             * @description Details; permission changes carry `before` and `after`. What undoing a
+             *     change needs (history answers, the parameter `at`) is there too:
+             *     `role.deleted` its `color`, `created_at`, `holder_ids` and
+             *     `role_overwrites` (`[{channel_id, allow, deny}]`); `user.deleted` its
+             *     `display_name`, `status`, `timeout_until`, `created_at` and
+             *     `user_overwrites`; `channel.deleted` its `topic`, `kind`, `parent_id`,
+             *     `position`, `created_at`, `overwrite_list` (`[{target_type, target_id,
+             *     allow, deny}]`) and `children`; `role.created`, `role.moved` and
+             *     `role.deleted` `shifts` (`false` when an import set positions as given);
+             *     `channel.created` `copied_overwrites` (its category's, when created in
+             *     one). Lists naming a channel the caller cannot view leave it out.
+             */
             data: {
                 [key: string]: unknown;
             };
@@ -4326,6 +4346,24 @@ export interface components {
         AccessPermission: components["schemas"]["PermissionName"];
         /** @description Page size. */
         Limit: number;
+        /**
+         * @description Answer as of this instant, from the audit log, in the same shape
+         *     (a history answer): the answer equals replaying every event from the
+         *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+         *     besides what the operation needs, checked first: without it, `at` is a
+         *     `403` before anything about the instant is told. Which channels the
+         *     caller may know of follows their permissions now; a channel deleted
+         *     since is known to who could view it then, or may know of every channel
+         *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+         *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+         *     event written by a release before 1.3.0 that lacks what undoing it
+         *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+         *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+         *     not keep when a role or user last changed; names are cleaned as the
+         *     current rule cleans them.
+         * @example 2026-11-01T09:00:00Z
+         */
+        At: string;
         /** @description The `next_cursor` of the previous page, made with the same filters. */
         Cursor: string;
         /**
@@ -5035,7 +5073,26 @@ export interface operations {
     };
     listChannelOverwrites: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path: {
                 /**
@@ -5136,7 +5193,26 @@ export interface operations {
     };
     headChannelOverwrites: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path: {
                 /**
@@ -5174,6 +5250,24 @@ export interface operations {
     listChannelAccess: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /**
                  * @description The permission asked about; it must be channel-scoped (a `400` at
                  *     `query.permission` otherwise).
@@ -5222,6 +5316,24 @@ export interface operations {
     headChannelAccess: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /**
                  * @description The permission asked about; it must be channel-scoped (a `400` at
                  *     `query.permission` otherwise).
@@ -5887,6 +5999,24 @@ export interface operations {
     getUserPermissions: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /** @description Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`. */
                 channelID?: components["schemas"]["ChannelID"];
                 /** @description Add the provenance of each permission. */
@@ -5927,6 +6057,24 @@ export interface operations {
     headUserPermissions: {
         parameters: {
             query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
                 /** @description Compute the effective permissions in this channel; an unknown channel is a `400` at `query.channelID`. */
                 channelID?: components["schemas"]["ChannelID"];
                 /** @description Add the provenance of each permission. */
@@ -6086,7 +6234,26 @@ export interface operations {
     };
     listRoles: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6106,7 +6273,9 @@ export interface operations {
                     "application/json": components["schemas"]["RoleList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
@@ -6115,7 +6284,26 @@ export interface operations {
     };
     headRoles: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Answer as of this instant, from the audit log, in the same shape
+                 *     (a history answer): the answer equals replaying every event from the
+                 *     first up to and including the instant. It needs `VIEW_AUDIT_LOG`
+                 *     besides what the operation needs, checked first: without it, `at` is a
+                 *     `403` before anything about the instant is told. Which channels the
+                 *     caller may know of follows their permissions now; a channel deleted
+                 *     since is known to who could view it then, or may know of every channel
+                 *     now (else `404`, as is a user or channel that did not exist then). An instant in the future, before
+                 *     the oldest event kept (`GUILDHALL_EVENT_RETENTION`), or before an
+                 *     event written by a release before 1.3.0 that lacks what undoing it
+                 *     needs (a deletion, a role's creation or move) is a `400` at `query.at`. A history answer has
+                 *     no `ETag`. In it, `updated_at` is `created_at`: the audit log does
+                 *     not keep when a role or user last changed; names are cleaned as the
+                 *     current rule cleans them.
+                 * @example 2026-11-01T09:00:00Z
+                 */
+                at?: components["parameters"]["At"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6133,7 +6321,9 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["HeadBadRequest"];
             401: components["responses"]["HeadUnauthorized"];
+            403: components["responses"]["HeadForbidden"];
             405: components["responses"]["HeadMethodNotAllowed"];
             429: components["responses"]["HeadTooManyRequests"];
             500: components["responses"]["HeadInternalError"];

@@ -69,6 +69,10 @@ type Requirement struct {
 	// Fields are the request body's members that need other permissions
 	// than Permissions (patchUser's timeout_until).
 	Fields map[string]permissions.Set
+	// Query are the query parameters that, when given, need permissions
+	// besides the operation's, in the base permissions (at, a history
+	// answer: VIEW_AUDIT_LOG).
+	Query map[string]permissions.Set
 }
 
 // Op is an operation of the contract: its row of the table.
@@ -106,10 +110,10 @@ var (
 	opCreateChannel         = row("createChannel", manageChannels, ScopeGlobal, "")
 	opRenameChannel         = row("renameChannel", manageChannels, ScopeChannel, "")
 	opDeleteChannel         = row("deleteChannel", manageChannels, ScopeChannel, "")
-	opListChannelAccess     = row("listChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles | viewAuditLog)
-	opHeadChannelAccess     = row("headChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles | viewAuditLog)
-	opListChannelOverwrites = row("listChannelOverwrites", viewChannel, ScopeChannel, "")
-	opHeadChannelOverwrites = row("headChannelOverwrites", viewChannel, ScopeChannel, "")
+	OpListChannelAccess     = row("listChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles|viewAuditLog).query("at", viewAuditLog)
+	opHeadChannelAccess     = row("headChannelAccess", none, ScopeGlobal, RuleEmailVisibleToSelfOrManageUsers).anyOf(manageRoles|viewAuditLog).query("at", viewAuditLog)
+	OpListChannelOverwrites = row("listChannelOverwrites", viewChannel, ScopeChannel, "").query("at", viewAuditLog)
+	opHeadChannelOverwrites = row("headChannelOverwrites", viewChannel, ScopeChannel, "").query("at", viewAuditLog)
 	opSetChannelOverwrite   = row("setChannelOverwrite", manageRoles, ScopeChannel, RuleGrantHeld)
 
 	opListAttachments  = row("listAttachments", viewChannel, ScopeChannel, "")
@@ -125,15 +129,15 @@ var (
 	opHeadGlobalPermissions    = row("headGlobalPermissions", none, ScopeGlobal, "")
 	opReplaceGlobalPermissions = row("replaceGlobalPermissions", administrator, ScopeGlobal, "")
 	opPreviewPermissions       = row("previewPermissions", manageRoles, ScopeGlobal, RuleHierarchy)
-	opGetUserPermissions       = row("getUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf)
-	opHeadUserPermissions      = row("headUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf)
+	OpGetUserPermissions       = row("getUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf).query("at", viewAuditLog)
+	opHeadUserPermissions      = row("headUserPermissions", manageRoles, ScopeGlobal, RuleOrSelf).query("at", viewAuditLog)
 
 	opExportTemplate     = row("exportTemplate", none, ScopeGlobal, RuleOwnerOnly)
 	opHeadExportTemplate = row("headExportTemplate", none, ScopeGlobal, RuleOwnerOnly)
 	opImportTemplate     = row("importTemplate", none, ScopeGlobal, RuleOwnerOnly)
 
-	opListRoles                   = row("listRoles", none, ScopeGlobal, "")
-	opHeadRoles                   = row("headRoles", none, ScopeGlobal, "")
+	OpListRoles                   = row("listRoles", none, ScopeGlobal, "").query("at", viewAuditLog)
+	opHeadRoles                   = row("headRoles", none, ScopeGlobal, "").query("at", viewAuditLog)
 	opGetRole                     = row("getRole", none, ScopeGlobal, "")
 	opHeadRole                    = row("headRole", none, ScopeGlobal, "")
 	opUpdateRole                  = row("updateRole", manageRoles, ScopeGlobal, RuleHierarchy)
@@ -220,6 +224,16 @@ func (op Op) field(name string, need permissions.Set) Op {
 	return op
 }
 
+// query declares the permissions a query parameter needs, when given,
+// besides the operation's.
+func (op Op) query(name string, need permissions.Set) Op {
+	if op.Query == nil {
+		op.Query = map[string]permissions.Set{}
+	}
+	op.Query[name] = need
+	return op
+}
+
 // anyOf declares permissions at least one of which the operation needs
 // besides its Permissions.
 func (op Op) anyOf(need permissions.Set) Op {
@@ -240,6 +254,7 @@ func Requirements() []Requirement {
 	for i, r := range requirements {
 		out[i] = *r
 		out[i].Fields = maps.Clone(r.Fields)
+		out[i].Query = maps.Clone(r.Query)
 	}
 	return out
 }
@@ -302,6 +317,16 @@ func (a *Actor) authorizeField(op Op, field string) error {
 	need, ok := op.Fields[field]
 	if !ok {
 		panic(fmt.Sprintf("guild: %s declares nothing for %s", op, field))
+	}
+	return a.require(need)
+}
+
+// authorizeQuery checks the permissions op's row requires for a query
+// parameter the request gives.
+func (a *Actor) authorizeQuery(op Op, param string) error {
+	need, ok := op.Query[param]
+	if !ok {
+		panic(fmt.Sprintf("guild: %s declares nothing for query parameter %s", op, param))
 	}
 	return a.require(need)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -43,7 +44,7 @@ func (s *Service) Bootstrap(ctx context.Context, ownerName, bootstrapToken strin
 			return err
 		}
 		return emit(ctx, tx, nil, WriteOpts{}, "user.created", "user:"+owner.ID,
-			map[string]any{"username": owner.Username, "display_name": owner.DisplayName, "owner": true})
+			map[string]any{"username": owner.Username, "display_name": owner.DisplayName, "owner": true, "created_at": history.Stamp(owner.CreatedAt)})
 	})
 	return token, err
 }

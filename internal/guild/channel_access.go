@@ -33,16 +33,9 @@ const (
 // VIEW_CHANNEL), a channel-scoped permission, in a channel the caller may
 // know of.
 func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permission, rawCursor string, limit int) (Page[model.User], error) {
-	p := permissions.ViewChannel
-	if permission != "" {
-		var ok bool
-		if p, ok = permissions.ByName(permission); !ok {
-			return Page[model.User]{}, apperr.Invalid("permission", "unknown permission %q", permission)
-		}
-	}
-	if !permissions.ChannelScoped.Has(p) {
-		return Page[model.User]{}, apperr.Invalid("permission",
-			"%s is not channel-scoped: no one holds it in a channel; ask about a permission an overwrite can hold", p)
+	p, err := AccessPermission(permission)
+	if err != nil {
+		return Page[model.User]{}, err
 	}
 	filters := []string{"channel access", channelID, p.String()}
 	after, err := s.cursors.Decode(rawCursor, filters...)
@@ -52,7 +45,7 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 	if _, ok := a.known(channelID); !ok {
 		return Page[model.User]{}, channelNotFound(channelID)
 	}
-	if err := a.authorize(opListChannelAccess); err != nil {
+	if err := a.authorize(OpListChannelAccess); err != nil {
 		return Page[model.User]{}, err
 	}
 	users, next, err := s.holders(ctx, a, channelID, p, after, pageLimit(limit))
@@ -60,6 +53,23 @@ func (s *Service) ChannelAccess(ctx context.Context, a *Actor, channelID, permis
 		return Page[model.User]{}, err
 	}
 	return s.userPage(a, users, next, filters), nil
+}
+
+// AccessPermission is the permission an access question names ("" for
+// VIEW_CHANNEL): a channel-scoped one, else a 400.
+func AccessPermission(permission string) (permissions.Permission, error) {
+	p := permissions.ViewChannel
+	if permission != "" {
+		var ok bool
+		if p, ok = permissions.ByName(permission); !ok {
+			return 0, apperr.Invalid("permission", "unknown permission %q", permission)
+		}
+	}
+	if !permissions.ChannelScoped.Has(p) {
+		return 0, apperr.Invalid("permission",
+			"%s is not channel-scoped: no one holds it in a channel; ask about a permission an overwrite can hold", p)
+	}
+	return p, nil
 }
 
 // holders reads up to n users who hold p in a channel after the position

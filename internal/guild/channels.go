@@ -9,6 +9,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/blob"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
 )
@@ -204,7 +205,7 @@ func (s *Service) CreateChannel(ctx context.Context, a *Actor, id string, in Cha
 			return err
 		}
 		return emit(ctx, tx, a, o, "channel.created", "channel:"+id, map[string]any{
-			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position})
+			"name": in.Name, "topic": in.Topic, "kind": in.Kind, "parent_id": in.ParentID, "position": position, "created_at": history.Stamp(now), "copied_overwrites": in.ParentID != nil})
 	})
 	return a.shown(out), err
 }
@@ -415,18 +416,19 @@ func movedData(before, after model.Channel, locked bool) map[string]any {
 // channel.deleted event, and returns the blob keys to delete after the
 // commit.
 func (s *Service) deleteChannel(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, c model.Channel) ([]string, error) {
-	n, err := tx.CountOverwrites(ctx, c.ID)
+	overwrites, err := tx.ChannelOverwrites(ctx, c.ID)
 	if err != nil {
 		return nil, err
 	}
-	data := map[string]any{"name": c.Name, "overwrites": n}
-	if c.Kind == model.KindCategory {
-		children, err := tx.CountChannels(ctx, c.ID)
-		if err != nil {
-			return nil, err
-		}
-		data["channels"] = children // left outside any category
+	auth, err := tx.AuthState(ctx)
+	if err != nil {
+		return nil, err
 	}
+	var children []string
+	for _, ch := range auth.Children(c.ID) {
+		children = append(children, ch.ID)
+	}
+	data := history.ChannelDeleted(c, overwrites, children)
 	blobs, err := tx.DeleteChannel(ctx, c.ID, s.now())
 	if err != nil {
 		return nil, err

@@ -5,12 +5,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/guildhall/guildhall/internal/cursor"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
 )
 
 // The kernel the feature packages under internal/guild build on
-// (internal/guild/webhooks): a write of the domain and its events, an
+// (internal/guild/webhooks, internal/guild/asof): a write of the domain and its events, an
 // operation's row of the authorization table, pages and preconditions.
 // What the rules of channels, roles and users need stays unexported.
 
@@ -54,3 +55,34 @@ func (s *Service) WebhookOptions() WebhookOptions { return s.webhooks }
 
 // Logger is the service's logger.
 func (s *Service) Logger() *slog.Logger { return s.log }
+
+// AuthorizeQuery checks what an operation's row asks of a query
+// parameter the request gives (authorizeQuery).
+func (a *Actor) AuthorizeQuery(op Op, param string) error { return a.authorizeQuery(op, param) }
+
+// AuthorizeOn checks the caller against an operation's row for what it
+// acts on (authorizeOn).
+func (a *Actor) AuthorizeOn(op Op, id string) error { return a.authorizeOn(op, id) }
+
+// Now is when the caller's request was judged.
+func (a *Actor) Now() time.Time { return a.now }
+
+// Auth is the authorization state the caller is judged by.
+func (a *Actor) Auth() *store.AuthState { return a.auth }
+
+// Knows reports whether the caller may know that a channel exists (knows).
+func (a *Actor) Knows(channelID string) bool { return a.knows(channelID) }
+
+// KnowsEveryChannel reports whether the caller may know of every channel.
+func (a *Actor) KnowsEveryChannel() bool { return a.knowsEveryChannel() }
+
+// ChannelNotFound is what the store says of a missing channel.
+func ChannelNotFound(id string) error { return channelNotFound(id) }
+
+// Cursors seal and open list cursors.
+func (s *Service) Cursors() cursor.Sealer { return s.cursors }
+
+// UserPage is a page of users as the caller may see them (userPage).
+func (s *Service) UserPage(a *Actor, users []model.User, next string, filters []string) Page[model.User] {
+	return s.userPage(a, users, next, filters)
+}

@@ -18,7 +18,7 @@ func (s *Service) ListOverwrites(ctx context.Context, a *Actor, channelID string
 	if !ok {
 		return nil, 0, channelNotFound(channelID)
 	}
-	if err := a.authorizeOn(opListChannelOverwrites, channelID); err != nil {
+	if err := a.authorizeOn(OpListChannelOverwrites, channelID); err != nil {
 		return nil, 0, err
 	}
 	return model.SortedOverwrites(a.rolePosition, list), version, nil

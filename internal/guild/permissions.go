@@ -81,7 +81,7 @@ func (s *Service) UserPermissions(ctx context.Context, a *Actor, userID string, 
 	if err != nil {
 		return UserPermissions{}, err
 	}
-	if err := a.authorizeOn(opGetUserPermissions, userID); err != nil {
+	if err := a.authorizeOn(OpGetUserPermissions, userID); err != nil {
 		return UserPermissions{}, err
 	}
 	sub := subjectOf(a.auth, u.IsOwner, u.Roles, u.TimeoutUntil, a.now)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -11,7 +12,7 @@ import (
 
 // ListRoles returns every role, by position descending.
 func (s *Service) ListRoles(_ context.Context, a *Actor) ([]model.Role, error) {
-	if err := a.authorize(opListRoles); err != nil {
+	if err := a.authorize(OpListRoles); err != nil {
 		return nil, err
 	}
 	return a.auth.Roles(), nil
@@ -65,7 +66,7 @@ func (s *Service) CreateRole(ctx context.Context, a *Actor, id, name string, per
 			return err
 		}
 		return emit(ctx, tx, a, o, "role.created", "role:"+id, map[string]any{
-			"name": name, "position": out.Position, "color": color, "permissions": perms.Names()})
+			"name": name, "position": out.Position, "color": color, "permissions": perms.Names(), "created_at": history.Stamp(out.CreatedAt), "shifts": true})
 	})
 	return out, err
 }
@@ -184,7 +185,7 @@ func (s *Service) MoveRole(ctx context.Context, a *Actor, id string, position in
 		if out, err = tx.MoveRole(ctx, id, r.Position, position, s.now()); err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "role.moved", "role:"+id, map[string]any{"before": r.Position, "after": position})
+		return emit(ctx, tx, a, o, "role.moved", "role:"+id, map[string]any{"before": r.Position, "after": position, "shifts": true})
 	})
 	return out, err
 }
@@ -213,8 +214,7 @@ func (s *Service) DeleteRole(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, map[string]any{
-			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": len(overwrites)})
+		return emit(ctx, tx, a, o, "role.deleted", "role:"+id, history.RoleDeleted(r, holders, overwrites, true))
 	})
 }
 

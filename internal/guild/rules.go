@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -257,6 +258,13 @@ func (a *Actor) redactChannelRefs(data map[string]any) map[string]any {
 			m = maps.Clone(m)
 			m["parent_id"] = nil
 			set(k, m)
+		}
+	}
+	// A deletion's lists for history: the overwrites in, and the
+	// children of, channels hidden from the caller are left out.
+	for _, k := range []string{"role_overwrites", "user_overwrites", "children"} {
+		if list, ok := history.KeptChannelRefs(data[k], hidden); ok {
+			set(k, list)
 		}
 	}
 	if out == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/permissions"
 	"github.com/guildhall/guildhall/internal/store"
@@ -109,8 +110,7 @@ func (w *importWrite) deleteRoles(ctx context.Context, roles []model.Role) error
 		if err != nil {
 			return err
 		}
-		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, map[string]any{
-			"name": r.Name, "position": r.Position, "permissions": r.Permissions.Names(), "users": holders, "overwrites": len(overwrites)}); err != nil {
+		if err := w.emit(ctx, "role.deleted", "role:"+r.ID, history.RoleDeleted(r, holders, overwrites, false)); err != nil {
 			return err
 		}
 	}
@@ -129,7 +129,7 @@ func (w *importWrite) createRoles(ctx context.Context, roles []model.Role) error
 	}
 	for _, r := range roles {
 		if err := w.emit(ctx, "role.created", "role:"+r.ID, map[string]any{
-			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names()}); err != nil {
+			"name": r.Name, "position": r.Position, "color": r.Color, "permissions": r.Permissions.Names(), "created_at": history.Stamp(r.CreatedAt), "shifts": false}); err != nil {
 			return err
 		}
 	}
@@ -182,7 +182,7 @@ func (w *importWrite) placeRoles(ctx context.Context, positions, moved map[strin
 		return err
 	}
 	for _, id := range sortedKeys(moved) {
-		if err := w.emit(ctx, "role.moved", "role:"+id, map[string]any{"before": moved[id], "after": positions[id]}); err != nil {
+		if err := w.emit(ctx, "role.moved", "role:"+id, map[string]any{"before": moved[id], "after": positions[id], "shifts": false}); err != nil {
 			return err
 		}
 	}
@@ -197,7 +197,7 @@ func (w *importWrite) createChannels(ctx context.Context, channels []model.Chann
 			return err
 		}
 		if err := w.emit(ctx, "channel.created", "channel:"+c.ID, map[string]any{
-			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position}); err != nil {
+			"name": c.Name, "topic": c.Topic, "kind": c.Kind, "parent_id": c.ParentID, "position": c.Position, "created_at": history.Stamp(c.CreatedAt), "copied_overwrites": false}); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/guildhall/guildhall/internal/apperr"
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
 )
@@ -117,7 +118,7 @@ func (s *Service) CreateUser(ctx context.Context, a *Actor, in UserInput, o Writ
 			return err
 		}
 		return emit(ctx, tx, a, o, "user.created", "user:"+out.ID, map[string]any{
-			"username": out.Username, "display_name": out.DisplayName})
+			"username": out.Username, "display_name": out.DisplayName, "created_at": history.Stamp(out.CreatedAt)})
 	})
 	return out, err
 }
@@ -326,13 +327,16 @@ func (s *Service) DeleteUser(ctx context.Context, a *Actor, id string, o WriteOp
 		if err != nil {
 			return err
 		}
+		overwrites, err := tx.OverwritesOf(ctx, model.TargetUser, id)
+		if err != nil {
+			return err
+		}
 		gone, err := tx.DeleteUser(ctx, id)
 		if err != nil {
 			return err
 		}
-		return emit(ctx, tx, a, o, "user.deleted", "user:"+id, map[string]any{
-			"username": u.Username, "roles": u.Roles, "tokens": gone["tokens"], "overwrites": gone["overwrites"],
-			"profile_links": len(links.Links)})
+		return emit(ctx, tx, a, o, "user.deleted", "user:"+id, history.UserDeleted(map[string]any{"username": u.Username, "roles": u.Roles,
+			"tokens": gone["tokens"], "overwrites": gone["overwrites"], "profile_links": len(links.Links)}, u, overwrites))
 	})
 }
 

@@ -110,6 +110,13 @@ func (h *Handler) DeleteChannel(ctx context.Context, req api.DeleteChannelReques
 // ListChannelOverwrites implements GET /channels/{channelID}/permissions.
 func (h *Handler) ListChannelOverwrites(ctx context.Context, req api.ListChannelOverwritesRequestObject) (api.ListChannelOverwritesResponseObject, error) {
 	a := actorOf(ctx)
+	if at := req.Params.At; at != nil { // a history answer: no ETag, it is no write's precondition
+		list, err := h.asof.Overwrites(ctx, a, req.ChannelID, *at)
+		if err != nil {
+			return nil, err
+		}
+		return api.ListChannelOverwrites200JSONResponse{Body: toOverwrites(list)}, nil
+	}
 	list, v, err := h.svc.ListOverwrites(ctx, a, req.ChannelID)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,9 @@ type authzRequirement struct {
 	// Fields maps a request body member to the permissions it needs instead
 	// of Permissions (patchUser's timeout_until: MODERATE_MEMBERS).
 	Fields map[string][]string
+	// Query maps a query parameter to the permissions it needs, when
+	// given, besides Permissions (at, a history answer: VIEW_AUDIT_LOG).
+	Query map[string][]string
 }
 
 // authzRule is what a rule of x-required-permissions obliges the operation's
@@ -142,6 +145,25 @@ func authzRequirementOf(op *openapi3.Operation) (authzRequirement, error) {
 						return r, fmt.Errorf("fields.%s holds %T", field, p)
 					}
 					r.Fields[field] = append(r.Fields[field], name)
+				}
+			}
+		case "query":
+			qm, ok := v.(map[string]any)
+			if !ok {
+				return r, fmt.Errorf("query is %T, want an object", v)
+			}
+			r.Query = map[string][]string{}
+			for param, list := range qm {
+				perms, ok := list.([]any)
+				if !ok || len(perms) == 0 {
+					return r, fmt.Errorf("query.%s is %v, want a non-empty array of names", param, list)
+				}
+				for _, p := range perms {
+					name, ok := p.(string)
+					if !ok {
+						return r, fmt.Errorf("query.%s holds %T", param, p)
+					}
+					r.Query[param] = append(r.Query[param], name)
 				}
 			}
 		default:
@@ -294,6 +316,26 @@ func TestContractRequiredPermissionsAgreeWithDescriptions(t *testing.T) {
 				}
 			}
 
+			// Query: parameters of the operation, their permissions known
+			// and named in the paragraph beside the parameter.
+			for param, perms := range req.Query {
+				if !authzHasQueryParam(c.op, param) {
+					t.Errorf("query names %q, which the operation does not take", param)
+				}
+				if !strings.Contains(para, "`"+param+"`") {
+					t.Errorf("query names %q but the paragraph does not: %q", param, para)
+				}
+				for _, p := range perms {
+					if _, ok := permissions.ByName(p); !ok {
+						t.Errorf("query.%s names unknown permission %q", param, p)
+					}
+					if !strings.Contains(para, "`"+p+"`") {
+						t.Errorf("query.%s requires %s but the paragraph does not name it: %q", param, p, para)
+					}
+					allowed = append(allowed, p)
+				}
+			}
+
 			// Rule: known, its phrases present; no other permission named.
 			if req.Rule != "" {
 				rule, ok := authzRules[req.Rule]
@@ -379,6 +421,9 @@ func TestRequirementsTableAgreesWithContract(t *testing.T) {
 			if got := authzFieldNames(row); fmt.Sprint(got) != fmt.Sprint(authzNonNil(want.Fields)) {
 				t.Errorf("fields: the table says %v, the contract %v", got, want.Fields)
 			}
+			if got := authzQueryNames(row); fmt.Sprint(got) != fmt.Sprint(authzNonNil(want.Query)) {
+				t.Errorf("query: the table says %v, the contract %v", got, want.Query)
+			}
 			if get := byPath[c.path]; c.method == "HEAD" && authzRowString(row) != authzRowString(get) {
 				t.Errorf("the row of HEAD %s differs from its GET's (%s): one method serves both", c.path, get.OperationID)
 			}
@@ -405,7 +450,25 @@ func authzNonNil(m map[string][]string) map[string][]string {
 
 // authzRowString is what a row requires, without its operation's name.
 func authzRowString(r guild.Requirement) string {
-	return fmt.Sprint(r.Permissions.Names(), r.AnyOf.Names(), r.Scope, r.Rule, authzFieldNames(r))
+	return fmt.Sprint(r.Permissions.Names(), r.AnyOf.Names(), r.Scope, r.Rule, authzFieldNames(r), authzQueryNames(r))
+}
+
+func authzQueryNames(r guild.Requirement) map[string][]string {
+	out := map[string][]string{}
+	for param, need := range r.Query {
+		out[param] = need.Names()
+	}
+	return out
+}
+
+// authzHasQueryParam says whether op (or its path) takes the query parameter.
+func authzHasQueryParam(op *openapi3.Operation, name string) bool {
+	for _, p := range op.Parameters {
+		if p.Value != nil && p.Value.In == "query" && p.Value.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func authzFieldNames(r guild.Requirement) map[string][]string {

@@ -9,6 +9,7 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/guildhall/guildhall/internal/jsonfield"
+	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/openapi"
 )
 
@@ -58,7 +59,13 @@ func (h *Handler) ReplaceGlobalPermissions(ctx context.Context, req api.ReplaceG
 // GetUserPermissions implements GET /users/{userID}/permissions.
 func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermissionsRequestObject) (api.GetUserPermissionsResponseObject, error) {
 	a := actorOf(ctx)
-	p, err := h.svc.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain))
+	var p guild.UserPermissions
+	var err error
+	if at := req.Params.At; at != nil {
+		p, err = h.asof.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain), *at)
+	} else {
+		p, err = h.svc.UserPermissions(ctx, a, req.UserID, req.Params.ChannelID, deref(req.Params.Explain))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +75,15 @@ func (h *Handler) GetUserPermissions(ctx context.Context, req api.GetUserPermiss
 // ListChannelAccess implements GET /channels/{channelID}/access.
 func (h *Handler) ListChannelAccess(ctx context.Context, req api.ListChannelAccessRequestObject) (api.ListChannelAccessResponseObject, error) {
 	a := actorOf(ctx)
-	page, err := h.svc.ChannelAccess(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),
-		deref(req.Params.Cursor), deref(req.Params.Limit))
+	var page guild.Page[model.User]
+	var err error
+	if at := req.Params.At; at != nil {
+		page, err = h.asof.ChannelAccess(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),
+			deref(req.Params.Cursor), deref(req.Params.Limit), *at)
+	} else {
+		page, err = h.svc.ChannelAccess(ctx, a, req.ChannelID, string(deref(req.Params.Permission)),
+			deref(req.Params.Cursor), deref(req.Params.Limit))
+	}
 	if err != nil {
 		return nil, err
 	}

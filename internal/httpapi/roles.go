@@ -10,9 +10,15 @@ import (
 )
 
 // ListRoles implements GET /roles.
-func (h *Handler) ListRoles(ctx context.Context, _ api.ListRolesRequestObject) (api.ListRolesResponseObject, error) {
+func (h *Handler) ListRoles(ctx context.Context, req api.ListRolesRequestObject) (api.ListRolesResponseObject, error) {
 	a := actorOf(ctx)
-	roles, err := h.svc.ListRoles(ctx, a)
+	var roles []model.Role
+	var err error
+	if at := req.Params.At; at != nil {
+		roles, err = h.asof.Roles(ctx, a, *at)
+	} else {
+		roles, err = h.svc.ListRoles(ctx, a)
+	}
 	if err != nil {
 		return nil, err
 	}

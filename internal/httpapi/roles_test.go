@@ -69,7 +69,7 @@ func TestRolesContract(t *testing.T) {
 			t.Errorf("mods' ETag %q did not move when its position changed (was %q)", tag, modsTag)
 		}
 
-		list, err := c.ListRolesWithResponse(ctx)
+		list, err := c.ListRolesWithResponse(ctx, nil)
 		if err != nil || list.JSON200 == nil {
 			t.Fatalf("list: %v %s", err, list.Body)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/guildhall/guildhall/gen/api"
 	"github.com/guildhall/guildhall/internal/events"
 	"github.com/guildhall/guildhall/internal/guild"
+	"github.com/guildhall/guildhall/internal/guild/asof"
 	"github.com/guildhall/guildhall/internal/guild/webhooks"
 	"github.com/guildhall/guildhall/internal/revert"
 	"github.com/guildhall/guildhall/web"
@@ -60,6 +61,7 @@ type Options struct {
 type Handler struct {
 	svc       *guild.Service
 	hooks     *webhooks.Service // the webhooks' management, over svc
+	asof      *asof.Service     // history answers (?at=), over svc
 	revert    *revert.Service   // reverts of audit events, over svc
 	broker    *events.Broker
 	log       *slog.Logger
@@ -91,7 +93,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	streams, stop := context.WithCancel(context.Background())
-	h := &Handler{svc: o.Service, hooks: webhooks.New(o.Service), revert: o.Revert, broker: o.Broker, log: o.Logger,
+	h := &Handler{svc: o.Service, hooks: webhooks.New(o.Service), asof: asof.New(o.Service), revert: o.Revert, broker: o.Broker, log: o.Logger,
 		limiter: newRateLimiter(o.RateLimit, o.Faults.RateLimitClients),
 		maxJSON: o.MaxJSON, heartbeat: o.Heartbeat, specJSON: specJSON, streams: streams, slots: newStreamSlots(o.MaxEventStreams), faults: newFaults(o.Faults)}
 	e := h.newEcho(o)

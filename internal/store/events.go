@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
 )
 
@@ -114,6 +115,11 @@ func (q queries) EventsAfter(ctx context.Context, after int64, limit int) ([]mod
 		return nil, fmt.Errorf("read events: %w", err)
 	}
 	return eventModels(rows), nil
+}
+
+// EventsAfterInstant is sqldb.Queries.HistoryEvents: what a history answer undoes.
+func (s *Store) EventsAfterInstant(ctx context.Context, at time.Time, upTo int64) ([]history.Event, error) {
+	return s.queries.sql.HistoryEvents(ctx, at, upTo)
 }
 
 // LastEventSeq is the newest event's seq (0 when there are none).

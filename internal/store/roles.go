@@ -130,30 +130,30 @@ func (tx *Tx) MoveRole(ctx context.Context, id string, from, to int, now time.Ti
 }
 
 // DeleteRole deletes a role, takes it from every user and overwrite, and
-// moves the roles above it down one. It returns how many users had it.
-func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) (int64, error) {
+// moves the roles above it down one. It returns the users who had it.
+func (tx *Tx) DeleteRole(ctx context.Context, r model.Role, now time.Time) ([]string, error) {
 	db := tx.with(ctx)
-	var holders int64
-	if err := db.Model(&userRoleRow{}).Where("role_id = ?", r.ID).Count(&holders).Error; err != nil {
-		return 0, fmt.Errorf("delete role: %w", err)
+	holders := []string{}
+	if err := db.Model(&userRoleRow{}).Where("role_id = ?", r.ID).Order("user_id").Pluck("user_id", &holders).Error; err != nil {
+		return nil, fmt.Errorf("delete role: %w", err)
 	}
-	if holders > 0 {
+	if len(holders) > 0 {
 		// The users' representation (their role list) changes.
 		err := db.Model(&userRow{}).Where("id IN (?)", db.Model(&userRoleRow{}).Select("user_id").Where("role_id = ?", r.ID)).
 			Updates(map[string]any{"version": gorm.Expr("version + 1"), "updated_at": microsOf(now)}).Error
 		if err != nil {
-			return 0, fmt.Errorf("delete role: %w", err)
+			return nil, fmt.Errorf("delete role: %w", err)
 		}
 	}
 	if err := tx.deleteOverwritesOf(ctx, model.TargetRole, r.ID); err != nil {
-		return 0, err
+		return nil, err
 	}
 	// user_roles rows go with the role (ON DELETE CASCADE).
 	if err := db.Where("id = ?", r.ID).Delete(&roleRow{}).Error; err != nil {
-		return 0, fmt.Errorf("delete role: %w", err)
+		return nil, fmt.Errorf("delete role: %w", err)
 	}
 	if err := tx.shiftRoles(ctx, r.Position+1, 1<<30, -1, now); err != nil {
-		return 0, err
+		return nil, err
 	}
 	return holders, nil
 }

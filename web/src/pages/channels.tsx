@@ -21,6 +21,7 @@ import {
 import { channelLabel, channelScoped, listChannels, useConsole } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, revealDetail, TriCell, useAction, Why, type Tri } from "../ui";
 import { Attachments } from "./attachments";
+import { MatrixAsOf } from "./history";
 import { WhoHasAccess } from "./whoaccess";
 
 const idPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -512,16 +513,21 @@ function ChannelDetail(props: { id: string; listed: Channel | undefined; reveal:
         stale={stale}
         onStale={setStale}
       />
-      <Matrix
-        key={state.owEtag}
-        state={state}
-        onReload={async () => {
-          await load();
-          await props.onChanged();
-        }}
-        channels={props.channels}
-        stale={stale}
-        onStale={setStale}
+      <MatrixAsOf
+        channel={state.channel}
+        live={() => (
+          <Matrix
+            key={state.owEtag}
+            state={state}
+            onReload={async () => {
+              await load();
+              await props.onChanged();
+            }}
+            channels={props.channels}
+            stale={stale}
+            onStale={setStale}
+          />
+        )}
       />
       <Attachments channel={state.channel} mine={state.mine} onCount={setAttachmentCount} />
       <WhoHasAccess key={state.channel.id} channelID={state.channel.id} label={channelLabel(state.channel)} />

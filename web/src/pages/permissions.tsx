@@ -7,6 +7,7 @@ import { need } from "../access";
 import { ifMatch, ok, type Channel, type Explanation, type Permission, type Schemas, type User } from "../api";
 import { channelLabel, listChannels, useConsole, type Console } from "../state";
 import { Btn, isStale, ProblemBox, ReadOnly, useAction, Why as Disabled } from "../ui";
+import { AsOf, instantOf } from "./history";
 
 export function PermissionsPage(): JSX.Element {
   return (
@@ -133,7 +134,8 @@ function Why(): JSX.Element {
   const [found, setFound] = useState<User[]>([]);
   const [user, setUser] = useState<User | null>(null);
   const [channelID, setChannelID] = useState("");
-  const [result, setResult] = useState<{ user: User; channel: Channel | null; items: Explanation[] } | null>(null);
+  const [at, setAt] = useState(""); // "as of", a datetime-local value; "" for now
+  const [result, setResult] = useState<{ user: User; channel: Channel | null; items: Explanation[]; at: string } | null>(null);
   const act = useAction();
   useEffect(() => {
     void listChannels(c)
@@ -157,13 +159,14 @@ function Why(): JSX.Element {
     e.preventDefault();
     if (!user) return;
     const channel = channels.find((x) => x.id === channelID) ?? null;
+    const instant = instantOf(at);
     await act.run(async () => {
       const r = await ok(
         c.api.GET("/users/{userID}/permissions", {
-          params: { path: { userID: user.id }, query: { explain: true, ...(channelID ? { channelID } : {}) } },
+          params: { path: { userID: user.id }, query: { explain: true, ...(channelID ? { channelID } : {}), ...(instant ? { at: instant } : {}) } },
         }),
       );
-      setResult({ user, channel, items: r.data.explain ?? [] });
+      setResult({ user, channel, items: r.data.explain ?? [], at: instant });
     });
   };
   return (
@@ -215,6 +218,7 @@ function Why(): JSX.Element {
             ))}
           </select>
         </label>
+        <AsOf name="why-at" value={at} onChange={setAt} />
         <Btn type="submit" kind="primary" reason={user ? reason : "pick a user first"} busy={act.busy}>
           Explain
         </Btn>
@@ -223,10 +227,11 @@ function Why(): JSX.Element {
       <ProblemBox error={act.error} names={c.names} />
       {result && (
         <div class="scroll">
-          <table class="table explain" data-testid="explain">
+          <table class="table explain" data-testid="explain" data-at={result.at}>
             <caption>
               {result.user.display_name || result.user.username}
               {result.channel ? ` in ${channelLabel(result.channel)}` : " (base permissions)"}
+              {result.at ? `, as of ${new Date(result.at).toLocaleString()}` : ""}
             </caption>
             <thead>
               <tr>
