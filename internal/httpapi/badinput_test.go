@@ -268,9 +268,9 @@ func TestBadInputEveryOperation(t *testing.T) {
 		e, alice := e2eBadInputEnv(t, kind)
 		tok := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/tokens", Token: e.Owner}).Map(t)["items"].([]any)[0].(map[string]any)["id"].(string)
 		ids := map[string]string{"channelID": "ops", "roleID": "mods", "userID": alice.ID, "tokenID": tok,
-			"webhookID": "0192f1a0-0000-7000-8000-000000000000", "deliveryID": "msg_1"}
+			"webhookID": "0192f1a0-0000-7000-8000-000000000000", "deliveryID": "msg_1", "seq": "1"}
 		bad := map[string]string{"channelID": "Bad..ID", "roleID": "Bad..ID", "userID": "not-a-uuid", "tokenID": "not-a-uuid",
-			"webhookID": "not-a-uuid", "deliveryID": "a.b"}
+			"webhookID": "not-a-uuid", "deliveryID": "a.b", "seq": "abc"}
 		param := regexp.MustCompile(`\{([A-Za-z]+)\}`)
 		before := e2eState(t, e, alice)
 		seq := e2eSeq(t, e)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -180,6 +181,7 @@ type evFixture struct {
 	globalBefore []string
 	template     api.Template
 	webhookID    string
+	revertSeq    int64 // the event the revert case reverts
 }
 
 type evCase struct {
@@ -474,6 +476,16 @@ func evMutations() []evCase {
 			return testenv.Req{Method: "POST", Path: "/import", Body: f.template}
 		}, status: 200, typ: "global.permissions.set", subj: evSubject("global:permissions"),
 			data: evStatic(map[string]any{"before": []string{"VIEW_CHANNEL", "SEND_MESSAGES"}, "after": []string{"VIEW_CHANNEL"}})},
+
+		// a revert writes the event of the change it makes, by hand's type
+		{op: "revertAuditLogEntry", name: "a rename", setup: func(t *testing.T, f *evFixture) {
+			f.e.NewRole("scribes")
+			f.e.Must(200, testenv.Req{Method: "POST", Path: "/roles/scribes/rename", Token: f.e.Owner, Body: map[string]any{"name": "Scribes"}})
+			f.revertSeq = evLastSeq(t, f.e)
+		}, req: func(f *evFixture) testenv.Req {
+			return testenv.Req{Method: "POST", Path: fmt.Sprintf("/audit-log/%d/revert", f.revertSeq)}
+		}, status: 200, typ: "role.renamed", subj: evSubject("role:scribes"),
+			data: evStatic(map[string]any{"before": "Scribes", "after": "scribes"})},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -153,11 +154,19 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 				vreq = req.WithContext(req.Context())
 				vreq.Body, vreq.GetBody, vreq.ContentLength = http.NoBody, nil, 0
 			}
-			in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: op.route, Options: opts}
+			// The query is parsed once, by Echo (which keeps it for the
+			// generated binder): the validator and singleValues read that
+			// parse instead of parsing the URL again for each parameter.
+			// No query, nothing to parse (not even an empty map).
+			var query url.Values
+			if req.URL.RawQuery != "" {
+				query = c.QueryParams()
+			}
+			in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, QueryParams: query, Route: op.route, Options: opts}
 			if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
 				return validationProblem(err)
 			}
-			if err := singleValues(op, req); err != nil {
+			if err := singleValues(op, req, query); err != nil {
 				return err
 			}
 			if err := checkAuditReason(req.Header.Get("X-Audit-Reason")); err != nil {
@@ -349,7 +358,7 @@ func unsupportedMember(reason string) (string, bool) {
 // when the contract declares one value (not an array): the validator looks
 // at the first value only, and the generated binder would refuse it with a
 // message of its own.
-func singleValues(op *operation, req *http.Request) error {
+func singleValues(op *operation, req *http.Request, query url.Values) error {
 	var fields []apperr.FieldError
 	check := func(p *openapi3.Parameter) {
 		if p == nil || p.Schema == nil || p.Schema.Value == nil || p.Schema.Value.Type.Is("array") {
@@ -357,7 +366,7 @@ func singleValues(op *operation, req *http.Request) error {
 		}
 		switch p.In {
 		case openapi3.ParameterInQuery:
-			if len(req.URL.Query()[p.Name]) > 1 {
+			if len(query[p.Name]) > 1 {
 				fields = append(fields, apperr.FieldError{Location: "query." + p.Name, Message: "is given more than once"})
 			}
 		case openapi3.ParameterInHeader:
