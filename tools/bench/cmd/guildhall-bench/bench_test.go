@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -281,6 +282,8 @@ func TestSelectScenarios(t *testing.T) {
 		{in: "million,get_user", want: "get_user,million_get_user,million_get_perms,million_get_user_zipf,million_get_perms_zipf,million_list_users,million_search_users,million_search_flood,million_page_1000"},
 		{in: "create_user,mixed_get_user", want: "mixed_get_user,create_user"},
 		{in: "access", want: "access_open,access_role,access_users,million_access_open,million_access_role,million_access_users"},
+		{in: "history", want: "history_perms_explain,history_overwrites,history_roles"},
+		{in: "history_roles,get_user", want: "get_user,history_roles"},
 		{in: "get_usr", wantErr: true},
 		{in: "", wantErr: true},
 	}
@@ -473,6 +476,52 @@ func TestMillionNames(t *testing.T) {
 	if len(big) != 100 || big[0] != "m_00000" || big[1] != "m_00100" || big[99] != "m_09900" {
 		t.Errorf("the bigger instance's searches: %d, %q, %q .. %q; want every 100th of its prefixes", len(big), big[0], big[1], big[len(big)-1])
 	}
+}
+
+// TestHistoryScenarios checks that the history scenarios ask about the
+// target's user and instant (escaped in the query), one request at a
+// time, and are not run on a target without a history log.
+func TestHistoryScenarios(t *testing.T) {
+	def, err := selectScenarios("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(def, func(s scenario) bool { return s.needs == "history" }) {
+		t.Error("a history scenario is in the default group: seeding its log takes minutes")
+	}
+	if nd := needsOf([]scenario{mustScenario(t, "history_roles")}); !nd.history || nd.main || nd.million {
+		t.Errorf("needs of history_roles = %+v; want the history group alone", nd)
+	}
+	hist := &target{name: "sqlite-history", group: "history", histUser: "01a0-u", histAt: "2026-01-02T03:04:05.123456+00:00", ids: []string{"x"}}
+	tests := []struct{ name, wantPath string }{
+		{"history_perms_explain", "/api/users/01a0-u/permissions?channelID=c07&explain=true&at=2026-01-02T03%3A04%3A05.123456%2B00%3A00"},
+		{"history_overwrites", "/api/channels/c07/permissions?at=2026-01-02T03%3A04%3A05.123456%2B00%3A00"},
+		{"history_roles", "/api/roles?at=2026-01-02T03%3A04%3A05.123456%2B00%3A00"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := mustScenario(t, tc.name)
+			if sc.conns != 1 || sc.open {
+				t.Errorf("conns %d, open %v; want a closed loop of 1 connection", sc.conns, sc.open)
+			}
+			path, _, _, err := sc.fill(hist)
+			if err != nil || path != tc.wantPath {
+				t.Errorf("fill = %q, %v; want %q", path, err, tc.wantPath)
+			}
+			if _, _, _, err := sc.fill(&target{name: "sqlite", ids: []string{"x"}}); err == nil {
+				t.Error("filled for a target without a history log")
+			}
+		})
+	}
+}
+
+func mustScenario(t *testing.T, name string) scenario {
+	t.Helper()
+	sc, ok := scenarioNamed(name)
+	if !ok {
+		t.Fatalf("no scenario %q", name)
+	}
+	return sc
 }
 
 // TestTables renders the mixed table and the million summary from made-up

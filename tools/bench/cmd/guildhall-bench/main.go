@@ -256,6 +256,10 @@ func (b *bench) run(ctx context.Context) error {
 			if err := b.prepareMillion(ctx, stores, nd.millionAccess); err != nil {
 				return err
 			}
+		case "history":
+			if err := b.prepareHistory(ctx, stores); err != nil {
+				return err
+			}
 		}
 		if err := b.runScenario(ctx, sc); err != nil {
 			return err
@@ -300,6 +304,7 @@ type needs struct {
 	deep    bool // users enough for page 1,000
 	main    bool // the main group (ceiling, sqlite, postgres)
 	million bool // the million group
+	history bool // the history group
 	mixed   bool // writes beside the reads
 	// millionAccess: the access community on the million instances.
 	millionAccess bool
@@ -310,8 +315,9 @@ func needsOf(scs []scenario) needs {
 		perms:         slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "perms" || s.needs == "access" }),
 		access:        slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "access" }),
 		deep:          slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "deep" }),
-		main:          slices.ContainsFunc(scs, func(s scenario) bool { return s.needs != "million" }),
+		main:          slices.ContainsFunc(scs, func(s scenario) bool { return s.needs != "million" && s.needs != "history" }),
 		million:       slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" }),
+		history:       slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "history" }),
 		mixed:         slices.ContainsFunc(scs, func(s scenario) bool { return s.writes != nil }),
 		millionAccess: slices.ContainsFunc(scs, func(s scenario) bool { return s.needs == "million" && s.access }),
 	}
@@ -333,6 +339,8 @@ func (b *bench) chooseTargets(ctx context.Context, nd needs) (wanted, stores []s
 	switch {
 	case nd.million && len(stores) == 0:
 		return nil, nil, errors.New("the million scenarios need sqlite or postgres in -targets")
+	case nd.history && len(stores) == 0:
+		return nil, nil, errors.New("the history scenarios need sqlite or postgres in -targets")
 	case nd.million && b.cfg.millionUsers <= b.cfg.users:
 		return nil, nil, errors.New("the million scenarios need -million-users above -users")
 	}
@@ -380,6 +388,10 @@ func (b *bench) header(nd needs) {
 			b.say("- million: each user read once before the scenarios, as a server that has run a while has: the read caches hold what they would\n")
 		}
 	}
+	if nd.history {
+		b.say("- history: per store, an instance whose audit log has %s events, of which at least %s permission-relevant changes after the instant asked about, made through the API; the rest filler written in bulk into the database while the server is stopped\n",
+			thousands(historyEvents), thousands(historyRelevant))
+	}
 	if b.skipped != "" {
 		b.say("- %s\n", b.skipped)
 	}
@@ -391,7 +403,7 @@ func (b *bench) header(nd needs) {
 	b.say("- run directory: %s\n\n", b.dir)
 }
 
-// group returns the targets of a group ("" or "million"), in the order they
+// group returns the targets of a group ("", "million" or "history"), in the order they
 // were started.
 func (b *bench) group(name string) []*target {
 	var out []*target

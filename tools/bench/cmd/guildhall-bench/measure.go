@@ -95,8 +95,8 @@ func (b *bench) runScenario(ctx context.Context, sc scenario) error {
 // results go.
 func (b *bench) newScenarioRun(sc scenario) (*scenarioRun, error) {
 	group := b.group("")
-	if sc.needs == "million" {
-		group = b.group("million")
+	if sc.needs == "million" || sc.needs == "history" {
+		group = b.group(sc.needs)
 	}
 	r := &scenarioRun{sc: sc, group: group,
 		srcs: map[*target]*client.Source{}, writes: map[*target]*client.Source{}, baseSrcs: map[*target]*client.Source{},
@@ -225,7 +225,10 @@ func addRound(m map[string]*targetResult, t *target, rec runRecord, lat, wlat []
 // needs.
 func (b *bench) reportScenario(r *scenarioRun) {
 	sc := r.sc
-	how := fmt.Sprintf("closed loop, %d connections", b.cfg.conns)
+	how := fmt.Sprintf("closed loop, %d connections", b.conns(sc))
+	if sc.conns == 1 {
+		how = "closed loop, 1 connection: one request at a time"
+	}
 	if sc.open {
 		how = fmt.Sprintf("open loop at %g req/s, latency from each request's scheduled time", b.cfg.rate)
 	}
@@ -239,6 +242,10 @@ func (b *bench) reportScenario(r *scenarioRun) {
 			if t.ref != nil {
 				refOf[t.name] = t.ref.name
 			}
+		}
+		if t.group == "history" {
+			// No ceiling answers ?at=: the stores are compared.
+			refOf[t.name] = r.group[0].name
 		}
 	}
 	if sc.needs == "million" {
@@ -256,6 +263,12 @@ func (b *bench) reportScenario(r *scenarioRun) {
 		b.say("%s\n", mixedTable(sc, how, b.cfg.mixedRate, names, r.alone, r.res))
 	case sc.needs == "million":
 		b.say("%s\n", scenarioTable(sc, how, names, r.res, refOf, "the smaller instance"))
+	case sc.needs == "history" && len(r.group) > 0:
+		b.say("%s\n", scenarioTable(sc, how, names, r.res, refOf, r.group[0].name))
+		for _, t := range r.group {
+			b.say("- %s: %s\n", t.name, t.histLog)
+		}
+		b.say("\n")
 	default:
 		b.say("%s\n", scenarioTable(sc, how, names, r.res, refOf, "ceiling"))
 	}
@@ -271,7 +284,7 @@ func (b *bench) reportScenario(r *scenarioRun) {
 // with writes, those run beside it, in an open loop at -mixed-rate on one
 // connection, and the server's CPU is charged to sc's requests.
 func (b *bench) measure(ctx context.Context, sc scenario, t *target, src, writes *client.Source, phase string, round int) (runRecord, []int64, []int64, error) {
-	spec := loadSpec{addr: t.addr, src: src, conns: b.cfg.conns, seed: mrand.Uint64()}
+	spec := loadSpec{addr: t.addr, src: src, conns: b.conns(sc), seed: mrand.Uint64()}
 	spec.duration = b.cfg.duration
 	if phase == "warmup" {
 		spec.duration = b.cfg.warmup
@@ -376,4 +389,12 @@ func preflight(addr string, src *client.Source) (int, string, error) {
 		return 0, "", err
 	}
 	return resp.Status, trunc(string(resp.Body), 300), nil
+}
+
+// conns is the connections of sc's closed loop.
+func (b *bench) conns(sc scenario) int {
+	if sc.conns > 0 {
+		return sc.conns
+	}
+	return b.cfg.conns
 }

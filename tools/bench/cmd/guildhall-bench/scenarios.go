@@ -9,16 +9,20 @@ import (
 
 // A scenario is one request shape, driven against every target of its
 // group: the ceiling and Guildhall on each store, or (needs "million") the
-// pairs of bulk-seeded instances.
+// pairs of bulk-seeded instances, or (needs "history") the instances with
+// a long audit log.
 type scenario struct {
 	name   string
 	method string
 	// path and body are templates: {id} (or {prefix}) and {uniq} change per
-	// request; {heavy_user}, {light_user} and {cursor} are the target's
-	// fixtures.
+	// request; {heavy_user}, {light_user}, {cursor}, {hist_user} and {at}
+	// are the target's fixtures.
 	path, body string
 	open       bool   // open loop at -rate, for latency; else closed loop with -conns
-	needs      string // "perms", "access", "deep" or "million": fixtures beyond the seeded users
+	needs      string // "perms", "access", "deep", "million" or "history": fixtures beyond the seeded users
+	// conns, when set, is the closed loop's connections instead of -conns:
+	// 1 measures what one answer costs, without queueing behind others.
+	conns int
 	// access: a million scenario that needs the access community too.
 	access bool
 	// keys is what {id} is drawn from: "" the seeded users' IDs,
@@ -89,6 +93,11 @@ var scenarios = []scenario{
 	{name: "million_access_open", method: "GET", path: "/api/channels/" + accessOpenChannel + "/access?limit=50", needs: "million", access: true},
 	{name: "million_access_role", method: "GET", path: "/api/channels/" + accessRoleChannel + "/access?limit=50", needs: "million", access: true},
 	{name: "million_access_users", method: "GET", path: "/api/channels/" + accessUsersChannel + "/access?limit=50", needs: "million", access: true},
+	// History answers (?at=) over a log of 100,000 events (history.go), one
+	// request at a time: docs/performance.md's goal is each answer's median.
+	{name: "history_perms_explain", method: "GET", path: "/api/users/{hist_user}/permissions?channelID=" + historyChannel + "&explain=true&at={at}", needs: "history", conns: 1},
+	{name: "history_overwrites", method: "GET", path: "/api/channels/" + historyChannel + "/permissions?at={at}", needs: "history", conns: 1},
+	{name: "history_roles", method: "GET", path: "/api/roles?at={at}", needs: "history", conns: 1},
 }
 
 var scenarioGroups = map[string][]string{
@@ -100,18 +109,20 @@ var scenarioGroups = map[string][]string{
 	"page_deep": {"page_1", "page_1000"},
 	"million": {"million_get_user", "million_get_perms", "million_get_user_zipf", "million_get_perms_zipf",
 		"million_list_users", "million_search_users", "million_search_flood", "million_page_1000"},
+	"history": {"history_perms_explain", "history_overwrites", "history_roles"},
 }
 
 // groupNames lists the groups for messages.
-const groupNames = "default, all, reads, perms, latency, page_deep, million, access"
+const groupNames = "default, all, reads, perms, latency, page_deep, million, access, history"
 
-// defaultScenarios is everything but page_deep and million (slow to seed).
+// defaultScenarios is everything but page_deep, million, access and
+// history (slow to seed).
 const defaultScenarios = "reads,perms,mixed_get_user,create_user,latency"
 
 // selectScenarios expands a comma-separated list of scenario and group
 // names ("default" and "all" too) into scenarios, in the bench's order
 // (reads, writes, then the deep pages, which seed more users, then the
-// million, on instances of their own).
+// million and the history, on instances of their own).
 func selectScenarios(list string) ([]scenario, error) {
 	want := map[string]bool{}
 	var expand func(name string, depth int) error
@@ -181,8 +192,11 @@ func scenarioNames() string {
 // fill puts the target's fixtures into a scenario's template, and returns
 // the keys {id} is drawn from.
 func (s scenario) fill(t *target) (path, body string, keys []string, err error) {
-	r := strings.NewReplacer("{heavy_user}", t.heavyUser, "{light_user}", t.lightUser, "{cursor}", url.QueryEscape(t.deepCursor))
+	r := strings.NewReplacer("{heavy_user}", t.heavyUser, "{light_user}", t.lightUser, "{cursor}", url.QueryEscape(t.deepCursor),
+		"{hist_user}", t.histUser, "{at}", url.QueryEscape(t.histAt))
 	switch {
+	case s.needs == "history" && (t.histUser == "" || t.histAt == ""):
+		return "", "", nil, fmt.Errorf("%s has no history fixtures", t.name)
 	case (s.needs == "perms" || s.needs == "access") && (t.heavyUser == "" || t.lightUser == ""):
 		return "", "", nil, fmt.Errorf("%s has no heavy/light fixtures", t.name)
 	case strings.Contains(s.path, "{cursor}") && !t.deepReady:

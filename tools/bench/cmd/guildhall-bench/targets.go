@@ -25,7 +25,7 @@ import (
 // seeded in bulk (sqlite-10k, sqlite-1m, ...).
 type target struct {
 	name    string // ceiling, sqlite, postgres; or <store>-<users> for the million scenarios
-	group   string // "" (ceiling, sqlite, postgres) or "million"
+	group   string // "" (ceiling, sqlite, postgres), "million" or "history"
 	addr    string // 127.0.0.1:port
 	token   string
 	logPath string
@@ -50,6 +50,11 @@ type target struct {
 	prefixes []string      // search prefixes, each shared by 100 users (searchPrefixes)
 	searches []string      // the prefixes million_search_users draws from (sampleSearches)
 	memory   []memSample   // the server's memory after each million scenario
+
+	// The history scenarios' instances (history.go).
+	histUser string // the user asked about
+	histAt   string // the instant asked about, RFC 3339
+	histLog  string // what the log holds, for the report
 }
 
 // memSample is a server process's memory after a scenario: its resident

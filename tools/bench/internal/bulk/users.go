@@ -1,7 +1,8 @@
 // Package bulk writes fixtures straight into a Guildhall database, for
 // scenarios the API would take minutes to build (a million users: 253 s
-// through POST /api/users). This file is all the tools know of the
-// product's store: what it calls, and the one statement of its own.
+// through POST /api/users, a long audit log). This package is all the
+// tools know of the product's store: what it calls, and the one statement
+// of its own.
 package bulk
 
 import (
