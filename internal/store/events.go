@@ -122,6 +122,20 @@ func (s *Store) EventsAfterInstant(ctx context.Context, at time.Time, upTo int64
 	return s.queries.sql.HistoryEvents(ctx, at, upTo)
 }
 
+// eventsBySeq reads the events with these seqs (those still kept): the
+// webhooks' deliveries' (webhookq.Queue.Claim).
+func (q queries) eventsBySeq(ctx context.Context, seqs []int64) (map[int64]model.Event, error) {
+	var rows []eventRow
+	if err := q.with(ctx).Where("seq IN ?", seqs).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read the deliveries' events: %w", err)
+	}
+	out := make(map[int64]model.Event, len(rows))
+	for _, r := range rows {
+		out[r.Seq] = r.model()
+	}
+	return out, nil
+}
+
 // LastEventSeq is the newest event's seq (0 when there are none).
 func (q queries) LastEventSeq(ctx context.Context) (int64, error) {
 	var seq *int64
