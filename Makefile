@@ -51,12 +51,13 @@ lint: ## staticcheck (pinned, go run) over every package, the tools' module too;
 	cd $(BENCH_MOD) && $(GO) run $(STATICCHECK) ./...
 
 # The race detector where goroutines share state: the event broker, the
-# write batcher (internal/sqldb), the store and its read cache
+# write batcher (internal/sqldb), the store, the webhook delivery queue's
+# concurrent claims (internal/store/webhookq), the read cache
 # (internal/fresh), the authorization snapshot, the buffered log, the blob
 # store, the contract check, and the HTTP tests that stream events or write
 # concurrently (the whole httpapi suite is too slow under -race for every
 # CI run).
-RACE_PKGS := ./internal/events ./internal/sqldb ./internal/store ./internal/fresh ./internal/guild ./internal/app ./internal/blob ./internal/contractcheck ./internal/permissions
+RACE_PKGS := ./internal/events ./internal/sqldb ./internal/store ./internal/store/webhookq ./internal/fresh ./internal/guild ./internal/app ./internal/blob ./internal/contractcheck ./internal/permissions
 RACE_HTTP := Concurrent|EventStream|SSE|Stream|Ticket|DownloadDuringReplace|Interrupted|RateLimit
 test-race: ## go test -race on the packages with shared state, and the concurrent HTTP tests
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)

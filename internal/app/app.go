@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *App, err 
 	proxies, _ := cfg.Proxies() // checked by Validate
 	a := &App{Config: cfg, Store: st, Service: svc, Broker: broker, dbBlobs: dbBlobs, dirBlobs: dirBlobs, log: log, OwnerToken: token,
 		tracing: tp}
-	a.Webhooks = webhook.NewDeliverer(webhook.DelivererOptions{Store: st, Audience: svc, Encode: httpapi.EventJSON,
+	a.Webhooks = webhook.NewDeliverer(webhook.DelivererOptions{Queue: st.WebhookQueue(), Audience: svc, Encode: httpapi.EventJSON,
 		Signals: broker, AllowPrivate: cfg.WebhookAllowPrivate, Logger: log, Tracer: tp.TracerProvider(), Registerer: reg})
 	srv, err := httpapi.New(httpapi.Options{Service: svc, Revert: revert.New(svc, st), Broker: broker, Logger: log, CORSOrigins: cfg.CORSOrigins,
 		RateLimit: cfg.RateLimit, MaxEventStreams: cfg.MaxEventStreams, Heartbeat: cfg.SSEHeartbeat, Version: Version, Ready: a.Ready, Registry: reg,

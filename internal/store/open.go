@@ -1,10 +1,12 @@
 // Package store keeps Guildhall's state on SQLite (the embedded default) or
 // PostgreSQL: each resource's rows, reads and writes, the read cache's
 // freshness registry (freshness.go), the authorization state
-// (authstate.go) and the migrations. It is the only package that knows the
-// tables; it takes and returns the domain types of internal/model and
-// reports expected failures as internal/apperr kinds. How it talks to the
-// database (pools, statements, dialects, faults, the single writer) is
+// (authstate.go) and the migrations (internal/store/schema). It and the
+// packages under it are the only ones that know the tables: the webhooks'
+// delivery queue is internal/store/webhookq's, on the store's writer and
+// read pool (WebhookQueue). It takes and returns the domain types of internal/model
+// and reports expected failures as internal/apperr kinds. How it talks to
+// the database (pools, statements, dialects, faults, the single writer) is
 // internal/sqldb's.
 //
 // Every write runs through Store.Write, which serializes writers

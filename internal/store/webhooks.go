@@ -11,11 +11,19 @@ import (
 
 	"github.com/guildhall/guildhall/internal/apperr"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/store/webhookq"
 )
 
 // Webhooks and the listing of their deliveries. The deliveries are made,
-// attempted and recorded by the delivery engine (webhook_queue.go); here
-// they are only listed and handed back to it (RedeliverWebhookDelivery).
+// claimed and recorded by the delivery queue (internal/store/webhookq, on
+// the store's writer and read pool: WebhookQueue); here they are only
+// listed and handed back to it (RedeliverWebhookDelivery).
+
+// WebhookQueue is the webhooks' delivery queue, on the store's writes
+// (every writer goes through the same one) and read pool.
+func (s *Store) WebhookQueue() *webhookq.Queue {
+	return webhookq.New(s.write, s.queries.sql, s.queries.eventsBySeq)
+}
 
 type webhookRow struct {
 	ID             string `gorm:"primaryKey"`

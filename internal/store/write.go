@@ -27,9 +27,15 @@ import (
 // or with ErrOutcomeUnknown when its transaction did not answer in time
 // (sqldb.DB.Write).
 func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) ([]model.Event, error) {
-	events, err := s.db.Write(ctx, func(sqlTx *sqldb.Tx) error {
+	return s.write(ctx, func(sqlTx *sqldb.Tx) error {
 		return fn(&Tx{queries: queries{sqlTx.Queries}, sqlTx: sqlTx, store: s})
 	})
+}
+
+// write is Write on sqldb's transaction: the resources' writes (Write) and
+// the webhooks' delivery queue's (WebhookQueue) all run through it.
+func (s *Store) write(ctx context.Context, fn func(sqlTx *sqldb.Tx) error) ([]model.Event, error) {
+	events, err := s.db.Write(ctx, fn)
 	// What the request reads next must include its own write (after a
 	// write that never ran, this costs the next read one question).
 	fresh.AskAgain(ctx)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/sqldb"
-	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/store/webhookq"
 )
 
 // The Deliverer: every instance runs one. It wakes after every commit (the
@@ -24,10 +24,10 @@ import (
 // when the next attempt falls due, then
 //
 //  1. dispatches: makes the deliveries of the events committed since the
-//     last dispatch (store.DispatchWebhooks);
+//     last dispatch (webhookq.Queue.Dispatch);
 //  2. claims due deliveries, as many as its queue has room for (a few
 //     per worker), each leased to this instance for Lease
-//     (store.ClaimDeliveries): one instance attempts a delivery at a
+//     (webhookq.Queue.Claim): one instance attempts a delivery at a
 //     time. It claims the next while the workers attempt the last;
 //  3. asks about each webhook's creator as of now (Audience): a creator
 //     who cannot read the audit log any more disables the webhook, a
@@ -36,7 +36,7 @@ import (
 //  4. attempts the others, in Concurrency workers (so at most that many
 //     at once), outside any transaction: a writer never waits for a
 //     receiver;
-//  5. records the outcomes in batches (store.RecordDeliveries), each only
+//  5. records the outcomes in batches (webhookq.Queue.Record), each only
 //     while its lease is still this instance's.
 //
 // An instance killed mid-attempt leaves its leases to end: another
@@ -82,7 +82,7 @@ type Signals interface {
 
 // DelivererOptions configure a Deliverer.
 type DelivererOptions struct {
-	Store    *store.Store
+	Queue    *webhookq.Queue
 	Audience Audience
 	// Encode writes an event as the audit log shows it: a delivery's body.
 	Encode  func(model.Event) ([]byte, error)
@@ -116,7 +116,7 @@ type Deliverer struct {
 	work     chan job      // claimed, judged, waiting for a worker
 	freed    chan struct{} // a worker took a job (coalesced)
 	inFlight atomic.Int64  // attempts being made
-	records  chan store.DeliveryRecord
+	records  chan webhookq.DeliveryRecord
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // set by Start
@@ -147,7 +147,7 @@ func NewDeliverer(o DelivererOptions) *Deliverer {
 	}
 	d := &Deliverer{o: o, client: NewClient(Options{AllowPrivate: o.AllowPrivate, Resolver: o.Resolver, Timeout: o.Timeout}),
 		work: make(chan job, queuePerWorker*o.Concurrency), freed: make(chan struct{}, 1),
-		records: make(chan store.DeliveryRecord, recordBatch)}
+		records: make(chan webhookq.DeliveryRecord, recordBatch)}
 	if o.Tracer != nil {
 		d.tracer = o.Tracer.Tracer(tracerName)
 	}
@@ -265,7 +265,7 @@ func (d *Deliverer) run(ctx context.Context) {
 
 // quiet reports whether no webhook is enabled: nothing to deliver.
 func (d *Deliverer) quiet(ctx context.Context) bool {
-	n, err := d.o.Store.EnabledWebhooks(ctx)
+	n, err := d.o.Queue.EnabledWebhooks(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.o.Logger.Warn("webhook deliveries: counting the webhooks failed", "err", err)
@@ -273,7 +273,7 @@ func (d *Deliverer) quiet(ctx context.Context) bool {
 		return false
 	}
 	if n == 0 {
-		d.metrics.observeQueue(store.DeliveryQueueStats{})
+		d.metrics.observeQueue(webhookq.Stats{})
 	}
 	return n == 0
 }
@@ -297,7 +297,7 @@ func (d *Deliverer) leaseFor(queued int) time.Duration {
 // dispatch, a bounded number of batches at a time (claims go on between).
 func (d *Deliverer) dispatch(ctx context.Context) {
 	for range 20 {
-		made, more, err := d.o.Store.DispatchWebhooks(ctx, dispatchBatch)
+		made, more, err := d.o.Queue.Dispatch(ctx, dispatchBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.o.Logger.Warn("webhook deliveries: dispatch failed", "err", err)
@@ -314,7 +314,7 @@ func (d *Deliverer) dispatch(ctx context.Context) {
 // untilNextDue reads the queue (for the metrics too) and returns how long
 // to sleep before the next delivery is due, at most Poll.
 func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
-	st, err := d.o.Store.DeliveryQueue(ctx)
+	st, err := d.o.Queue.Stats(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.o.Logger.Warn("webhook deliveries: reading the queue failed", "err", err)
@@ -332,7 +332,7 @@ func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
 // recorder writes the outcomes in batches: each write takes what has
 // arrived meanwhile, so a backlog drains in few transactions.
 func (d *Deliverer) recorder() {
-	batch := make([]store.DeliveryRecord, 0, recordBatch)
+	batch := make([]webhookq.DeliveryRecord, 0, recordBatch)
 	for r := range d.records {
 		batch = append(batch[:0], r)
 	gather:
@@ -353,10 +353,10 @@ func (d *Deliverer) recorder() {
 
 // flush records a batch. A failure is logged: the leases end, and the
 // deliveries are attempted again (at least once).
-func (d *Deliverer) flush(batch []store.DeliveryRecord) {
+func (d *Deliverer) flush(batch []webhookq.DeliveryRecord) {
 	ctx, cancel := context.WithTimeout(sqldb.Uncounted(context.Background()), 2*AttemptTimeout)
 	defer cancel()
-	events, err := d.o.Store.RecordDeliveries(ctx, d.o.Instance, batch)
+	events, err := d.o.Queue.Record(ctx, d.o.Instance, batch)
 	if err != nil {
 		d.o.Logger.Warn("webhook deliveries: recording outcomes failed; they will be attempted again",
 			"deliveries", len(batch), "err", err)

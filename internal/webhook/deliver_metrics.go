@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/guildhall/guildhall/internal/model"
-	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/store/webhookq"
 )
 
 // metrics are the deliverer's. The queue's gauges (pending, oldest
@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, d *Deliverer) *metrics {
 const observeEvery = 2 * time.Second
 
 // observeQueue keeps the queue's stats for the gauges.
-func (m *metrics) observeQueue(st store.DeliveryQueueStats) {
+func (m *metrics) observeQueue(st webhookq.Stats) {
 	m.pending.Store(st.Pending)
 	if st.OldestPending.IsZero() {
 		m.oldest.Store(0)
@@ -85,21 +85,21 @@ func (m *metrics) attempted(out Outcome, took time.Duration) {
 	m.duration.Observe(took.Seconds())
 }
 
-func (m *metrics) outcome(r store.DeliveryRecord) {
+func (m *metrics) outcome(r webhookq.DeliveryRecord) {
 	var o string
 	switch r.Step {
-	case store.StepDelivered:
+	case webhookq.StepDelivered:
 		o = "delivered"
-	case store.StepRetry:
+	case webhookq.StepRetry:
 		o = "retried"
-	case store.StepFailed:
+	case webhookq.StepFailed:
 		o = "failed"
 		if r.Disable == model.WebhookDisabledGone {
 			o = "gone"
 		}
-	case store.StepHold:
+	case webhookq.StepHold:
 		o = "held"
-	case store.StepDrop:
+	case webhookq.StepDrop:
 		o = "dropped"
 	default:
 		o = "released"
@@ -115,7 +115,7 @@ func (d *Deliverer) refreshQueue(ctx context.Context) {
 	if !d.metrics.stale() {
 		return
 	}
-	if st, err := d.o.Store.DeliveryQueue(ctx); err == nil {
+	if st, err := d.o.Queue.Stats(ctx); err == nil {
 		d.metrics.observeQueue(st)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guildhall/guildhall/internal/model"
-	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/store/webhookq"
 )
 
 const tracerName = "github.com/guildhall/guildhall/internal/webhook"
@@ -21,12 +21,12 @@ const tracerName = "github.com/guildhall/guildhall/internal/webhook"
 // claim claims up to n due deliveries and starts what each needs (see
 // Deliverer): it returns how many it claimed.
 func (d *Deliverer) claim(ctx context.Context, n int) (int, error) {
-	claimed, err := d.o.Store.ClaimDeliveries(ctx, d.o.Instance, d.o.Now(), d.leaseFor(len(d.work)+n), n)
+	claimed, err := d.o.Queue.Claim(ctx, d.o.Instance, d.o.Now(), d.leaseFor(len(d.work)+n), n)
 	if err != nil || len(claimed) == 0 {
 		return 0, err
 	}
 	var order []string
-	byCreator := map[string][]store.ClaimedDelivery{}
+	byCreator := map[string][]webhookq.ClaimedDelivery{}
 	for _, c := range claimed {
 		if _, ok := byCreator[c.CreatorID]; !ok {
 			order = append(order, c.CreatorID)
@@ -41,13 +41,13 @@ func (d *Deliverer) claim(ctx context.Context, n int) (int, error) {
 
 // judge asks about the creator of deliveries claimed together, then
 // attempts each the creator may read, and records the others' fate.
-func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []store.ClaimedDelivery) {
+func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []webhookq.ClaimedDelivery) {
 	release := func(err error) {
 		if ctx.Err() == nil {
 			d.o.Logger.Warn("webhook deliveries: judging the creator failed; released", "creator_id", creatorID, "err", err)
 		}
 		for _, c := range ds {
-			d.record(recordOf(c, store.StepRelease))
+			d.record(recordOf(c, webhookq.StepRelease))
 		}
 	}
 	cr, err := d.o.Audience.WebhookCreator(ctx, creatorID)
@@ -58,7 +58,7 @@ func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []store.Clai
 	switch cr.Standing {
 	case Lost:
 		for _, c := range ds {
-			r := recordOf(c, store.StepRelease)
+			r := recordOf(c, webhookq.StepRelease)
 			r.Disable = model.WebhookDisabledByCreator
 			r.DisableEvent = d.disableEvent(cr.Why)
 			d.record(r)
@@ -66,7 +66,7 @@ func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []store.Clai
 		return
 	case Held:
 		for _, c := range ds {
-			r := recordOf(c, store.StepHold)
+			r := recordOf(c, webhookq.StepHold)
 			r.NextAttemptAt = minTime(cr.Until, d.o.Now().Add(holdRecheck))
 			d.record(r)
 		}
@@ -96,11 +96,11 @@ func (d *Deliverer) judge(ctx context.Context, creatorID string, ds []store.Clai
 		switch body, ok := bodies[c.EventSeq]; {
 		case c.Event == nil:
 			// Purged by the audit log's retention: nothing to deliver.
-			r := recordOf(c, store.StepFailed)
+			r := recordOf(c, webhookq.StepFailed)
 			r.Error = "the event is no longer kept"
 			d.record(r)
 		case !ok:
-			d.record(recordOf(c, store.StepDrop)) // hidden from the creator
+			d.record(recordOf(c, webhookq.StepDrop)) // hidden from the creator
 		default:
 			d.start(c, body)
 		}
@@ -114,13 +114,13 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-func recordOf(c store.ClaimedDelivery, step store.DeliveryStep) store.DeliveryRecord {
-	return store.DeliveryRecord{ID: c.ID, LeaseUntil: c.LeaseUntil, WebhookID: c.WebhookID, Step: step}
+func recordOf(c webhookq.ClaimedDelivery, step webhookq.DeliveryStep) webhookq.DeliveryRecord {
+	return webhookq.DeliveryRecord{ID: c.ID, LeaseUntil: c.LeaseUntil, WebhookID: c.WebhookID, Step: step}
 }
 
 // record hands an outcome to the recorder; it waits while the recorder's
 // queue is full, which slows the claims down to what can be recorded.
-func (d *Deliverer) record(r store.DeliveryRecord) { d.records <- r }
+func (d *Deliverer) record(r webhookq.DeliveryRecord) { d.records <- r }
 
 // disableEvent makes the event of a webhook the deliverer disables.
 func (d *Deliverer) disableEvent(why string) func(before, after model.Webhook) model.Event {
@@ -129,13 +129,13 @@ func (d *Deliverer) disableEvent(why string) func(before, after model.Webhook) m
 
 // job is a claimed delivery a worker attempts, and its body.
 type job struct {
-	c    store.ClaimedDelivery
+	c    webhookq.ClaimedDelivery
 	body []byte
 }
 
 // start queues a delivery for the workers; claims never exceed the
 // queue's room, so it does not wait.
-func (d *Deliverer) start(c store.ClaimedDelivery, body []byte) { d.work <- job{c: c, body: body} }
+func (d *Deliverer) start(c webhookq.ClaimedDelivery, body []byte) { d.work <- job{c: c, body: body} }
 
 // worker attempts the queued deliveries one at a time until the queue
 // closes; once ctx ends, what is still queued is released unattempted.
@@ -146,7 +146,7 @@ func (d *Deliverer) worker(ctx context.Context) {
 		default:
 		}
 		if ctx.Err() != nil {
-			d.record(recordOf(j.c, store.StepRelease))
+			d.record(recordOf(j.c, webhookq.StepRelease))
 			continue
 		}
 		d.inFlight.Add(1)
@@ -157,30 +157,30 @@ func (d *Deliverer) worker(ctx context.Context) {
 }
 
 // attempt makes one attempt and says what it means for the delivery.
-func (d *Deliverer) attempt(ctx context.Context, c store.ClaimedDelivery, body []byte) store.DeliveryRecord {
+func (d *Deliverer) attempt(ctx context.Context, c webhookq.ClaimedDelivery, body []byte) webhookq.DeliveryRecord {
 	number := c.Attempts + 1
 	ctx, span := d.span(ctx, c, number)
 	began := time.Now()
 	out := Attempt(ctx, d.client, c.URL, Delivery{ID: c.ID, Body: body}, c.Secrets, d.o.Now())
 	d.metrics.attempted(out, time.Since(began))
-	r := recordOf(c, store.StepRetry)
+	r := recordOf(c, webhookq.StepRetry)
 	r.Attempted, r.Status, r.Error = true, out.Status, describe(out.Err)
 	switch {
 	case out.Result == Delivered:
-		r.Step = store.StepDelivered
+		r.Step = webhookq.StepDelivered
 	case out.Result == Gone:
-		r.Step, r.Disable = store.StepFailed, model.WebhookDisabledGone
+		r.Step, r.Disable = webhookq.StepFailed, model.WebhookDisabledGone
 		r.DisableEvent = d.disableEvent("its receiver answered 410 Gone")
 	case ctx.Err() != nil:
 		// Cut short by Close: not counted, attempted again at once.
-		r = recordOf(c, store.StepRelease)
+		r = recordOf(c, webhookq.StepRelease)
 		out.Err = errCut
 	default:
 		next, ok := NextAttempt(number, d.o.Now(), out.RetryAfter, d.o.Rand)
 		if ok {
 			r.NextAttemptAt = next
 		} else {
-			r.Step = store.StepFailed
+			r.Step = webhookq.StepFailed
 		}
 	}
 	endSpan(span, out, r.Step)
@@ -209,7 +209,7 @@ func describe(err error) string {
 // span starts an attempt's span (a client span); nil when tracing is off.
 // It names the destination's scheme and host, never its path or query,
 // which may hold a token of the receiver's.
-func (d *Deliverer) span(ctx context.Context, c store.ClaimedDelivery, number int) (context.Context, trace.Span) {
+func (d *Deliverer) span(ctx context.Context, c webhookq.ClaimedDelivery, number int) (context.Context, trace.Span) {
 	if d.tracer == nil {
 		return ctx, nil
 	}
@@ -226,10 +226,10 @@ func (d *Deliverer) span(ctx context.Context, c store.ClaimedDelivery, number in
 	return d.tracer.Start(ctx, "webhook.attempt", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
-var stepNames = map[store.DeliveryStep]string{store.StepDelivered: "delivered", store.StepRetry: "retry",
-	store.StepFailed: "failed", store.StepRelease: "released"}
+var stepNames = map[webhookq.DeliveryStep]string{webhookq.StepDelivered: "delivered", webhookq.StepRetry: "retry",
+	webhookq.StepFailed: "failed", webhookq.StepRelease: "released"}
 
-func endSpan(span trace.Span, out Outcome, step store.DeliveryStep) {
+func endSpan(span trace.Span, out Outcome, step webhookq.DeliveryStep) {
 	if span == nil {
 		return
 	}

@@ -73,7 +73,7 @@ func (h *harness) restart(o webhook.DelivererOptions) {
 	if o.Poll == 0 {
 		o.Poll = 200 * time.Millisecond // a webhook written behind its back is found at once
 	}
-	o.Store, o.Audience, o.Encode, o.Signals, o.AllowPrivate = a.Store, a.Service, httpapi.EventJSON, a.Broker, true
+	o.Queue, o.Audience, o.Encode, o.Signals, o.AllowPrivate = a.Store.WebhookQueue(), a.Service, httpapi.EventJSON, a.Broker, true
 	a.Webhooks = webhook.NewDeliverer(o)
 	a.Webhooks.Start(context.Background())
 }
@@ -601,10 +601,10 @@ func TestAStoppedOrKilledInstanceLosesNothing(t *testing.T) {
 	for i := range 5 {
 		h.NewRole(fmt.Sprintf("k%d", i))
 	}
-	if _, _, err := h.App.Store.DispatchWebhooks(context.Background(), 100); err != nil {
+	if _, _, err := h.App.Store.WebhookQueue().Dispatch(context.Background(), 100); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := h.App.Store.ClaimDeliveries(context.Background(), "dead", time.Now(), 2*time.Second, 100)
+	dead, err := h.App.Store.WebhookQueue().Claim(context.Background(), "dead", time.Now(), 2*time.Second, 100)
 	if err != nil || len(dead) != 5 {
 		t.Fatalf("the dead instance's claims: %d, %v", len(dead), err)
 	}
@@ -701,7 +701,7 @@ func drainBacklog(b *testing.B, kind string, n int) float64 {
 		b.Fatal(err)
 	}
 	for {
-		_, more, err := h.App.Store.DispatchWebhooks(context.Background(), 1000)
+		_, more, err := h.App.Store.WebhookQueue().Dispatch(context.Background(), 1000)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -223,7 +223,7 @@ CREATE TABLE names_checked (
 );
 `},
 	// Webhooks (store/webhooks.go) and their deliveries (store/webhooks.go
-	// lists them; store/webhook_queue.go makes, claims and records them).
+	// lists them; store/webhookq makes, claims and records them).
 	// A webhook gets the events with seq > after_seq that its patterns
 	// match; webhook_dispatch holds up to which event deliveries were made.
 	// Times are Unix microseconds. A delivery's lease says which instance

@@ -1,4 +1,4 @@
-package store_test
+package webhookq_test
 
 import (
 	"context"
@@ -10,17 +10,37 @@ import (
 
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
+	"github.com/guildhall/guildhall/internal/store/webhookq"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-// insertWebhook writes a webhooks row directly (the management API owns
-// the table; the queue only reads it).
-func insertWebhook(t *testing.T, s *store.Store, id, events string, afterSeq int64, enabled bool) {
+func storeOptions(t *testing.T, kind string) store.Options {
 	t.Helper()
-	now := time.Now().UnixMicro()
-	err := s.ExecForTest("INSERT INTO webhooks (id, url, events, description, enabled, creator_id, secret, "+
-		"after_seq, version, created_at, updated_at) VALUES (?, ?, ?, '', ?, 'owner', ?, ?, 1, ?, ?)",
-		id, "https://example.com/"+id, events, enabled, "whsec_"+id, afterSeq, now, now)
+	if kind == testenv.Postgres {
+		return store.Options{DatabaseURL: testenv.FreshPostgres(t)}
+	}
+	return store.Options{DataDir: t.TempDir()}
+}
+
+func openStore(t *testing.T, kind string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), storeOptions(t, kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// insertWebhook stores a webhook as its management does (the management
+// owns the table; the queue only reads it).
+func insertWebhook(t *testing.T, s *store.Store, id string, events []string, afterSeq int64, enabled bool) {
+	t.Helper()
+	ctx, now := context.Background(), time.Now()
+	_, err := s.Write(ctx, func(tx *store.Tx) error {
+		return tx.InsertWebhook(ctx, model.Webhook{ID: id, URL: "https://example.com/" + id, Events: events,
+			Enabled: enabled, CreatorID: "owner", Secret: "whsec_" + id, AfterSeq: afterSeq, CreatedAt: now, UpdatedAt: now})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +69,11 @@ func appendEvents(t *testing.T, s *store.Store, types ...string) []int64 {
 }
 
 // claimAll claims every due delivery for owner, in pages of n.
-func claimAll(t *testing.T, s *store.Store, owner string, n int) []store.ClaimedDelivery {
+func claimAll(t *testing.T, s *store.Store, owner string, n int) []webhookq.ClaimedDelivery {
 	t.Helper()
-	var out []store.ClaimedDelivery
+	var out []webhookq.ClaimedDelivery
 	for {
-		got, err := s.ClaimDeliveries(context.Background(), owner, time.Now(), time.Minute, n)
+		got, err := s.WebhookQueue().Claim(context.Background(), owner, time.Now(), time.Minute, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +84,7 @@ func claimAll(t *testing.T, s *store.Store, owner string, n int) []store.Claimed
 	}
 }
 
-func pairs(ds []store.ClaimedDelivery) []string {
+func pairs(ds []webhookq.ClaimedDelivery) []string {
 	var out []string
 	for _, d := range ds {
 		out = append(out, fmt.Sprintf("%s@%d", d.WebhookID, d.EventSeq))
@@ -84,19 +104,19 @@ func TestDispatchMakesADeliveryPerMatchingEvent(t *testing.T) {
 		ctx := context.Background()
 		s := openStore(t, kind)
 		before := appendEvents(t, s, "role.created")
-		insertWebhook(t, s, "roles", `["role.*"]`, before[0], true)
-		insertWebhook(t, s, "users", `["user.created","channel.deleted"]`, before[0], true)
-		insertWebhook(t, s, "off", `["role.*"]`, before[0], false)
+		insertWebhook(t, s, "roles", []string{"role.*"}, before[0], true)
+		insertWebhook(t, s, "users", []string{"user.created", "channel.deleted"}, before[0], true)
+		insertWebhook(t, s, "off", []string{"role.*"}, before[0], false)
 		seqs := appendEvents(t, s, "role.created", "role.permissions.set", "user.created", "user.updated", "channel.deleted", "rolex.created")
-		made, more, err := s.DispatchWebhooks(ctx, 4)
+		made, more, err := s.WebhookQueue().Dispatch(ctx, 4)
 		if err != nil || made != 3 || !more {
 			t.Fatalf("first batch: made %d, more %v, err %v; want 3 (two roles, a user), more", made, more, err)
 		}
-		made, more, err = s.DispatchWebhooks(ctx, 4)
+		made, more, err = s.WebhookQueue().Dispatch(ctx, 4)
 		if err != nil || made != 1 || more {
 			t.Fatalf("second batch: made %d, more %v, err %v; want 1 (the channel), no more", made, more, err)
 		}
-		if made, _, err = s.DispatchWebhooks(ctx, 4); err != nil || made != 0 {
+		if made, _, err = s.WebhookQueue().Dispatch(ctx, 4); err != nil || made != 0 {
 			t.Fatalf("nothing new: made %d, err %v", made, err)
 		}
 		got := pairs(claimAll(t, s, "i1", 10))
@@ -129,15 +149,15 @@ func TestClaimersNeverShareADelivery(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = b.Close() })
 		}
-		insertWebhook(t, a, "h1", `["*"]`, 0, true)
-		insertWebhook(t, a, "h2", `["user.*"]`, 0, true)
+		insertWebhook(t, a, "h1", []string{"*"}, 0, true)
+		insertWebhook(t, a, "h2", []string{"user.*"}, 0, true)
 		types := make([]string, 150)
 		for i := range types {
 			types[i] = "user.created"
 		}
 		appendEvents(t, a, types...)
 		for {
-			_, more, err := a.DispatchWebhooks(ctx, 64)
+			_, more, err := a.WebhookQueue().Dispatch(ctx, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +172,7 @@ func TestClaimersNeverShareADelivery(t *testing.T) {
 			owner := fmt.Sprintf("claimer-%d", i)
 			wg.Go(func() {
 				for {
-					got, err := s.ClaimDeliveries(ctx, owner, time.Now(), time.Minute, 7)
+					got, err := s.WebhookQueue().Claim(ctx, owner, time.Now(), time.Minute, 7)
 					if err != nil {
 						t.Error(err)
 						return
@@ -190,13 +210,13 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		s := openStore(t, kind)
-		insertWebhook(t, s, "h", `["role.*"]`, 0, true)
+		insertWebhook(t, s, "h", []string{"role.*"}, 0, true)
 		appendEvents(t, s, "role.created", "role.updated", "role.deleted", "role.moved")
-		if _, _, err := s.DispatchWebhooks(ctx, 100); err != nil {
+		if _, _, err := s.WebhookQueue().Dispatch(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		first, err := s.ClaimDeliveries(ctx, "one", now, time.Millisecond, 1)
+		first, err := s.WebhookQueue().Claim(ctx, "one", now, time.Millisecond, 1)
 		if err != nil || len(first) != 1 {
 			t.Fatalf("claim: %v, %v", first, err)
 		}
@@ -204,39 +224,39 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 			t.Fatalf("claimed %+v", first[0])
 		}
 		time.Sleep(5 * time.Millisecond)
-		second, err := s.ClaimDeliveries(ctx, "two", time.Now(), time.Minute, 1)
+		second, err := s.WebhookQueue().Claim(ctx, "two", time.Now(), time.Minute, 1)
 		if err != nil || len(second) != 1 || second[0].ID != first[0].ID {
 			t.Fatalf("the expired lease's delivery is claimed again: %v, %v", second, err)
 		}
-		rec := func(owner string, d store.ClaimedDelivery, r store.DeliveryRecord) []model.Event {
+		rec := func(owner string, d webhookq.ClaimedDelivery, r webhookq.DeliveryRecord) []model.Event {
 			r.ID, r.LeaseUntil, r.WebhookID = d.ID, d.LeaseUntil, d.WebhookID
-			evs, err := s.RecordDeliveries(ctx, owner, []store.DeliveryRecord{r})
+			evs, err := s.WebhookQueue().Record(ctx, owner, []webhookq.DeliveryRecord{r})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return evs
 		}
-		rec("one", first[0], store.DeliveryRecord{Step: store.StepDelivered, Attempted: true, Status: 200})
-		st, err := s.DeliveryQueue(ctx)
+		rec("one", first[0], webhookq.DeliveryRecord{Step: webhookq.StepDelivered, Attempted: true, Status: 200})
+		st, err := s.WebhookQueue().Stats(ctx)
 		if err != nil || st.Pending != 4 {
 			t.Fatalf("the stale record changed the queue: %+v, %v", st, err)
 		}
 		retryAt := time.Now().Add(time.Hour)
-		rec("two", second[0], store.DeliveryRecord{Step: store.StepRetry, Attempted: true, Status: 500, NextAttemptAt: retryAt})
+		rec("two", second[0], webhookq.DeliveryRecord{Step: webhookq.StepRetry, Attempted: true, Status: 500, NextAttemptAt: retryAt})
 
 		rest := claimAll(t, s, "one", 10)
 		if len(rest) != 3 {
 			t.Fatalf("claimed %d, want the 3 others (the retry is due in an hour)", len(rest))
 		}
-		rec("one", rest[0], store.DeliveryRecord{Step: store.StepHold, NextAttemptAt: retryAt})
-		rec("one", rest[1], store.DeliveryRecord{Step: store.StepDrop})
+		rec("one", rest[0], webhookq.DeliveryRecord{Step: webhookq.StepHold, NextAttemptAt: retryAt})
+		rec("one", rest[1], webhookq.DeliveryRecord{Step: webhookq.StepDrop})
 		ev := func(before, after model.Webhook) model.Event {
 			if !before.Enabled || after.Enabled || after.DisabledReason != "gone" || before.URL != "https://example.com/h" {
 				t.Errorf("disabled from %+v to %+v", before, after)
 			}
 			return model.Event{Type: "webhook.updated", Subject: "webhook:" + before.ID}
 		}
-		gone := store.DeliveryRecord{Step: store.StepFailed, Attempted: true, Status: 410, Disable: model.WebhookDisabledGone, DisableEvent: ev}
+		gone := webhookq.DeliveryRecord{Step: webhookq.StepFailed, Attempted: true, Status: 410, Disable: model.WebhookDisabledGone, DisableEvent: ev}
 		evs := rec("one", rest[2], gone)
 		if len(evs) != 1 || evs[0].Type != "webhook.updated" || evs[0].ActorID != nil || evs[0].Seq == 0 {
 			t.Fatalf("the 410 appended %+v, want one webhook.updated by the system", evs)
@@ -244,14 +264,22 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 		if evs := rec("one", rest[2], gone); len(evs) != 0 {
 			t.Fatalf("a record repeated after its lease ended appended %+v", evs)
 		}
-		st, err = s.DeliveryQueue(ctx)
+		st, err = s.WebhookQueue().Stats(ctx)
 		if err != nil || st.Pending != 0 {
 			t.Fatalf("a disabled webhook's deliveries count as pending: %+v, %v", st, err)
 		}
-		if err := s.ExecForTest("UPDATE webhooks SET enabled = ?", true); err != nil {
+		_, err = s.Write(ctx, func(tx *store.Tx) error { // enabled again, as its management does
+			w, err := tx.GetWebhook(ctx, "h")
+			if err != nil {
+				return err
+			}
+			w.Enabled, w.DisabledReason = true, ""
+			return tx.UpdateWebhook(ctx, w)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		st, err = s.DeliveryQueue(ctx)
+		st, err = s.WebhookQueue().Stats(ctx)
 		// Pending: the retry and the hold (due in an hour); the drop is
 		// gone, the 410 failed.
 		if err != nil || st.Pending != 2 || st.NextDue.Sub(retryAt).Abs() > time.Millisecond || st.OldestPending.IsZero() {
@@ -260,7 +288,7 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 		if got := claimAll(t, s, "one", 10); len(got) != 0 {
 			t.Fatalf("claimed %v before their time", pairs(got))
 		}
-		later, err := s.ClaimDeliveries(ctx, "one", retryAt.Add(time.Second), time.Minute, 10)
+		later, err := s.WebhookQueue().Claim(ctx, "one", retryAt.Add(time.Second), time.Minute, 10)
 		if err != nil || len(later) != 2 {
 			t.Fatalf("due in an hour: %v, %v", later, err)
 		}
@@ -279,7 +307,7 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 func TestDispatchSkipsAWebhooksOwnCreation(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, testenv.SQLite)
-	insertWebhook(t, s, "self", `["webhook.*"]`, 0, true)
+	insertWebhook(t, s, "self", []string{"webhook.*"}, 0, true)
 	evs, err := s.Write(ctx, func(tx *store.Tx) error {
 		for _, sub := range []string{"webhook:self", "webhook:other"} {
 			if err := tx.AppendEvent(ctx, model.Event{Type: "webhook.created", Subject: sub}); err != nil {
@@ -291,7 +319,7 @@ func TestDispatchSkipsAWebhooksOwnCreation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.DispatchWebhooks(ctx, 100); err != nil {
+	if _, _, err := s.WebhookQueue().Dispatch(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
 	got := claimAll(t, s, "i", 10)

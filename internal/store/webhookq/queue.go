@@ -1,4 +1,18 @@
-package store
+// Package webhookq is the webhooks' delivery queue: which deliveries are
+// made (Dispatch), which instance attempts which (Claim), and what came of
+// each attempt (Record), in the tables webhook_deliveries and
+// webhook_dispatch. The webhooks themselves, and the listing of their
+// deliveries, are internal/store's; the queue runs on the store's writer
+// and read pool (store.Store.WebhookQueue).
+//
+// Every step is a write transaction: writers are serialized (the store's
+// write takes the write lock: BEGIN IMMEDIATE on SQLite, a
+// transaction-scoped advisory lock on PostgreSQL), so events are numbered
+// in commit order, and a dispatch, which runs under the same lock, sees
+// every event up to the newest committed: the cursor it advances never
+// passes an event still to commit. The same lock makes a claim atomic: two
+// instances never lease the same delivery.
+package webhookq
 
 import (
 	"context"
@@ -12,17 +26,32 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
-// The webhooks' delivery queue: which deliveries are made (Dispatch), which
-// instance attempts which (Claim), and what came of each attempt (Record).
-// Every step is a write transaction: writers are serialized (Store.Write
-// takes the write lock: BEGIN IMMEDIATE on SQLite, a transaction-scoped
-// advisory lock on PostgreSQL), so events are numbered in commit order,
-// and a dispatch, which runs under the same lock, sees every event up to
-// the newest committed: the cursor it advances never passes an event still
-// to commit. The same lock makes a claim atomic: two instances never lease
-// the same delivery.
+// Queue is the delivery queue, on the store's writer and read pool.
+type Queue struct {
+	write  func(ctx context.Context, fn func(tx *sqldb.Tx) error) ([]model.Event, error)
+	reads  sqldb.Queries
+	events func(ctx context.Context, seqs []int64) (map[int64]model.Event, error)
+}
+
+// New returns the queue over the store's write transactions (write: the
+// one every writer of the database goes through, so that the lock above
+// holds), its read pool, and its read of the events with the seqs given
+// (those still kept).
+func New(write func(ctx context.Context, fn func(tx *sqldb.Tx) error) ([]model.Event, error), reads sqldb.Queries,
+	events func(ctx context.Context, seqs []int64) (map[int64]model.Event, error)) *Queue {
+	return &Queue{write: write, reads: reads, events: events}
+}
+
+// micros is a timestamp as the store keeps it: microseconds since the Unix
+// epoch, UTC, in a BIGINT column.
+type micros int64
+
+func microsOf(t time.Time) micros { return micros(t.UnixMicro()) }
+
+func (m micros) time() time.Time { return time.UnixMicro(int64(m)).UTC() }
 
 // queueDeliveryRow is a row of webhook_deliveries as the queue writes it.
 type queueDeliveryRow struct {
@@ -58,16 +87,16 @@ type queueWebhook struct {
 	AfterSeq int64
 }
 
-// NewDeliveryID returns a delivery's ID, its webhook-id: "msg_" and a
+// newDeliveryID returns a delivery's ID, its webhook-id: "msg_" and a
 // UUIDv7 in hex (36 characters, no "."), so IDs sort by creation.
-func NewDeliveryID() string {
+func newDeliveryID() string {
 	id := uuid.Must(uuid.NewV7())
 	return "msg_" + strings.ReplaceAll(id.String(), "-", "")
 }
 
-// WebhookEventPatterns reads the events column of a webhook: a JSON array
+// eventPatterns reads the events column of a webhook: a JSON array
 // of patterns (a comma-separated list is read too).
-func WebhookEventPatterns(s string) []string {
+func eventPatterns(s string) []string {
 	var out []string
 	if err := json.Unmarshal([]byte(s), &out); err == nil {
 		return out
@@ -80,11 +109,11 @@ func WebhookEventPatterns(s string) []string {
 	return out
 }
 
-// WebhookPatternMatches reports whether an event type matches a webhook's
+// patternMatches reports whether an event type matches a webhook's
 // pattern as the audit log's type filter does: the type itself, or a
 // prefix ending in ".*" ("role.*" matches "role.created" and
 // "role.permissions.set", not "role").
-func WebhookPatternMatches(pattern, typ string) bool {
+func patternMatches(pattern, typ string) bool {
 	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
 		return strings.HasPrefix(typ, prefix)
 	}
@@ -95,7 +124,7 @@ func WebhookPatternMatches(pattern, typ string) bool {
 // parameters each): far within both databases' bounds on parameters.
 const deliveryInsertChunk = 200
 
-// DispatchWebhooks makes the deliveries of up to limit events after the
+// Dispatch makes the deliveries of up to limit events after the
 // cursor, one per enabled webhook whose patterns match an event with a seq
 // above its after_seq, and advances the cursor past them. It returns how
 // many deliveries it made, and whether more events wait (a full batch).
@@ -103,13 +132,13 @@ const deliveryInsertChunk = 200
 // after_seq of the enabled webhooks: a webhook receives only events written
 // after it was created, so nothing before it can be delivered. With no
 // enabled webhook, or no event after the cursor, it writes nothing.
-func (s *Store) DispatchWebhooks(ctx context.Context, limit int) (made int, more bool, err error) {
-	if busy, err := s.dispatchDue(ctx); err != nil || !busy {
+func (q *Queue) Dispatch(ctx context.Context, limit int) (made int, more bool, err error) {
+	if busy, err := q.dispatchDue(ctx); err != nil || !busy {
 		return 0, false, err
 	}
-	_, err = s.Write(ctx, func(tx *Tx) error {
-		made, more = 0, false // a write may run twice (Write)
-		db := tx.with(ctx)
+	_, err = q.write(ctx, func(tx *sqldb.Tx) error {
+		made, more = 0, false // a write may run twice (sqldb.DB.Write)
+		db := tx.With(ctx)
 		var hooks []queueWebhook
 		if err := db.Table("webhooks").Select("id, events, after_seq").Where("enabled").
 			Order("id").Find(&hooks).Error; err != nil {
@@ -118,7 +147,7 @@ func (s *Store) DispatchWebhooks(ctx context.Context, limit int) (made int, more
 		if len(hooks) == 0 {
 			return nil
 		}
-		cursor, err := tx.dispatchCursor(ctx, hooks)
+		cursor, err := dispatchCursor(ctx, tx, hooks)
 		if err != nil {
 			return err
 		}
@@ -137,13 +166,13 @@ func (s *Store) DispatchWebhooks(ctx context.Context, limit int) (made int, more
 		now := microsOf(model.Now())
 		var rows []queueDeliveryRow
 		for _, h := range hooks {
-			patterns := WebhookEventPatterns(h.Events)
+			patterns := eventPatterns(h.Events)
 			for _, e := range events {
 				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
 					continue
 				}
 				due := now
-				rows = append(rows, queueDeliveryRow{ID: NewDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
+				rows = append(rows, queueDeliveryRow{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
 					State: string(model.DeliveryPending), NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now})
 			}
 		}
@@ -176,13 +205,13 @@ const dispatchDueSQL = "SELECT (SELECT COUNT(*) FROM webhooks WHERE enabled) AS 
 // work: an enabled webhook, and an event after the cursor. A dispatch
 // that has none takes no write lock (the deliverer asks after every
 // commit: the writers' own transactions must not double).
-func (s *Store) dispatchDue(ctx context.Context) (bool, error) {
+func (q *Queue) dispatchDue(ctx context.Context) (bool, error) {
 	var row struct {
 		Hooks int64
 		Cur   *int64
 		Last  *int64
 	}
-	err := s.queries.with(ctx).Raw(dispatchDueSQL).Scan(&row).Error
+	err := q.reads.With(ctx).Raw(dispatchDueSQL).Scan(&row).Error
 	if err != nil {
 		return false, fmt.Errorf("read the dispatch cursor: %w", err)
 	}
@@ -197,8 +226,8 @@ func (s *Store) dispatchDue(ctx context.Context) (bool, error) {
 
 // dispatchCursor reads the cursor, creating it at the first dispatch, and
 // moves it up to the oldest after_seq of the enabled webhooks hooks.
-func (tx *Tx) dispatchCursor(ctx context.Context, hooks []queueWebhook) (int64, error) {
-	db := tx.with(ctx)
+func dispatchCursor(ctx context.Context, tx *sqldb.Tx, hooks []queueWebhook) (int64, error) {
+	db := tx.With(ctx)
 	var rows []queueCursorRow
 	if err := db.Where("id = 1").Find(&rows).Error; err != nil {
 		return 0, fmt.Errorf("read the dispatch cursor: %w", err)
@@ -230,7 +259,7 @@ func isOwnCreation(webhookID, typ, subject string) bool {
 
 func matchesAny(patterns []string, typ string) bool {
 	for _, p := range patterns {
-		if WebhookPatternMatches(p, typ) {
+		if patternMatches(p, typ) {
 			return true
 		}
 	}
@@ -245,7 +274,7 @@ type ClaimedDelivery struct {
 	EventSeq  int64
 	Attempts  int // made before this one
 	// LeaseUntil is when the lease ends; with the owner, it fences what
-	// the attempt records (RecordDeliveries).
+	// the attempt records (Queue.Record).
 	LeaseUntil time.Time
 	URL        string
 	// Secrets sign the attempt: the webhook's secret, then, during a
@@ -269,11 +298,11 @@ type claimRow struct {
 	CreatorID      string
 }
 
-// ClaimDeliveries leases to owner, until now+lease, up to limit pending
+// Claim leases to owner, until now+lease, up to limit pending
 // deliveries of enabled webhooks that are due at now and leased to nobody
 // (or whose lease has ended), oldest due first, and returns them with
 // their webhook's destination and secrets and their event.
-func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error) {
+func (q *Queue) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error) {
 	var rows []claimRow
 	at, until := microsOf(now), microsOf(now.Add(lease))
 	due := func(db *gorm.DB) *gorm.DB {
@@ -284,12 +313,12 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time
 	// Asked first of the read pool: the deliverer asks after every commit,
 	// and a claim with nothing to claim must not take the write lock.
 	var some []string
-	if err := due(s.queries.with(ctx)).Select("d.id").Limit(1).Find(&some).Error; err != nil || len(some) == 0 {
+	if err := due(q.reads.With(ctx)).Select("d.id").Limit(1).Find(&some).Error; err != nil || len(some) == 0 {
 		return nil, err
 	}
-	_, err := s.Write(ctx, func(tx *Tx) error {
+	_, err := q.write(ctx, func(tx *sqldb.Tx) error {
 		rows = nil
-		db := tx.with(ctx)
+		db := tx.With(ctx)
 		err := due(db).
 			Select("d.id, d.webhook_id, d.event_seq, d.attempts, w.url, w.secret, w.previous_secret, w.previous_until, w.creator_id").
 			Order("d.next_attempt_at").Limit(limit).Find(&rows).Error
@@ -313,7 +342,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time
 	for i, r := range rows {
 		seqs[i] = r.EventSeq
 	}
-	events, err := s.eventsBySeq(ctx, seqs)
+	events, err := q.events(ctx, seqs)
 	if err != nil {
 		return nil, err
 	}
@@ -332,24 +361,11 @@ func (s *Store) ClaimDeliveries(ctx context.Context, owner string, now time.Time
 	return out, nil
 }
 
-// eventsBySeq reads the events with these seqs (those still kept).
-func (s *Store) eventsBySeq(ctx context.Context, seqs []int64) (map[int64]model.Event, error) {
-	var rows []eventRow
-	if err := s.queries.with(ctx).Where("seq IN ?", seqs).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("read the deliveries' events: %w", err)
-	}
-	out := make(map[int64]model.Event, len(rows))
-	for _, r := range rows {
-		out[r.Seq] = r.model()
-	}
-	return out, nil
-}
-
 // DeliveryStep is what an attempt, or the decision not to make one, does
 // to its delivery.
 type DeliveryStep int
 
-// Steps of RecordDeliveries.
+// Steps of Queue.Record.
 const (
 	StepDelivered DeliveryStep = iota // delivered: a 2xx answer
 	StepRetry                         // pending again, attempted at NextAttemptAt
@@ -380,12 +396,12 @@ type DeliveryRecord struct {
 // maxErrorText bounds last_error (VARCHAR(400)).
 const maxErrorText = 400
 
-// RecordDeliveries records the outcomes of deliveries claimed by owner, in
+// Record records the outcomes of deliveries claimed by owner, in
 // one transaction; an outcome whose lease is no longer owner's (it ended
 // and another instance claimed the delivery) is left out. It returns the
 // events it appended (a webhook disabled), committed.
-func (s *Store) RecordDeliveries(ctx context.Context, owner string, recs []DeliveryRecord) ([]model.Event, error) {
-	events, err := s.Write(ctx, func(tx *Tx) error {
+func (q *Queue) Record(ctx context.Context, owner string, recs []DeliveryRecord) ([]model.Event, error) {
+	events, err := q.write(ctx, func(tx *sqldb.Tx) error {
 		// The deliveries delivered, the most of a backlog, in one
 		// statement per lease (those claimed together share it).
 		type key struct {
@@ -403,19 +419,19 @@ func (s *Store) RecordDeliveries(ctx context.Context, owner string, recs []Deliv
 			}
 		}
 		for k, ids := range delivered {
-			if err := tx.recordDelivered(ctx, owner, k.lease, k.status, ids); err != nil {
+			if err := recordDelivered(ctx, tx, owner, k.lease, k.status, ids); err != nil {
 				return err
 			}
 		}
 		disabled := map[string]bool{}
 		for _, r := range rest {
-			kept, err := tx.recordDelivery(ctx, owner, r)
+			kept, err := recordDelivery(ctx, tx, owner, r)
 			if err != nil {
 				return err
 			}
 			if kept && r.Disable != "" && !disabled[r.WebhookID] {
 				disabled[r.WebhookID] = true
-				if err := tx.disableWebhookFor(ctx, r); err != nil {
+				if err := disableWebhookFor(ctx, tx, r); err != nil {
 					return err
 				}
 			}
@@ -430,8 +446,8 @@ func (s *Store) RecordDeliveries(ctx context.Context, owner string, recs []Deliv
 
 // recordDelivered records the deliveries ids, claimed by owner until
 // lease, as delivered by an attempt answered with status.
-func (tx *Tx) recordDelivered(ctx context.Context, owner string, lease micros, status int, ids []string) error {
-	err := tx.with(ctx).Model(&queueDeliveryRow{}).
+func recordDelivered(ctx context.Context, tx *sqldb.Tx, owner string, lease micros, status int, ids []string) error {
+	err := tx.With(ctx).Model(&queueDeliveryRow{}).
 		Where("lease_owner = ? AND lease_until = ? AND id IN ?", owner, lease, ids).
 		Updates(map[string]any{"state": string(model.DeliveryDelivered), "attempts": gorm.Expr("attempts + 1"),
 			"last_status": nullIfZero(status), "last_error": nil, "next_attempt_at": nil,
@@ -444,8 +460,8 @@ func (tx *Tx) recordDelivered(ctx context.Context, owner string, lease micros, s
 
 // recordDelivery records one outcome; false when the lease was no longer
 // owner's.
-func (tx *Tx) recordDelivery(ctx context.Context, owner string, r DeliveryRecord) (bool, error) {
-	db := tx.with(ctx).Model(&queueDeliveryRow{}).
+func recordDelivery(ctx context.Context, tx *sqldb.Tx, owner string, r DeliveryRecord) (bool, error) {
+	db := tx.With(ctx).Model(&queueDeliveryRow{}).
 		Where("id = ? AND lease_owner = ? AND lease_until = ?", r.ID, owner, microsOf(r.LeaseUntil))
 	if r.Step == StepDrop {
 		res := db.Delete(&queueDeliveryRow{})
@@ -473,12 +489,12 @@ func (tx *Tx) recordDelivery(ctx context.Context, owner string, r DeliveryRecord
 
 // disableWebhookFor disables r's webhook if it is enabled, and appends
 // the event of the change.
-func (tx *Tx) disableWebhookFor(ctx context.Context, r DeliveryRecord) error {
+func disableWebhookFor(ctx context.Context, tx *sqldb.Tx, r DeliveryRecord) error {
 	var rows []struct {
 		ID, URL, Events, Description, CreatorID string
 		Version                                 int64
 	}
-	db := tx.with(ctx)
+	db := tx.With(ctx)
 	if err := db.Table("webhooks").Select("id, url, events, description, creator_id, version").
 		Where("id = ? AND enabled", r.WebhookID).Find(&rows).Error; err != nil {
 		return fmt.Errorf("read webhook %s: %w", r.WebhookID, err)
@@ -494,11 +510,11 @@ func (tx *Tx) disableWebhookFor(ctx context.Context, r DeliveryRecord) error {
 		return fmt.Errorf("disable webhook %s: %w", r.WebhookID, err)
 	}
 	w := rows[0]
-	before := model.Webhook{ID: w.ID, URL: w.URL, Events: WebhookEventPatterns(w.Events), Description: w.Description,
+	before := model.Webhook{ID: w.ID, URL: w.URL, Events: eventPatterns(w.Events), Description: w.Description,
 		Enabled: true, CreatorID: w.CreatorID, Version: w.Version}
 	after := before
 	after.Enabled, after.DisabledReason, after.Version, after.UpdatedAt = false, r.Disable, w.Version+1, now
-	return tx.AppendEvent(ctx, r.DisableEvent(before, after))
+	return tx.AppendEvent(r.DisableEvent(before, after))
 }
 
 func nullIfZero(n int) *int {
@@ -529,16 +545,16 @@ func truncate(s string, n int) string {
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // EnabledWebhooks counts the enabled webhooks.
-func (s *Store) EnabledWebhooks(ctx context.Context) (int64, error) {
+func (q *Queue) EnabledWebhooks(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.queries.with(ctx).Table("webhooks").Where("enabled").Count(&n).Error; err != nil {
+	if err := q.reads.With(ctx).Table("webhooks").Where("enabled").Count(&n).Error; err != nil {
 		return 0, fmt.Errorf("count enabled webhooks: %w", err)
 	}
 	return n, nil
 }
 
-// DeliveryQueueStats is the queue as metrics show it.
-type DeliveryQueueStats struct {
+// Stats are the queue as metrics show it.
+type Stats struct {
 	Pending       int64     // pending deliveries of enabled webhooks
 	OldestPending time.Time // when the oldest of them was made (zero: none)
 	// NextDue is when the next of them may be claimed: its next attempt,
@@ -546,22 +562,22 @@ type DeliveryQueueStats struct {
 	NextDue time.Time
 }
 
-// DeliveryQueue reads the queue's stats.
-func (s *Store) DeliveryQueue(ctx context.Context) (DeliveryQueueStats, error) {
+// Stats reads the queue's stats.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	var row struct {
 		N       int64
 		Oldest  *int64
 		NextDue *int64
 	}
-	err := s.queries.with(ctx).Table("webhook_deliveries AS d").
+	err := q.reads.With(ctx).Table("webhook_deliveries AS d").
 		Select("COUNT(*) AS n, MIN(d.created_at) AS oldest, "+
 			"MIN(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at THEN d.lease_until ELSE d.next_attempt_at END) AS next_due").
 		Joins("JOIN webhooks w ON w.id = d.webhook_id").
 		Where("d.state = ? AND w.enabled", string(model.DeliveryPending)).Take(&row).Error
 	if err != nil {
-		return DeliveryQueueStats{}, fmt.Errorf("read the delivery queue: %w", err)
+		return Stats{}, fmt.Errorf("read the delivery queue: %w", err)
 	}
-	st := DeliveryQueueStats{Pending: row.N}
+	st := Stats{Pending: row.N}
 	if row.Oldest != nil {
 		st.OldestPending = micros(*row.Oldest).time()
 	}
