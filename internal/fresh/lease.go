@@ -78,6 +78,7 @@ type leases struct {
 	// from memory only while they are equal (and the lease runs).
 	want, have atomic.Uint64
 	until      atomic.Int64 // the lease's end, in monotonic nanoseconds since base; 0: none
+	untilWall  atomic.Int64 // and in Unix nanoseconds
 
 	base      time.Time
 	mu        sync.Mutex
@@ -87,7 +88,7 @@ type leases struct {
 	others    map[string]*peer
 	own       map[int64]ownCommit // this instance's commits by version, until answered
 	notices   uint64              // the notifications heard on this connection
-	sent      map[uint64]int64    // heartbeats sent on this connection: seq → when
+	sent      map[uint64]sentAt   // heartbeats sent on this connection, by seq
 	ack       chan int64          // versions to acknowledge (the sender coalesces)
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -105,6 +106,9 @@ type peer struct {
 	acked int64
 	since uint64
 }
+
+// sentAt is when a heartbeat was sent, on both clocks (current).
+type sentAt struct{ mono, wall int64 }
 
 // ownCommit is one of this instance's commits: its nonce (a version rolled
 // back is taken again by the next commit, with another nonce), and the
@@ -137,9 +141,16 @@ func newLeases(opts LeaseOptions, pg Postgres) *leases {
 
 func (l *leases) now() int64 { return int64(time.Since(l.base)) }
 
-// current reports whether a read may be answered from memory.
+// current reports whether a read may be answered from memory. The lease
+// is measured on the monotonic clock, which runs while the process is
+// stopped, and on the wall clock too, for a machine whose monotonic clock
+// stops while it is frozen: either one past the end ends it.
 func (l *leases) current() bool {
-	return l.want.Load() == l.have.Load() && l.now() < l.until.Load()
+	if l.want.Load() != l.have.Load() {
+		return false
+	}
+	now := time.Now()
+	return int64(now.Sub(l.base)) < l.until.Load() && now.UnixNano() < l.untilWall.Load()
 }
 
 // broadcast wakes the waiters; l.mu is held.
@@ -234,12 +245,17 @@ func (l *leases) listen(ctx context.Context) error {
 	if err := l.seed(ctx, recv); err != nil {
 		return err
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	// Either connection failing ends both: a listener that cannot
+	// acknowledge or renew is no better than none.
+	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, 1)
-	go func() { errs <- l.sender(sctx, send) }()
+	go func() {
+		errs <- l.sender(lctx, send)
+		cancel()
+	}()
 	for {
-		n, err := recv.WaitForNotification(ctx)
+		n, err := recv.WaitForNotification(lctx)
 		if err != nil {
 			cancel()
 			return errors.Join(err, <-errs)
@@ -277,7 +293,7 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 	if l.conn == 0 {
 		l.conn = 1
 	}
-	l.heard, l.notices, l.sent, l.ack = 0, 0, map[uint64]int64{}, make(chan int64, 1)
+	l.heard, l.notices, l.sent, l.ack = 0, 0, map[uint64]sentAt{}, make(chan int64, 1)
 	l.broadcast()
 	l.once.Do(func() { close(l.listening) })
 	return nil
@@ -295,11 +311,14 @@ func (l *leases) sender(ctx context.Context, c *pgx.Conn) error {
 	heartbeat := func() error {
 		seq++
 		l.mu.Lock()
-		l.sent[seq] = l.now()
+		now := time.Now()
+		l.sent[seq] = sentAt{mono: int64(now.Sub(l.base)), wall: now.UnixNano()}
 		acked := l.heard
 		l.mu.Unlock()
 		var v, nonce *int64
-		err := c.QueryRow(ctx, `WITH up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
+		qctx, cancel := context.WithTimeout(ctx, l.opts.Lease) // a database that does not answer: reconnect
+		defer cancel()
+		err := c.QueryRow(qctx, `WITH up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
   VALUES ($1, clock_timestamp() + make_interval(secs => $2)) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at RETURNING 1),
 n AS (SELECT pg_notify($3, $4))
 SELECT (SELECT v FROM `+quoteIdent(l.pg.Schema)+`.data_version WHERE id = 1), (SELECT nonce FROM `+quoteIdent(l.pg.Schema)+
@@ -324,7 +343,10 @@ SELECT (SELECT v FROM `+quoteIdent(l.pg.Schema)+`.data_version WHERE id = 1), (S
 				return err
 			}
 		case v := <-ack:
-			if _, err := c.Exec(ctx, "SELECT pg_notify($1, $2)", l.channel, "a "+l.opts.Instance+" "+strconv.FormatInt(v, 10)); err != nil {
+			qctx, cancel := context.WithTimeout(ctx, l.opts.Lease)
+			_, err := c.Exec(qctx, "SELECT pg_notify($1, $2)", l.channel, "a "+l.opts.Instance+" "+strconv.FormatInt(v, 10))
+			cancel()
+			if err != nil {
 				return fmt.Errorf("acknowledge: %w", err)
 			}
 		}
@@ -358,8 +380,9 @@ func (l *leases) heardNotice(payload string) {
 			seq, _ := strconv.ParseUint(f[2], 10, 64)
 			if at, ok := l.sent[seq]; ok {
 				delete(l.sent, seq)
-				if end := at + int64(l.opts.Lease); end > l.until.Load() {
+				if end := at.mono + int64(l.opts.Lease); end > l.until.Load() {
 					l.until.Store(end)
+					l.untilWall.Store(at.wall + int64(l.opts.Lease))
 				}
 			}
 			return

@@ -16,7 +16,7 @@ func FuzzLeaseNotice(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload string) {
 		l := newLeases(LeaseOptions{Instance: "me"}, Postgres{})
-		l.ack, l.sent = make(chan int64, 1), map[uint64]int64{}
+		l.ack, l.sent = make(chan int64, 1), map[uint64]sentAt{}
 		l.others["peer"] = &peer{until: 1 << 62, acked: 5}
 		l.heardNotice(payload)
 		if l.until.Load() != 0 {
