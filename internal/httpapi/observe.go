@@ -61,6 +61,10 @@ func (h *Handler) recoverer() echo.MiddlewareFunc {
 }
 
 // accessLog writes one structured line per request, with its request ID.
+// The line goes to the logger's handler directly: Logger.LogAttrs would
+// first walk the stack for the caller's program counter, a cost on every
+// request for a source location no handler of ours writes (the access log's
+// would be this function anyway).
 func (h *Handler) accessLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogMethod: true, LogURIPath: true, LogLatency: true, LogRequestID: true, LogRemoteIP: true,
@@ -71,18 +75,19 @@ func (h *Handler) accessLog() echo.MiddlewareFunc {
 				level = slog.LevelError
 			}
 			ctx := c.Request().Context()
+			hd := h.log.Handler()
+			if !hd.Enabled(ctx, level) {
+				return nil
+			}
+			r := slog.NewRecord(time.Now(), level, "request", 0)
+			r.AddAttrs(slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
+				slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP))
 			if h.tracer != nil {
 				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-					h.log.LogAttrs(ctx, level, "request",
-						slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
-						slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP),
-						slog.String("trace_id", sc.TraceID().String()))
-					return nil
+					r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 				}
 			}
-			h.log.LogAttrs(ctx, level, "request",
-				slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
-				slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP))
+			_ = hd.Handle(ctx, r) // as LogAttrs: a line that cannot be written fails no request
 			return nil
 		},
 	})
