@@ -61,8 +61,12 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			// The limit comes before the credential lookup (ratelimit.go).
-			if h.limiter != nil && !h.limiter.admit(c) {
-				return &echo.HTTPError{Code: http.StatusTooManyRequests}
+			var key string // the bearer token's, for the limiter
+			if h.limiter != nil {
+				key = tokenKey(c)
+				if !h.limiter.admit(c, key) {
+					return &echo.HTTPError{Code: http.StatusTooManyRequests}
+				}
 			}
 			orig := c.Request()
 			// The request's reads are answered as of one moment after it
@@ -81,12 +85,12 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 				}
 				if err != nil {
 					if h.limiter != nil && errors.Is(err, apperr.ErrUnauthenticated) {
-						h.limiter.refused(c)
+						h.limiter.refused(key)
 					}
 					return err
 				}
 				if h.limiter != nil {
-					h.limiter.authenticated(c, actor.UserID)
+					h.limiter.authenticated(key, actor.UserID)
 				}
 			}
 			if pause {
