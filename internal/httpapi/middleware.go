@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -60,8 +61,12 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			// The limit comes before the credential lookup (ratelimit.go).
-			if h.limiter != nil && !h.limiter.admit(c) {
-				return &echo.HTTPError{Code: http.StatusTooManyRequests}
+			var key string // the bearer token's, for the limiter
+			if h.limiter != nil {
+				key = tokenKey(c)
+				if !h.limiter.admit(c, key) {
+					return &echo.HTTPError{Code: http.StatusTooManyRequests}
+				}
 			}
 			orig := c.Request()
 			// The request's reads are answered as of one moment after it
@@ -80,12 +85,12 @@ func (h *Handler) gate(op *operation) echo.MiddlewareFunc {
 				}
 				if err != nil {
 					if h.limiter != nil && errors.Is(err, apperr.ErrUnauthenticated) {
-						h.limiter.refused(c)
+						h.limiter.refused(key)
 					}
 					return err
 				}
 				if h.limiter != nil {
-					h.limiter.authenticated(c, actor.UserID)
+					h.limiter.authenticated(key, actor.UserID)
 				}
 			}
 			if pause {
@@ -141,10 +146,6 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 					return err
 				}
 			}
-			params := make(map[string]string, len(c.ParamNames()))
-			for i, name := range c.ParamNames() {
-				params[name] = c.ParamValues()[i]
-			}
 			vreq := req
 			if op.rawBody {
 				// kin-openapi's security check reads the whole body into
@@ -162,9 +163,8 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 			if req.URL.RawQuery != "" {
 				query = c.QueryParams()
 			}
-			in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, QueryParams: query, Route: op.route, Options: opts}
-			if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
-				return validationProblem(err)
+			if err := validateRequest(c, &openapi3filter.RequestValidationInput{Request: vreq, QueryParams: query, Route: op.route, Options: opts}); err != nil {
+				return err
 			}
 			if err := singleValues(op, req, query); err != nil {
 				return err
@@ -175,6 +175,39 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// validation is what kin-openapi's check of one request takes besides the
+// request: its input and the map of its path parameters. Both are kept for
+// the next request (validations) rather than allocated for each; nothing
+// kin-openapi returns refers to them once validationProblem has read its
+// errors.
+type validation struct {
+	in     openapi3filter.RequestValidationInput
+	params map[string]string
+}
+
+var validations = sync.Pool{New: func() any { return &validation{params: map[string]string{}} }}
+
+// validateRequest checks the request of in (which has no PathParams) with
+// the path parameters Echo matched, and turns kin-openapi's errors into
+// ours.
+func validateRequest(c echo.Context, in *openapi3filter.RequestValidationInput) error {
+	v := validations.Get().(*validation)
+	defer func() {
+		clear(v.params)
+		v.in = openapi3filter.RequestValidationInput{}
+		validations.Put(v)
+	}()
+	for i, name := range c.ParamNames() {
+		v.params[name] = c.ParamValues()[i]
+	}
+	v.in = *in
+	v.in.PathParams = v.params
+	if err := openapi3filter.ValidateRequest(in.Request.Context(), &v.in); err != nil {
+		return validationProblem(err)
+	}
+	return nil
 }
 
 // readJSONBody enforces the JSON body limit, the media type and strict JSON

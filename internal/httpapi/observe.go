@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -60,38 +59,66 @@ func (h *Handler) recoverer() echo.MiddlewareFunc {
 	}
 }
 
-// accessLog writes one structured line per request, with its request ID.
-func (h *Handler) accessLog() echo.MiddlewareFunc {
-	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
-		LogStatus: true, LogMethod: true, LogURIPath: true, LogLatency: true, LogRequestID: true, LogRemoteIP: true,
-		HandleError: true,
-		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-			level := slog.LevelInfo
-			if v.Status >= 500 {
-				level = slog.LevelError
+// observe writes the access log line of each request and counts it in the
+// metrics, around the rest of the chain, timing it once for both (one
+// middleware rather than two: Echo v4 wraps each global middleware around
+// the route's handler anew on every request).
+func (h *Handler) observe(reg *prometheus.Registry) echo.MiddlewareFunc {
+	count := requestMetrics(reg)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			start := time.Now()
+			if err := next(c); err != nil {
+				c.Error(err) // render now so the status is known
 			}
-			ctx := c.Request().Context()
-			if h.tracer != nil {
-				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-					h.log.LogAttrs(ctx, level, "request",
-						slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
-						slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP),
-						slog.String("trace_id", sc.TraceID().String()))
-					return nil
-				}
-			}
-			h.log.LogAttrs(ctx, level, "request",
-				slog.String("request_id", v.RequestID), slog.String("method", v.Method), slog.String("path", v.URIPath),
-				slog.Int("status", v.Status), slog.Duration("latency", v.Latency), slog.String("remote_ip", v.RemoteIP))
+			end := time.Now()
+			status := c.Response().Status
+			count(c.Path(), req.Method, status, end.Sub(start))
+			h.logRequest(c, req, status, end, end.Sub(start))
 			return nil
-		},
-	})
+		}
+	}
 }
 
-// metrics counts requests and their latency by route (the route pattern,
-// never the raw path, so cardinality stays bounded). The series of each
-// route, method and status are looked up once and kept.
-func metrics(reg *prometheus.Registry) echo.MiddlewareFunc {
+// logRequest writes one structured line for a request, with its request
+// ID. The line goes to the logger's handler directly: Logger.LogAttrs would
+// first walk the stack for the caller's program counter, a cost on every
+// request for a source location no handler of ours writes (the access log's
+// would be this function anyway).
+func (h *Handler) logRequest(c echo.Context, req *http.Request, status int, now time.Time, latency time.Duration) {
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	ctx := c.Request().Context()
+	hd := h.log.Handler()
+	if !hd.Enabled(ctx, level) {
+		return
+	}
+	id := req.Header.Get(echo.HeaderXRequestID)
+	if id == "" {
+		id = c.Response().Header().Get(echo.HeaderXRequestID)
+	}
+	path := req.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	r := slog.NewRecord(now, level, "request", 0)
+	r.AddAttrs(slog.String("request_id", id), slog.String("method", req.Method), slog.String("path", path),
+		slog.Int("status", status), slog.Duration("latency", latency), slog.String("remote_ip", c.RealIP()))
+	if h.tracer != nil {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
+		}
+	}
+	_ = hd.Handle(ctx, r) // as LogAttrs: a line that cannot be written fails no request
+}
+
+// requestMetrics counts requests and their latency by route (the route
+// pattern, never the raw path, so cardinality stays bounded). The series of
+// each route, method and status are looked up once and kept.
+func requestMetrics(reg *prometheus.Registry) func(route, method string, status int, took time.Duration) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "guildhall_http_requests_total", Help: "HTTP requests by route, method and status.",
 	}, []string{"route", "method", "status"})
@@ -109,29 +136,21 @@ func metrics(reg *prometheus.Registry) echo.MiddlewareFunc {
 		latency prometheus.Observer
 	}
 	var cache sync.Map // key -> series
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			start := time.Now()
-			err := next(c)
-			if err != nil {
-				c.Error(err) // render now so the status is known
-			}
-			k := key{route: c.Path(), method: methodLabel(c.Request().Method), status: c.Response().Status}
-			if k.route == "" {
-				k.route = "unmatched"
-			}
-			v, ok := cache.Load(k)
-			if !ok {
-				v, _ = cache.LoadOrStore(k, series{
-					count:   requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
-					latency: latency.WithLabelValues(k.route, k.method),
-				})
-			}
-			m := v.(series)
-			m.count.Inc()
-			m.latency.Observe(time.Since(start).Seconds())
-			return nil
+	return func(route, method string, status int, took time.Duration) {
+		k := key{route: route, method: methodLabel(method), status: status}
+		if k.route == "" {
+			k.route = "unmatched"
 		}
+		v, ok := cache.Load(k)
+		if !ok {
+			v, _ = cache.LoadOrStore(k, series{
+				count:   requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+				latency: latency.WithLabelValues(k.route, k.method),
+			})
+		}
+		m := v.(series)
+		m.count.Inc()
+		m.latency.Observe(took.Seconds())
 	}
 }
 

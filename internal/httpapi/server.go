@@ -130,8 +130,8 @@ func (o Options) withDefaults() Options {
 }
 
 // newEcho is Echo with the middlewares every request goes through, in the
-// order they wrap it: request ID, tracing, access log, metrics, recovery,
-// path segments, then CORS.
+// order they wrap it: request ID, tracing, access log and metrics,
+// recovery, path segments, then CORS.
 func (h *Handler) newEcho(o Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -142,8 +142,7 @@ func (h *Handler) newEcho(o Options) *echo.Echo {
 		h.tracer = o.Tracer.Tracer(tracerName)
 		e.Use(h.traceRequests())
 	}
-	e.Use(h.accessLog())
-	e.Use(metrics(o.Registry))
+	e.Use(h.observe(o.Registry))
 	e.Use(h.recoverer())
 	e.Use(wholeSegments)
 	if len(o.CORSOrigins) > 0 { // none configured: no cross-origin access at all
