@@ -16,7 +16,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"time"
 
@@ -47,11 +46,7 @@ type Options struct {
 	// Tracer, when set, traces what the store does for a caller whose
 	// context carries a recording span (internal/sqldb's trace.go); nil:
 	// no tracing.
-	Tracer trace.TracerProvider
-	// NoLeases makes a PostgreSQL store's every request ask the change log
-	// (one shared statement), as when the database cannot notify: no
-	// listener, no lease (internal/fresh's lease.go).
-	NoLeases    bool
+	Tracer      trace.TracerProvider
 	migrateUpTo int // see Store.migrateUpTo
 }
 
@@ -74,10 +69,6 @@ type Store struct {
 	// migrateUpTo, when positive, applies only the first migrations (tests
 	// of a migration build the database it starts from).
 	migrateUpTo int
-	// leases: PostgreSQL's reads hold a lease rather than ask (Options.NoLeases),
-	// listening through databaseURL.
-	leases      bool
-	databaseURL string
 }
 
 // Open connects, applies the migrations and returns the store.
@@ -91,8 +82,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, queries: queries{db.Reads()}, searches: queries{db.Searches()}, migrateUpTo: opts.migrateUpTo,
-		leases: !opts.NoLeases, databaseURL: opts.DatabaseURL}
+	s := &Store{db: db, queries: queries{db.Reads()}, searches: queries{db.Searches()}, migrateUpTo: opts.migrateUpTo}
 	s.cache = fresh.New(fresh.Options{MaxBytes: opts.CacheBytes, MaxEntryBytes: opts.MaxCacheEntryBytes,
 		Users: userDeps, Tracing: cacheTracing(db)})
 	s.auth = newAuthView(s.cache)
@@ -133,14 +123,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		s.cache.FollowNothing()
 		return nil
 	case s.Postgres():
-		pg := s.freshPG()
-		var lo *fresh.LeaseOptions
-		if s.leases {
-			lo = &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
-			s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: fresh.CommitVersionSQL(pg.Tag),
-				Committing: s.cache.Committing, Committed: s.cache.Committed})
-		}
-		return s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo)
+		return s.cache.FollowPostgres(ctx, s.queries.query)
 	default:
 		dsn, shm := s.db.SQLiteFiles()
 		return s.cache.FollowSQLite(dsn, shm, s.db.Counter())
