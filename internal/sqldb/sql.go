@@ -251,14 +251,17 @@ func (w *txWrites) len() int64 {
 	return int64(len(w.list))
 }
 
-// since returns the statements after the first n.
+// since returns the statements after the first n. The list is only
+// appended to, so the part returned (its capacity cut at its length) stays
+// as it is without a copy: every request of a batch asks, and a copy each
+// time cost the batch allocations in the square of its size.
 func (w *txWrites) since(n int64) []Written {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n >= int64(len(w.list)) {
 		return nil
 	}
-	return append([]Written(nil), w.list[n:]...)
+	return w.list[n:len(w.list):len(w.list)]
 }
 
 // mayWrite reports whether a statement may change rows: anything but a
