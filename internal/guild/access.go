@@ -28,6 +28,11 @@ type Actor struct {
 	tokenHash string     // "" for a caller without a token (an event-stream ticket)
 	ticket    string     // hash of the event-stream ticket it authenticated with, until consumed
 	span      trace.Span // where its checks are recorded (TraceChecks); nil: not traced
+	// inWrite is set on the caller re-read inside a write (writeEvents),
+	// whose guard, if any, is guard: emit need not look it up again in a
+	// context many layers deep, once per event.
+	inWrite bool
+	guard   *guarded
 }
 
 // HashToken is how a token is stored and looked up. Every authenticated

@@ -114,6 +114,7 @@ func (s *Service) writeEvents(ctx context.Context, a *Actor, fn func(tx *store.T
 		if err != nil {
 			return err
 		}
+		fresh.inWrite, fresh.guard = true, g
 		if g == nil {
 			return fn(tx, fresh)
 		}
@@ -139,7 +140,13 @@ func emit(ctx context.Context, tx *store.Tx, a *Actor, o WriteOpts, typ, subject
 		id := a.UserID
 		ev.ActorID = &id
 	}
-	if g := guardOf(ctx); g != nil {
+	var g *guarded
+	if a != nil && a.inWrite {
+		g = a.guard
+	} else {
+		g = guardOf(ctx)
+	}
+	if g != nil {
 		g.events = append(g.events, ev)
 	}
 	return tx.AppendEvent(ctx, ev)

@@ -221,7 +221,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	_ = b.rc.SetReadDeadline(dl)
 	n, err := b.r.Read(p)
 	b.n += int64(n)
-	if err != nil && isTimeout(err) {
+	if err != nil && err != io.EOF && isTimeout(err) { // the end of every body is no timeout: no walk of its chain
 		return n, b.stalled(err)
 	}
 	if err == io.EOF {

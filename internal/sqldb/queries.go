@@ -23,7 +23,10 @@ type Queries struct {
 	// writes, inside a write transaction, are its statements that may
 	// have written (Tx.WritesSoFar, Tx.WritesSince).
 	writes *txWrites
-	tracer *tracer // nil: tracing off
+	// txStmts, inside a write transaction, are the statements already
+	// bound to it (Queries.stmt).
+	txStmts *txStmts
+	tracer  *tracer // nil: tracing off
 	// span, inside a write transaction, is the span of the write whose
 	// part of the batch q runs (nil: not traced): its statements run under
 	// the batch's context, and belong to that span.

@@ -198,11 +198,50 @@ func (q Queries) Exec(ctx context.Context, query string, args ...any) (sql.Resul
 
 func (q Queries) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	if q.sqlTx != nil {
+		if st := q.txStmts.get(query); st != nil {
+			return st, nil
+		}
 		// Tx.StmtContext reuses the statement already prepared on the
 		// transaction's connection (preparing it there the first time).
-		return q.stmts.prepareIn(ctx, q.sqlTx, query)
+		st, err := q.stmts.prepareIn(ctx, q.sqlTx, query)
+		if err == nil {
+			q.txStmts.put(query, st)
+		}
+		return st, err
 	}
 	return q.stmts.get(ctx, query)
+}
+
+// txStmts are the statements a write transaction has bound to itself
+// (Tx.StmtContext), kept for its life: the requests of a batch run the same
+// few statements, and each binding costs a statement object that the
+// transaction keeps, and closes, until it ends.
+type txStmts struct {
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// get returns the statement bound for query, or nil (always nil on a nil
+// txStmts).
+func (t *txStmts) get(query string) *sql.Stmt {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[query]
+}
+
+func (t *txStmts) put(query string, st *sql.Stmt) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[string]*sql.Stmt)
+	}
+	t.m[query] = st
 }
 
 // wrote notes a statement of a write transaction that may have written.
@@ -251,14 +290,17 @@ func (w *txWrites) len() int64 {
 	return int64(len(w.list))
 }
 
-// since returns the statements after the first n.
+// since returns the statements after the first n. The list is only
+// appended to, so the part returned (its capacity cut at its length) stays
+// as it is without a copy: every request of a batch asks, and a copy each
+// time cost the batch allocations in the square of its size.
 func (w *txWrites) since(n int64) []Written {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n >= int64(len(w.list)) {
 		return nil
 	}
-	return append([]Written(nil), w.list[n:]...)
+	return w.list[n:len(w.list):len(w.list)]
 }
 
 // mayWrite reports whether a statement may change rows: anything but a
@@ -294,7 +336,7 @@ func (q Queries) inTransaction(db *gorm.DB, txCtx context.Context) (Queries, err
 	// A session with a context clones the statement: the transaction keeps
 	// its own connection, which it commits.
 	db = db.Session(&gorm.Session{Context: ctx})
-	q.writes = &txWrites{}
+	q.writes, q.txStmts = &txWrites{}, &txStmts{}
 	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts, writes: q.writes}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
 	return q, nil
