@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"container/list"
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"net"
 	"net/netip"
@@ -12,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/guildhall/guildhall/internal/guild"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
 )
@@ -48,25 +47,16 @@ func newRateLimiter(perSecond float64, capacity int) *rateLimiter {
 }
 
 // tokenKey is how the limiter knows a bearer token: a hash, never the
-// secret. The gate computes it once per request, for admit and then
-// authenticated or refused; its one allocation is the key.
+// secret (the first half of the hash tokens are stored under). The gate
+// computes it once per request, for admit and then authenticated or
+// refused.
 func tokenKey(c echo.Context) string {
 	authz := c.Request().Header.Get(echo.HeaderAuthorization)
 	scheme, token, ok := strings.Cut(authz, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return ""
 	}
-	token = strings.TrimSpace(token)
-	var sum [sha256.Size]byte
-	var in [512]byte // the length of token Authenticate accepts
-	if len(token) <= len(in) {
-		sum = sha256.Sum256(append(in[:0], token...))
-	} else {
-		sum = sha256.Sum256([]byte(token))
-	}
-	var out [32]byte
-	hex.Encode(out[:], sum[:16])
-	return string(out[:])
+	return guild.HashToken(strings.TrimSpace(token))[:32]
 }
 
 // admit takes a token from the bucket of the request whose bearer token's
