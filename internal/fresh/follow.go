@@ -58,14 +58,29 @@ func (c *Cache) FollowSQLite(dsn, shm string, counter *atomic.Int64) error {
 }
 
 // FollowPostgres starts the cache at the log's position now and has it ask
-// through q, in rounds that concurrent reads share.
-func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc) error {
+// through q, in rounds that concurrent reads share. With lo, it listens
+// for commits and holds a lease (lease.go): while the lease runs and no
+// commit was heard since the last round, reads ask nothing.
+func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo *LeaseOptions) error {
 	d, err := pgNext(ctx, q, position{v: -1})
 	if err != nil {
 		return fmt.Errorf("read the change log: %w", err)
 	}
 	c.pos = d.to
+	var l *leases
+	if lo != nil {
+		l = newLeases(*lo, pg)
+		l.at = func(v, nonce int64) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.pos.v == v && c.pos.nonce == nonce
+		}
+	}
 	r := &rounds{ask: func(ctx context.Context) error {
+		var want uint64
+		if l != nil {
+			want = l.want.Load() // before the question: what it answers is at least as new
+		}
 		c.mu.Lock()
 		from := c.pos
 		c.mu.Unlock()
@@ -74,16 +89,43 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc) error {
 			return err
 		}
 		c.apply(d)
+		if l != nil {
+			l.have.Store(want)
+		}
 		return nil
 	}}
 	r.traced = c.tracer != nil
 	c.follow = r.follow
 	c.rounds = r
+	if l != nil {
+		c.lease = l
+		l.start()
+	}
 	return nil
 }
 
-// Close closes SQLite's log connection (nothing else holds resources).
+// Committing tells the cache that a write transaction of this instance
+// that bumped version v (with nonce) is about to commit; Committed, once
+// it did, returns when the commit governs every later read on every
+// instance (lease.go). Both do nothing without leases.
+func (c *Cache) Committing(v, nonce int64) {
+	if c.lease != nil {
+		c.lease.committing(v, nonce)
+	}
+}
+
+// Committed: see Committing.
+func (c *Cache) Committed(v int64) {
+	if c.lease != nil {
+		c.lease.committed(v)
+	}
+}
+
+// Close closes SQLite's log connection, and stops PostgreSQL's listener.
 func (c *Cache) Close() error {
+	if c.lease != nil {
+		c.lease.close()
+	}
 	if c.sqliteLog == nil {
 		return nil
 	}

@@ -91,6 +91,7 @@ const deadlockReruns = 3
 type writeResult struct {
 	events    []model.Event
 	eventData []string // encoded, for insertEvents
+	version   int64    // PostgreSQL: the change log's version of the transaction (CommitHooks), or 0
 	err       error
 }
 
@@ -290,6 +291,11 @@ func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Event
 		return nil, ErrClosed
 	}
 	r := j.wait(ctx)
+	if r.err == nil && r.version != 0 && db.commits.Committed != nil {
+		// Answered once every instance's reads see it, however long the
+		// request had left: the write is made.
+		db.commits.Committed(r.version)
+	}
 	db.noteWrite(r.err, time.Since(queued))
 	return r.events, r.err
 }
@@ -550,10 +556,13 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		if err != nil {
 			return err
 		}
-		if last > 0 && db.Postgres() {
-			// Delivered to listeners when (and only if) the transaction commits.
-			if err := g.Exec(notifyEvents, db.ns.Channel, fmt.Sprint(last)).Error; err != nil {
-				return fmt.Errorf("notify: %w", err)
+		if db.Postgres() {
+			v, err := db.endTransaction(g, last)
+			if err != nil {
+				return err
+			}
+			for i := range results {
+				results[i].version = v
 			}
 		}
 		committing = true
