@@ -1,5 +1,7 @@
 package fresh
 
+import "sync"
+
 // LeaseCurrent reports whether a read would be answered under the lease.
 func (c *Cache) LeaseCurrent() bool { return c.lease.current() }
 
@@ -23,4 +25,11 @@ func (c *Cache) LeaseHolders() []string {
 		}
 	}
 	return ids
+}
+
+// HoldNotices makes the listener stop taking notifications, as one that
+// lags, until release is called (once or more).
+func (c *Cache) HoldNotices() (release func()) {
+	c.lease.gate.Lock()
+	return sync.OnceFunc(c.lease.gate.Unlock)
 }

@@ -59,8 +59,8 @@ func (c *Cache) FollowSQLite(dsn, shm string, counter *atomic.Int64) error {
 
 // FollowPostgres starts the cache at the log's position now and has it ask
 // through q, in rounds that concurrent reads share. With lo, it listens
-// for commits and holds a lease (lease.go): while the lease runs and no
-// commit was heard since the last round, reads ask nothing.
+// for prepares and commits and holds a lease (lease.go): while the lease
+// runs and nothing was heard since the last round, reads ask nothing.
 func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo *LeaseOptions) error {
 	d, err := pgNext(ctx, q, position{v: -1})
 	if err != nil {
@@ -70,6 +70,7 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo
 	var l *leases
 	if lo != nil {
 		l = newLeases(*lo, pg)
+		l.q = q
 		l.at = func(v, nonce int64) bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -78,8 +79,10 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo
 	}
 	r := &rounds{ask: func(ctx context.Context) error {
 		var want uint64
+		var floor int64
 		if l != nil {
-			want = l.want.Load() // before the question: what it answers is at least as new
+			// Before the question: what it answers is at least as new.
+			want, floor = l.roundStart()
 		}
 		c.mu.Lock()
 		from := c.pos
@@ -89,7 +92,9 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo
 			return err
 		}
 		c.apply(d)
-		if l != nil {
+		if l != nil && d.to.v >= floor {
+			// A version prepared and not yet committed (or not yet visible
+			// here) keeps the reads asking.
 			l.have.Store(want)
 		}
 		return nil
@@ -104,21 +109,15 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo
 	return nil
 }
 
-// Committing tells the cache that a write transaction of this instance
-// that bumped version v (with nonce) is about to commit; Committed, once
-// it did, returns when the commit governs every later read on every
-// instance (lease.go). Both do nothing without leases.
-func (c *Cache) Committing(v, nonce int64) {
-	if c.lease != nil {
-		c.lease.committing(v, nonce)
+// Prepare returns once a write transaction of this instance that bumped
+// version v (with nonce), and holds the write lock, may commit: no
+// instance will answer a read from a memory older than v (lease.go). An
+// error means it must not commit. Without leases it returns at once.
+func (c *Cache) Prepare(ctx context.Context, v, nonce int64) error {
+	if c.lease == nil {
+		return nil
 	}
-}
-
-// Committed: see Committing.
-func (c *Cache) Committed(v int64) {
-	if c.lease != nil {
-		c.lease.committed(v)
-	}
+	return c.lease.prepare(ctx, v, nonce)
 }
 
 // Close closes SQLite's log connection, and stops PostgreSQL's listener.

@@ -17,37 +17,50 @@ import (
 // Leases let a PostgreSQL instance answer a read from memory with no
 // question to the database, and still have every change acknowledged by
 // any instance govern every later request (Chubby's cache invalidation,
-// over LISTEN/NOTIFY):
+// over LISTEN/NOTIFY): a commit is invalidated everywhere before it takes
+// effect.
 //
-//   - Every transaction that bumps the data version notifies the change
-//     channel of its version, at its commit (LogChangeBody). PostgreSQL
-//     delivers notifications to every listener in one order, that of the
-//     commits, heartbeats and acknowledgements included.
-//   - An instance listens on a connection of its own. A commit it hears
-//     makes its next read ask the log (want moves; a round that starts
-//     after sets have to it), and, when another instance made it, it
-//     acknowledges it on the channel.
+//   - A write transaction, holding the write lock and its version V,
+//     prepares before it commits: on another connection it records V in
+//     the prepared table and notifies "p V" (prepare). PostgreSQL delivers
+//     notifications to every listener in one order, heartbeats and
+//     acknowledgements included.
+//   - Every instance listens on a connection of its own. A prepare or a
+//     commit it hears raises its floor to that version and makes its next
+//     read ask (want moves); a round sets have to the want it began at
+//     only when its answer stands at the floor or later, so a prepared
+//     version holds every instance's reads to the database until they see
+//     it committed. It acknowledges another instance's prepare at once. An
+//     instance that (re)connects reads the prepared table after it
+//     listens, for the prepare it did not hear.
 //   - An instance holds a lease while its heartbeats come back to it: a
 //     heartbeat sent at t, heard back, makes the lease run to t + lease.
 //     Every other instance, hearing it later than t, holds it for longer.
 //     Heartbeats also write the lease into the instances table, which an
 //     instance reads when it (re)connects, so it knows the leases granted
-//     before it listened.
+//     before it listened, and they carry the sender's floor.
 //   - A read is answered from memory only while the lease runs and no
-//     commit was heard since the last round; otherwise it asks, as
-//     without leases.
-//   - A write is answered once its commit is heard back on the writer's
-//     own listener (every heartbeat ordered before it is heard then), and
-//     then once every other instance holding a lease has acknowledged it
-//     or its lease ran out. An instance stopped (SIGSTOP, a lost
-//     connection) thus holds writes for at most a lease; on resuming, its
-//     own lease has run out and it asks until a heartbeat comes back.
+//     prepare or commit was heard since the last round; otherwise it asks,
+//     as without leases.
+//   - The transaction commits once its prepare came back on the writer's
+//     own listener (every heartbeat ordered before it heard then) and
+//     every other instance holding a lease has acknowledged it or its lease
+//     ran out. So when the commit becomes visible, to any reader on any
+//     instance, no instance answers from a memory older than it. An
+//     instance stopped (SIGSTOP, a lost connection) holds writes for at
+//     most a lease; on resuming, its own lease has run out and it asks
+//     until a heartbeat comes back.
+//
+// Waiting after the commit instead, before answering the writer, is not
+// enough: the commit is visible to every reader of the database at once,
+// and a request that saw it (a read that missed the cache, a write that
+// waited for its row) could be answered before another instance heard of
+// it, whose next request would then answer from an older memory.
 //
 // A change made behind the service's back (psql, an instance of an
-// earlier version) notifies too (the trigger does), but its committer
-// waits for nobody: it governs every request that arrives after the
-// notification is heard, and at the latest after a heartbeat, which also
-// reads the data version.
+// earlier version) prepares nothing: the trigger notifies its commit, and
+// it governs every request that arrives after the notification is heard,
+// and at the latest after a heartbeat, which also reads the data version.
 
 // Lease timing. The lease is long enough for heartbeats to renew it on a
 // busy machine, short enough that a stopped instance holds writes briefly.
@@ -73,9 +86,10 @@ type leases struct {
 	channel string
 	log     *slog.Logger
 
-	// want moves with every commit heard and at every connection; a round
-	// that began at want sets have to it once applied. Reads are answered
-	// from memory only while they are equal (and the lease runs).
+	// want moves with every prepare and commit heard and at every
+	// connection; a round that began at want sets have to it once applied,
+	// when its answer stands at the floor (heard) it began with. Reads are
+	// answered from memory only while they are equal (and the lease runs).
 	want, have atomic.Uint64
 	until      atomic.Int64 // the lease's end, in monotonic nanoseconds since base; 0: none
 	untilWall  atomic.Int64 // and in Unix nanoseconds
@@ -84,9 +98,12 @@ type leases struct {
 	mu        sync.Mutex
 	wake      chan struct{} // closed and replaced when what waiters wait for moves
 	conn      uint64        // moves with each connection; 0 while not listening
-	heard     int64         // the highest version heard on this connection
+	// heard is the floor: the highest version prepared or committed heard
+	// on this connection, or read from the prepared table when it began.
+	// A round sets have only when its answer stands at it or later.
+	heard int64
 	others    map[string]*peer
-	own       map[int64]ownCommit // this instance's commits by version, until answered
+	own       map[int64]ownCommit // this instance's prepares by version, until they commit or not
 	notices   uint64              // the notifications heard on this connection
 	sent      map[uint64]sentAt   // heartbeats sent on this connection, by seq
 	ack       chan int64          // versions to acknowledge (the sender coalesces)
@@ -96,6 +113,12 @@ type leases struct {
 	once      sync.Once
 	// at reports whether the cache stands at a version (FollowPostgres).
 	at func(v, nonce int64) bool
+	// q runs the prepare statement, on a connection of the pool: not the
+	// write transaction's, whose notifications wait for its commit.
+	q QueryFunc
+	// gate is taken by the listener for each notification; tests hold it
+	// to stand for a listener that lags.
+	gate sync.Mutex
 }
 
 // peer is another instance, as heard: until when its lease may run, the
@@ -110,9 +133,9 @@ type peer struct {
 // sentAt is when a heartbeat was sent, on both clocks (current).
 type sentAt struct{ mono, wall int64 }
 
-// ownCommit is one of this instance's commits: its nonce (a version rolled
-// back is taken again by the next commit, with another nonce), and the
-// notification it was heard back at (0: not yet).
+// ownCommit is one of this instance's prepares: its nonce (a version
+// rolled back is taken again by the next commit, with another nonce), and
+// the notification it was heard back at (0: not yet).
 type ownCommit struct {
 	nonce int64
 	heard uint64
@@ -126,6 +149,15 @@ func instancesTable(schema string) string { return quoteIdent(schema) + ".fresh_
 
 func instancesTableSQL(schema string) string {
 	return "CREATE TABLE IF NOT EXISTS " + instancesTable(schema) + " (id TEXT PRIMARY KEY, expires_at TIMESTAMPTZ NOT NULL)"
+}
+
+// preparedTable holds the last version prepared (one row), for instances
+// that (re)connect between a prepare and its commit. The write lock
+// orders the prepares: the row is the latest.
+func preparedTable(schema string) string { return quoteIdent(schema) + ".fresh_prepared" }
+
+func preparedTableSQL(schema string) string {
+	return "CREATE TABLE IF NOT EXISTS " + preparedTable(schema) + " (id INTEGER PRIMARY KEY, v BIGINT NOT NULL)"
 }
 
 func newLeases(opts LeaseOptions, pg Postgres) *leases {
@@ -151,6 +183,14 @@ func (l *leases) current() bool {
 	}
 	now := time.Now()
 	return int64(now.Sub(l.base)) < l.until.Load() && now.UnixNano() < l.untilWall.Load()
+}
+
+// roundStart is what a round begins at: want, and the floor its answer
+// must reach to set have. Read together: a prepare heard moves both.
+func (l *leases) roundStart() (want uint64, floor int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.want.Load(), l.heard
 }
 
 // broadcast wakes the waiters; l.mu is held.
@@ -260,13 +300,22 @@ func (l *leases) listen(ctx context.Context) error {
 			cancel()
 			return errors.Join(err, <-errs)
 		}
+		l.gate.Lock()
+		l.gate.Unlock() //nolint:staticcheck // an empty section: tests hold the gate
 		l.heardNotice(n.Payload)
 	}
 }
 
-// seed starts a connection: the leases the instances table holds (granted
-// before this instance listened, which it may not hear renewed).
+// seed starts a connection: the version last prepared, which it may not
+// have heard (every notification it did not hear was read, by another
+// backend, from a transaction its snapshot shows committed), and the leases
+// the instances table holds (granted before this instance listened, which
+// it may not hear renewed).
 func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
+	var prepared int64
+	if err := c.QueryRow(ctx, `SELECT COALESCE((SELECT v FROM `+preparedTable(l.pg.Schema)+` WHERE id = 1), 0)`).Scan(&prepared); err != nil {
+		return fmt.Errorf("read the version prepared: %w", err)
+	}
 	rows, err := c.Query(ctx, `SELECT id, EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 FROM `+
 		instancesTable(l.pg.Schema)+` WHERE expires_at > clock_timestamp() AND id <> $1`, l.opts.Instance)
 	if err != nil {
@@ -293,7 +342,8 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 	if l.conn == 0 {
 		l.conn = 1
 	}
-	l.heard, l.notices, l.sent, l.ack = 0, 0, map[uint64]sentAt{}, make(chan int64, 1)
+	l.heard, l.notices, l.sent, l.ack = prepared, 0, map[uint64]sentAt{}, make(chan int64, 1)
+	l.want.Add(1) // a round that began before the floor was read sets no have
 	l.broadcast()
 	l.once.Do(func() { close(l.listening) })
 	return nil
@@ -398,29 +448,40 @@ func (l *leases) heardNotice(payload string) {
 		}
 	case "b": // goodbye
 		delete(l.others, rest)
-	default: // a commit: its version and nonce
-		v, err := strconv.ParseInt(kind, 10, 64)
+	case "p": // a prepare: version nonce
+		f := strings.Fields(rest)
+		if len(f) != 2 {
+			return
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
 			return
 		}
-		nonce, _ := strconv.ParseInt(rest, 10, 64)
+		nonce, _ := strconv.ParseInt(f[1], 10, 64)
 		l.want.Add(1)
 		l.heard = max(l.heard, v)
 		if c, mine := l.own[v]; mine && c.nonce == nonce {
 			c.heard = l.notices
 			l.own[v] = c
-		} else {
-			select {
-			case l.ack <- v:
-			default: // one pending: replace it with the newer
-				select {
-				case old := <-l.ack:
-					v = max(v, old)
-				default:
-				}
-				l.ack <- v
-			}
+			break
 		}
+		select {
+		case l.ack <- v:
+		default: // one pending: replace it with the newer
+			select {
+			case old := <-l.ack:
+				v = max(v, old)
+			default:
+			}
+			l.ack <- v
+		}
+	default: // a commit: its version and nonce
+		v, err := strconv.ParseInt(kind, 10, 64)
+		if err != nil {
+			return
+		}
+		l.want.Add(1)
+		l.heard = max(l.heard, v)
 	}
 	l.broadcast()
 }
@@ -434,61 +495,70 @@ func (l *leases) peer(id string) *peer {
 	return p
 }
 
-// committing notes that this instance's transaction of version v is about
-// to commit: nobody else waits for it, so it needs no acknowledgement.
-func (l *leases) committing(v, nonce int64) {
+// prepareSQL records the version prepared and notifies it, in one
+// statement that commits on its own.
+func (l *leases) prepareSQL() string {
+	return `WITH up AS (INSERT INTO ` + preparedTable(l.pg.Schema) + ` (id, v) VALUES (1, $1) ` +
+		`ON CONFLICT (id) DO UPDATE SET v = excluded.v RETURNING 1) SELECT pg_notify($2, $3) FROM up`
+}
+
+// prepare returns once the version v (with nonce), which the caller's
+// transaction holds under the write lock, may commit: every instance
+// holding a lease, this one included, will ask the database before it
+// answers from memory, until it sees v committed. It prepares v (heard
+// back here: every heartbeat ordered before it is heard then), then waits
+// until every other instance holding a lease has acknowledged it, or its
+// lease ran out. Without a listener to tell, it waits out any lease that
+// could have been granted before the prepare. An error (the prepare could
+// not be sent, ctx ended) means the transaction must not commit.
+func (l *leases) prepare(ctx context.Context, v, nonce int64) error {
 	l.mu.Lock()
-	if len(l.own) >= 4096 { // commits never answered (rolled back, failed): forget them
+	if len(l.own) >= 4096 { // prepares never heard (the listener gone meanwhile): forget them
 		clear(l.own)
 	}
 	l.own[v] = ownCommit{nonce: nonce}
 	l.mu.Unlock()
-}
-
-// committed returns once the commit of version v governs every read on
-// every instance: heard back here, then acknowledged by every other
-// instance holding a lease, or its lease ran out. Without a listener to
-// tell, it waits out any lease that could have been granted before the
-// commit.
-func (l *leases) committed(v int64) {
+	defer func() {
+		l.mu.Lock()
+		delete(l.own, v)
+		l.mu.Unlock()
+	}()
+	rows, err := l.q(ctx, l.prepareSQL(), v, l.channel, "p "+strconv.FormatInt(v, 10)+" "+strconv.FormatInt(nonce, 10))
+	if err == nil {
+		err = rows.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("prepare the commit: %w", err)
+	}
 	fallback := l.now() + int64(l.opts.Lease+leaseMargin)
 	l.mu.Lock()
 	conn := l.conn
 	for {
 		now := l.now()
 		if now >= fallback {
-			delete(l.own, v)
 			l.mu.Unlock()
-			return
+			return nil
 		}
-		if l.conn == 0 || l.conn != conn {
-			delete(l.own, v)
-			l.mu.Unlock()
-			if d := time.Duration(fallback - now); d > 0 {
-				time.Sleep(d)
-			}
-			return
-		}
-		next := int64(-1)
-		if l.heard >= v {
-			// An instance first heard after this commit came back heard of
-			// the commit before its first lease began.
-			at := l.own[v].heard
-			for id, p := range l.others {
-				switch {
-				case p.until <= now:
-					delete(l.others, id)
-				case p.acked < v && (at == 0 || p.since < at) && (next < 0 || p.until < next):
-					next = p.until
+		next := fallback
+		if l.conn != 0 && l.conn == conn {
+			if at := l.own[v].heard; at != 0 {
+				// An instance first heard after the prepare came back heard
+				// it, or read it from the prepared table, before its first
+				// lease began.
+				next = -1
+				for id, p := range l.others {
+					switch {
+					case p.until <= now:
+						delete(l.others, id)
+					case p.acked < v && p.since < at && (next < 0 || p.until < next):
+						next = p.until
+					}
+				}
+				if next < 0 {
+					l.mu.Unlock()
+					return nil
 				}
 			}
-			if next < 0 {
-				delete(l.own, v)
-				l.mu.Unlock()
-				return
-			}
-		} else {
-			next = fallback
 		}
 		wake := l.wake
 		l.mu.Unlock()
@@ -496,6 +566,9 @@ func (l *leases) committed(v int64) {
 		select {
 		case <-wake:
 		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("prepare the commit: %w", ctx.Err())
 		}
 		t.Stop()
 		l.mu.Lock()

@@ -11,7 +11,7 @@ import (
 // acknowledgement for a peer's.
 func FuzzLeaseNotice(f *testing.F) {
 	for _, p := range []string{"12 345", "h me 3 1", "h other 7 2", "a other 9", "b other", "", " ", "h", "h me x y",
-		"-1 -1", "99999999999999999999 1", "a  ", "h other 1 1 1"} {
+		"-1 -1", "99999999999999999999 1", "a  ", "h other 1 1 1", "p 7 1", "p 7", "p x 1", "p 7 1 1"} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, payload string) {

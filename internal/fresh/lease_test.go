@@ -80,29 +80,34 @@ func held(t *testing.T, c *Cache) {
 }
 
 // write changes gadgets as the service's writer does, through c: its
-// version told before the commit, and the answer held until Committed.
+// version prepared before the commit.
 func (w leaseWorld) write(t *testing.T, c *Cache, n int) {
 	t.Helper()
+	if err := w.tryWrite(c, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w leaseWorld) tryWrite(c *Cache, n int) error {
 	ctx := context.Background()
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, q := range []string{w.pg.LockWrites, OwnWriterSQL, fmt.Sprintf("UPDATE gadgets SET n = %d WHERE id = 'g'", n)} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	var v, nonce int64
 	if err := tx.QueryRowContext(ctx, CommitVersionSQL(w.pg.Tag)).Scan(&v, &nonce); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	c.Committing(v, nonce)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	if err := c.Prepare(ctx, v, nonce); err != nil {
+		return err
 	}
-	c.Committed(v)
+	return tx.Commit()
 }
 
 // TestLeaseAnswersWithoutAsking: a cache that holds its lease asks nothing
@@ -148,6 +153,44 @@ func TestLeaseCommitGovernsTheOtherInstance(t *testing.T) {
 		w.write(t, one, i+1)
 		if two.LeaseCurrent() {
 			t.Fatalf("write %d: answered while the other instance still answers from memory", i)
+		}
+	}
+}
+
+// TestLeaseCommitInvisibleUntilHeard: a commit becomes visible to readers
+// of the database only once every instance that answers from memory has
+// heard of it. Waiting after the commit would not do: anyone who read the
+// database meanwhile (a read that missed, a write that waited for the
+// row) could be answered before the other instance, answering from an
+// older memory, heard of it. Here the other instance's listener lags: the
+// write waits for its lease to run out.
+func TestLeaseCommitInvisibleUntilHeard(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	one, two := w.cache(t, "one", DefaultLease), w.cache(t, "two", DefaultLease)
+	for round := range 3 {
+		held(t, one)
+		held(t, two)
+		release := two.HoldNotices()
+		defer release() // a listener held would hold Close
+		done := make(chan error, 1)
+		go func() { done <- w.tryWrite(one, round+1) }()
+		for {
+			var n int
+			if err := w.db.QueryRow("SELECT n FROM gadgets WHERE id = 'g'").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == round+1 {
+				if two.LeaseCurrent() {
+					t.Fatalf("round %d: the commit is visible while an instance that has not heard of it answers from memory", round)
+				}
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

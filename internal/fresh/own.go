@@ -71,7 +71,7 @@ func ownPostgres(tag string) string {
 
 // CommitVersionSQL selects the version and nonce of the transaction it
 // runs in (v, nonce), NULLs when the transaction bumped none: what a
-// writer tells Committing.
+// writer tells Prepare.
 func CommitVersionSQL(tag string) string {
 	mine := `split_part(s, ':', 1) = txid_current_if_assigned()::text`
 	return `SELECT CASE WHEN ` + mine + ` THEN split_part(s, ':', 2)::bigint END AS v, ` +

@@ -91,7 +91,6 @@ const deadlockReruns = 3
 type writeResult struct {
 	events    []model.Event
 	eventData []string // encoded, for insertEvents
-	version   int64    // PostgreSQL: the change log's version of the transaction (CommitHooks), or 0
 	err       error
 }
 
@@ -291,11 +290,6 @@ func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) (_ []model.Event
 		return nil, ErrClosed
 	}
 	r := j.wait(ctx)
-	if r.err == nil && r.version != 0 && db.commits.Committed != nil {
-		// Answered once every instance's reads see it, however long the
-		// request had left: the write is made.
-		db.commits.Committed(r.version)
-	}
 	db.noteWrite(r.err, time.Since(queued))
 	return r.events, r.err
 }
@@ -557,12 +551,8 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			return err
 		}
 		if db.Postgres() {
-			v, err := db.endTransaction(g, last)
-			if err != nil {
+			if err := db.endTransaction(ctx, g, last); err != nil {
 				return err
-			}
-			for i := range results {
-				results[i].version = v
 			}
 		}
 		committing = true

@@ -138,7 +138,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		if s.leases {
 			lo = &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
 			s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: fresh.CommitVersionSQL(pg.Tag),
-				Committing: s.cache.Committing, Committed: s.cache.Committed})
+				Prepare: s.cache.Prepare})
 		}
 		return s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo)
 	default:
