@@ -94,14 +94,14 @@ type leases struct {
 	until      atomic.Int64 // the lease's end, in monotonic nanoseconds since base; 0: none
 	untilWall  atomic.Int64 // and in Unix nanoseconds
 
-	base      time.Time
-	mu        sync.Mutex
-	wake      chan struct{} // closed and replaced when what waiters wait for moves
-	conn      uint64        // moves with each connection; 0 while not listening
+	base time.Time
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced when what waiters wait for moves
+	conn uint64        // moves with each connection; 0 while not listening
 	// heard is the floor: the highest version prepared or committed heard
 	// on this connection, or read from the prepared table when it began.
 	// A round sets have only when its answer stands at it or later.
-	heard int64
+	heard     int64
 	others    map[string]*peer
 	own       map[int64]ownCommit // this instance's prepares by version, until they commit or not
 	notices   uint64              // the notifications heard on this connection
@@ -153,11 +153,13 @@ func instancesTableSQL(schema string) string {
 
 // preparedTable holds the last version prepared (one row), for instances
 // that (re)connect between a prepare and its commit. The write lock
-// orders the prepares: the row is the latest.
+// orders the prepares: the row is the latest. It is unlogged, so a
+// prepare costs no flush to disk: a crash that empties it also ended every
+// transaction that had prepared.
 func preparedTable(schema string) string { return quoteIdent(schema) + ".fresh_prepared" }
 
 func preparedTableSQL(schema string) string {
-	return "CREATE TABLE IF NOT EXISTS " + preparedTable(schema) + " (id INTEGER PRIMARY KEY, v BIGINT NOT NULL)"
+	return "CREATE UNLOGGED TABLE IF NOT EXISTS " + preparedTable(schema) + " (id INTEGER PRIMARY KEY, v BIGINT NOT NULL)"
 }
 
 func newLeases(opts LeaseOptions, pg Postgres) *leases {
