@@ -527,7 +527,9 @@ func (l *leases) prepare(ctx context.Context, v, nonce int64) error {
 	}()
 	rows, err := l.q(ctx, l.prepareSQL(), v, l.channel, "p "+strconv.FormatInt(v, 10)+" "+strconv.FormatInt(nonce, 10))
 	if err == nil {
-		err = rows.Close()
+		for rows.Next() {
+		}
+		err = errors.Join(rows.Err(), rows.Close())
 	}
 	if err != nil {
 		return fmt.Errorf("prepare the commit: %w", err)
