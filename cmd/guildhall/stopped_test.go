@@ -232,3 +232,63 @@ func TestStoppedInstanceHoldsWritesBriefly(t *testing.T) {
 		t.Errorf("/readyz of the resumed instance: %d, want 200", st)
 	}
 }
+
+// TestStoppedReaderHearsOnResume: beside an instance that answers reads
+// from memory under its lease (docs/design.md, "Leases"), a second
+// instance's revocation and grant govern the first's next request after
+// it is resumed from SIGSTOP: stopped for less than a lease (the write
+// waits for it to hear) and for more (the write goes on once its lease ran
+// out, and it asks until it holds one again). The write's wait is bounded
+// by the lease, with slack for a busy machine; a requirement, not a speed
+// target.
+func TestStoppedReaderHearsOnResume(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, testenv.Postgres)
+	c := newClient(t)
+	reader := start(t, "reader", s).ready(t, c)
+	writer := start(t, "writer", s).ready(t, c)
+	defer func() { _ = reader.cmd.Process.Signal(syscall.SIGCONT) }()
+	owner := s.token
+	uid := decode[item](t, must(t, c, writer.URL, http.StatusCreated, "POST", "/users", owner, map[string]any{"username": "ann"})).ID
+	user := decode[struct{ Token string }](t, must(t, c, writer.URL, http.StatusCreated, "POST", "/users/"+uid+"/tokens", owner, map[string]any{"name": "t"})).Token
+	must(t, c, writer.URL, http.StatusCreated, "POST", "/roles/auditors/create", owner, map[string]any{"name": "Auditors", "permissions": []string{"VIEW_AUDIT_LOG"}})
+	must(t, c, writer.URL, http.StatusNoContent, "POST", "/users/"+uid+"/roles/auditors", owner, nil)
+
+	for i, stopped := range []time.Duration{300 * time.Millisecond, 3 * time.Second, 100 * time.Millisecond, 2500 * time.Millisecond} {
+		grant := i%2 == 1
+		perms, before, after := []string{}, http.StatusOK, http.StatusForbidden
+		if grant {
+			perms, before, after = []string{"VIEW_AUDIT_LOG"}, http.StatusForbidden, http.StatusOK
+		}
+		for range 5 { // warm: the reader answers from memory
+			must(t, c, reader.URL, before, "GET", "/audit-log?limit=1", user, nil)
+		}
+		time.Sleep(100 * time.Millisecond) // a heartbeat or two: the lease is held
+		must(t, c, reader.URL, before, "GET", "/audit-log?limit=1", user, nil)
+		if err := reader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			status, body, err := call(c, writer.URL, "PUT", "/roles/auditors/permissions", owner, map[string]any{"permissions": perms})
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("status %d: %s", status, body)
+			}
+			done <- err
+		}()
+		time.Sleep(stopped)
+		if err := reader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: the change on the writer: %v", i, err)
+		}
+		if took := time.Since(began); took > stopped+5*time.Second {
+			t.Fatalf("round %d: the change took %v beside an instance stopped for %v", i, took, stopped)
+		}
+		if st, body, err := call(c, reader.URL, "GET", "/audit-log?limit=1", user, nil); err != nil || st != after {
+			t.Fatalf("round %d (stopped %v): the resumed reader's next request answers %d %s (%v), want %d", i, stopped, st, body, err, after)
+		}
+	}
+}

@@ -170,10 +170,12 @@ type Cache struct {
 	afterRead func()
 
 	hits, misses, questions, resets atomic.Int64
+	leased                          atomic.Int64 // scopes answered under the lease, without a question
 	keptSearches                    atomic.Int64 // pages of searches whose users were kept (NoteKeptSearch)
 	changes                         atomic.Int64 // changes followed (for tracing)
 	tracer                          *tracer      // nil: tracing off
 	sqliteLog                       *sqliteLog   // SQLite: the log's own connection (FollowSQLite)
+	lease                           *leases      // PostgreSQL with a listener: when reads need not ask (lease.go)
 }
 
 // Options size a cache and say what its users depend on.
@@ -410,7 +412,10 @@ type scopeKey struct{}
 
 // readScope is a request's: once one of its reads has followed the log,
 // the others need not.
-type readScope struct{ followed atomic.Bool }
+type readScope struct {
+	followed atomic.Bool
+	tx       bool // a write transaction's: it asks under the write lock, lease or not
+}
 
 // Scope returns a context for one request: its cached reads are all
 // answered as of one moment after this call, which its first cached read
@@ -428,7 +433,7 @@ func Scope(ctx context.Context) context.Context {
 // follows the log once per transaction, under the write lock, so what it
 // holds is what the transaction started from (its own changes aside: Own).
 func TxScope(ctx context.Context) context.Context {
-	return context.WithValue(ctx, scopeKey{}, &readScope{})
+	return context.WithValue(ctx, scopeKey{}, &readScope{tx: true})
 }
 
 // WithScopeOf returns ctx in the read scope of scoped.
@@ -466,6 +471,15 @@ func scopeOf(ctx context.Context) *readScope {
 func (c *Cache) Fresh(ctx context.Context) error {
 	sc := scopeOf(ctx)
 	if sc != nil && sc.followed.Load() {
+		return nil
+	}
+	if c.lease != nil && (sc == nil || !sc.tx) && c.lease.current() {
+		// Nothing was committed since the last round that this instance
+		// has not heard of, and every writer waits for it to hear.
+		c.leased.Add(1)
+		if sc != nil {
+			sc.followed.Store(true)
+		}
 		return nil
 	}
 	c.questions.Add(1)
@@ -636,7 +650,10 @@ func (c *Cache) dropUsersLocked(ch Change) {
 // users included.
 type Stats struct {
 	Hits, Misses, Questions, Resets int64
-	Entries, Bytes                  int
+	// Leased counts the requests answered under the lease (lease.go),
+	// which asked nothing.
+	Leased         int64
+	Entries, Bytes int
 	// UserBytes is the part of Bytes that the packed users hold.
 	UserBytes int
 	// KeptSearches counts the pages of searches the database answered
@@ -651,5 +668,5 @@ func (c *Cache) Stats() Stats {
 	b := c.bytes + ub
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load()}
+		Resets: c.resets.Load(), Leased: c.leased.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load()}
 }

@@ -58,14 +58,32 @@ func (c *Cache) FollowSQLite(dsn, shm string, counter *atomic.Int64) error {
 }
 
 // FollowPostgres starts the cache at the log's position now and has it ask
-// through q, in rounds that concurrent reads share.
-func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc) error {
+// through q, in rounds that concurrent reads share. With lo, it listens
+// for prepares and commits and holds a lease (lease.go): while the lease
+// runs and nothing was heard since the last round, reads ask nothing.
+func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo *LeaseOptions) error {
 	d, err := pgNext(ctx, q, position{v: -1})
 	if err != nil {
 		return fmt.Errorf("read the change log: %w", err)
 	}
 	c.pos = d.to
+	var l *leases
+	if lo != nil {
+		l = newLeases(*lo, pg)
+		l.q = q
+		l.at = func(v, nonce int64) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.pos.v == v && c.pos.nonce == nonce
+		}
+	}
 	r := &rounds{ask: func(ctx context.Context) error {
+		var want uint64
+		var floor int64
+		if l != nil {
+			// Before the question: what it answers is at least as new.
+			want, floor = l.roundStart()
+		}
 		c.mu.Lock()
 		from := c.pos
 		c.mu.Unlock()
@@ -74,16 +92,39 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc) error {
 			return err
 		}
 		c.apply(d)
+		if l != nil && d.to.v >= floor {
+			// A version prepared and not yet committed (or not yet visible
+			// here) keeps the reads asking.
+			l.have.Store(want)
+		}
 		return nil
 	}}
 	r.traced = c.tracer != nil
 	c.follow = r.follow
 	c.rounds = r
+	if l != nil {
+		c.lease = l
+		l.start()
+	}
 	return nil
 }
 
-// Close closes SQLite's log connection (nothing else holds resources).
+// Prepare returns once a write transaction of this instance that bumped
+// version v (with nonce), and holds the write lock, may commit: no
+// instance will answer a read from a memory older than v (lease.go). An
+// error means it must not commit. Without leases it returns at once.
+func (c *Cache) Prepare(ctx context.Context, v, nonce int64) error {
+	if c.lease == nil {
+		return nil
+	}
+	return c.lease.prepare(ctx, v, nonce)
+}
+
+// Close closes SQLite's log connection, and stops PostgreSQL's listener.
 func (c *Cache) Close() error {
+	if c.lease != nil {
+		c.lease.close()
+	}
 	if c.sqliteLog == nil {
 		return nil
 	}

@@ -68,3 +68,13 @@ func ownPostgres(tag string) string {
 	return `SELECT c.tbl, c.key FROM change_log c WHERE c.v = (SELECT CASE WHEN split_part(s, ':', 1) = txid_current()::text ` +
 		`THEN split_part(s, ':', 2)::bigint END FROM (SELECT current_setting('` + changeSetting(tag) + `', true) AS s) x)`
 }
+
+// CommitVersionSQL selects the version and nonce of the transaction it
+// runs in (v, nonce), NULLs when the transaction bumped none: what a
+// writer tells Prepare.
+func CommitVersionSQL(tag string) string {
+	mine := `split_part(s, ':', 1) = txid_current_if_assigned()::text`
+	return `SELECT CASE WHEN ` + mine + ` THEN split_part(s, ':', 2)::bigint END AS v, ` +
+		`CASE WHEN ` + mine + ` THEN split_part(s, ':', 3)::bigint END AS nonce ` +
+		`FROM (SELECT current_setting('` + changeSetting(tag) + `', true) AS s) y`
+}

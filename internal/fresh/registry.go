@@ -99,6 +99,7 @@ func CreateLog(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
   v BIGINT NOT NULL,
   nonce BIGINT NOT NULL
 )`, "INSERT INTO data_version (id, v, nonce) VALUES (1, 1, "+RandomNonce+") ON CONFLICT (id) DO NOTHING",
+			instancesTableSQL(pg.Schema), preparedTableSQL(pg.Schema),
 			`CREATE TABLE change_log (
   v BIGINT NOT NULL,
   nonce BIGINT NOT NULL,
@@ -145,6 +146,18 @@ func Install(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
 		return err
 	}
 	var stmts []string
+	// The leases' tables (lease.go), which a database written by an
+	// earlier release lacks.
+	for _, t := range [][2]string{{instancesTable(pg.Schema), instancesTableSQL(pg.Schema)},
+		{preparedTable(pg.Schema), preparedTableSQL(pg.Schema)}} {
+		ok, err := exists(ctx, c, "SELECT 1 FROM pg_class WHERE oid = to_regclass($1)", t[0])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			stmts = append(stmts, t[1])
+		}
+	}
 	same, err := r.pgFunctionsInstalled(ctx, c, pg)
 	if err != nil {
 		return err

@@ -76,7 +76,9 @@ func pgRowBody(pg *Postgres, t Table) string {
 // row, so that a row deleted by hand comes back, with a prev of 0 that
 // matches no cache) and remembers the bump in a setting local to the
 // transaction, keyed by its ID: a savepoint rolled back takes the bump and
-// the setting back together. It also moves the version counters of
+// the setting back together. The bump notifies the change channel of the
+// version and its nonce, delivered at commit (lease.go). It also moves the
+// version counters of
 // settings that instances of earlier versions key their caches by, so
 // that they stay right during a rolling upgrade.
 func LogChangeBody(schema, tag string) string {
@@ -102,6 +104,7 @@ BEGIN
     np := COALESCE(np, 0);
     UPDATE ` + q + `.settings SET auth_version = auth_version + 1, credentials_version = credentials_version + 1 WHERE id = 1;
     PERFORM set_config(` + setting + `, me || ':' || nv || ':' || nn || ':' || np, true);
+    PERFORM pg_notify('` + ChangeChannel(tag) + `', nv || ' ' || nn);
   END IF;
   INSERT INTO ` + q + `.change_log (v, nonce, prev, tbl, key) VALUES (nv, nn, np, t, k) ON CONFLICT DO NOTHING;
 END

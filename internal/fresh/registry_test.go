@@ -162,7 +162,7 @@ func openGadgets(t *testing.T, kind string) (c *fresh.Cache, db *sql.DB, op oper
 	if err := fresh.CreateLog(ctx, db, fresh.Registry{}, pg); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.FollowPostgres(ctx, db.QueryContext); err != nil {
+	if err := c.FollowPostgres(ctx, db.QueryContext, *pg, nil); err != nil {
 		t.Fatal(err)
 	}
 	op = operatorDB{t: t, command: withCommand(t, "psql", "-v", "ON_ERROR_STOP=1", testenv.PostgresURL(), "-c"), db: db}

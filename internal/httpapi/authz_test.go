@@ -1226,24 +1226,48 @@ func TestAuthzChangeTakesEffectOnNextRequest(t *testing.T) {
 	})
 }
 
-// warmStatements is what a read answered from the read cache costs: its
-// freshness question. On PostgreSQL that is one statement; on SQLite none
-// while the wal-index header shows no commit since the last question.
-func warmStatements(kind string) int64 {
+// warmStatements is what a read answered from the read cache costs, asked
+// being the freshness questions the read cache asked for it: on
+// PostgreSQL one statement each, asked only when the instance did not hold
+// its lease (internal/fresh's lease.go), which answers with none; on
+// SQLite none while the wal-index header shows no commit since the last
+// question.
+func warmStatements(kind string, asked int64) int64 {
 	if kind == testenv.Postgres {
-		return 1
+		return asked
 	}
 	return 0
 }
 
+// statementCost returns how to measure what a request costs st: its
+// statements, and what they should be on a warm instance (warmStatements).
+func statementCost(t *testing.T, e *testenv.Env, kind string) func(r testenv.Req, want int) (n, warm int64) {
+	st := e.App.Store
+	return func(r testenv.Req, want int) (int64, int64) {
+		t.Helper()
+		before, asked := st.QueryCount(), st.CacheStats().Questions
+		e.Must(want, r)
+		return st.QueryCount() - before, warmStatements(kind, st.CacheStats().Questions-asked)
+	}
+}
+
+// leaseAnswered fails t when, on PostgreSQL, no request of st was answered
+// under the lease: the warm costs measured would then be the questions'.
+func leaseAnswered(t *testing.T, e *testenv.Env, kind string) {
+	t.Helper()
+	if kind == testenv.Postgres && e.App.Store.CacheStats().Leased == 0 {
+		t.Error("no request was answered under the lease")
+	}
+}
+
 // TestAuthzOneStatementPerRequest: on a warm instance, authenticating and
 // authorizing a request costs the read cache's freshness question and
-// nothing else: one statement on PostgreSQL, none on SQLite while nothing
-// was committed (the wal-index header answers). GET /permissions and a
+// nothing else: on PostgreSQL none under the lease, one statement when it
+// must ask; none on SQLite while nothing was committed (the wal-index
+// header answers). GET /permissions and a
 // cached channel do nothing else.
 func TestAuthzOneStatementPerRequest(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
-		warm := warmStatements(kind)
 		t.Parallel()
 		e := testenv.Start(t, kind)
 		e.NewRole("mods", "MANAGE_CHANNELS")
@@ -1251,18 +1275,13 @@ func TestAuthzOneStatementPerRequest(t *testing.T) {
 		e.Assign(alice.ID, "mods")
 		e.NewChannel("ops")
 		e.SetOverwrite("ops", "role", "mods", nil, []string{"MANAGE_CHANNELS"})
-		st := e.App.Store
-		cost := func(r testenv.Req, want int) int64 {
-			t.Helper()
-			before := st.QueryCount()
-			e.Must(want, r)
-			return st.QueryCount() - before
-		}
+		cost := statementCost(t, e, kind)
+		defer leaseAnswered(t, e, kind)
 		catalog := testenv.Req{Method: "GET", Path: "/permissions", Token: alice.Token}
 		cost(catalog, 200) // warm
 		cost(catalog, 200) // and the read cache (SQLite), filled by a caller already authenticated
 		for range 3 {
-			if n := cost(catalog, 200); n != warm {
+			if n, warm := cost(catalog, 200); n != warm {
 				t.Fatalf("GET /permissions on a warm instance cost %d statements, want %d", n, warm)
 			}
 		}
@@ -1271,15 +1290,15 @@ func TestAuthzOneStatementPerRequest(t *testing.T) {
 		rename := testenv.Req{Method: "PATCH", Path: "/channels/ops", Token: alice.Token, Type: "application/merge-patch+json", Body: `{"topic":"x"}`}
 		channel := testenv.Req{Method: "GET", Path: "/channels/ops", Token: alice.Token}
 		cost(channel, 200) // fills the read cache (SQLite)
-		if n := cost(channel, 200); n != warm {
+		if n, warm := cost(channel, 200); n != warm {
 			t.Errorf("GET /channels/ops cost %d statements, want %d (the read cache's freshness question)", n, warm)
 		}
 		// A change reloads the snapshot once; then the question alone again.
 		e.SetOverwrite("ops", "role", "mods", nil, nil)
-		if n := cost(catalog, 200); n < 2 {
+		if n, _ := cost(catalog, 200); n < 2 {
 			t.Errorf("the first request after a change cost %d statements; it must reload the snapshot", n)
 		}
-		if n := cost(catalog, 200); n != warm {
+		if n, warm := cost(catalog, 200); n != warm {
 			t.Errorf("GET /permissions after the reload cost %d statements, want %d", n, warm)
 		}
 		e.Must(http.StatusOK, rename)
@@ -1446,14 +1465,13 @@ func TestAuthzOrderOfChecks(t *testing.T) {
 }
 
 // TestAuthzReadsConfirmCachedCredentials: on a warm instance the hottest
-// reads cost only the read cache's freshness question (warmStatements), and
+// reads cost only the read cache's freshness questions (warmStatements), and
 // cached credentials never outlive a change made on another instance: the
 // very next request there is answered on the new state (the caller read
 // again), and a revoked token gets its 401 before any 400 of a bad request.
 func TestAuthzReadsConfirmCachedCredentials(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
-		warm := warmStatements(kind)
 		e1 := testenv.Start(t, kind)
 		e2 := testenv.StartWith(t, kind, e1.Config) // the same database
 		e1.NewRole("mods", "MANAGE_ROLES")
@@ -1461,13 +1479,8 @@ func TestAuthzReadsConfirmCachedCredentials(t *testing.T) {
 		bob := e1.NewUser("bob")
 		e1.Assign(alice.ID, "mods")
 		e1.NewChannel("ops")
-		st := e2.App.Store
-		cost := func(r testenv.Req, want int) int64 {
-			t.Helper()
-			before := st.QueryCount()
-			e2.Must(want, r)
-			return st.QueryCount() - before
-		}
+		cost := statementCost(t, e2, kind)
+		defer leaseAnswered(t, e2, kind)
 		reads := []testenv.Req{
 			{Method: "GET", Path: "/users/" + bob.ID},
 			{Method: "GET", Path: "/users?limit=5"},
@@ -1479,7 +1492,7 @@ func TestAuthzReadsConfirmCachedCredentials(t *testing.T) {
 			r.Token = alice.Token
 			cost(r, 200) // warm: caches alice's credentials and the snapshot
 			cost(r, 200) // and the read cache (SQLite)
-			if n := cost(r, 200); n != warm {
+			if n, warm := cost(r, 200); n != warm {
 				t.Errorf("warm %s cost %d statements, want %d", r.Path, n, warm)
 			}
 		}
@@ -1488,10 +1501,10 @@ func TestAuthzReadsConfirmCachedCredentials(t *testing.T) {
 		// credentials are now stale, and its next read says so.
 		e1.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + alice.ID + "/roles/mods", Token: e1.Owner})
 		perms := testenv.Req{Method: "GET", Path: "/users/" + bob.ID + "/permissions", Token: alice.Token}
-		if n := cost(perms, http.StatusForbidden); n < 2 {
+		if n, _ := cost(perms, http.StatusForbidden); n < 2 {
 			t.Errorf("the first read after a change on another instance cost %d statements; it must read the caller again", n)
 		}
-		if n := cost(perms, http.StatusForbidden); n != warm {
+		if n, warm := cost(perms, http.StatusForbidden); n != warm {
 			t.Errorf("the next one cost %d statements, want %d", n, warm)
 		}
 

@@ -8,19 +8,25 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/mattn/go-sqlite3" // the sqlite3 driver, as the CLI would open the file
 
+	"github.com/guildhall/guildhall/internal/fresh"
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-// TestHandMadeChangesHoldOnTheNextRequest: a token deleted, a user
+// TestHandMadeChangesHold: a token deleted, a user
 // suspended or a role's permissions taken away by hand (psql, sqlite3; not
-// through the API) governs the very next request to an instance whose
-// cache holds the state before: the change log's triggers log it, whoever
-// writes.
-func TestHandMadeChangesHoldOnTheNextRequest(t *testing.T) {
+// through the API) governs an instance whose cache holds the state before:
+// the change log's triggers log it, whoever writes. On SQLite the very
+// next request; on PostgreSQL, whose instance answers from memory under
+// its lease, the requests after it heard the commit's notification, within
+// a heartbeat at most (docs/design.md, "Leases"; tested with a second of
+// slack for a busy machine: the bound is a requirement, not a speed
+// target).
+func TestHandMadeChangesHold(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		ctx := context.Background()
@@ -92,8 +98,17 @@ func TestHandMadeChangesHoldOnTheNextRequest(t *testing.T) {
 			if err := exec(c.sql, c.arg); err != nil {
 				t.Fatalf("%s: %v", c.sql, err)
 			}
-			if r := e.Do(c.req); r.Status != c.want {
-				t.Errorf("after %s by hand, the next request: %s; want %d", c.what, r, c.want)
+			deadline := time.Now().Add(fresh.DefaultLease/4 + time.Second)
+			for {
+				r := e.Do(c.req)
+				if r.Status == c.want {
+					break
+				}
+				if kind == testenv.SQLite || time.Now().After(deadline) {
+					t.Errorf("after %s by hand, the next request: %s; want %d", c.what, r, c.want)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		}
 	})

@@ -75,6 +75,7 @@ type DB struct {
 	// statementTimeout bounds each statement (deadline.go).
 	statementTimeout time.Duration
 	afterWriteLock   string // Options.AfterWriteLock
+	commits          CommitHooks
 	sqliteLogDSN     string // see SQLiteFiles
 	sqliteShm        string
 }

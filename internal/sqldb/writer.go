@@ -550,10 +550,9 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		if err != nil {
 			return err
 		}
-		if last > 0 && db.Postgres() {
-			// Delivered to listeners when (and only if) the transaction commits.
-			if err := g.Exec(notifyEvents, db.ns.Channel, fmt.Sprint(last)).Error; err != nil {
-				return fmt.Errorf("notify: %w", err)
+		if db.Postgres() {
+			if err := db.endTransaction(ctx, g, last); err != nil {
+				return err
 			}
 		}
 		committing = true

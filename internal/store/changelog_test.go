@@ -22,7 +22,9 @@ import (
 
 // pgSchema opens a store on a fresh PostgreSQL schema with one user, and a
 // connection to the database whose search_path does not name that schema,
-// as an operator's psql session would be.
+// as an operator's psql session would be. The store has no lease, so its
+// every request asks the change log: what these tests hold is what the log
+// tells (lease_test.go holds how soon a lease hears it).
 func pgSchema(t *testing.T) (s *store.Store, schema string, alice model.User, operator *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
@@ -32,7 +34,7 @@ func pgSchema(t *testing.T) (s *store.Store, schema string, alice model.User, op
 		t.Fatal(err)
 	}
 	schema = u.Query().Get("search_path")
-	s, err = store.Open(ctx, store.Options{DatabaseURL: dbURL})
+	s, err = store.Open(ctx, store.Options{DatabaseURL: dbURL, NoLeases: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,12 +209,14 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND g.tgenabl
 // (users), their roles (user_roles) in position order (roles), a channel
 // (channels), its overwrites (overwrites), the global permissions
 // (settings), a token (tokens). Leaving a table out of changeLogTables
-// fails its case.
+// fails its case. PostgreSQL's store has no lease: the next request asks
+// (lease_test.go holds how soon a lease hears a change by hand).
 func TestCacheSeesHandMadeChangesPerTable(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		ctx := context.Background()
 		opts := storeOptions(t, kind)
+		opts.NoLeases = true
 		s, err := store.Open(ctx, opts)
 		if err != nil {
 			t.Fatal(err)

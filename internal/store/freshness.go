@@ -28,7 +28,7 @@ var registry = fresh.Registry{
 	// logs nothing.
 	Unlogged: []string{"events", "event_tickets", "attachments", "profiles", "blob_chunks", "blob_trash",
 		"schema_migrations", "data_version", "change_log", "deployment_keys", "names_checked",
-		"webhooks", "webhook_deliveries", "webhook_dispatch"},
+		"webhooks", "webhook_deliveries", "webhook_dispatch", "fresh_instances", "fresh_prepared"},
 }
 
 // loggedAs returns the name a table's changes are logged under, and false

@@ -16,6 +16,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"time"
 
@@ -46,7 +47,11 @@ type Options struct {
 	// Tracer, when set, traces what the store does for a caller whose
 	// context carries a recording span (internal/sqldb's trace.go); nil:
 	// no tracing.
-	Tracer      trace.TracerProvider
+	Tracer trace.TracerProvider
+	// NoLeases makes a PostgreSQL store's every request ask the change log
+	// (one shared statement), as when the database cannot notify: no
+	// listener, no lease (internal/fresh's lease.go).
+	NoLeases    bool
 	migrateUpTo int // see Store.migrateUpTo
 }
 
@@ -69,6 +74,10 @@ type Store struct {
 	// migrateUpTo, when positive, applies only the first migrations (tests
 	// of a migration build the database it starts from).
 	migrateUpTo int
+	// leases: PostgreSQL's reads hold a lease rather than ask (Options.NoLeases),
+	// listening through databaseURL.
+	leases      bool
+	databaseURL string
 }
 
 // Open connects, applies the migrations and returns the store.
@@ -82,7 +91,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, queries: queries{db.Reads()}, searches: queries{db.Searches()}, migrateUpTo: opts.migrateUpTo}
+	s := &Store{db: db, queries: queries{db.Reads()}, searches: queries{db.Searches()}, migrateUpTo: opts.migrateUpTo,
+		leases: !opts.NoLeases, databaseURL: opts.DatabaseURL}
 	s.cache = fresh.New(fresh.Options{MaxBytes: opts.CacheBytes, MaxEntryBytes: opts.MaxCacheEntryBytes,
 		Users: userDeps, Tracing: cacheTracing(db)})
 	s.auth = newAuthView(s.cache)
@@ -123,7 +133,14 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		s.cache.FollowNothing()
 		return nil
 	case s.Postgres():
-		return s.cache.FollowPostgres(ctx, s.queries.query)
+		pg := s.freshPG()
+		var lo *fresh.LeaseOptions
+		if s.leases {
+			lo = &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
+			s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: fresh.CommitVersionSQL(pg.Tag),
+				Prepare: s.cache.Prepare})
+		}
+		return s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo)
 	default:
 		dsn, shm := s.db.SQLiteFiles()
 		return s.cache.FollowSQLite(dsn, shm, s.db.Counter())

@@ -1,0 +1,35 @@
+package fresh
+
+import "sync"
+
+// LeaseCurrent reports whether a read would be answered under the lease.
+func (c *Cache) LeaseCurrent() bool { return c.lease.current() }
+
+// StopListening stops the listener as a crash would: no goodbye.
+func (c *Cache) StopListening() {
+	c.lease.stop()
+	<-c.lease.done
+}
+
+const LeaseMargin = leaseMargin
+
+// LeaseHolders are the other instances this one would wait for.
+func (c *Cache) LeaseHolders() []string {
+	c.lease.mu.Lock()
+	defer c.lease.mu.Unlock()
+	var ids []string
+	now := c.lease.now()
+	for id, p := range c.lease.others {
+		if p.until > now {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// HoldNotices makes the listener stop taking notifications, as one that
+// lags, until release is called (once or more).
+func (c *Cache) HoldNotices() (release func()) {
+	c.lease.gate.Lock()
+	return sync.OnceFunc(c.lease.gate.Unlock)
+}

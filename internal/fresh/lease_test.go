@@ -1,0 +1,253 @@
+package fresh_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx"
+
+	. "github.com/guildhall/guildhall/internal/fresh"
+	"github.com/guildhall/guildhall/internal/testenv"
+)
+
+// leaseWorld is a PostgreSQL schema with a logged table, gadgets, and how
+// caches with leases follow it.
+type leaseWorld struct {
+	url string
+	db  *sql.DB
+	pg  Postgres
+}
+
+func newLeaseWorld(t *testing.T) leaseWorld {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := testenv.FreshPostgres(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	pg := Postgres{Schema: schema, Tag: schema, LockWrites: "SELECT pg_advisory_xact_lock(7)"}
+	for _, q := range []string{
+		"CREATE TABLE settings (id INTEGER PRIMARY KEY, auth_version BIGINT NOT NULL DEFAULT 0, credentials_version BIGINT NOT NULL DEFAULT 0)",
+		"CREATE TABLE gadgets (id TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+		"INSERT INTO gadgets VALUES ('g', 0)",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CreateLog(ctx, db, Registry{Logged: []Table{{Name: "gadgets", LogAs: "gadgets", Key: "id"}}}, &pg); err != nil {
+		t.Fatal(err)
+	}
+	return leaseWorld{url: dbURL, db: db, pg: pg}
+}
+
+// cache starts an instance's cache with a lease.
+func (w leaseWorld) cache(t *testing.T, name string, lease time.Duration) *Cache {
+	t.Helper()
+	c := New(Options{})
+	if err := c.FollowPostgres(context.Background(), w.db.QueryContext, w.pg,
+		&LeaseOptions{URL: w.url, Instance: name, Lease: lease}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// held waits until c holds its lease, having asked once.
+func held(t *testing.T, c *Cache) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !c.LeaseCurrent(); {
+		if time.Now().After(deadline) {
+			t.Fatal("no lease within 10 s")
+		}
+		if err := c.Fresh(Scope(context.Background())); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// write changes gadgets as the service's writer does, through c: its
+// version prepared before the commit.
+func (w leaseWorld) write(t *testing.T, c *Cache, n int) {
+	t.Helper()
+	if err := w.tryWrite(c, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w leaseWorld) tryWrite(c *Cache, n int) error {
+	ctx := context.Background()
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range []string{w.pg.LockWrites, OwnWriterSQL, fmt.Sprintf("UPDATE gadgets SET n = %d WHERE id = 'g'", n)} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	var v, nonce int64
+	if err := tx.QueryRowContext(ctx, CommitVersionSQL(w.pg.Tag)).Scan(&v, &nonce); err != nil {
+		return err
+	}
+	if err := c.Prepare(ctx, v, nonce); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// TestLeaseAnswersWithoutAsking: a cache that holds its lease asks nothing
+// while nothing is committed; its own commit makes its next read ask.
+func TestLeaseAnswersWithoutAsking(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	c := w.cache(t, "one", DefaultLease)
+	held(t, c)
+	before := c.Stats().Questions
+	for range 100 {
+		if err := c.Fresh(Scope(context.Background())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if asked := c.Stats().Questions - before; asked != 0 {
+		t.Fatalf("%d questions for 100 reads under the lease, want 0", asked)
+	}
+	w.write(t, c, 1)
+	if c.LeaseCurrent() {
+		t.Fatal("after its own commit was answered, the cache still answers from memory")
+	}
+	// A write transaction's scope asks, lease or not.
+	held(t, c)
+	before = c.Stats().Questions
+	if err := c.Fresh(TxScope(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Questions == before {
+		t.Fatal("a write transaction's read did not ask")
+	}
+}
+
+// TestLeaseCommitGovernsTheOtherInstance: once a write of one instance is
+// answered, the other instance's next read asks, every time; and the
+// writer waits for nobody it has not heard of.
+func TestLeaseCommitGovernsTheOtherInstance(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	one, two := w.cache(t, "one", DefaultLease), w.cache(t, "two", DefaultLease)
+	for i := range 200 {
+		held(t, two)
+		w.write(t, one, i+1)
+		if two.LeaseCurrent() {
+			t.Fatalf("write %d: answered while the other instance still answers from memory", i)
+		}
+	}
+}
+
+// TestLeaseCommitInvisibleUntilHeard: a commit becomes visible to readers
+// of the database only once every instance that answers from memory has
+// heard of it. Waiting after the commit would not do: anyone who read the
+// database meanwhile (a read that missed, a write that waited for the
+// row) could be answered before the other instance, answering from an
+// older memory, heard of it. Here the other instance's listener lags: the
+// write waits for its lease to run out.
+func TestLeaseCommitInvisibleUntilHeard(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	one, two := w.cache(t, "one", DefaultLease), w.cache(t, "two", DefaultLease)
+	for round := range 3 {
+		held(t, one)
+		held(t, two)
+		release := two.HoldNotices()
+		defer release() // a listener held would hold Close
+		done := make(chan error, 1)
+		go func() { done <- w.tryWrite(one, round+1) }()
+		for {
+			var n int
+			if err := w.db.QueryRow("SELECT n FROM gadgets WHERE id = 'g'").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == round+1 {
+				if two.LeaseCurrent() {
+					t.Fatalf("round %d: the commit is visible while an instance that has not heard of it answers from memory", round)
+				}
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLeaseOfAStoppedInstanceRunsOut: an instance that stops hearing
+// (its listener gone, as in a crash) holds the other's writes until its
+// lease runs out, no longer; and it answers nothing from memory meanwhile.
+// An instance that starts meanwhile knows of that lease from the table. A
+// goodbye (Close) holds no write at all.
+func TestLeaseOfAStoppedInstanceRunsOut(t *testing.T) {
+	t.Parallel()
+	const lease = 3 * time.Second
+	w := newLeaseWorld(t)
+	one, two := w.cache(t, "one", lease), w.cache(t, "two", lease)
+	held(t, one)
+	held(t, two)
+	w.write(t, one, 1)  // two acknowledges
+	two.StopListening() // stopped: no goodbye, its lease in the table
+	if two.LeaseCurrent() {
+		t.Fatal("a cache that stopped listening answers from memory")
+	}
+	three := w.cache(t, "three", lease)
+	if got := three.LeaseHolders(); !slices.Contains(got, "two") {
+		t.Errorf("an instance started beside a stopped one's lease knows of %v, want two among them", got)
+	}
+	began := time.Now()
+	w.write(t, one, 2)
+	// The bound is the lease's, with a second of slack for a busy machine:
+	// the requirement of the protocol, not a speed target.
+	if took := time.Since(began); took > lease+LeaseMargin+time.Second {
+		t.Fatalf("the write waited %v for a stopped instance, lease %v", took, lease)
+	}
+	held(t, three)
+	_ = three.Close()
+	began = time.Now()
+	w.write(t, one, 3)
+	if took := time.Since(began); took > lease/2 {
+		t.Fatalf("the write waited %v for an instance that said goodbye", took)
+	}
+}
+
+// TestLeaseHearsChangesByHand: a change made behind the service's back
+// notifies too, and governs the cache's reads within a heartbeat at most.
+func TestLeaseHearsChangesByHand(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	c := w.cache(t, "one", DefaultLease)
+	held(t, c)
+	if _, err := w.db.Exec("UPDATE gadgets SET n = 7 WHERE id = 'g'"); err != nil {
+		t.Fatal(err)
+	}
+	// The bound is a heartbeat (a quarter of the lease), with a second of
+	// slack for a busy machine.
+	for deadline := time.Now().Add(DefaultLease/4 + time.Second); c.LeaseCurrent(); {
+		if time.Now().After(deadline) {
+			t.Fatal("a change by hand did not reach the lease within a heartbeat")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
