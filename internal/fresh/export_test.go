@@ -33,3 +33,7 @@ func (c *Cache) HoldNotices() (release func()) {
 	c.lease.gate.Lock()
 	return sync.OnceFunc(c.lease.gate.Unlock)
 }
+
+// PrepareSQL is the prepare's statement ($1 the version, $2 the channel,
+// $3 the payload).
+func (c *Cache) PrepareSQL() string { return c.lease.prepareSQL() }

@@ -94,10 +94,12 @@ type leases struct {
 	until      atomic.Int64 // the lease's end, in monotonic nanoseconds since base; 0: none
 	untilWall  atomic.Int64 // and in Unix nanoseconds
 
-	base time.Time
-	mu   sync.Mutex
-	wake chan struct{} // closed and replaced when what waiters wait for moves
-	conn uint64        // moves with each connection; 0 while not listening
+	base  time.Time
+	mu    sync.Mutex
+	wake  chan struct{} // closed and replaced when what waiters wait for moves
+	conn  uint64        // the connection's epoch; 0 while not listening
+	epoch uint64        // counts the connections: a connection's epoch is never taken again
+	hbSeq uint64        // the last heartbeat's sequence number, over every connection
 	// heard is the floor: the highest version prepared or committed heard
 	// on this connection, or read from the prepared table when it began.
 	// A round sets have only when its answer stands at it or later.
@@ -151,9 +153,10 @@ func instancesTableSQL(schema string) string {
 	return "CREATE TABLE IF NOT EXISTS " + instancesTable(schema) + " (id TEXT PRIMARY KEY, expires_at TIMESTAMPTZ NOT NULL)"
 }
 
-// preparedTable holds the last version prepared (one row), for instances
-// that (re)connect between a prepare and its commit. The write lock
-// orders the prepares: the row is the latest. It is unlogged, so a
+// preparedTable holds the highest version prepared (one row), for
+// instances that (re)connect between a prepare and its commit. The write
+// lock orders the prepares; the row never goes back (GREATEST), for a
+// prepare the writer gave up on that the server runs late. It is unlogged, so a
 // prepare costs no flush to disk: a crash that empties it also ended every
 // transaction that had prepared.
 func preparedTable(schema string) string { return quoteIdent(schema) + ".fresh_prepared" }
@@ -303,8 +306,8 @@ func (l *leases) listen(ctx context.Context) error {
 			return errors.Join(err, <-errs)
 		}
 		l.gate.Lock()
-		l.gate.Unlock() //nolint:staticcheck // an empty section: tests hold the gate
 		l.heardNotice(n.Payload)
+		l.gate.Unlock()
 	}
 }
 
@@ -340,10 +343,8 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	l.conn++
-	if l.conn == 0 {
-		l.conn = 1
-	}
+	l.epoch++
+	l.conn = l.epoch
 	l.heard, l.notices, l.sent, l.ack = prepared, 0, map[uint64]sentAt{}, make(chan int64, 1)
 	l.want.Add(1) // a round that began before the floor was read sets no have
 	l.broadcast()
@@ -359,10 +360,12 @@ func (l *leases) sender(ctx context.Context, c *pgx.Conn) error {
 	l.mu.Unlock()
 	tick := time.NewTicker(l.opts.Lease / 4)
 	defer tick.Stop()
-	var seq uint64
 	heartbeat := func() error {
-		seq++
+		// Numbered over every connection: a heartbeat of an earlier
+		// connection that commits late matches none sent on this one.
 		l.mu.Lock()
+		l.hbSeq++
+		seq := l.hbSeq
 		now := time.Now()
 		l.sent[seq] = sentAt{mono: int64(now.Sub(l.base)), wall: now.UnixNano()}
 		acked := l.heard
@@ -501,7 +504,7 @@ func (l *leases) peer(id string) *peer {
 // statement that commits on its own.
 func (l *leases) prepareSQL() string {
 	return `WITH up AS (INSERT INTO ` + preparedTable(l.pg.Schema) + ` (id, v) VALUES (1, $1) ` +
-		`ON CONFLICT (id) DO UPDATE SET v = excluded.v RETURNING 1) SELECT pg_notify($2, $3) FROM up`
+		`ON CONFLICT (id) DO UPDATE SET v = GREATEST(` + preparedTable(l.pg.Schema) + `.v, excluded.v) RETURNING 1) SELECT pg_notify($2, $3) FROM up`
 }
 
 // prepare returns once the version v (with nonce), which the caller's
@@ -510,9 +513,14 @@ func (l *leases) prepareSQL() string {
 // answers from memory, until it sees v committed. It prepares v (heard
 // back here: every heartbeat ordered before it is heard then), then waits
 // until every other instance holding a lease has acknowledged it, or its
-// lease ran out. Without a listener to tell, it waits out any lease that
-// could have been granted before the prepare. An error (the prepare could
-// not be sent, ctx ended) means the transaction must not commit.
+// lease ran out. It never waits longer than a lease (and the margin) after
+// the prepare, with a listener or without: a lease granted from a
+// heartbeat sent before the prepare has run out by then, and one from a
+// heartbeat ordered after it was granted to an instance that had heard it
+// (or read it from the table). So an instance whose listener hangs while
+// its heartbeats go on holds each write for a lease at most. An error
+// (the prepare could not be sent, ctx ended) means the transaction must
+// not commit.
 func (l *leases) prepare(ctx context.Context, v, nonce int64) error {
 	l.mu.Lock()
 	if len(l.own) >= 4096 { // prepares never heard (the listener gone meanwhile): forget them

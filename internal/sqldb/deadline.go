@@ -193,9 +193,11 @@ func keepOnCancel(_ context.Context, cfg *pgx.ConnConfig) error {
 //
 // A write transaction's client never leaves it idle for long: between its
 // statements it only runs the request's own code, microseconds to
-// milliseconds. idleInTransaction is far above that, on a loaded machine
-// too, and with writeStatementBound below the 10 s a stopped instance may
-// hold the others up.
+// milliseconds, and before its commit it waits for the prepare of the
+// read leases (internal/fresh's lease.go), a lease (2 s) at most.
+// idleInTransaction is well above that, on a loaded machine too, and with
+// writeStatementBound below the 10 s a stopped instance may hold the
+// others up.
 const (
 	writeStatementBound = 5 * time.Second
 	idleInTransaction   = 4 * time.Second
