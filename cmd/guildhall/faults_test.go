@@ -137,8 +137,12 @@ func (c *cluster) crash() {
 }
 
 // signal sends sig to the postmaster and all its children (SIGSTOP freezes
-// the database: connections stay open, nothing answers).
+// the database: connections stay open, nothing answers). To freeze, the
+// postmaster stops first, and its children are listed only once it has: a
+// connection it forked while they were being listed would escape and go
+// on answering. It returns once every one of them has stopped.
 func (c *cluster) signal(sig syscall.Signal) {
+	c.t.Helper()
 	data, err := os.ReadFile(filepath.Join(c.dir, "postmaster.pid"))
 	if err != nil {
 		return
@@ -148,26 +152,74 @@ func (c *cluster) signal(sig syscall.Signal) {
 	if pm <= 0 {
 		return
 	}
-	pids := []int{pm}
+	if sig != syscall.SIGSTOP {
+		for pid := range children(pm) {
+			_ = syscall.Kill(pid, sig)
+		}
+		_ = syscall.Kill(pm, sig)
+		return
+	}
+	_ = syscall.Kill(pm, sig)
+	deadline := time.Now().Add(5 * time.Second)
+	for procState(pm) != "T" {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the postmaster %d did not stop", pm)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for {
+		running := 0
+		for pid, state := range children(pm) {
+			if state != "T" {
+				running++
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d processes of the cluster did not stop", running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// children lists the processes whose parent is pid, with their state
+// (/proc/<pid>/stat: "R", "S", "T" for stopped, ...).
+func children(pid int) map[int]string {
+	kids := map[int]string{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+		child, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pm) {
-			pids = append(pids, pid)
+		if state, ppid := procStat(child); ppid == pid {
+			kids[child] = state
 		}
 	}
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, sig)
+	return kids
+}
+
+// procState is the state of process pid ("" when it is gone).
+func procState(pid int) string {
+	state, _ := procStat(pid)
+	return state
+}
+
+func procStat(pid int) (state string, ppid int) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", 0
 	}
+	// pid (comm) state ppid ...
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 2 {
+		return "", 0
+	}
+	ppid, _ = strconv.Atoi(fields[1])
+	return fields[0], ppid
 }
 
 // get answers GET url with its status, problem code and duration (status 0
