@@ -659,6 +659,9 @@ type Stats struct {
 	// KeptSearches counts the pages of searches the database answered
 	// with their entries alone, their users being kept.
 	KeptSearches int64
+	// Rounds counts the questions PostgreSQL's rounds sent, each shared
+	// by the reads that asked at once (Questions counts those reads).
+	Rounds int64
 }
 
 // Stats returns the cache's counters since it was made.
@@ -668,5 +671,5 @@ func (c *Cache) Stats() Stats {
 	b := c.bytes + ub
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Leased: c.leased.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load()}
+		Resets: c.resets.Load(), Leased: c.leased.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent()}
 }
