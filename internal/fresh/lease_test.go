@@ -97,13 +97,13 @@ func (w leaseWorld) tryWrite(c *Cache, n int) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, q := range []string{w.pg.LockWrites, OwnWriterSQL, fmt.Sprintf("UPDATE gadgets SET n = %d WHERE id = 'g'", n)} {
+	for _, q := range []string{w.pg.LockWrites, fmt.Sprintf("UPDATE gadgets SET n = %d WHERE id = 'g'", n)} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err
 		}
 	}
 	var v, nonce int64
-	if err := tx.QueryRowContext(ctx, CommitVersionSQL(w.pg.Tag)).Scan(&v, &nonce); err != nil {
+	if err := tx.QueryRowContext(ctx, CommitVersionSQL(w.pg)).Scan(&v, &nonce); err != nil {
 		return err
 	}
 	if err := c.Prepare(ctx, v, nonce); err != nil {

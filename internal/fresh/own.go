@@ -16,8 +16,8 @@ import (
 // runs at a time, so the transaction's are those after the version the
 // cache followed to inside it (Position, after Fresh under the write
 // lock). On PostgreSQL they carry the transaction's version, which its
-// setting remembers (LogChangeBody), and the service's transactions log
-// as each statement ends (OwnWriterSQL).
+// setting remembers (LogChangeBody); the logging triggers are deferred, and
+// own_changes fires those pending before it reads (registry_pg.go).
 
 // Position is the version of the log the cache has followed to.
 func (c *Cache) Position() int64 {
@@ -40,7 +40,7 @@ func (c *Cache) Own(ctx context.Context, q QueryFunc, pg *Postgres, from int64) 
 	}
 	query, args := "SELECT tbl, key FROM change_log WHERE v > ?", []any{from}
 	if pg != nil {
-		query, args = ownPostgres(pg.Tag), nil
+		query, args = "SELECT tbl, key FROM "+quoteIdent(pg.Schema)+".own_changes()", nil
 	}
 	rows, err := q(ctx, query, args...)
 	if err != nil {
@@ -61,20 +61,12 @@ func (c *Cache) Own(ctx context.Context, q QueryFunc, pg *Postgres, from int64) 
 	return out, nil
 }
 
-// ownPostgres reads the entries of the transaction's version: the setting
-// names it when the transaction has bumped the data version (CASE keeps
-// a setting of another transaction, or an empty one, from being cast).
-func ownPostgres(tag string) string {
-	return `SELECT c.tbl, c.key FROM change_log c WHERE c.v = (SELECT CASE WHEN split_part(s, ':', 1) = txid_current()::text ` +
-		`THEN split_part(s, ':', 2)::bigint END FROM (SELECT current_setting('` + changeSetting(tag) + `', true) AS s) x)`
-}
-
 // CommitVersionSQL selects the version and nonce of the transaction it
 // runs in (v, nonce), NULLs when the transaction bumped none: what a
-// writer tells Prepare.
-func CommitVersionSQL(tag string) string {
-	mine := `split_part(s, ':', 1) = txid_current_if_assigned()::text`
-	return `SELECT CASE WHEN ` + mine + ` THEN split_part(s, ':', 2)::bigint END AS v, ` +
-		`CASE WHEN ` + mine + ` THEN split_part(s, ':', 3)::bigint END AS nonce ` +
-		`FROM (SELECT current_setting('` + changeSetting(tag) + `', true) AS s) y`
+// writer tells Prepare. It fires the logging triggers still pending first
+// (commit_version, registry_pg.go), so it is the transaction's last
+// statement: nothing the transaction changes after it is logged before
+// the commit.
+func CommitVersionSQL(pg Postgres) string {
+	return "SELECT v, nonce FROM " + quoteIdent(pg.Schema) + ".commit_version()"
 }

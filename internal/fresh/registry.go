@@ -40,12 +40,13 @@ import (
 // logs at its commit, so the data_version row is the last lock it takes
 // and cannot close a deadlock cycle with the row locks it took before.
 // The service's own write transactions, which take a lock of their own
-// first and so run one at a time, make them immediate (OwnWriterSQL): each
-// statement logs as it ends, and the transaction can read what it changed
-// so far (Own). Holding the version row from its first logged statement,
-// such a write can close a cycle with another program's transaction that
-// holds a row the write waits for and commits meanwhile: PostgreSQL then
-// ends one of the two, and the service's writer runs its batch again
+// first and so run one at a time, fire the pending triggers themselves:
+// when they read what they changed so far (Own, own_changes), and as their
+// last statement, which reads their version for the prepare
+// (CommitVersionSQL, commit_version). Holding the version row from then
+// on, such a write can close a cycle with another program's transaction
+// that holds a row the write waits for and commits meanwhile: PostgreSQL
+// then ends one of the two, and the service's writer runs its batch again
 // (sqldb).
 
 // Table declares how the writes of one table are logged.

@@ -52,9 +52,6 @@ type Options struct {
 	// Tracer, when set, traces what the database does for a caller whose
 	// context carries a recording span (trace.go); nil: no tracing.
 	Tracer trace.TracerProvider
-	// AfterWriteLock is SQL that a PostgreSQL write transaction runs right
-	// after it takes the write lock, in the same round trip ("" for none).
-	AfterWriteLock string
 }
 
 // DB is the database: its pools, its prepared statements, and its writer.
@@ -74,7 +71,6 @@ type DB struct {
 	ns          Namespace  // PostgreSQL: lock keys and NOTIFY channel of the schema
 	// statementTimeout bounds each statement (deadline.go).
 	statementTimeout time.Duration
-	afterWriteLock   string // Options.AfterWriteLock
 	commits          CommitHooks
 	sqliteLogDSN     string // see SQLiteFiles
 	sqliteShm        string
@@ -101,7 +97,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = DefaultStatementTimeout
 	}
-	db := &DB{statementTimeout: opts.StatementTimeout, afterWriteLock: opts.AfterWriteLock}
+	db := &DB{statementTimeout: opts.StatementTimeout}
 	var err error
 	switch {
 	case IsPostgresURL(opts.DatabaseURL):

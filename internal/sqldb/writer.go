@@ -569,16 +569,13 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 // SQLite, BEGIN IMMEDIATE has taken it). The database ends the wait for
 // the lock at the batch's deadline, and a statement of a transaction whose
 // client stopped (deadline.go), whether the client's own deadlines can act
-// or not; Options.AfterWriteLock goes in the same round trip.
+// or not.
 func (db *DB) lockWrites(g *gorm.DB, deadline time.Time) error {
 	lock := db.dialect.LockWrites()
 	if lock == "" {
 		return nil
 	}
 	lock = db.dialect.boundWrite(time.Until(deadline), min(db.statementTimeout, writeStatementBound)) + lock
-	if db.afterWriteLock != "" {
-		lock += "; " + db.afterWriteLock
-	}
 	if err := g.Exec(lock).Error; err != nil {
 		return fmt.Errorf("take write lock: %w", err)
 	}

@@ -83,11 +83,7 @@ type Store struct {
 // Open connects, applies the migrations and returns the store.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	db, err := sqldb.Open(ctx, sqldb.Options{DatabaseURL: opts.DatabaseURL, DataDir: opts.DataDir,
-		MaxOpenConns: opts.MaxOpenConns, StatementTimeout: opts.StatementTimeout, Tracer: opts.Tracer,
-		// Under the write lock, the transaction is the service's own
-		// write: its statements log as they end (fresh.OwnWriterSQL), and
-		// it reads what it changed so far (Tx.own).
-		AfterWriteLock: fresh.OwnWriterSQL})
+		MaxOpenConns: opts.MaxOpenConns, StatementTimeout: opts.StatementTimeout, Tracer: opts.Tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +133,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		var lo *fresh.LeaseOptions
 		if s.leases {
 			lo = &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
-			s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: fresh.CommitVersionSQL(pg.Tag),
+			s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: fresh.CommitVersionSQL(*pg),
 				Prepare: s.cache.Prepare})
 		}
 		return s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo)
