@@ -32,8 +32,8 @@ func changeSetting(tag string) string { return "guildhall.change_" + tag }
 
 // ownChangesBody fires the transaction's pending logging triggers, defers
 // the later ones again, and returns the changes logged under its version
-// (none when it bumped none: CASE keeps a setting of another transaction,
-// or an empty one, from being read).
+// (none when it bumped none: the check of the transaction's ID keeps a
+// setting of another transaction, or an empty one, from being read).
 func ownChangesBody(schema, tag string) string {
 	return `
 DECLARE
