@@ -9,6 +9,40 @@ import (
 	. "github.com/guildhall/guildhall/internal/fresh"
 )
 
+// TestInstallReplacesOwnChangesOfAnotherShape: a database whose
+// own_changes returns other columns (as a build of another shape would
+// leave it) gets this build's at the next start, where CREATE OR REPLACE
+// alone fails.
+func TestInstallReplacesOwnChangesOfAnotherShape(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	ctx := context.Background()
+	for _, q := range []string{"DROP FUNCTION own_changes()",
+		"CREATE FUNCTION own_changes() RETURNS TABLE (tbl TEXT) LANGUAGE sql AS 'SELECT 1::text'"} {
+		if _, err := w.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := Install(ctx, tx, Registry{Logged: []Table{{Name: "gadgets", LogAs: "gadgets", Key: "id"}}}, &w.pg); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var columns int
+	if err := w.db.QueryRow("SELECT cardinality(proallargtypes) FROM pg_proc WHERE oid = to_regprocedure('own_changes()')").Scan(&columns); err != nil {
+		t.Fatal(err)
+	}
+	if columns != 2 {
+		t.Fatalf("own_changes returns %d columns after the install, want 2 (tbl, key)", columns)
+	}
+}
+
 // TestOwnChangesAcrossASavepoint: the logging triggers of the service's
 // write transactions stay deferred until the transaction asks. Reading
 // back what it changed (Own) fires those pending and defers the later
