@@ -32,8 +32,8 @@ func changeSetting(tag string) string { return "guildhall.change_" + tag }
 
 // ownChangesBody fires the transaction's pending logging triggers, defers
 // the later ones again, and returns the changes logged under its version
-// (none when it bumped none: CASE keeps a setting of another transaction,
-// or an empty one, from being read).
+// (none when it bumped none: the check of the transaction's ID keeps a
+// setting of another transaction, or an empty one, from being read).
 func ownChangesBody(schema, tag string) string {
 	return `
 DECLARE
@@ -89,10 +89,16 @@ func (r Registry) pgFunctionList(pg *Postgres) []pgFunction {
 	return out
 }
 
-// pgFunctions are the statements that create the functions.
+// pgFunctions are the statements that create the functions. One that
+// returns a table is dropped first: CREATE OR REPLACE cannot change a
+// function's result columns, and a later build may. (Install runs them in
+// the migrations' transaction, so no writer finds it missing meanwhile.)
 func (r Registry) pgFunctions(pg *Postgres) []string {
 	var out []string
 	for _, f := range r.pgFunctionList(pg) {
+		if i := strings.Index(f.sig, " RETURNS TABLE"); i >= 0 {
+			out = append(out, "DROP FUNCTION IF EXISTS "+f.sig[:i])
+		}
 		out = append(out, "CREATE OR REPLACE FUNCTION "+f.sig+" LANGUAGE plpgsql AS $$"+f.body+"$$")
 	}
 	return out

@@ -462,9 +462,10 @@ func (w *writer) commit(batch []*writeJob) {
 	for n := 0; deadlocked(err) && n < deadlockReruns && time.Now().Before(deadline); n++ {
 		// The database ended the transaction to break a cycle with another
 		// program's (psql's) that holds a row the batch needed and waits,
-		// at its commit, for the change log's version row the batch held
-		// (fresh's registry): nothing of the batch holds anything now, and
-		// it runs again. While that commit is still logging its changes,
+		// at its commit, for a row the batch held that its logging updates:
+		// the settings row, or the change log's version row once the batch
+		// read back its changes (fresh's registry). Nothing of the batch
+		// holds anything now, and it runs again. While that commit is still logging its changes,
 		// a rerun that changes the settings row first closes another cycle
 		// (the commit locks the version row, then the settings row), so it
 		// may take more than one; a pause that grows from none lets that

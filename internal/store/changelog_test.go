@@ -661,12 +661,15 @@ func TestChangeLogPerSchema(t *testing.T) {
 	_ = ctx
 }
 
-// TestWriteOutlastsADeadlockWithPsql: the service's write transactions log
-// as each statement ends, so they hold the change log's version row while
-// they go on; another program's transaction logs at its commit. When such
-// a transaction holds a row the write waits for, and commits while the
-// write holds the version row, PostgreSQL ends one of them to break the
-// cycle: the write, if it is the one, runs again and succeeds.
+// TestWriteOutlastsADeadlockWithPsql: another program's transaction logs
+// at its commit, where its first change bumps the data version and updates
+// the settings row (the version counters of earlier releases). A write of
+// the service that changed the settings row holds it while it goes on.
+// When the other transaction holds a row the write waits for, and commits
+// meanwhile, its logging waits for the settings row: PostgreSQL ends one of
+// them to break the cycle, and the write, if it is the one, runs again and
+// succeeds. (A write that read back its changes holds the version row too,
+// with the same outcome.)
 func TestWriteOutlastsADeadlockWithPsql(t *testing.T) {
 	testenv.RequirePostgres(t)
 	t.Parallel()
@@ -686,7 +689,7 @@ func TestWriteOutlastsADeadlockWithPsql(t *testing.T) {
 	go func() {
 		_, err := s.Write(ctx, func(tx *store.Tx) error {
 			runs++
-			if err := tx.SetGlobal(ctx, permissions.DefaultGlobal); err != nil { // holds the version row from here
+			if err := tx.SetGlobal(ctx, permissions.DefaultGlobal); err != nil { // holds the settings row from here
 				return err
 			}
 			u := alice
