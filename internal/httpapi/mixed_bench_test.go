@@ -2,8 +2,6 @@ package httpapi_test
 
 import (
 	"fmt"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,14 +23,7 @@ func BenchmarkStackGetUserBesideCreates(b *testing.B) {
 			h := e.App.HTTP.Echo
 			path := "/api/users/" + e.NewUser("bench").ID
 			serve := func(method, path, body string) {
-				req := httptest.NewRequest(method, path, strings.NewReader(body))
-				if body != "" {
-					req.Header.Set("Content-Type", "application/json")
-				}
-				req.Header.Set("Authorization", "Bearer "+e.Owner)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code >= 300 {
+				if w := serveStack(h, e.Owner, method, path, body); w.Code >= 300 {
 					b.Error(method, path, w.Code, w.Body.String())
 				}
 			}

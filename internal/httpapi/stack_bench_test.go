@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -48,20 +49,26 @@ func benchStackSeq(b *testing.B, setup func(e *testenv.Env) (next func(n int) (m
 			for b.Loop() {
 				method, path, body := next(n)
 				n++
-				req := httptest.NewRequest(method, path, strings.NewReader(body))
-				if body != "" {
-					req.Header.Set("Content-Type", "application/json")
-				}
-				req.Header.Set("Authorization", "Bearer "+e.Owner)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code >= 300 {
+				if w := serveStack(h, e.Owner, method, path, body); w.Code >= 300 {
 					b.Fatal(w.Code, w.Body.String())
 				}
 			}
 			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// serveStack sends one request through h as the owner (token), a JSON
+// body when there is one, and returns what h answered.
+func serveStack(h http.Handler, token, method, path, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
 }
 
 func BenchmarkStackGetUser(b *testing.B) {
@@ -114,12 +121,7 @@ func BenchmarkStackCreateUser32(b *testing.B) {
 				wg.Go(func() {
 					for range work {
 						body := fmt.Sprintf(`{"username":"bench%d","display_name":"Bench"}`, n.Add(1))
-						req := httptest.NewRequest("POST", "/api/users", strings.NewReader(body))
-						req.Header.Set("Content-Type", "application/json")
-						req.Header.Set("Authorization", "Bearer "+e.Owner)
-						w := httptest.NewRecorder()
-						h.ServeHTTP(w, req)
-						if w.Code >= 300 {
+						if w := serveStack(h, e.Owner, "POST", "/api/users", body); w.Code >= 300 {
 							b.Error(w.Code, w.Body.String())
 						}
 					}
