@@ -566,7 +566,7 @@ func (c *Cache) lookupPage(k Key) ([]model.User, string, bool, uint64) {
 	})
 	var users []model.User
 	if ok {
-		users, ok = decodeAt(recs, versions)
+		users, ok = c.users.decodeAt(recs, versions)
 	}
 	if !ok {
 		return nil, "", false, c.gen // a user gave way or changed: the page is read again
@@ -587,12 +587,12 @@ func (c *Cache) keptUsers(ids []string, versions []int64) ([]model.User, bool) {
 		}
 		recs[i] = rec
 	}
-	return decodeAt(recs, versions)
+	return c.users.decodeAt(recs, versions)
 }
 
 // decodeAt decodes the records of users (the arena's, under the cache's
 // lock) into one buffer, unless one is not of its version in versions.
-func decodeAt(recs [][]byte, versions []int64) ([]model.User, bool) {
+func (p *packedUsers) decodeAt(recs [][]byte, versions []int64) ([]model.User, bool) {
 	room := 0
 	for _, rec := range recs {
 		room += userRoom(rec)
@@ -600,7 +600,7 @@ func decodeAt(recs [][]byte, versions []int64) ([]model.User, bool) {
 	users := make([]model.User, len(recs))
 	buf := make([]byte, 0, room) // the strings of the users
 	for i := range users {
-		users[i], buf = decodeUser(buf, recs[i])
+		users[i], buf = p.decode(buf, recs[i])
 		if users[i].Version != versions[i] {
 			return nil, false
 		}

@@ -50,7 +50,20 @@ type packedUsers struct {
 	n     int // users in slots
 	live  int // bytes of the records in slots
 	buf   []byte
+	// roleIDs: the role IDs kept as 16 bytes, each written out once and
+	// shared by every user decoded after. A community has few roles (250
+	// by default, docs/design.md §9) held again and again, so a member of
+	// many roles costs a lookup per role rather than a string formatted
+	// and allocated per role. Strings are immutable, so sharing them is
+	// safe; the map is bounded (maxRoleIDs) and guarded by the cache's
+	// lock like the rest.
+	roleIDs map[[16]byte]string
 }
+
+// maxRoleIDs bounds packedUsers.roleIDs: far more than the roles a
+// community has by default, deleted ones included; past it the map starts
+// over.
+const maxRoleIDs = 4096
 
 // Record layout, every record starting at a multiple of recAlign:
 //
@@ -178,7 +191,7 @@ func idKey(buf []byte, id string) ([]byte, uint64) {
 }
 
 // get returns the record of the user with id, when kept: the arena's
-// bytes, for decodeUser under the cache's lock.
+// bytes, for decode under the cache's lock.
 func (p *packedUsers) get(id string) ([]byte, bool) {
 	var buf [40]byte
 	return p.getEncoded(appendID(buf[:0], id))
@@ -203,7 +216,7 @@ func (p *packedUsers) user(id string) (model.User, bool) {
 	if !ok {
 		return model.User{}, false
 	}
-	u, _ := decodeUser(make([]byte, 0, userRoom(rec)), rec)
+	u, _ := p.decode(make([]byte, 0, userRoom(rec)), rec)
 	return u, true
 }
 
@@ -401,7 +414,7 @@ func appendString(b []byte, s string) []byte {
 
 // readString reads a string encoded by appendString, and what follows it.
 // The string aliases b, which must not change while it is used: a decoded
-// user's own copy (decodeUser).
+// user's own copy (decode).
 func readString(b []byte) (string, []byte) {
 	n, k := binary.Uvarint(b)
 	b = b[k:]
@@ -443,21 +456,19 @@ func encodeUser(b []byte, u model.User) []byte {
 	return binary.AppendVarint(b, u.UpdatedAt.UnixMicro()-created)
 }
 
-// userRoom is what decodeUser appends to its buffer for a record, at most:
-// a copy of the record, and its IDs written out.
-func userRoom(rec []byte) int {
-	_, rest := readID(rec)
-	roles, _ := binary.Uvarint(rest)
-	return len(rec) + 36*(1+int(roles))
-}
+// userRoom is what decode appends to its buffer for a record, at most: a
+// copy of the record, and the user's ID written out (role IDs are shared:
+// packedUsers.roleID).
+func userRoom(rec []byte) int { return len(rec) + 36 }
 
-// decodeUser decodes a record of encodeUser (the arena's bytes, read under
-// the cache's lock) into a user whose strings are in buf, which it returns
-// grown by at most userRoom: a copy of the record, and after it the UUIDs
-// written out. Made with room for them, buf holds every string of the
+// decode decodes a record of encodeUser (the arena's bytes, read under the
+// cache's lock) into a user whose strings are in buf, which it returns
+// grown by at most userRoom: a copy of the record, and after it the user's
+// UUID written out. Made with room for them, buf holds every string of the
 // user, or of a page of users, in one allocation. The strings alias buf's
-// array, which nothing writes again where they are.
-func decodeUser(buf, rec []byte) (model.User, []byte) {
+// array, which nothing writes again where they are, or are the tier's
+// shared role IDs.
+func (p *packedUsers) decode(buf, rec []byte) (model.User, []byte) {
 	start := len(buf)
 	buf = append(buf, rec...)
 	b := buf[start:len(buf):len(buf)] // the copy, read from here on
@@ -470,7 +481,7 @@ func decodeUser(buf, rec []byte) (model.User, []byte) {
 	u.Roles = make([]string, n)
 	for i := range u.Roles {
 		id, b = readID(b)
-		u.Roles[i], buf = idText(buf, id)
+		u.Roles[i] = p.roleID(id)
 	}
 	u.Username, b = readString(b)
 	u.DisplayName, b = readString(b)
@@ -498,6 +509,25 @@ func decodeUser(buf, rec []byte) (model.User, []byte) {
 	}
 	u.Version, u.CreatedAt, u.UpdatedAt = v[0], time.UnixMicro(v[1]).UTC(), time.UnixMicro(v[1]+v[2]).UTC()
 	return u, buf
+}
+
+// roleID is an encoded role ID (in a decoded copy) as a string: a UUID
+// from roleIDs, written out the first time it is met; other IDs in place.
+func (p *packedUsers) roleID(enc []byte) string {
+	if enc[0] != 0 {
+		s, _ := idText(nil, enc)
+		return s
+	}
+	key := [16]byte(enc[1:17])
+	if s, ok := p.roleIDs[key]; ok {
+		return s
+	}
+	if p.roleIDs == nil || len(p.roleIDs) >= maxRoleIDs {
+		p.roleIDs = make(map[[16]byte]string)
+	}
+	s, _ := idText(make([]byte, 0, 36), enc)
+	p.roleIDs[key] = s
+	return s
 }
 
 // idText is an encoded ID (in a decoded copy) as a string: a UUID written

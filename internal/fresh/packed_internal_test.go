@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/uuid"
 
@@ -55,6 +56,39 @@ func TestPackedUserRoundTrip(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, u) {
 			t.Errorf("round trip:\n got %+v\nwant %+v", got, u)
+		}
+	}
+}
+
+// TestPackedUsersShareRoleIDs: the role IDs of decoded users are written
+// out once per role and shared, the same text as went in, other IDs
+// included; and past maxRoleIDs roles, each user still comes back as put.
+func TestPackedUsersShareRoleIDs(t *testing.T) {
+	p := newPackedUsers(8 << 20)
+	shared := uuid.Must(uuid.NewV7()).String()
+	var users []model.User
+	for i := range 2*maxRoleIDs + 10 {
+		u := packedUser(i, rand.New(rand.NewPCG(uint64(i), 1)))
+		u.Roles = []string{shared, uuid.Must(uuid.NewV7()).String(), "role-" + fmt.Sprint(i%3)}
+		p.put(u)
+		users = append(users, u)
+	}
+	var first string
+	for i, u := range users {
+		got, ok := p.user(u.ID)
+		if !ok {
+			t.Fatalf("user %d not kept", i)
+		}
+		if !reflect.DeepEqual(got, u) {
+			t.Fatalf("user %d:\n got %+v\nwant %+v", i, got, u)
+		}
+		if i == 0 {
+			first = got.Roles[0]
+		} else if i < maxRoleIDs/2 && unsafe.StringData(got.Roles[0]) != unsafe.StringData(first) {
+			t.Fatalf("user %d: role %s written out again, not shared", i, shared)
+		}
+		if len(p.roleIDs) > maxRoleIDs {
+			t.Fatalf("%d role IDs kept, bound %d", len(p.roleIDs), maxRoleIDs)
 		}
 	}
 }

@@ -30,14 +30,9 @@ import (
 // timed out at now when until is after it.
 func subjectOf(auth *store.AuthState, isOwner bool, roleIDs []string, until *time.Time, now time.Time) permissions.Subject {
 	global, _ := auth.Global()
-	sub := permissions.Subject{IsOwner: isOwner, Global: global, Roles: make([]permissions.Role, 0, len(roleIDs))}
+	sub := permissions.Subject{IsOwner: isOwner, Global: global, Roles: auth.EngineRoles(roleIDs)}
 	if until != nil && until.After(now) {
 		sub.TimedOut, sub.TimeoutUntil = true, *until
-	}
-	for _, id := range roleIDs {
-		if r, ok := auth.Role(id); ok {
-			sub.Roles = append(sub.Roles, permissions.Role{ID: r.ID, Permissions: r.Permissions})
-		}
 	}
 	return sub
 }

@@ -53,19 +53,8 @@ func TestHotRequestCosts(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		e := testenv.StartUnchecked(t, kind)
 		user := e.NewUser("light")
-		heavy := e.NewUser("heavy")
 		e.NewChannel("light")
-		e.NewChannel("heavy")
-		for i := range 248 {
-			role := fmt.Sprintf("r%03d", i)
-			e.NewRole(role, "VIEW_CHANNEL")
-			e.Assign(heavy.ID, role)
-			e.SetOverwrite("heavy", "role", role, []string{"SEND_MESSAGES"}, nil)
-		}
-		for i := 0; i < 251; i++ { // 248 role overwrites + 251 user overwrites = 499
-			u := e.NewUser(fmt.Sprintf("o%03d", i))
-			e.SetOverwrite("heavy", "user", u.ID, nil, []string{"EMBED_LINKS"})
-		}
+		heavy := heavyMember(e)
 		ids := map[string]string{"{user}": user.ID, "{heavy}": heavy.ID}
 		st := e.App.Store
 		n := 0

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -360,6 +361,70 @@ func TestUserPermissionsFollowRoleChanges(t *testing.T) {
 		e2.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + bob.ID + "/roles/auditors", Token: e2.Owner})
 		if has(e1) || has(e2) {
 			t.Fatal("a role removed is still seen by the next answer")
+		}
+	})
+}
+
+// TestManyRolesFollowChanges: a member of many roles (enough that what
+// their list resolves to is kept, store.roleLists) is answered from their
+// roles as they are now, on the very next request after each change: a
+// role's permissions replaced, the role taken away and given back, the
+// role deleted, and an overwrite of one of their roles in a channel; as
+// the subject of GET permissions and as the caller.
+func TestManyRolesFollowChanges(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e := testenv.Start(t, kind)
+		m := e.NewUser("many")
+		for i := range 20 {
+			role := fmt.Sprintf("m%02d", i)
+			e.NewRole(role, "VIEW_CHANNEL")
+			e.Assign(m.ID, role)
+		}
+		e.NewChannel("c")
+		base := func() []any {
+			return e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + m.ID + "/permissions", Token: e.Owner}).Map(t)["permissions"].([]any)
+		}
+		in := func() []any {
+			return e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + m.ID + "/permissions?channelID=c", Token: e.Owner}).Map(t)["permissions"].([]any)
+		}
+		holds := func(want bool, step string) {
+			t.Helper()
+			has := slices.Contains(base(), any("MANAGE_CHANNELS"))
+			res := e.Do(testenv.Req{Method: "GET", Path: "/audit-log?limit=1", Token: m.Token})
+			if has != want || (res.Status == http.StatusOK) != want {
+				t.Fatalf("%s: MANAGE_CHANNELS held %v, VIEW_AUDIT_LOG answered %d; want %v", step, has, res.Status, want)
+			}
+		}
+		grant := func(perms ...string) {
+			e.Must(http.StatusOK, testenv.Req{Method: "PUT", Path: "/roles/m17/permissions", Token: e.Owner,
+				Body: map[string]any{"permissions": perms}})
+		}
+		holds(false, "before")
+		grant("VIEW_CHANNEL", "MANAGE_CHANNELS", "VIEW_AUDIT_LOG")
+		holds(true, "role granted more")
+		grant("VIEW_CHANNEL")
+		holds(false, "role's permissions replaced")
+		grant("VIEW_CHANNEL", "MANAGE_CHANNELS", "VIEW_AUDIT_LOG")
+		holds(true, "granted again")
+		e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + m.ID + "/roles/m17", Token: e.Owner})
+		holds(false, "role taken away")
+		e.Assign(m.ID, "m17")
+		holds(true, "role given back")
+		e.Must(http.StatusNoContent, testenv.Req{Method: "POST", Path: "/roles/m17/delete", Token: e.Owner})
+		holds(false, "role deleted")
+
+		if !slices.Contains(in(), any("SEND_MESSAGES")) {
+			t.Fatalf("in c before the overwrite: %v", in())
+		}
+		e.SetOverwrite("c", "role", "m03", nil, []string{"SEND_MESSAGES"})
+		if got := in(); slices.Contains(got, any("SEND_MESSAGES")) {
+			t.Fatalf("in c after m03 was denied SEND_MESSAGES: %v", got)
+		}
+		e.Must(http.StatusNoContent, testenv.Req{Method: "DELETE", Path: "/users/" + m.ID + "/roles/m03", Token: e.Owner})
+		if got := in(); !slices.Contains(got, any("SEND_MESSAGES")) {
+			t.Fatalf("in c after m03 was taken away: %v", got)
 		}
 	})
 }

@@ -97,6 +97,34 @@ func BenchmarkStackUserPermissionsInChannel(b *testing.B) {
 	})
 }
 
+// BenchmarkStackUserPermissionsHeavy is make bench-http's perms_heavy: a
+// member of 248 roles in a channel of 499 overwrites, against
+// BenchmarkStackUserPermissionsInChannel's one of each.
+func BenchmarkStackUserPermissionsHeavy(b *testing.B) {
+	benchStack(b, func(e *testenv.Env) (string, string, string) {
+		return "GET", "/api/users/" + heavyMember(e).ID + "/permissions?channelID=heavy", ""
+	})
+}
+
+// heavyMember sets up the heavy case of the permissions: a member holding
+// 248 roles, and the channel "heavy" with 499 overwrites (one for each of
+// the roles, 251 for other users).
+func heavyMember(e *testenv.Env) testenv.User {
+	heavy := e.NewUser("heavy")
+	e.NewChannel("heavy")
+	for i := range 248 {
+		role := fmt.Sprintf("r%03d", i)
+		e.NewRole(role, "VIEW_CHANNEL")
+		e.Assign(heavy.ID, role)
+		e.SetOverwrite("heavy", "role", role, []string{"SEND_MESSAGES"}, nil)
+	}
+	for i := range 251 {
+		u := e.NewUser(fmt.Sprintf("o%03d", i))
+		e.SetOverwrite("heavy", "user", u.ID, nil, []string{"EMBED_LINKS"})
+	}
+	return heavy
+}
+
 // BenchmarkStackCreateUser is a create committed alone (one client): its
 // transaction and sync are not shared.
 func BenchmarkStackCreateUser(b *testing.B) {

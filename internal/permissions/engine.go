@@ -34,7 +34,7 @@ type Role struct {
 // subject's own roles with their permissions, and whether they are timed
 // out now (the engine has no clock: the caller compares the end of the
 // timeout with the time of the request). TimeoutUntil is that end, for
-// Explain to name.
+// Explain to name. The engine only reads Roles: subjects may share them.
 type Subject struct {
 	IsOwner      bool
 	Global       Set

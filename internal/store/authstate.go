@@ -23,7 +23,9 @@ type AuthState struct {
 	global        permissions.Set
 	globalVersion int64
 	roles         map[string]model.Role
-	byPosition    []model.Role // descending
+	engineRoles   map[string]permissions.Role // the roles as the engine sees them
+	lists         *roleLists                  // lists of them resolved (EngineRoles)
+	byPosition    []model.Role                // descending
 	channels      map[string]*ChannelState
 	tree          []*ChannelState // in tree order (Channels)
 	synced        map[string]bool // the channels synced with their category
@@ -48,6 +50,27 @@ func (a *AuthState) Global() (permissions.Set, int64) { return a.global, a.globa
 func (a *AuthState) Role(id string) (model.Role, bool) {
 	r, ok := a.roles[id]
 	return r, ok
+}
+
+// EngineRoles returns the roles of ids that exist, in their order, as the
+// permission engine sees them: a subject's roles. Long lists are kept
+// resolved while the roles do not change (roleLists), so the slice may be
+// shared: read it, never change it.
+func (a *AuthState) EngineRoles(ids []string) []permissions.Role {
+	if len(ids) < minKeptRoles || a.lists == nil {
+		return a.resolveRoles(ids)
+	}
+	return a.lists.get(ids, a.resolveRoles)
+}
+
+func (a *AuthState) resolveRoles(ids []string) []permissions.Role {
+	out := make([]permissions.Role, 0, len(ids))
+	for _, id := range ids {
+		if r, ok := a.engineRoles[id]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Roles returns every role by position descending.
@@ -145,8 +168,11 @@ func buildAuthState(ctx context.Context, q queries, base *AuthState, p fresh.Par
 			return nil, err
 		}
 		next.roles = make(map[string]model.Role, len(next.byPosition))
+		next.engineRoles = make(map[string]permissions.Role, len(next.byPosition))
+		next.lists = newRoleLists()
 		for _, r := range next.byPosition {
 			next.roles[r.ID] = r
+			next.engineRoles[r.ID] = permissions.Role{ID: r.ID, Permissions: r.Permissions}
 		}
 	}
 	all, ids := p.Whole(authChannels), p.Keys(authChannels)

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/guildhall/guildhall/internal/permissions"
+)
+
+// TestRoleListsKeepByContent: a list of role IDs is resolved once and then
+// found by its content (another slice of the same IDs finds it, a list
+// differing in one ID or in order does not), never taken for another list
+// that lands on its hash, and what is kept stays within maxKeptRefs.
+func TestRoleListsKeepByContent(t *testing.T) {
+	want := func(ids []string) []permissions.Role {
+		out := make([]permissions.Role, 0, len(ids)+8) // room an append could write into
+		for i, id := range ids {
+			if i%5 != 4 { // some IDs name no role
+				out = append(out, permissions.Role{ID: id, Permissions: permissions.Set(len(id) + i)})
+			}
+		}
+		return out
+	}
+	calls := 0
+	resolve := func(ids []string) []permissions.Role { calls++; return want(ids) }
+	list := func(prefix string, n int) []string {
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%s%03d", prefix, i)
+		}
+		return ids
+	}
+	m := newRoleLists()
+	a := list("a", 20)
+	if got := m.get(a, resolve); !slices.Equal(got, want(a)) || calls != 1 {
+		t.Fatalf("first get: %v (%d resolutions)", got, calls)
+	}
+	if got := m.get(slices.Clone(a), resolve); !slices.Equal(got, want(a)) || calls != 1 {
+		t.Fatalf("same IDs, another slice: resolved again (%d) or %v", calls, got)
+	}
+	b := slices.Clone(a)
+	b[7] = "other"
+	if got := m.get(b, resolve); !slices.Equal(got, want(b)) || calls != 2 {
+		t.Fatalf("one ID differs: %v (%d resolutions)", got, calls)
+	}
+	swapped := slices.Clone(a)
+	swapped[0], swapped[1] = swapped[1], swapped[0]
+	if got := m.get(swapped, resolve); !slices.Equal(got, want(swapped)) || calls != 3 {
+		t.Fatalf("order differs: %v (%d resolutions)", got, calls)
+	}
+
+	// A list kept under the hash of another is not that other's answer.
+	c := list("c", 20)
+	m.lists[hashIDs(c)] = roleList{ids: a, roles: want(a)}
+	m.refs += len(a)
+	if got := m.get(c, resolve); !slices.Equal(got, want(c)) {
+		t.Fatalf("a list under c's hash answered for c: %v", got)
+	}
+
+	// Holders may append: the kept slice does not change.
+	got := m.get(a, resolve)
+	_ = append(got, permissions.Role{ID: "appended"})
+	if again := m.get(a, resolve); !slices.Equal(again, want(a)) {
+		t.Fatalf("an append changed what is kept: %v", again)
+	}
+
+	for i := range 2 * maxKeptRefs / 20 {
+		ids := list(fmt.Sprintf("l%d-", i), 20)
+		if got := m.get(ids, resolve); !slices.Equal(got, want(ids)) {
+			t.Fatalf("list %d: %v", i, got)
+		}
+		held := 0
+		for _, l := range m.lists {
+			held += len(l.ids)
+		}
+		if held != m.refs || m.refs > maxKeptRefs {
+			t.Fatalf("list %d: %d role IDs held, %d counted, bound %d", i, held, m.refs, maxKeptRefs)
+		}
+	}
+}
