@@ -26,7 +26,10 @@ type Queries struct {
 	// txStmts, inside a write transaction, are the statements already
 	// bound to it (Queries.stmt).
 	txStmts *txStmts
-	tracer  *tracer // nil: tracing off
+	// held, inside a write transaction, are the rows its requests hold
+	// back (held.go), written before any other statement.
+	held   *heldRows
+	tracer *tracer // nil: tracing off
 	// span, inside a write transaction, is the span of the write whose
 	// part of the batch q runs (nil: not traced): its statements run under
 	// the batch's context, and belong to that span.

@@ -165,6 +165,9 @@ func FirstLine(q string) string {
 // Query runs a constant SQL query through a reused prepared statement: on
 // q's pool, or inside the write transaction when q belongs to one.
 func (q Queries) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := q.held.flush(ctx); err != nil {
+		return nil, err
+	}
 	ctx = q.ctx(ctx)
 	ctx = q.stmts.boundRows(ctx) // deadline.go
 	st, err := q.stmt(ctx, query)
@@ -181,6 +184,16 @@ func (q Queries) Query(ctx context.Context, query string, args ...any) (*sql.Row
 
 // Exec runs a constant SQL statement like Query.
 func (q Queries) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := q.held.flush(ctx); err != nil {
+		return nil, err
+	}
+	q.wrote(query)
+	return q.run(ctx, query, args...)
+}
+
+// run is Exec, with neither the rows held written first nor the statement
+// noted as a write (what writes the rows held).
+func (q Queries) run(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = q.ctx(ctx)
 	ctx, cancel := q.stmts.bound(ctx) // deadline.go
 	defer cancel()
@@ -189,7 +202,6 @@ func (q Queries) Exec(ctx context.Context, query string, args ...any) (sql.Resul
 		return nil, err
 	}
 	q.count()
-	q.wrote(query)
 	sp := q.tracer.statement(ctx, query)
 	res, err := st.ExecContext(ctx, args...)
 	EndSpan(sp, err)
@@ -336,9 +348,10 @@ func (q Queries) inTransaction(db *gorm.DB, txCtx context.Context) (Queries, err
 	// A session with a context clones the statement: the transaction keeps
 	// its own connection, which it commits.
 	db = db.Session(&gorm.Session{Context: ctx})
-	q.writes, q.txStmts = &txWrites{}, &txStmts{}
-	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts, writes: q.writes}
+	q.writes, q.txStmts, q.held = &txWrites{}, &txStmts{}, &heldRows{}
+	db.Statement.ConnPool = stmtPool{tx: sqlTx, stmts: q.stmts, writes: q.writes, held: q.held}
 	q.db, q.sqlTx, q.txCtx = db, sqlTx, txCtx
+	q.held.q = q
 	return q, nil
 }
 
@@ -350,6 +363,7 @@ type stmtPool struct {
 	tx     *sql.Tx
 	stmts  *stmtCache
 	writes *txWrites // Queries.writes
+	held   *heldRows // Queries.held: written before each statement
 }
 
 // maxStatements bounds the statements a stmtCache keeps for GORM; the hot
@@ -369,6 +383,9 @@ func (p stmtPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, 
 }
 
 func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := p.held.flush(ctx); err != nil {
+		return nil, err
+	}
 	p.writes.note(query)
 	if st, ok, err := p.stmt(ctx, query); err != nil {
 		return nil, err
@@ -379,6 +396,9 @@ func (p stmtPool) ExecContext(ctx context.Context, query string, args ...any) (s
 }
 
 func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := p.held.flush(ctx); err != nil {
+		return nil, err
+	}
 	p.writes.note(query)
 	if st, ok, err := p.stmt(ctx, query); err != nil {
 		return nil, err
@@ -389,6 +409,10 @@ func (p stmtPool) QueryContext(ctx context.Context, query string, args ...any) (
 }
 
 func (p stmtPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	// A *sql.Row cannot carry the failure to write the rows held: the
+	// statement runs anyway (PostgreSQL fails it, the transaction being
+	// aborted), and the batch sees the failure at its end (heldRows.end).
+	_ = p.held.flush(ctx)
 	p.writes.note(query)
 	if st, ok, err := p.stmt(ctx, query); err == nil && ok {
 		return st.QueryRowContext(ctx, args...)

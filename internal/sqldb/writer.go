@@ -591,6 +591,7 @@ func (db *DB) lockWrites(g *gorm.DB, deadline time.Time) error {
 func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoints bool, results []writeResult) error {
 	b := &batch{}
 	single := len(live) == 1
+	q.held.hold = !savepoints && !single
 	first := true // no savepoint opened yet
 	for i, j := range live {
 		if !j.take() {
@@ -628,6 +629,12 @@ func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoi
 			}
 			results[i].err = err
 		}
+	}
+	if err := q.held.end(ctx); err != nil {
+		if ctx.Err() != nil || unavailable(err) || diskFull(err) {
+			return err
+		}
+		return errRerun
 	}
 	return nil
 }

@@ -40,7 +40,10 @@ func (userRow) TableName() string { return "users" }
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
 	// Constant SQL, a hot write (queries.go): every member who joins
 	// makes it, and GORM's builder cost it as much CPU as the INSERT.
-	if _, err := tx.exec(ctx, tx.users().insert, u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName,
+	// In a group commit the row is held and written with the others'
+	// (sqldb.Tx.InsertRow): a name taken then fails the batch, which runs
+	// again with each row inserted at once, and the 409 is found here.
+	if err := tx.sqlTx.InsertRow(ctx, userInsert, u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName,
 		strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email), u.Status, u.IsOwner,
 		int64(microsOf(u.CreatedAt)), int64(microsOf(u.UpdatedAt))); err != nil {
 		return model.User{}, userConflict(err, u)
@@ -326,15 +329,16 @@ func splitIDs(s string) []string {
 type userStatements struct {
 	get     string
 	getMany string // PostgreSQL: by an array of IDs
-	insert  string
 }
+
+// userInsert is a user's INSERT, the same in both dialects.
+var userInsert = sqldb.NewRowInsert("INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, "+
+	"status, is_owner, version, created_at, updated_at) VALUES", "(?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)")
 
 var userSQL = sqldb.ByDialect(func(d sqldb.Dialect) userStatements {
 	return userStatements{
 		get:     "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ?",
 		getMany: "SELECT " + userColumns(d) + " FROM users u WHERE u.id = ANY(?)",
-		insert: "INSERT INTO users (id, username, username_key, display_name, display_name_key, email, email_key, " +
-			"status, is_owner, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
 	}
 })
 

@@ -1,0 +1,123 @@
+package sqldb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// A batch of writes that runs optimistically (several requests, no
+// savepoints: see writer.commit) holds back the rows its requests insert
+// through Tx.InsertRow, and writes those of one statement together, as one
+// INSERT of many rows, before the transaction's next statement of any kind
+// and at the batch's end. On PostgreSQL each statement is a round trip
+// (two context switches, a system call each way, the backend's executor
+// started once per statement): a group commit of 30 creates made 30
+// INSERTs of one row each, now one of 30. The rows' triggers fire per row
+// as before.
+//
+// Nothing a request reads can tell: every statement of the transaction
+// writes the held rows first, so reads inside the transaction see them.
+// What the request cannot get is the INSERT's own error: a row that
+// violates a constraint fails the whole statement, and then the batch runs
+// again, each request in its own savepoint with its rows inserted at once,
+// so each gets its own answer (a 409 for a name taken). A failure is kept
+// (heldRows.err) even when a request's code does not return it, so the
+// batch cannot commit past it.
+
+// RowChunk bounds the rows of one INSERT of held rows, so that at most
+// RowChunk texts of each are prepared.
+const RowChunk = 64
+
+// RowInsert is the INSERT of one row, in a form whose rows can be written
+// together: the statement's head up to VALUES, and one row of values with
+// a ? per argument.
+type RowInsert struct {
+	texts [RowChunk + 1]string // the INSERT of n rows (index n)
+	width int                  // arguments per row
+}
+
+// NewRowInsert builds the INSERT of head (up to and with VALUES) and row
+// (one parenthesized row of values).
+func NewRowInsert(head, row string) *RowInsert {
+	ins := &RowInsert{width: strings.Count(row, "?")}
+	for n := 1; n <= RowChunk; n++ {
+		ins.texts[n] = head + " " + strings.Repeat(row+", ", n-1) + row
+	}
+	return ins
+}
+
+// SQL is the INSERT of one row.
+func (ins *RowInsert) SQL() string { return ins.texts[1] }
+
+// heldRows are the rows a transaction holds back, of one RowInsert at a
+// time (rows of another first write these).
+type heldRows struct {
+	hold bool    // set for an optimistic batch of several requests
+	q    Queries // the transaction's, to write them
+	ins  *RowInsert
+	args []any
+	n    int
+	err  error // the first failure to write held rows
+}
+
+// InsertRow inserts one row of ins with args. In a batch of several
+// requests run without savepoints the row is held, and written with the
+// others before the transaction's next statement (see heldRows); its error
+// then fails the batch, which runs again with each request's rows
+// inserted at once. Otherwise it is inserted now, and its error returned.
+func (tx *Tx) InsertRow(ctx context.Context, ins *RowInsert, args ...any) error {
+	if len(args) != ins.width {
+		return fmt.Errorf("insert %q: %d arguments for %d", FirstLine(ins.texts[1]), len(args), ins.width)
+	}
+	h := tx.held
+	if h == nil || !h.hold {
+		_, err := tx.Exec(ctx, ins.texts[1], args...)
+		return err
+	}
+	if h.ins != ins {
+		if err := h.flush(ctx); err != nil {
+			return err
+		}
+		h.ins = ins
+	}
+	h.args = append(h.args, args...)
+	h.n++
+	tx.wrote(ins.texts[1])
+	return nil
+}
+
+// flush writes the rows held, if any.
+func (h *heldRows) flush(ctx context.Context) error {
+	if h == nil || h.n == 0 {
+		return nil
+	}
+	ins, all, n := h.ins, h.args, h.n
+	h.ins, h.n = nil, 0
+	defer func() { clear(all); h.args = all[:0] }()
+	args := all
+	for n > 0 {
+		k := min(n, RowChunk)
+		if _, err := h.q.run(ctx, ins.texts[k], args[:k*ins.width]...); err != nil {
+			err = fmt.Errorf("insert held rows: %w", err)
+			if h.err == nil {
+				h.err = err
+			}
+			return err
+		}
+		args, n = args[k*ins.width:], n-k
+	}
+	return nil
+}
+
+// end writes the rows still held at the end of the batch, and returns the
+// first failure to write any.
+func (h *heldRows) end(ctx context.Context) error {
+	if h == nil {
+		return nil
+	}
+	if err := h.flush(ctx); err != nil {
+		return err
+	}
+	return h.err
+}
