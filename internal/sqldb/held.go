@@ -29,12 +29,22 @@ import (
 // RowChunk texts of each are prepared.
 const RowChunk = 64
 
+// mergeRows bounds the rows held, and the events, that PostgreSQL writes
+// in one statement (the rows in a WITH before the events' INSERT): a
+// transaction of a create or a few saves a round trip, and at most
+// mergeRows² texts of each RowInsert are prepared. Bigger batches write
+// their rows on their own, the round trip shared by many.
+const mergeRows = 4
+
 // RowInsert is the INSERT of one row, in a form whose rows can be written
 // together: the statement's head up to VALUES, and one row of values with
 // a ? per argument.
 type RowInsert struct {
 	texts [RowChunk + 1]string // the INSERT of n rows (index n)
-	width int                  // arguments per row
+	// withEvents[k][n] writes k rows, then n events RETURNING their seqs
+	// (PostgreSQL).
+	withEvents [mergeRows + 1][mergeRows + 1]string
+	width      int // arguments per row
 }
 
 // NewRowInsert builds the INSERT of head (up to and with VALUES) and row
@@ -43,6 +53,11 @@ func NewRowInsert(head, row string) *RowInsert {
 	ins := &RowInsert{width: strings.Count(row, "?")}
 	for n := 1; n <= RowChunk; n++ {
 		ins.texts[n] = head + " " + strings.Repeat(row+", ", n-1) + row
+	}
+	for k := 1; k <= mergeRows; k++ {
+		for n := 1; n <= mergeRows; n++ {
+			ins.withEvents[k][n] = "WITH held AS (" + ins.texts[k] + ") " + eventsInsert[n]
+		}
 	}
 	return ins
 }
@@ -53,7 +68,7 @@ func (ins *RowInsert) SQL() string { return ins.texts[1] }
 // heldRows are the rows a transaction holds back, of one RowInsert at a
 // time (rows of another first write these).
 type heldRows struct {
-	hold bool    // set for an optimistic batch of several requests
+	hold bool    // set for an optimistic batch (of one request too, on PostgreSQL)
 	q    Queries // the transaction's, to write them
 	ins  *RowInsert
 	args []any
@@ -61,11 +76,12 @@ type heldRows struct {
 	err  error // the first failure to write held rows
 }
 
-// InsertRow inserts one row of ins with args. In a batch of several
-// requests run without savepoints the row is held, and written with the
-// others before the transaction's next statement (see heldRows); its error
-// then fails the batch, which runs again with each request's rows
-// inserted at once. Otherwise it is inserted now, and its error returned.
+// InsertRow inserts one row of ins with args. In a batch run without
+// savepoints (of several requests, or of one on PostgreSQL) the row is
+// held, and written with the others before the transaction's next
+// statement, or with its events (see heldRows); its error then fails the
+// batch, which runs again with each request's rows inserted at once.
+// Otherwise it is inserted now, and its error returned.
 func (tx *Tx) InsertRow(ctx context.Context, ins *RowInsert, args ...any) error {
 	if len(args) != ins.width {
 		return fmt.Errorf("insert %q: %d arguments for %d", FirstLine(ins.texts[1]), len(args), ins.width)
@@ -87,6 +103,26 @@ func (tx *Tx) InsertRow(ctx context.Context, ins *RowInsert, args ...any) error 
 	return nil
 }
 
+// withEvents returns the statement that writes the rows held and n
+// events, and its arguments, the rows' first, and forgets the rows; ""
+// when they do not go together (on SQLite, which has no INSERT in a WITH,
+// or too many of either).
+func (h *heldRows) withEvents(postgres bool, n int) (string, []any) {
+	if h == nil || !postgres || h.n == 0 || h.n > mergeRows || n > mergeRows {
+		return "", nil
+	}
+	text, args := h.ins.withEvents[h.n][n], h.args
+	h.ins, h.args, h.n = nil, nil, 0
+	return text, args
+}
+
+// failed keeps err, the failure of a statement that wrote rows held.
+func (h *heldRows) failed(err error) {
+	if h.err == nil {
+		h.err = fmt.Errorf("insert held rows: %w", err)
+	}
+}
+
 // flush writes the rows held, if any.
 func (h *heldRows) flush(ctx context.Context) error {
 	if h == nil || h.n == 0 {
@@ -99,11 +135,8 @@ func (h *heldRows) flush(ctx context.Context) error {
 	for n > 0 {
 		k := min(n, RowChunk)
 		if _, err := h.q.run(ctx, ins.texts[k], args[:k*ins.width]...); err != nil {
-			err = fmt.Errorf("insert held rows: %w", err)
-			if h.err == nil {
-				h.err = err
-			}
-			return err
+			h.failed(err)
+			return h.err
 		}
 		args, n = args[k*ins.width:], n-k
 	}

@@ -548,8 +548,11 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			return err
 		}
 		last, err := q.insertEvents(ctx, results)
+		if err == nil {
+			err = q.held.end(ctx) // the rows still held, with no event to go with
+		}
 		if err != nil {
-			return err
+			return heldFailed(ctx, q.held, err)
 		}
 		if db.Postgres() {
 			if err := db.endTransaction(ctx, g, last); err != nil {
@@ -591,7 +594,8 @@ func (db *DB) lockWrites(g *gorm.DB, deadline time.Time) error {
 func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoints bool, results []writeResult) error {
 	b := &batch{}
 	single := len(live) == 1
-	q.held.hold = !savepoints && !single
+	// A batch of one holds its rows only where that saves a round trip.
+	q.held.hold = !savepoints && (!single || db.Postgres())
 	first := true // no savepoint opened yet
 	for i, j := range live {
 		if !j.take() {
@@ -610,6 +614,12 @@ func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoi
 			first = false
 		}
 		err := db.runJob(j, tx)
+		if err != nil && q.held.err != nil {
+			// Rows held were written, and failed, in one of its
+			// statements: whose they were, only a run with each row
+			// inserted at once tells.
+			return heldFailed(ctx, q.held, err)
+		}
 		switch {
 		case err == nil:
 			results[i].events, results[i].eventData = tx.events, tx.eventData
@@ -630,13 +640,18 @@ func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoi
 			results[i].err = err
 		}
 	}
-	if err := q.held.end(ctx); err != nil {
-		if ctx.Err() != nil || unavailable(err) || diskFull(err) {
-			return err
-		}
-		return errRerun
-	}
 	return nil
+}
+
+// heldFailed is what ends a transaction that failed with err: errRerun
+// when writing rows held failed (h.err) and the database did not (a
+// frozen database, a lost connection, a full disk would fail a rerun the
+// same way), else err.
+func heldFailed(ctx context.Context, h *heldRows, err error) error {
+	if h.err == nil || ctx.Err() != nil || unavailable(err) || diskFull(err) {
+		return err
+	}
+	return errRerun
 }
 
 // runJob runs one request's part of a batch; a panic becomes its error, so

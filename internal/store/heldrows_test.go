@@ -177,3 +177,59 @@ func TestGroupCommitHeldRowConflictStaysItsOwn(t *testing.T) {
 		}
 	})
 }
+
+// TestLoneCreateWritesItsRowWithItsEvent: on PostgreSQL a create committed
+// alone writes its row in the statement of its event (one round trip for
+// both), and a create of a name taken still fails alone with a 409,
+// storing nothing.
+func TestLoneCreateWritesItsRowWithItsEvent(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		s := openStore(t, kind)
+		create := func(u model.User) ([]model.Event, error) {
+			return s.Write(ctx, func(tx *store.Tx) error {
+				if _, err := tx.InsertUser(ctx, u); err != nil {
+					return err
+				}
+				return tx.AppendEvent(ctx, model.Event{Type: "user.created", Subject: "user:" + u.ID})
+			})
+		}
+		u := newUser("lone")
+		before, statements := s.WriterStats(), s.QueryCount()
+		evs, err := create(u)
+		if err != nil || len(evs) != 1 || evs[0].Seq == 0 {
+			t.Fatalf("the create: %v, events %+v", err, evs)
+		}
+		used := s.QueryCount() - statements
+		want := int64(2) // the row, the event
+		if kind == testenv.Postgres {
+			want = 1 + 1 + 1 + 1 // the lock, the row with its event, the version, the prepare
+		}
+		if used != want {
+			t.Fatalf("%d statements for a create committed alone, want %d", used, want)
+		}
+		if got, err := s.User(ctx, u.ID); err != nil || got.Username != u.Username {
+			t.Fatalf("the user created: %+v, %v", got, err)
+		}
+		listed, _, err := s.ListEvents(ctx, store.EventFilter{}, 10)
+		if err != nil || len(listed) != 1 || listed[0].Seq != evs[0].Seq || listed[0].Subject != "user:"+u.ID {
+			t.Fatalf("the events stored: %+v, %v", listed, err)
+		}
+
+		dup := newUser("LONE")
+		if evs, err := create(dup); !errors.Is(err, apperr.ErrConflict) || len(evs) != 0 {
+			t.Fatalf("the create of a name taken: %v, events %+v; want a conflict", err, evs)
+		}
+		after := s.WriterStats()
+		if reruns := after.Reruns - before.Reruns; kind == testenv.Postgres && reruns != 1 || kind == testenv.SQLite && reruns != 0 {
+			t.Fatalf("%d reruns: a held row's failure runs its batch again once, on PostgreSQL only", reruns)
+		}
+		if _, err := s.User(ctx, dup.ID); !apperr.IsNotFound(err) {
+			t.Fatalf("the user whose create failed: %v", err)
+		}
+		if listed, _, err := s.ListEvents(ctx, store.EventFilter{}, 10); err != nil || len(listed) != 1 {
+			t.Fatalf("the events after a failed create: %+v, %v", listed, err)
+		}
+	})
+}
