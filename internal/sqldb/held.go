@@ -6,15 +6,17 @@ import (
 	"strings"
 )
 
-// A batch of writes that runs optimistically (several requests, no
-// savepoints: see writer.commit) holds back the rows its requests insert
-// through Tx.InsertRow, and writes those of one statement together, as one
-// INSERT of many rows, before the transaction's next statement of any kind
-// and at the batch's end. On PostgreSQL each statement is a round trip
-// (two context switches, a system call each way, the backend's executor
-// started once per statement): a group commit of 30 creates made 30
-// INSERTs of one row each, now one of 30. The rows' triggers fire per row
-// as before.
+// A batch of writes that runs optimistically (no savepoints: see
+// writer.commit; several requests, or one on PostgreSQL) holds back the
+// rows its requests insert through Tx.InsertRow, and writes those of one
+// statement together, as one INSERT of many rows, before the
+// transaction's next statement of any kind and at the batch's end; on
+// PostgreSQL a few go in the statement of the batch's events. There each
+// statement is a round trip (two context switches, a system call each
+// way, the backend's executor started once per statement): a group commit
+// of 30 creates writes its rows in one, a create committed alone its row
+// and its event in one. The rows' triggers fire per row, as for rows
+// inserted one by one.
 //
 // Nothing a request reads can tell: every statement of the transaction
 // writes the held rows first, so reads inside the transaction see them.
