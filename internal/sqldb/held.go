@@ -20,6 +20,8 @@ import (
 //
 // Nothing a request reads can tell: every statement of the transaction
 // writes the held rows first, so reads inside the transaction see them.
+// Like the batch's events, the rows are written as the batch's own
+// statements, outside the span of any one write.
 // What the request cannot get is the INSERT's own error: a row that
 // violates a constraint fails the whole statement, and then the batch runs
 // again, each request in its own savepoint with its rows inserted at once,

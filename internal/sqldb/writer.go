@@ -645,10 +645,12 @@ func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoi
 
 // heldFailed is what ends a transaction that failed with err: errRerun
 // when writing rows held failed (h.err) and the database did not (a
-// frozen database, a lost connection, a full disk would fail a rerun the
-// same way), else err.
+// frozen database, a lost connection, a full disk, a statement past its
+// deadline would fail a rerun the same way: neither err nor the held
+// rows' own failure, which a write may have ignored, may say so), else
+// err.
 func heldFailed(ctx context.Context, h *heldRows, err error) error {
-	if h.err == nil || ctx.Err() != nil || unavailable(err) || diskFull(err) {
+	if h.err == nil || ctx.Err() != nil || unavailable(err) || diskFull(err) || unavailable(h.err) || diskFull(h.err) {
 		return err
 	}
 	return errRerun
