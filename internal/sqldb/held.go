@@ -66,9 +66,6 @@ func NewRowInsert(head, row string) *RowInsert {
 	return ins
 }
 
-// SQL is the INSERT of one row.
-func (ins *RowInsert) SQL() string { return ins.texts[1] }
-
 // heldRows are the rows a transaction holds back, of one RowInsert at a
 // time (rows of another first write these).
 type heldRows struct {

@@ -40,9 +40,10 @@ func (userRow) TableName() string { return "users" }
 func (tx *Tx) InsertUser(ctx context.Context, u model.User) (model.User, error) {
 	// Constant SQL, a hot write (queries.go): every member who joins
 	// makes it, and GORM's builder cost it as much CPU as the INSERT.
-	// In a group commit the row is held and written with the others'
-	// (sqldb.Tx.InsertRow): a name taken then fails the batch, which runs
-	// again with each row inserted at once, and the 409 is found here.
+	// The row may be held and written with the batch's others, or with
+	// its events (sqldb.Tx.InsertRow): a name taken then fails the batch,
+	// which runs again with each row inserted at once, and the 409 is
+	// found here.
 	if err := tx.sqlTx.InsertRow(ctx, userInsert, u.ID, u.Username, strings.ToLower(u.Username), u.DisplayName,
 		strings.ToLower(u.DisplayName), u.Email, lowerPtr(u.Email), u.Status, u.IsOwner,
 		int64(microsOf(u.CreatedAt)), int64(microsOf(u.UpdatedAt))); err != nil {
