@@ -37,3 +37,10 @@ func (c *Cache) HoldNotices() (release func()) {
 // PrepareSQL is the prepare's statement ($1 the version, $2 the channel,
 // $3 the payload).
 func (c *Cache) PrepareSQL() string { return c.lease.prepareSQL() }
+
+// At is the version of the log the cache stands at.
+func (c *Cache) At() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pos.v
+}

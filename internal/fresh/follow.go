@@ -111,14 +111,24 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo
 
 // Prepare returns once a write transaction of this instance that bumped
 // version v (with nonce), and holds the write lock, may commit: no
-// instance will answer a read from a memory older than v (lease.go). An
-// error means it must not commit. Without leases it returns at once.
-func (c *Cache) Prepare(ctx context.Context, v, nonce int64) error {
+// instance will answer a read from a memory older than v (lease.go).
+// others is what CommitVersionSQL read with them. An error means it must
+// not commit. Without leases it returns at once.
+func (c *Cache) Prepare(ctx context.Context, v, nonce, others int64) error {
 	if c.lease == nil {
 		return nil
 	}
-	return c.lease.prepare(ctx, v, nonce)
+	return c.lease.prepare(ctx, v, nonce, others)
 }
+
+// CommitVersionSQL selects the version and nonce of the transaction it
+// runs in (v, nonce), NULLs when the transaction bumped none, and others,
+// what Prepare needs besides: the statement a writer runs last (it fires
+// the logging triggers still pending first, commit_version in
+// registry_pg.go, so nothing the transaction changes after it is logged
+// before the commit). Only for a cache that follows PostgreSQL with
+// leases.
+func (c *Cache) CommitVersionSQL() string { return c.lease.versionSQL() }
 
 // Close closes SQLite's log connection, and stops PostgreSQL's listener.
 func (c *Cache) Close() error {

@@ -50,6 +50,17 @@ import (
 //     instance stopped (SIGSTOP, a lost connection) holds writes for at
 //     most a lease; on resuming, its own lease has run out and it asks
 //     until a heartbeat comes back.
+//   - A transaction alone sends no prepare. Heartbeats take the write
+//     lock shared, so none commits while a write transaction holds it, and
+//     every lease granted before the transaction took it is in the
+//     instances table. The transaction reads the table last (versionSQL):
+//     when no other instance's lease may still run, it only makes this
+//     instance's own reads ask and commits. Any lease granted later comes
+//     from a heartbeat notified after its commit, heard after it; and an
+//     instance that connects meanwhile waits for the lock before its first
+//     round (seed), so that round sees the commit even if the instance
+//     listened too late to hear it. The common deployment, one instance,
+//     so pays for the leases nothing on its writes.
 //
 // Waiting after the commit instead, before answering the writer, is not
 // enough: the commit is visible to every reader of the database at once,
@@ -276,6 +287,14 @@ func (l *leases) listen(ctx context.Context) error {
 		return err
 	}
 	defer recv.Close(context.WithoutCancel(ctx))
+	// Heartbeats and acknowledgements go on connections of their own: a
+	// heartbeat waits for the write transaction in flight, and an
+	// acknowledgement is what such a transaction may be waiting for.
+	beat, err := pgx.Connect(ctx, l.opts.URL)
+	if err != nil {
+		return err
+	}
+	defer beat.Close(context.WithoutCancel(ctx))
 	send, err := pgx.Connect(ctx, l.opts.URL)
 	if err != nil {
 		return err
@@ -290,20 +309,27 @@ func (l *leases) listen(ctx context.Context) error {
 	if err := l.seed(ctx, recv); err != nil {
 		return err
 	}
-	// Either connection failing ends both: a listener that cannot
+	// Any connection failing ends them all: a listener that cannot
 	// acknowledge or renew is no better than none.
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 1)
+	l.mu.Lock()
+	ack := l.ack
+	l.mu.Unlock()
+	errs := make(chan error, 2)
 	go func() {
-		errs <- l.sender(lctx, send)
+		errs <- l.heartbeats(lctx, beat)
+		cancel()
+	}()
+	go func() {
+		errs <- l.acknowledge(lctx, send, ack)
 		cancel()
 	}()
 	for {
 		n, err := recv.WaitForNotification(lctx)
 		if err != nil {
 			cancel()
-			return errors.Join(err, <-errs)
+			return errors.Join(err, <-errs, <-errs)
 		}
 		l.gate.Lock()
 		l.heardNotice(n.Payload)
@@ -315,21 +341,30 @@ func (l *leases) listen(ctx context.Context) error {
 // have heard (every notification it did not hear was read, by another
 // backend, from a transaction its snapshot shows committed), and the leases
 // the instances table holds (granted before this instance listened, which
-// it may not hear renewed).
+// it may not hear renewed). It first waits for the write transaction in
+// flight, if any: one that prepared nothing (no other lease ran) may have
+// notified its commit before LISTEN took effect, and is then committed
+// before any round that can set have begins.
 func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", l.pg.WriteKey); err != nil {
+		return fmt.Errorf("wait for the write in flight: %w", err)
+	}
 	var prepared int64
-	if err := c.QueryRow(ctx, `SELECT COALESCE((SELECT v FROM `+preparedTable(l.pg.Schema)+` WHERE id = 1), 0)`).Scan(&prepared); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT v FROM `+preparedTable(l.pg.Schema)+` WHERE id = 1), 0)`).Scan(&prepared); err != nil {
 		return fmt.Errorf("read the version prepared: %w", err)
 	}
-	rows, err := c.Query(ctx, `SELECT id, EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 FROM `+
+	rows, err := tx.Query(ctx, `SELECT id, EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 FROM `+
 		instancesTable(l.pg.Schema)+` WHERE expires_at > clock_timestamp() AND id <> $1`, l.opts.Instance)
 	if err != nil {
 		return fmt.Errorf("read the instances' leases: %w", err)
 	}
 	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.others = map[string]*peer{}
+	others := map[string]*peer{}
 	for rows.Next() {
 		var id string
 		var left float64
@@ -337,12 +372,18 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 			rows.Close()
 			return err
 		}
-		l.others[id] = &peer{until: now + int64(left*float64(time.Second)) + int64(leaseMargin)}
+		others[id] = &peer{until: now + int64(left*float64(time.Second)) + int64(leaseMargin)}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.others = others
 	l.epoch++
 	l.conn = l.epoch
 	l.heard, l.notices, l.sent, l.ack = prepared, 0, map[uint64]sentAt{}, make(chan int64, 1)
@@ -352,12 +393,12 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
-// sender sends the heartbeats, and the acknowledgements the listener asks
-// for, on a connection of its own (the listener's is busy waiting).
-func (l *leases) sender(ctx context.Context, c *pgx.Conn) error {
-	l.mu.Lock()
-	ack := l.ack
-	l.mu.Unlock()
+// heartbeats renews the lease, on a connection of its own (the
+// listener's is busy waiting). A heartbeat takes the write lock shared,
+// so it waits for the write transaction in flight: a lease is never
+// granted while a write that prepared nothing (it saw no other lease run)
+// may commit, and the heartbeat's notification comes after that commit's.
+func (l *leases) heartbeats(ctx context.Context, c *pgx.Conn) error {
 	tick := time.NewTicker(l.opts.Lease / 4)
 	defer tick.Stop()
 	heartbeat := func() error {
@@ -371,14 +412,18 @@ func (l *leases) sender(ctx context.Context, c *pgx.Conn) error {
 		acked := l.heard
 		l.mu.Unlock()
 		var v, nonce *int64
-		qctx, cancel := context.WithTimeout(ctx, l.opts.Lease) // a database that does not answer: reconnect
+		// A database that does not answer: reconnect. The bound leaves room
+		// for a write that waits out a stopped instance's lease.
+		qctx, cancel := context.WithTimeout(ctx, 4*l.opts.Lease)
 		defer cancel()
-		err := c.QueryRow(qctx, `WITH up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
-  VALUES ($1, clock_timestamp() + make_interval(secs => $2)) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at RETURNING 1),
-n AS (SELECT pg_notify($3, $4))
+		err := c.QueryRow(qctx, `WITH w AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($5)),
+up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
+  SELECT $1, clock_timestamp() + make_interval(secs => $2) FROM w ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at RETURNING 1),
+n AS (SELECT pg_notify($3, $4) FROM up)
 SELECT (SELECT v FROM `+quoteIdent(l.pg.Schema)+`.data_version WHERE id = 1), (SELECT nonce FROM `+quoteIdent(l.pg.Schema)+
 			`.data_version WHERE id = 1) FROM up, n`,
-			l.opts.Instance, l.opts.Lease.Seconds(), l.channel, "h "+l.opts.Instance+" "+strconv.FormatInt(acked, 10)+" "+strconv.FormatUint(seq, 10)).
+			l.opts.Instance, l.opts.Lease.Seconds(), l.channel, "h "+l.opts.Instance+" "+strconv.FormatInt(acked, 10)+" "+strconv.FormatUint(seq, 10),
+			l.pg.WriteKey).
 			Scan(&v, &nonce)
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
@@ -397,6 +442,16 @@ SELECT (SELECT v FROM `+quoteIdent(l.pg.Schema)+`.data_version WHERE id = 1), (S
 			if err := heartbeat(); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// acknowledge sends the acknowledgements the listener asks for.
+func (l *leases) acknowledge(ctx context.Context, c *pgx.Conn, ack <-chan int64) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
 		case v := <-ack:
 			qctx, cancel := context.WithTimeout(ctx, l.opts.Lease)
 			_, err := c.Exec(qctx, "SELECT pg_notify($1, $2)", l.channel, "a "+l.opts.Instance+" "+strconv.FormatInt(v, 10))
@@ -500,6 +555,18 @@ func (l *leases) peer(id string) *peer {
 	return p
 }
 
+// versionSQL is a write transaction's last statement: its version and
+// nonce (NULLs when it bumped none), and how many other instances' leases
+// may still run (others), read under the write lock. A lease's end as the
+// table holds it is no earlier than the instance's own (it is reckoned
+// from when the heartbeat ran, which was sent earlier); the margin is for
+// clocks that run at different rates.
+func (l *leases) versionSQL() string {
+	return "SELECT x.v, x.nonce, (SELECT count(*) FROM " + instancesTable(l.pg.Schema) + " i WHERE i.id <> " +
+		quoteLiteral(l.opts.Instance) + " AND i.expires_at > clock_timestamp() - make_interval(secs => " +
+		strconv.FormatFloat(leaseMargin.Seconds(), 'f', -1, 64) + ")) AS others FROM " + quoteIdent(l.pg.Schema) + ".commit_version() x"
+}
+
 // prepareSQL records the version prepared and notifies it, in one
 // statement that commits on its own.
 func (l *leases) prepareSQL() string {
@@ -521,7 +588,23 @@ func (l *leases) prepareSQL() string {
 // its heartbeats go on holds each write for a lease at most. An error
 // (the prepare could not be sent, ctx ended) means the transaction must
 // not commit.
-func (l *leases) prepare(ctx context.Context, v, nonce int64) error {
+//
+// others is how many other instances' leases may still run, as the
+// transaction read the instances table under the write lock (versionSQL).
+// With none, no other instance can hold a lease before this commit is
+// notified to it: every heartbeat that could grant one waits for the write
+// lock, and an instance that connects waits for it before its first round
+// (seed). Then only this instance's own reads must ask from now on, and
+// nothing is sent.
+func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
+	if others == 0 {
+		l.mu.Lock()
+		l.want.Add(1)
+		l.heard = max(l.heard, v)
+		l.broadcast()
+		l.mu.Unlock()
+		return nil
+	}
 	l.mu.Lock()
 	if len(l.own) >= 4096 { // prepares never heard (the listener gone meanwhile): forget them
 		clear(l.own)

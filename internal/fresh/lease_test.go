@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
 	"net/url"
 	"slices"
 	"testing"
@@ -39,7 +40,9 @@ func newLeaseWorld(t *testing.T) leaseWorld {
 	t.Cleanup(func() { _ = db.Close() })
 	// The write lock is the schema's own: the tests run side by side in
 	// one database, and a write waiting out a lease holds it.
-	pg := Postgres{Schema: schema, Tag: schema, LockWrites: "SELECT pg_advisory_xact_lock(hashtext('" + schema + "'))"}
+	key := fnv.New64a()
+	key.Write([]byte(schema))
+	pg := Postgres{Schema: schema, Tag: schema, WriteKey: int64(key.Sum64() >> 1)}
 	for _, q := range []string{
 		"CREATE TABLE settings (id INTEGER PRIMARY KEY, auth_version BIGINT NOT NULL DEFAULT 0, credentials_version BIGINT NOT NULL DEFAULT 0)",
 		"CREATE TABLE gadgets (id TEXT PRIMARY KEY, n INTEGER NOT NULL)",
@@ -97,16 +100,16 @@ func (w leaseWorld) tryWrite(c *Cache, n int) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, q := range []string{w.pg.LockWrites, fmt.Sprintf("UPDATE gadgets SET n = %d WHERE id = 'g'", n)} {
+	for _, q := range []string{w.pg.LockWrites(), fmt.Sprintf("UPDATE gadgets SET n = %d WHERE id = 'g'", n)} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err
 		}
 	}
-	var v, nonce int64
-	if err := tx.QueryRowContext(ctx, CommitVersionSQL(w.pg)).Scan(&v, &nonce); err != nil {
+	var v, nonce, others int64
+	if err := tx.QueryRowContext(ctx, c.CommitVersionSQL()).Scan(&v, &nonce, &others); err != nil {
 		return err
 	}
-	if err := c.Prepare(ctx, v, nonce); err != nil {
+	if err := c.Prepare(ctx, v, nonce, others); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -279,6 +282,102 @@ func TestLeaseHearsChangesByHand(t *testing.T) {
 	for deadline := time.Now().Add(DefaultLease/4 + time.Second); c.LeaseCurrent(); {
 		if time.Now().After(deadline) {
 			t.Fatal("a change by hand did not reach the lease within a heartbeat")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// prepared is the highest version the prepared table holds (0: none).
+func (w leaseWorld) prepared(t *testing.T) int64 {
+	t.Helper()
+	var v int64
+	if err := w.db.QueryRow("SELECT COALESCE((SELECT v FROM fresh_prepared WHERE id = 1), 0)").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestLeaseAloneSendsNoPrepare: a write while no other instance holds a
+// lease prepares nothing, and still makes the writer's own reads ask; once
+// another instance holds one, writes prepare again.
+func TestLeaseAloneSendsNoPrepare(t *testing.T) {
+	t.Parallel()
+	w := newLeaseWorld(t)
+	one := w.cache(t, "one", DefaultLease)
+	held(t, one)
+	w.write(t, one, 1)
+	if one.LeaseCurrent() {
+		t.Fatal("after its own commit was answered, the cache still answers from memory")
+	}
+	if got := w.prepared(t); got != 0 {
+		t.Fatalf("a write alone prepared version %d", got)
+	}
+	two := w.cache(t, "two", DefaultLease)
+	held(t, two)
+	w.write(t, one, 2)
+	held(t, one)
+	if got := w.prepared(t); got != one.At() {
+		t.Fatalf("a write beside another instance's lease prepared version %d, want %d", got, one.At())
+	}
+}
+
+// TestLeaseHeartbeatWaitsForTheWrite: a write that saw no other lease
+// run commits without a prepare, so no lease may be granted while it can
+// still commit. The other instance's heartbeats wait for it: that
+// instance gets its lease back only after it heard the commit, and never
+// answers from a memory older than it.
+func TestLeaseHeartbeatWaitsForTheWrite(t *testing.T) {
+	t.Parallel()
+	const lease = 600 * time.Millisecond
+	w := newLeaseWorld(t)
+	one, two := w.cache(t, "one", lease), w.cache(t, "two", lease)
+	held(t, one)
+	held(t, two)
+	ctx := context.Background()
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range []string{w.pg.LockWrites(), "UPDATE gadgets SET n = 1 WHERE id = 'g'"} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every lease granted before the lock runs out; no heartbeat renews one.
+	time.Sleep(lease + LeaseMargin + 100*time.Millisecond)
+	var v, nonce, others int64
+	if err := tx.QueryRowContext(ctx, one.CommitVersionSQL()).Scan(&v, &nonce, &others); err != nil {
+		t.Fatal(err)
+	}
+	if others != 0 {
+		t.Fatalf("%d other leases seen running after every lease ran out under the write lock", others)
+	}
+	if err := one.Prepare(ctx, v, nonce, others); err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats come every quarter of a lease: two of them would have
+	// renewed the lease by now, had they not waited.
+	for until := time.Now().Add(lease / 2); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+		if err := two.Fresh(Scope(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if two.LeaseCurrent() {
+			t.Fatal("an instance got a lease while a write that prepared nothing could still commit")
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !two.LeaseCurrent() || two.At() < v; {
+		if two.LeaseCurrent() && two.At() < v {
+			t.Fatalf("the other instance answers from memory at version %d after the commit of %d", two.At(), v)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other instance held no lease at the commit within 10 s")
+		}
+		if err := two.Fresh(Scope(ctx)); err != nil {
+			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -60,13 +60,3 @@ func (c *Cache) Own(ctx context.Context, q QueryFunc, pg *Postgres, from int64) 
 	}
 	return out, nil
 }
-
-// CommitVersionSQL selects the version and nonce of the transaction it
-// runs in (v, nonce), NULLs when the transaction bumped none: what a
-// writer tells Prepare. It fires the logging triggers still pending first
-// (commit_version, registry_pg.go), so it is the transaction's last
-// statement: nothing the transaction changes after it is logged before
-// the commit.
-func CommitVersionSQL(pg Postgres) string {
-	return "SELECT v, nonce FROM " + quoteIdent(pg.Schema) + ".commit_version()"
-}

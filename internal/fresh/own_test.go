@@ -91,7 +91,7 @@ func TestOwnChangesAcrossASavepoint(t *testing.T) {
 		return n
 	}
 
-	exec(w.pg.LockWrites)
+	exec(w.pg.LockWrites())
 	exec("INSERT INTO gadgets VALUES ('a', 1)")
 	if n := logged("a"); n != 0 {
 		t.Fatalf("a write's change was logged as its statement ended (%d entries): the triggers fire at every statement", n)
@@ -111,7 +111,7 @@ func TestOwnChangesAcrossASavepoint(t *testing.T) {
 	}
 	exec("INSERT INTO gadgets VALUES ('c', 4)")
 	var v, nonce sql.NullInt64
-	if err := tx.QueryRowContext(ctx, CommitVersionSQL(w.pg)).Scan(&v, &nonce); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT v, nonce FROM "+QuoteIdent(w.pg.Schema)+".commit_version()").Scan(&v, &nonce); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -74,12 +75,20 @@ type Registry struct {
 }
 
 // Postgres says how a PostgreSQL database logs: its schema, the tag of
-// the setting that remembers a transaction's bump, and the statement that
-// takes the service's write lock (the triggers are changed under it, so
-// that locking a table cannot close a cycle with a writer that locks its
-// rows one by one). nil means SQLite.
+// the setting that remembers a transaction's bump, and the key of the
+// service's write lock, an advisory lock every write transaction holds
+// (the triggers are changed under it, so that locking a table cannot close
+// a cycle with a writer that locks its rows one by one; the leases'
+// heartbeats wait for it, lease.go). nil means SQLite.
 type Postgres struct {
-	Schema, Tag, LockWrites string
+	Schema, Tag string
+	WriteKey    int64
+}
+
+// LockWrites is the statement that takes the write lock for the rest of
+// the transaction.
+func (pg Postgres) LockWrites() string {
+	return "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(pg.WriteKey, 10) + ")"
 }
 
 // Conn runs the statements that install the log.
@@ -95,7 +104,7 @@ type Conn interface {
 func CreateLog(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
 	var stmts []string
 	if pg != nil {
-		stmts = append(stmts, pg.LockWrites, `CREATE TABLE IF NOT EXISTS data_version (
+		stmts = append(stmts, pg.LockWrites(), `CREATE TABLE IF NOT EXISTS data_version (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   v BIGINT NOT NULL,
   nonce BIGINT NOT NULL
@@ -178,7 +187,7 @@ func Install(ctx context.Context, c Conn, r Registry, pg *Postgres) error {
 	if len(stmts) == 0 {
 		return nil
 	}
-	return execAll(ctx, c, append([]string{pg.LockWrites}, stmts...))
+	return execAll(ctx, c, append([]string{pg.LockWrites()}, stmts...))
 }
 
 func exists(ctx context.Context, c Conn, query string, args ...any) (bool, error) {
@@ -248,6 +257,8 @@ func sqliteTriggers(t Table, ifNotExists bool) []string {
 func QuoteIdent(s string) string { return quoteIdent(s) }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 
 // RandomNonce is a random BIGINT of 53 bits, in SQL.
 const RandomNonce = "floor(random() * 9007199254740992)::bigint"

@@ -3,7 +3,6 @@ package fresh_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/url"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +153,7 @@ func openGadgets(t *testing.T, kind string) (c *fresh.Cache, db *sql.DB, op oper
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	pg = &fresh.Postgres{Schema: schema, Tag: schema, LockWrites: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", 7)}
+	pg = &fresh.Postgres{Schema: schema, Tag: schema, WriteKey: 7}
 	if _, err := db.ExecContext(ctx, "CREATE TABLE settings (id INTEGER PRIMARY KEY, auth_version BIGINT NOT NULL DEFAULT 0, "+
 		"credentials_version BIGINT NOT NULL DEFAULT 0)"); err != nil {
 		t.Fatal(err)

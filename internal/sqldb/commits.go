@@ -11,12 +11,12 @@ import (
 // CommitHooks let the read cache invalidate every instance's memory before
 // a write takes effect (internal/fresh's leases, PostgreSQL): VersionSQL
 // reads, as the transaction's last statement, the version and nonce the
-// change log gave it (NULLs when it logged nothing); Prepare gets them
-// before the commit and returns once the transaction may commit, or an
-// error that rolls it back.
+// change log gave it (NULLs when it logged nothing) and a count, others;
+// Prepare gets the three before the commit and returns once the
+// transaction may commit, or an error that rolls it back.
 type CommitHooks struct {
 	VersionSQL string
-	Prepare    func(ctx context.Context, v, nonce int64) error
+	Prepare    func(ctx context.Context, v, nonce, others int64) error
 }
 
 // SetCommitHooks sets the hooks, before any write.
@@ -38,17 +38,18 @@ func (db *DB) endTransaction(ctx context.Context, g *gorm.DB, last int64) error 
 	}
 	var row *sql.Row
 	if last > 0 {
-		row = g.Raw("SELECT pg_notify(?, ?), x.v, x.nonce FROM ("+h.VersionSQL+") x", db.ns.Channel, fmt.Sprint(last)).Row()
+		row = g.Raw("SELECT pg_notify(?, ?), x.v, x.nonce, x.others FROM ("+h.VersionSQL+") x", db.ns.Channel, fmt.Sprint(last)).Row()
 	} else {
-		row = g.Raw("SELECT NULL, x.v, x.nonce FROM (" + h.VersionSQL + ") x").Row()
+		row = g.Raw("SELECT NULL, x.v, x.nonce, x.others FROM (" + h.VersionSQL + ") x").Row()
 	}
 	var notified any
 	var v, nonce sql.NullInt64
-	if err := row.Scan(&notified, &v, &nonce); err != nil {
+	var others int64
+	if err := row.Scan(&notified, &v, &nonce, &others); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	if !v.Valid {
 		return nil
 	}
-	return h.Prepare(ctx, v.Int64, nonce.Int64)
+	return h.Prepare(ctx, v.Int64, nonce.Int64, others)
 }

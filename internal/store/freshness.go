@@ -80,7 +80,7 @@ func (s *Store) freshPG() *fresh.Postgres {
 		return nil
 	}
 	ns := s.db.Namespace()
-	return &fresh.Postgres{Schema: ns.Schema, Tag: ns.Tag, LockWrites: s.db.Dialect().LockWrites()}
+	return &fresh.Postgres{Schema: ns.Schema, Tag: ns.Tag, WriteKey: ns.WriteKey}
 }
 
 // cacheTracing is how the read cache traces: its decisions on the caller's

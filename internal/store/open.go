@@ -130,13 +130,15 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 		return nil
 	case s.Postgres():
 		pg := s.freshPG()
-		var lo *fresh.LeaseOptions
-		if s.leases {
-			lo = &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
-			s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: fresh.CommitVersionSQL(*pg),
-				Prepare: s.cache.Prepare})
+		if !s.leases {
+			return s.cache.FollowPostgres(ctx, s.queries.query, *pg, nil)
 		}
-		return s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo)
+		lo := &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
+		if err := s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo); err != nil {
+			return err
+		}
+		s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: s.cache.CommitVersionSQL(), Prepare: s.cache.Prepare})
+		return nil
 	default:
 		dsn, shm := s.db.SQLiteFiles()
 		return s.cache.FollowSQLite(dsn, shm, s.db.Counter())

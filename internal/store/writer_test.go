@@ -244,10 +244,10 @@ func TestGroupCommitWithoutFailuresRunsOnce(t *testing.T) {
 		want := int64(n + 1) // the events in one statement
 		if kind == testenv.Postgres {
 			// The write lock, the events in one statement, the NOTIFY with
-			// the transaction's version, and the prepare before the commit
-			// (internal/fresh's lease.go); the holding write, which has no
-			// event, asks its version alone.
-			want = int64(1 + n + 1 + 1 + 1 + 1)
+			// the transaction's version (no prepare before the commit: no
+			// other instance holds a lease, internal/fresh's lease.go); the
+			// holding write, which has no event, asks its version alone.
+			want = int64(1 + n + 1 + 1 + 1)
 		}
 		if used != want {
 			t.Fatalf("%d statements for %d writes in one batch, want %d (no savepoints)", used, n, want)

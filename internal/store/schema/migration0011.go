@@ -20,7 +20,7 @@ func migrateDataVersion(tx *gorm.DB, _ sqldb.Dialect, pg *fresh.Postgres) error 
 	if pg == nil {
 		return nil
 	}
-	if err := tx.Exec(pg.LockWrites).Error; err != nil {
+	if err := tx.Exec(pg.LockWrites()).Error; err != nil {
 		return fmt.Errorf("take the write lock: %w", err)
 	}
 	schema := pg.Schema

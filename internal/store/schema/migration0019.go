@@ -36,7 +36,7 @@ WHEN OLD.username_key IS NOT NEW.username_key BEGIN
 END`,
 		}
 	} else {
-		if err := tx.Exec(pg.LockWrites).Error; err != nil {
+		if err := tx.Exec(pg.LockWrites()).Error; err != nil {
 			return fmt.Errorf("take the write lock: %w", err)
 		}
 		q := fresh.QuoteIdent(pg.Schema)
