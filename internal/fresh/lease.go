@@ -56,11 +56,13 @@ import (
 //     instances table. The transaction reads the table last (versionSQL):
 //     when no other instance's lease may still run, it only makes this
 //     instance's own reads ask and commits. Any lease granted later comes
-//     from a heartbeat notified after its commit, heard after it; and an
-//     instance that connects meanwhile waits for the lock before its first
-//     round (seed), so that round sees the commit even if the instance
-//     listened too late to hear it. The common deployment, one instance,
-//     so pays for the leases nothing on its writes.
+//     from a heartbeat notified after its commit, so heard after it (an
+//     instance that listens too late to hear the commit sees it in its
+//     first round, as any commit it did not hear). The common deployment,
+//     one instance, so pays for the leases nothing on its writes. The
+//     price: a write that waits out a stopped instance's lease holds every
+//     heartbeat meanwhile, so the other instances ask for that while too.
+//     Instances of earlier releases hold no lease.
 //
 // Waiting after the commit instead, before answering the writer, is not
 // enough: the commit is visible to every reader of the database at once,
@@ -84,7 +86,7 @@ const (
 
 // LeaseOptions say how an instance listens (FollowPostgres).
 type LeaseOptions struct {
-	URL      string        // the database, for the two connections of the listener
+	URL      string        // the database, for the three connections of the listener
 	Instance string        // this instance's ID, unique among the instances
 	Lease    time.Duration // DefaultLease when 0; the heartbeat comes 4 times per lease
 	Logger   *slog.Logger
@@ -119,7 +121,7 @@ type leases struct {
 	own       map[int64]ownCommit // this instance's prepares by version, until they commit or not
 	notices   uint64              // the notifications heard on this connection
 	sent      map[uint64]sentAt   // heartbeats sent on this connection, by seq
-	ack       chan int64          // versions to acknowledge (the sender coalesces)
+	ack       chan int64          // versions to acknowledge (heardNotice coalesces them)
 	stop      context.CancelFunc
 	done      chan struct{}
 	listening chan struct{} // closed when the listener first listens
@@ -341,30 +343,21 @@ func (l *leases) listen(ctx context.Context) error {
 // have heard (every notification it did not hear was read, by another
 // backend, from a transaction its snapshot shows committed), and the leases
 // the instances table holds (granted before this instance listened, which
-// it may not hear renewed). It first waits for the write transaction in
-// flight, if any: one that prepared nothing (no other lease ran) may have
-// notified its commit before LISTEN took effect, and is then committed
-// before any round that can set have begins.
+// it may not hear renewed).
 func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
-	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", l.pg.WriteKey); err != nil {
-		return fmt.Errorf("wait for the write in flight: %w", err)
-	}
 	var prepared int64
-	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT v FROM `+preparedTable(l.pg.Schema)+` WHERE id = 1), 0)`).Scan(&prepared); err != nil {
+	if err := c.QueryRow(ctx, `SELECT COALESCE((SELECT v FROM `+preparedTable(l.pg.Schema)+` WHERE id = 1), 0)`).Scan(&prepared); err != nil {
 		return fmt.Errorf("read the version prepared: %w", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT id, EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 FROM `+
+	rows, err := c.Query(ctx, `SELECT id, EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 FROM `+
 		instancesTable(l.pg.Schema)+` WHERE expires_at > clock_timestamp() AND id <> $1`, l.opts.Instance)
 	if err != nil {
 		return fmt.Errorf("read the instances' leases: %w", err)
 	}
 	now := l.now()
-	others := map[string]*peer{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.others = map[string]*peer{}
 	for rows.Next() {
 		var id string
 		var left float64
@@ -372,18 +365,12 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 			rows.Close()
 			return err
 		}
-		others[id] = &peer{until: now + int64(left*float64(time.Second)) + int64(leaseMargin)}
+		l.others[id] = &peer{until: now + int64(left*float64(time.Second)) + int64(leaseMargin)}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.others = others
 	l.epoch++
 	l.conn = l.epoch
 	l.heard, l.notices, l.sent, l.ack = prepared, 0, map[uint64]sentAt{}, make(chan int64, 1)
@@ -398,6 +385,10 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 // so it waits for the write transaction in flight: a lease is never
 // granted while a write that prepared nothing (it saw no other lease run)
 // may commit, and the heartbeat's notification comes after that commit's.
+// The lock is the statement's own: it ends with it, whatever becomes of
+// this process. (The data version the heartbeat reads is of the
+// statement's start, before any wait: after a write, it can make one
+// round more than needed.)
 func (l *leases) heartbeats(ctx context.Context, c *pgx.Conn) error {
 	tick := time.NewTicker(l.opts.Lease / 4)
 	defer tick.Stop()
@@ -416,7 +407,7 @@ func (l *leases) heartbeats(ctx context.Context, c *pgx.Conn) error {
 		// for a write that waits out a stopped instance's lease.
 		qctx, cancel := context.WithTimeout(ctx, 4*l.opts.Lease)
 		defer cancel()
-		err := c.QueryRow(qctx, `WITH w AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($5)),
+		err := c.QueryRow(qctx, `WITH w AS (SELECT pg_advisory_xact_lock_shared($5)),
 up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
   SELECT $1, clock_timestamp() + make_interval(secs => $2) FROM w ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at RETURNING 1),
 n AS (SELECT pg_notify($3, $4) FROM up)
@@ -559,12 +550,16 @@ func (l *leases) peer(id string) *peer {
 // nonce (NULLs when it bumped none), and how many other instances' leases
 // may still run (others), read under the write lock. A lease's end as the
 // table holds it is no earlier than the instance's own (it is reckoned
-// from when the heartbeat ran, which was sent earlier); the margin is for
-// clocks that run at different rates.
+// from when the heartbeat ran, which was sent earlier). A lease counts
+// for another lease and the margin after that end: the database's clock
+// may step forward (a time sync, a failover) by as much without a running
+// lease looking ended. What it costs is a prepare per write for a few
+// seconds after an instance stopped without a goodbye.
 func (l *leases) versionSQL() string {
 	return "SELECT x.v, x.nonce, (SELECT count(*) FROM " + instancesTable(l.pg.Schema) + " i WHERE i.id <> " +
 		quoteLiteral(l.opts.Instance) + " AND i.expires_at > clock_timestamp() - make_interval(secs => " +
-		strconv.FormatFloat(leaseMargin.Seconds(), 'f', -1, 64) + ")) AS others FROM " + quoteIdent(l.pg.Schema) + ".commit_version() x"
+		strconv.FormatFloat((l.opts.Lease+leaseMargin).Seconds(), 'f', -1, 64) + ")) AS others FROM " +
+		quoteIdent(l.pg.Schema) + ".commit_version() x"
 }
 
 // prepareSQL records the version prepared and notifies it, in one

@@ -199,10 +199,10 @@ func TestLeaseCommitInvisibleUntilHeard(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		// The held instance's heartbeats went on meanwhile: the write
-		// still waits a lease at most after its prepare (with a second of
-		// slack for a busy machine: the protocol's bound, not a speed
-		// target).
+		// The held instance's heartbeats wait for the write's lock
+		// meanwhile: the write still waits a lease at most after its
+		// prepare (with a second of slack for a busy machine: the
+		// protocol's bound, not a speed target).
 		if took > DefaultLease+LeaseMargin+time.Second {
 			t.Fatalf("round %d: the write waited %v for an instance whose listener hangs, lease %v", round, took, DefaultLease)
 		}
@@ -344,8 +344,9 @@ func TestLeaseHeartbeatWaitsForTheWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every lease granted before the lock runs out; no heartbeat renews one.
-	time.Sleep(lease + LeaseMargin + 100*time.Millisecond)
+	// Every lease granted before the lock runs out, and the lease after
+	// it that a write still counts it for; no heartbeat renews one.
+	time.Sleep(2*(lease+LeaseMargin) + 100*time.Millisecond)
 	var v, nonce, others int64
 	if err := tx.QueryRowContext(ctx, one.CommitVersionSQL()).Scan(&v, &nonce, &others); err != nil {
 		t.Fatal(err)

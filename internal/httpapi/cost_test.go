@@ -84,9 +84,11 @@ func TestHotRequestCosts(t *testing.T) {
 				if kind == testenv.Postgres {
 					budget *= 1.5
 					if c.method != "GET" {
-						// pg_advisory_xact_lock, and pg_notify with the
-						// version; no prepare before the commit, no other
-						// instance holding a lease (internal/fresh's lease.go).
+						// pg_advisory_xact_lock; the version and pg_notify go
+						// in one statement, and one question reads both the
+						// data version and the change log; no prepare before
+						// the commit, no other instance holding a lease
+						// (internal/fresh's lease.go).
 						statements += 1
 					}
 				}
