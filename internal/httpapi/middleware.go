@@ -135,6 +135,7 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 		ExcludeRequestBody:      op.rawBody,
 		SchemaValidationOptions: SchemaOptions(),
 	}
+	memo := memoizable(op)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
@@ -163,7 +164,7 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 			if req.URL.RawQuery != "" {
 				query = c.QueryParams()
 			}
-			if err := validateRequest(c, &openapi3filter.RequestValidationInput{Request: vreq, QueryParams: query, Route: op.route, Options: opts}); err != nil {
+			if err := h.validateOnce(c, op, memo, &openapi3filter.RequestValidationInput{Request: vreq, QueryParams: query, Route: op.route, Options: opts}); err != nil {
 				return err
 			}
 			if err := singleValues(op, req, query); err != nil {
@@ -175,6 +176,25 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// validateOnce is validateRequest, skipped for a memoizable request that
+// passed it before.
+func (h *Handler) validateOnce(c echo.Context, op *operation, memo bool, in *openapi3filter.RequestValidationInput) error {
+	if !memo {
+		return validateRequest(c, in)
+	}
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	*bp = validatedKey(*bp, op, c, in.Request.URL.RawQuery)
+	if h.validated.seen(*bp) {
+		return nil
+	}
+	if err := validateRequest(c, in); err != nil {
+		return err
+	}
+	h.validated.add(*bp)
+	return nil
 }
 
 // validation is what kin-openapi's check of one request takes besides the

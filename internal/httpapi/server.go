@@ -60,6 +60,7 @@ type Options struct {
 // Handler implements the generated strict server interface.
 type Handler struct {
 	svc       *guild.Service
+	validated validatedRequests // requests that passed the contract's check (validated.go)
 	hooks     *webhooks.Service // the webhooks' management, over svc
 	asof      *asof.Service     // history answers (?at=), over svc
 	revert    *revert.Service   // reverts of audit events, over svc
