@@ -164,10 +164,7 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 			if req.URL.RawQuery != "" {
 				query = c.QueryParams()
 			}
-			if err := h.validateOnce(c, op, memo, &openapi3filter.RequestValidationInput{Request: vreq, QueryParams: query, Route: op.route, Options: opts}); err != nil {
-				return err
-			}
-			if err := singleValues(op, req, query); err != nil {
+			if err := h.checkContract(c, op, memo, &openapi3filter.RequestValidationInput{Request: vreq, QueryParams: query, Route: op.route, Options: opts}); err != nil {
 				return err
 			}
 			if err := checkAuditReason(req.Header.Get("X-Audit-Reason")); err != nil {
@@ -178,19 +175,29 @@ func (h *Handler) validate(op *operation) echo.MiddlewareFunc {
 	}
 }
 
-// validateOnce is validateRequest, skipped for a memoizable request that
-// passed it before.
-func (h *Handler) validateOnce(c echo.Context, op *operation, memo bool, in *openapi3filter.RequestValidationInput) error {
+// checkContract is validateRequest and singleValues, skipped for a
+// memoizable request that passed them before (validated.go).
+func (h *Handler) checkContract(c echo.Context, op *operation, memo bool, in *openapi3filter.RequestValidationInput) error {
+	check := func() error {
+		if err := validateRequest(c, in); err != nil {
+			return err
+		}
+		return singleValues(op, in.Request, in.QueryParams)
+	}
 	if !memo {
-		return validateRequest(c, in)
+		return check()
 	}
 	bp := keyBufs.Get().(*[]byte)
-	defer keyBufs.Put(bp)
+	defer func() {
+		if cap(*bp) <= validatedKeyMax {
+			keyBufs.Put(bp)
+		}
+	}()
 	*bp = validatedKey(*bp, op, c, in.Request.URL.RawQuery)
 	if h.validated.seen(*bp) {
 		return nil
 	}
-	if err := validateRequest(c, in); err != nil {
+	if err := check(); err != nil {
 		return err
 	}
 	h.validated.add(*bp)

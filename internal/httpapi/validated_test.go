@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/guildhall/guildhall/internal/testenv"
@@ -29,8 +30,15 @@ func TestRememberedValidationRefusesBadInputAlike(t *testing.T) {
 			{"/api/users?limit=500", http.StatusBadRequest},
 			{"/api/users?limit=0", http.StatusBadRequest},
 			{"/api/users?limit=50&limit=500", http.StatusBadRequest},
+			{"/api/users?limit=50&limit=500", http.StatusBadRequest},
+			{"/api/users?limit=50&limit=50", http.StatusBadRequest},
+			{"/api/users?limit=50&" + strings.Repeat("x", 300) + "=1", http.StatusOK},
+			{"/api/users?limit=500&" + strings.Repeat("x", 300) + "=1", http.StatusBadRequest},
+			{"/api/users/x", http.StatusBadRequest},
 			{"/api/users/" + u.ID, http.StatusOK},
 			{"/api/users/" + u.ID, http.StatusOK},
+			{"/api/users/x", http.StatusBadRequest},
+			{"/api/users/" + u.ID + "x", http.StatusBadRequest},
 			{"/api/users/" + u.ID + "/permissions?channelID=", http.StatusBadRequest},
 			{"/api/users/" + u.ID + "/permissions", http.StatusOK},
 			{"/api/users/" + u.ID + "/permissions", http.StatusOK},
