@@ -588,9 +588,9 @@ func (l *leases) prepareSQL() string {
 // transaction read the instances table under the write lock (versionSQL).
 // With none, no other instance can hold a lease before this commit is
 // notified to it: every heartbeat that could grant one waits for the write
-// lock, and an instance that connects waits for it before its first round
-// (seed). Then only this instance's own reads must ask from now on, and
-// nothing is sent.
+// lock, and an instance that listens too late to hear the commit sees it
+// in its first round (seed). Then only this instance's own reads must ask
+// from now on, and nothing is sent.
 func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
 	if others == 0 {
 		l.mu.Lock()
