@@ -126,7 +126,7 @@ func (h *Handler) budget(ctx context.Context) (context.Context, context.CancelFu
 	if left, ok := ctx.Value(budgetLeftKey{}).(time.Duration); ok {
 		d = left // spent (<= 0): the request's database work fails at once
 	}
-	return context.WithTimeout(ctx, d)
+	return withBudget(ctx, d)
 }
 
 // pauseBudget returns base, which has no budget, carrying what is left of
