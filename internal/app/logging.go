@@ -19,7 +19,7 @@ func NewLogger(w io.Writer, level string) (*slog.Logger, func() error) {
 		l = slog.LevelInfo
 	}
 	sink := newBufferedSink(w, flushEvery)
-	return slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: l})), sink.Close
+	return slog.New(newFlatJSONHandler(sink, &slog.HandlerOptions{Level: l})), sink.Close
 }
 
 const (
