@@ -58,9 +58,11 @@ func cannedProblem(b []byte) ([]byte, bool) {
 	if !bytes.HasPrefix(b, []byte(proto)) {
 		return nil, false
 	}
-	end := bytes.Index(b, []byte(cannedHeaders))
-	if end < 0 || bytes.IndexByte(b[:end], '\n') >= 0 {
-		return nil, false // the status line must come right before them
+	// The status line must come right before them: they begin at its end,
+	// the first line break, and every answer is looked at only that far.
+	end := bytes.IndexByte(b, '\n') - 1
+	if end < 0 || !bytes.HasPrefix(b[end:], []byte(cannedHeaders)) {
+		return nil, false
 	}
 	line := string(b[len(proto):end])
 	code, err := strconv.Atoi(line[:min(3, len(line))])
