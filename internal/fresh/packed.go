@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash/maphash"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -58,12 +59,30 @@ type packedUsers struct {
 	// safe; the map is bounded (maxRoleIDs) and guarded by the cache's
 	// lock like the rest.
 	roleIDs map[[16]byte]string
+	// roleLists: lists of many role IDs, decoded once and shared by every
+	// user decoded after who holds the same roles, by their encoded bytes.
+	// A member of many roles (an admin may hold all 250) is read request
+	// after request; shared, their list costs a lookup rather than a
+	// lookup per role and a slice the collector must then scan. The lists
+	// are read-only (capped, so that an append by a holder copies); the map
+	// is bounded (maxRoleListBytes) and guarded like roleIDs.
+	roleLists     map[string][]string
+	roleListBytes int
 }
 
 // maxRoleIDs bounds packedUsers.roleIDs: far more than the roles a
 // community has by default, deleted ones included; past it the map starts
 // over.
 const maxRoleIDs = 4096
+
+const (
+	// minSharedRoles: shorter lists are decoded each time, which costs
+	// less than looking them up.
+	minSharedRoles = 16
+	// maxRoleListBytes bounds packedUsers.roleLists (their keys and
+	// slices); past it the map starts over.
+	maxRoleListBytes = 4 << 20
+)
 
 // Record layout, every record starting at a multiple of recAlign:
 //
@@ -477,12 +496,7 @@ func (p *packedUsers) decode(buf, rec []byte) (model.User, []byte) {
 	id, b = readID(b)
 	u.ID, buf = idText(buf, id)
 	n, k := binary.Uvarint(b)
-	b = b[k:]
-	u.Roles = make([]string, n)
-	for i := range u.Roles {
-		id, b = readID(b)
-		u.Roles[i] = p.roleID(id)
-	}
+	u.Roles, b = p.roles(b[k:], int(n))
 	u.Username, b = readString(b)
 	u.DisplayName, b = readString(b)
 	u.Status, b = readString(b)
@@ -509,6 +523,46 @@ func (p *packedUsers) decode(buf, rec []byte) (model.User, []byte) {
 	}
 	u.Version, u.CreatedAt, u.UpdatedAt = v[0], time.UnixMicro(v[1]).UTC(), time.UnixMicro(v[1]+v[2]).UTC()
 	return u, buf
+}
+
+// roles decodes the n role IDs at the start of b (in a decoded copy) and
+// returns what follows them. A list of minSharedRoles or more is shared
+// (roleLists): its strings never alias b, which belongs to one user.
+func (p *packedUsers) roles(b []byte, n int) ([]string, []byte) {
+	if n < minSharedRoles {
+		out := make([]string, n)
+		for i := range out {
+			var id []byte
+			id, b = readID(b)
+			out[i] = p.roleID(id)
+		}
+		return out, b
+	}
+	rest := b
+	for range n {
+		_, rest = readID(rest)
+	}
+	enc := b[:len(b)-len(rest)]
+	if l, ok := p.roleLists[string(enc)]; ok {
+		return l, rest
+	}
+	out := make([]string, n)
+	size := len(enc) + n*int(unsafe.Sizeof(""))
+	for i := range out {
+		var id []byte
+		id, b = readID(b)
+		out[i] = p.roleID(id)
+		if id[0] != 0 { // not a UUID, so in b: a copy of its own
+			out[i] = strings.Clone(out[i])
+			size += len(out[i])
+		}
+	}
+	if p.roleLists == nil || p.roleListBytes+size > maxRoleListBytes {
+		p.roleLists, p.roleListBytes = make(map[string][]string), 0
+	}
+	p.roleLists[string(enc)] = out
+	p.roleListBytes += size
+	return out, rest
 }
 
 // roleID is an encoded role ID (in a decoded copy) as a string: a UUID

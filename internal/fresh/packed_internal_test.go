@@ -93,6 +93,66 @@ func TestPackedUsersShareRoleIDs(t *testing.T) {
 	}
 }
 
+// TestPackedUsersShareRoleLists: users who hold the same many roles get
+// one slice of role IDs, capped so that an append copies, the same text
+// as went in (other IDs as copies of their own, not in a user's buffer);
+// fewer roles get a slice each; and what is shared stays within its bound.
+func TestPackedUsersShareRoleLists(t *testing.T) {
+	p := newPackedUsers(64 << 20)
+	many := make([]string, minSharedRoles+4)
+	for i := range many {
+		if i%2 == 0 {
+			many[i] = uuid.Must(uuid.NewV7()).String()
+		} else {
+			many[i] = fmt.Sprintf("role-%d", i)
+		}
+	}
+	few := many[:minSharedRoles-1]
+	var a, b, c, d model.User
+	for i, u := range []*model.User{&a, &b, &c, &d} {
+		*u = packedUser(i, rand.New(rand.NewPCG(uint64(i), 2)))
+		u.Roles = slices.Clone(many)
+		if i >= 2 {
+			u.Roles = slices.Clone(few)
+		}
+		p.put(*u)
+	}
+	get := func(u model.User) model.User {
+		got, ok := p.user(u.ID)
+		if !ok || !reflect.DeepEqual(got, u) {
+			t.Fatalf("user %s: %+v, want %+v", u.ID, got, u)
+		}
+		return got
+	}
+	ga, gb := get(a), get(b)
+	if &ga.Roles[0] != &gb.Roles[0] || cap(ga.Roles) != len(ga.Roles) {
+		t.Fatalf("the same %d roles: two slices, or room past the end (cap %d)", len(many), cap(ga.Roles))
+	}
+	if again := get(a); &again.Roles[0] != &ga.Roles[0] {
+		t.Fatal("the same user read again: another slice")
+	}
+	if gc, gd := get(c), get(d); &gc.Roles[0] == &gd.Roles[0] {
+		t.Fatalf("%d roles shared, fewer than %d", len(few), minSharedRoles)
+	}
+	grown := append(ga.Roles, "mine")
+	if again := get(b); !slices.Equal(again.Roles, many) || &grown[0] == &ga.Roles[0] {
+		t.Fatal("an append to a shared list wrote into it")
+	}
+
+	for i := range 2 * maxRoleListBytes / (minSharedRoles * 40) {
+		u := packedUser(1000+i, rand.New(rand.NewPCG(uint64(i), 3)))
+		u.Roles = make([]string, minSharedRoles)
+		for j := range u.Roles {
+			u.Roles[j] = fmt.Sprintf("list-%d-role-%d", i, j)
+		}
+		p.put(u)
+		get(u)
+		if p.roleListBytes > maxRoleListBytes {
+			t.Fatalf("list %d: %d bytes of shared lists, bound %d", i, p.roleListBytes, maxRoleListBytes)
+		}
+	}
+}
+
 // FuzzPackedUser: any user's fields survive the tier.
 func FuzzPackedUser(f *testing.F) {
 	f.Add("id", "name", "Display", "active", "e@x", true, false, int64(3), int64(-1), int64(7), "r1,r2", int64(0))

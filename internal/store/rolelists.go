@@ -20,7 +20,22 @@ type roleLists struct {
 	mu    sync.Mutex
 	lists map[uint64]roleList // by hashIDs
 	refs  int                 // role IDs held over every list
+	// seen: the hashes of lists asked about lately, by the address of
+	// their first ID. The read cache shares one slice among the users who
+	// hold the same many roles, so a member's list comes back as the same
+	// array request after request and is found without hashing it (the
+	// comparison still decides). Fixed in size: an array seen once (a
+	// caller's own copy) only takes a slot until another needs it.
+	seen [seenSlots]seenList
 }
+
+type seenList struct {
+	first *string
+	n     int
+	hash  uint64
+}
+
+const seenSlots = 64
 
 type roleList struct {
 	ids   []string
@@ -52,10 +67,23 @@ func hashIDs(ids []string) uint64 {
 // get returns what ids resolve to, kept or resolved now and kept. The
 // slice is shared: its holders only read it.
 func (m *roleLists) get(ids []string, resolve func([]string) []permissions.Role) []permissions.Role {
-	h := hashIDs(ids)
+	first := &ids[0] // callers keep only lists of minKeptRoles or more
+	slot := &m.seen[maphash.Comparable(roleListSeed, first)%seenSlots]
+	var l roleList
+	var ok bool
 	m.mu.Lock()
-	l, ok := m.lists[h]
+	h, known := slot.hash, slot.first == first && slot.n == len(ids)
+	if known {
+		l, ok = m.lists[h]
+	}
 	m.mu.Unlock()
+	if !known {
+		h = hashIDs(ids)
+		m.mu.Lock()
+		l, ok = m.lists[h]
+		*slot = seenList{first: first, n: len(ids), hash: h}
+		m.mu.Unlock()
+	}
 	if ok && slices.Equal(l.ids, ids) { // equal strings, usually the same ones: a pointer compared
 		return l.roles
 	}

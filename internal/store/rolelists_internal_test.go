@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"testing"
 
@@ -78,5 +79,36 @@ func TestRoleListsKeepByContent(t *testing.T) {
 		if held != m.refs || m.refs > maxKeptRefs {
 			t.Fatalf("list %d: %d role IDs held, %d counted, bound %d", i, held, m.refs, maxKeptRefs)
 		}
+	}
+}
+
+// TestRoleListsSeenArray: a list asked about again as the same array is
+// found without hashing it, and the comparison still decides: the array
+// changed in place, or another list in its slot, gets its own answer.
+func TestRoleListsSeenArray(t *testing.T) {
+	resolve := func(ids []string) []permissions.Role {
+		out := make([]permissions.Role, len(ids))
+		for i, id := range ids {
+			out[i] = permissions.Role{ID: id}
+		}
+		return out
+	}
+	m := newRoleLists()
+	ids := make([]string, minKeptRoles)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("r%02d", i)
+	}
+	m.get(ids, resolve)
+	slot := m.seen[maphash.Comparable(roleListSeed, &ids[0])%seenSlots]
+	if slot.first != &ids[0] || slot.hash != hashIDs(ids) {
+		t.Fatalf("the array is not remembered: %+v", slot)
+	}
+	m.lists[slot.hash] = roleList{ids: slices.Clone(ids), roles: []permissions.Role{{ID: "from the kept list"}}}
+	if got := m.get(ids, resolve); len(got) != 1 || got[0].ID != "from the kept list" {
+		t.Fatalf("the same array again: not the kept list (%v)", got)
+	}
+	ids[3] = "changed"
+	if got := m.get(ids, resolve); !slices.Equal(got, resolve(ids)) {
+		t.Fatalf("the array changed in place: %v", got)
 	}
 }
