@@ -67,7 +67,11 @@ type User struct {
 	EmailHidden bool // the caller may not see Email
 	Status      string
 	IsOwner     bool
-	Roles       []string // role IDs, by position descending
+	// Roles: role IDs, by position descending. Read-only: the read cache
+	// hands one slice to every user who holds the same many roles (with no
+	// room past its end, so an append copies); copy it before changing it
+	// in place.
+	Roles []string
 	// TimeoutUntil: while it is in the future, the user is timed out.
 	TimeoutUntil *time.Time
 	Version      int64
