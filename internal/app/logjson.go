@@ -24,6 +24,9 @@ type flatJSONHandler struct {
 }
 
 func newFlatJSONHandler(w io.Writer, opts *slog.HandlerOptions) *flatJSONHandler {
+	if opts == nil {
+		opts = &slog.HandlerOptions{}
+	}
 	if opts.ReplaceAttr != nil || opts.AddSource {
 		panic("flatJSONHandler: ReplaceAttr and AddSource are the JSON handler's alone")
 	}

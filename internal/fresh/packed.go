@@ -31,8 +31,9 @@ import (
 // to come round.
 //
 // The cache's lock guards it; the cache's rule (cache.go) decides when a
-// user may be kept and served. Values handed out are decoded afresh: the
-// caller's own.
+// user may be kept and served. Values handed out are decoded afresh, the
+// caller's own, but for a list of many role IDs, which is shared and
+// read-only (roles).
 type packedUsers struct {
 	// chunks: the arena, chunk bytes each, at most maxChunks of them. An
 	// offset in the arena is chunk*index + position.
@@ -136,7 +137,9 @@ func newPackedUsersChunked(arena, chunk int) *packedUsers {
 }
 
 // bytes is what the tier holds: the arena and the table.
-func (p *packedUsers) bytes() int { return len(p.chunks)*p.chunk + 8*cap(p.slots) }
+func (p *packedUsers) bytes() int {
+	return len(p.chunks)*p.chunk + 8*cap(p.slots) + p.roleListBytes
+}
 
 func (p *packedUsers) len() int { return p.n }
 

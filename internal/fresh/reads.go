@@ -15,7 +15,8 @@ func (c *Cache) Lookup(k Key) (any, bool) {
 	return v, ok
 }
 
-// User returns one user as of the request's scope: the caller's own value,
+// User returns one user as of the request's scope: the caller's own value
+// (but for a long list of role IDs, shared and read-only: model.User.Roles),
 // decoded afresh from the packed users (packed.go), or read with read and
 // kept.
 func (c *Cache) User(ctx context.Context, id string, read func() (model.User, error)) (model.User, error) {

@@ -84,7 +84,10 @@ func (c *budgetContext) Err() error {
 		return s.ctx.Err()
 	}
 	if c.parent.Err() != nil || !time.Now().Before(c.deadline) {
-		return c.start().ctx.Err()
+		if s := c.start(); s != canceledBudget { // cancel may have come first
+			return s.ctx.Err()
+		}
+		return context.Canceled
 	}
 	return nil
 }

@@ -125,6 +125,22 @@ func TestBudgetContextConcurrent(t *testing.T) {
 	}
 }
 
+// Err on a spent budget no one waited on, at the same time as cancel,
+// answers an error and never panics (go test -race).
+func TestBudgetContextErrBesideCancel(t *testing.T) {
+	for range 1000 {
+		ctx, cancel := withBudget(context.Background(), -time.Second)
+		var wg sync.WaitGroup
+		var err error
+		wg.Go(func() { err = ctx.Err() })
+		wg.Go(cancel)
+		wg.Wait()
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err() = %v", err)
+		}
+	}
+}
+
 // A budget no one waits on, against context.WithTimeout: what a request
 // answered from memory pays for its database budget.
 func BenchmarkBudgetUnused(b *testing.B) {

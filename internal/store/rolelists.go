@@ -22,9 +22,10 @@ type roleLists struct {
 	refs  int                 // role IDs held over every list
 	// seen: the hashes of lists asked about lately, by the address of
 	// their first ID. The read cache shares one slice among the users who
-	// hold the same many roles, so a member's list comes back as the same
-	// array request after request and is found without hashing it (the
-	// comparison still decides). Fixed in size: an array seen once (a
+	// hold the same many roles, so a member asked about as the subject
+	// comes back as the same array request after request and is found
+	// without hashing it (the comparison still decides; a caller's list is
+	// a copy per request, hashed each time). Fixed in size: an array seen once (a
 	// caller's own copy) only takes a slot until another needs it.
 	seen [seenSlots]seenList
 }
@@ -77,14 +78,17 @@ func (m *roleLists) get(ids []string, resolve func([]string) []permissions.Role)
 		l, ok = m.lists[h]
 	}
 	m.mu.Unlock()
-	if !known {
-		h = hashIDs(ids)
-		m.mu.Lock()
-		l, ok = m.lists[h]
-		*slot = seenList{first: first, n: len(ids), hash: h}
-		m.mu.Unlock()
+	if known && ok && slices.Equal(l.ids, ids) { // equal strings, usually the same ones: a pointer compared
+		return l.roles
 	}
-	if ok && slices.Equal(l.ids, ids) { // equal strings, usually the same ones: a pointer compared
+	// Not seen, or the array changed in place (its hash did too), or its
+	// list is no longer kept: by the hash.
+	h = hashIDs(ids)
+	m.mu.Lock()
+	l, ok = m.lists[h]
+	*slot = seenList{first: first, n: len(ids), hash: h}
+	m.mu.Unlock()
+	if ok && slices.Equal(l.ids, ids) {
 		return l.roles
 	}
 	roles := slices.Clip(resolve(ids)) // an append by a holder copies it

@@ -111,4 +111,10 @@ func TestRoleListsSeenArray(t *testing.T) {
 	if got := m.get(ids, resolve); !slices.Equal(got, resolve(ids)) {
 		t.Fatalf("the array changed in place: %v", got)
 	}
+	if slot := m.seen[maphash.Comparable(roleListSeed, &ids[0])%seenSlots]; slot.hash != hashIDs(ids) {
+		t.Fatal("the array changed in place: its slot keeps the old hash")
+	}
+	if _, ok := m.lists[hashIDs(ids)]; !ok {
+		t.Fatal("the array changed in place: its list is not kept under its own hash")
+	}
 }

@@ -186,8 +186,9 @@ func (q queries) CountUsers(ctx context.Context) (int64, error) {
 }
 
 // User returns one user with their role IDs (by position descending), as
-// of the request's scope: the caller's own value, decoded afresh from the
-// cache's packed users (packed.go) or read from the database.
+// of the request's scope: the caller's own value (a long list of role IDs
+// shared and read-only, model.User.Roles), decoded afresh from the cache's
+// packed users (packed.go) or read from the database.
 func (s *Store) User(ctx context.Context, id string) (model.User, error) {
 	return s.cache.User(ctx, id, func() (model.User, error) { return s.readUser(ctx, id) })
 }
