@@ -73,6 +73,20 @@ func TestFlatJSONHandlerWritesSlogsLines(t *testing.T) {
 	}
 }
 
+// The access log's line is written by the flat path, not handed to slog
+// (a handler that always handed over would write the same bytes).
+func TestFlatJSONHandlerWritesAccessLineItself(t *testing.T) {
+	r := record(time.Now(), slog.LevelInfo, "request", slog.String("request_id", "x"), slog.String("method", "GET"),
+		slog.String("path", "/api/users/u"), slog.Int("status", 200), slog.Duration("latency", time.Millisecond),
+		slog.String("remote_ip", "127.0.0.1"))
+	if _, ok := appendFlatJSON(nil, r); !ok {
+		t.Fatal("the access line is handed to slog's JSON handler")
+	}
+	if _, ok := appendFlatJSON(nil, record(time.Now(), slog.LevelInfo, "g", slog.Group("grp", slog.Int("a", 1)))); ok {
+		t.Fatal("a group was written by the flat path")
+	}
+}
+
 // A handler derived with WithAttrs or WithGroup writes slog's lines too.
 func TestFlatJSONHandlerDerived(t *testing.T) {
 	r := record(time.Now(), slog.LevelInfo, "request", slog.String("method", "GET"), slog.Int("status", 200))

@@ -81,6 +81,25 @@ func TestBudgetContextIsWithDeadline(t *testing.T) {
 	}
 }
 
+// A budget asked only for its values, deadline and error, and then
+// canceled, never makes a timer: what a request answered from memory does.
+func TestBudgetContextUnusedStartsNothing(t *testing.T) {
+	ctx, cancel := withBudget(context.WithValue(context.Background(), budgetTestKey{}, "v"), time.Hour)
+	_, _ = ctx.Deadline()
+	_ = ctx.Value(budgetTestKey{})
+	if ctx.Err() != nil {
+		t.Fatal("a running budget reports an error")
+	}
+	b := ctx.(*budgetContext)
+	if b.started.Load() != nil {
+		t.Fatal("the timer started with nothing waiting")
+	}
+	cancel()
+	if b.started.Load() != canceledBudget {
+		t.Fatal("cancel before any wait made a context")
+	}
+}
+
 // A context derived from the budget ends with it.
 func TestBudgetContextDerivedEndsWithIt(t *testing.T) {
 	ctx, cancel := withBudget(context.Background(), time.Hour)
