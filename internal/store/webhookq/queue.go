@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +35,9 @@ type Queue struct {
 	write  func(ctx context.Context, fn func(tx *sqldb.Tx) error) ([]model.Event, error)
 	reads  sqldb.Queries
 	events func(ctx context.Context, seqs []int64) (map[int64]model.Event, error)
+	// analyzed is the pending count when this instance last had
+	// PostgreSQL's statistics of the deliveries refreshed (Stats).
+	analyzed atomic.Int64
 }
 
 // New returns the queue over the store's write transactions (write: the
@@ -544,6 +548,35 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
+// analyzeAt is the smallest backlog for which Stats has PostgreSQL's
+// statistics refreshed.
+const analyzeAt = 1000
+
+// refreshStatistics has PostgreSQL's statistics of webhook_deliveries
+// refreshed (ANALYZE) when the pending deliveries grew past analyzeAt and
+// four times what they were at the last refresh. A backlog builds faster
+// than autovacuum samples the table (a receiver down after a quiet
+// spell): statistics taken when hardly anything was pending make the
+// planner read every pending delivery and sort them for each claim, so
+// the claims slow down as the backlog grows, and the backlog grows
+// faster. With the backlog in the statistics a claim reads the oldest
+// due deliveries in the order of their index, however many wait. An
+// ANALYZE samples a bounded number of rows; a failed one is left to
+// autovacuum. SQLite's planner takes that index with or without
+// statistics.
+func (q *Queue) refreshStatistics(ctx context.Context, pending int64) {
+	if q.reads.Dialect().Name() != "postgres" {
+		return
+	}
+	last := q.analyzed.Load()
+	switch {
+	case pending < last/4:
+		q.analyzed.CompareAndSwap(last, pending) // drained: the next backlog refreshes them again
+	case pending >= analyzeAt && pending > 4*last && q.analyzed.CompareAndSwap(last, pending):
+		_ = q.reads.With(ctx).Exec("ANALYZE webhook_deliveries").Error
+	}
+}
+
 // EnabledWebhooks counts the enabled webhooks.
 func (q *Queue) EnabledWebhooks(ctx context.Context) (int64, error) {
 	var n int64
@@ -577,6 +610,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("read the delivery queue: %w", err)
 	}
+	q.refreshStatistics(ctx, row.N)
 	st := Stats{Pending: row.N}
 	if row.Oldest != nil {
 		st.OldestPending = micros(*row.Oldest).time()

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
 	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store"
 	"github.com/guildhall/guildhall/internal/store/webhookq"
@@ -325,5 +329,95 @@ func TestDispatchSkipsAWebhooksOwnCreation(t *testing.T) {
 	got := claimAll(t, s, "i", 10)
 	if len(got) != 1 || got[0].EventSeq != evs[1].Seq {
 		t.Fatalf("deliveries %v, want only the other webhook's creation (%d)", pairs(got), evs[1].Seq)
+	}
+}
+
+// On PostgreSQL, Stats has the deliveries' statistics refreshed when the
+// backlog grows past 1,000 and four times what it was at the last
+// refresh, and not again while it stays: statistics taken when hardly
+// anything was pending would have every claim read and sort the whole
+// backlog.
+func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
+	testenv.RequirePostgres(t)
+	o := storeOptions(t, testenv.Postgres)
+	s, err := store.Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	db, err := gorm.Open(postgres.Open(o.DatabaseURL), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	analyses := func() int64 {
+		t.Helper()
+		var n int64
+		if err := db.Raw("SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'webhook_deliveries'").
+			Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	q := s.WebhookQueue()
+	ctx := context.Background()
+	pending := func(want int64) {
+		t.Helper()
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending != want {
+			t.Fatalf("%d pending; want %d", st.Pending, want)
+		}
+	}
+	makeDeliveries := func(n int) {
+		t.Helper()
+		appendEvents(t, s, slices.Repeat([]string{"role.created"}, n)...)
+		for {
+			_, more, err := q.Dispatch(ctx, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				return
+			}
+		}
+	}
+	insertWebhook(t, s, "w1", []string{"role.*"}, 0, true)
+
+	makeDeliveries(999)
+	pending(999)
+	if n := analyses(); n != 0 {
+		t.Fatalf("%d ANALYZE of 999 pending; want none below 1,000", n)
+	}
+	makeDeliveries(1)
+	pending(1000)
+	if n := analyses(); n != 1 {
+		t.Fatalf("%d ANALYZE at 1,000 pending; want 1", n)
+	}
+	makeDeliveries(2999)
+	pending(3999)
+	if n := analyses(); n != 1 {
+		t.Fatalf("%d ANALYZE at 3,999 pending, 1,000 at the last; want still 1", n)
+	}
+	makeDeliveries(2)
+	pending(4001)
+	if n := analyses(); n != 2 {
+		t.Fatalf("%d ANALYZE at 4,001 pending, 1,000 at the last; want 2", n)
+	}
+	// Drained, a backlog of 1,000 builds again: refreshed again.
+	if err := db.Exec("UPDATE webhook_deliveries SET state = 'delivered', next_attempt_at = NULL").Error; err != nil {
+		t.Fatal(err)
+	}
+	pending(0)
+	makeDeliveries(1000)
+	pending(1000)
+	if n := analyses(); n != 3 {
+		t.Fatalf("%d ANALYZE at 1,000 pending after the queue drained; want 3", n)
 	}
 }
