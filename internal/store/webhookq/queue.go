@@ -315,9 +315,12 @@ func (q *Queue) Claim(ctx context.Context, owner string, now time.Time, lease ti
 				string(model.DeliveryPending), at, at)
 	}
 	// Asked first of the read pool: the deliverer asks after every commit,
-	// and a claim with nothing to claim must not take the write lock.
+	// and a claim with nothing to claim must not take the write lock. In
+	// the order of the due index, as the claim reads: unordered,
+	// PostgreSQL may scan the table from its start, through every
+	// delivery made before the backlog, to find one.
 	var some []string
-	if err := due(q.reads.With(ctx)).Select("d.id").Limit(1).Find(&some).Error; err != nil || len(some) == 0 {
+	if err := due(q.reads.With(ctx)).Select("d.id").Order("d.next_attempt_at").Limit(1).Find(&some).Error; err != nil || len(some) == 0 {
 		return nil, err
 	}
 	_, err := q.write(ctx, func(tx *sqldb.Tx) error {
