@@ -80,9 +80,19 @@ type Signals interface {
 	Published(lastSeq int64)
 }
 
+// Queue is the delivery queue the deliverer works through;
+// *webhookq.Queue is the store's.
+type Queue interface {
+	Dispatch(ctx context.Context, limit int) (made int, more bool, err error)
+	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error)
+	Record(ctx context.Context, owner string, recs []webhookq.DeliveryRecord) ([]model.Event, error)
+	EnabledWebhooks(ctx context.Context) (int64, error)
+	Stats(ctx context.Context) (webhookq.Stats, error)
+}
+
 // DelivererOptions configure a Deliverer.
 type DelivererOptions struct {
-	Queue    *webhookq.Queue
+	Queue    Queue
 	Audience Audience
 	// Encode writes an event as the audit log shows it: a delivery's body.
 	Encode  func(model.Event) ([]byte, error)
@@ -113,10 +123,14 @@ type Deliverer struct {
 	tracer  trace.Tracer
 	metrics *metrics
 
-	work     chan job      // claimed, judged, waiting for a worker
-	freed    chan struct{} // a worker took a job (coalesced)
-	inFlight atomic.Int64  // attempts being made
-	records  chan webhookq.DeliveryRecord
+	work  chan job      // claimed, judged, waiting for a worker
+	freed chan struct{} // a worker took a job (coalesced)
+	// rescheduled: an outcome recorded puts a delivery back in the queue,
+	// due later (a retry, a hold) or at once (released): the loop reads
+	// when the next is due (coalesced).
+	rescheduled chan struct{}
+	inFlight    atomic.Int64 // attempts being made
+	records     chan webhookq.DeliveryRecord
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // set by Start
@@ -147,7 +161,8 @@ func NewDeliverer(o DelivererOptions) *Deliverer {
 	}
 	d := &Deliverer{o: o, client: NewClient(Options{AllowPrivate: o.AllowPrivate, Resolver: o.Resolver, Timeout: o.Timeout}),
 		work: make(chan job, queuePerWorker*o.Concurrency), freed: make(chan struct{}, 1),
-		records: make(chan webhookq.DeliveryRecord, recordBatch)}
+		rescheduled: make(chan struct{}, 1),
+		records:     make(chan webhookq.DeliveryRecord, recordBatch)}
 	if o.Tracer != nil {
 		d.tracer = o.Tracer.Tracer(tracerName)
 	}
@@ -215,6 +230,15 @@ func (d *Deliverer) Instance() string { return d.o.Instance }
 // database but that count: the commits' signals, which come after every
 // write, cost nothing then. A webhook's first deliveries may so wait up to
 // Poll after it is created or enabled.
+//
+// It claims only when a delivery may be due: its own dispatch made some,
+// its last claim filled the queue, an outcome put a delivery back in the
+// queue, the next retry or lease end the queue named came, or Poll
+// passed. A commit whose events no webhook receives (its dispatch made
+// none) costs no claim and no read of the queue: under a stream of
+// writes those would be two reads a commit. Deliveries another instance
+// made are that instance's to claim first; this one finds those left
+// within Poll.
 func (d *Deliverer) run(ctx context.Context) {
 	wake, unsubscribe := d.o.Signals.Subscribe()
 	defer unsubscribe()
@@ -222,21 +246,30 @@ func (d *Deliverer) run(ctx context.Context) {
 	defer timer.Stop()
 	var checked time.Time    // when the enabled webhooks were last counted
 	var dispatched time.Time // when the last dispatch began
-	quiet, dispatch := true, true
+	var nextDue time.Time    // when the queue said the next delivery falls due (zero: unknown)
+	quiet, dispatch, due := true, true, true
 	for ctx.Err() == nil {
 		if time.Since(checked) >= d.o.Poll {
-			quiet, checked, dispatch = d.quiet(ctx), time.Now(), true
+			quiet, checked, dispatch, due = d.quiet(ctx), time.Now(), true, true
+		}
+		if !nextDue.IsZero() && !time.Now().Before(nextDue) {
+			due, nextDue = true, time.Time{}
 		}
 		sleep := d.o.Poll - time.Since(checked)
+		if !nextDue.IsZero() {
+			sleep = min(sleep, time.Until(nextDue))
+		}
 		if !quiet {
 			if wait := dispatchGap - time.Since(dispatched); dispatch && wait <= 0 {
 				dispatched = time.Now()
-				d.dispatch(ctx)
+				if d.dispatch(ctx) > 0 {
+					due = true
+				}
 				dispatch = false
 			} else if dispatch {
 				sleep = min(sleep, wait)
 			}
-			if free := cap(d.work) - len(d.work); free > 0 {
+			if free := cap(d.work) - len(d.work); due && free > 0 {
 				n, err := d.claim(ctx, free)
 				switch {
 				case err != nil:
@@ -247,7 +280,8 @@ func (d *Deliverer) run(ctx context.Context) {
 					// More may be due: claim again once a worker takes
 					// a job (freed).
 				default:
-					sleep = min(sleep, d.untilNextDue(ctx))
+					due, nextDue = false, time.Now().Add(d.untilNextDue(ctx))
+					sleep = min(sleep, time.Until(nextDue))
 				}
 			}
 			d.refreshQueue(ctx)
@@ -258,6 +292,8 @@ func (d *Deliverer) run(ctx context.Context) {
 		case <-wake:
 			dispatch = true
 		case <-d.freed:
+		case <-d.rescheduled:
+			due = true
 		case <-timer.C:
 		}
 	}
@@ -294,21 +330,24 @@ func (d *Deliverer) leaseFor(queued int) time.Duration {
 }
 
 // dispatch makes the deliveries of what was committed since the last
-// dispatch, a bounded number of batches at a time (claims go on between).
-func (d *Deliverer) dispatch(ctx context.Context) {
+// dispatch, a bounded number of batches at a time (claims go on between),
+// and returns how many it made.
+func (d *Deliverer) dispatch(ctx context.Context) (total int) {
 	for range 20 {
 		made, more, err := d.o.Queue.Dispatch(ctx, dispatchBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.o.Logger.Warn("webhook deliveries: dispatch failed", "err", err)
 			}
-			return
+			return total
 		}
+		total += made
 		d.metrics.dispatched.Add(float64(made))
 		if !more {
-			return
+			return total
 		}
 	}
+	return total
 }
 
 // untilNextDue reads the queue (for the metrics too) and returns how long
@@ -362,8 +401,16 @@ func (d *Deliverer) flush(batch []webhookq.DeliveryRecord) {
 			"deliveries", len(batch), "err", err)
 		return
 	}
+	again := false
 	for _, r := range batch {
 		d.metrics.outcome(r)
+		again = again || r.Step == webhookq.StepRetry || r.Step == webhookq.StepHold || r.Step == webhookq.StepRelease
+	}
+	if again {
+		select {
+		case d.rescheduled <- struct{}{}:
+		default:
+		}
 	}
 	if len(events) > 0 {
 		d.o.Signals.Published(events[len(events)-1].Seq)

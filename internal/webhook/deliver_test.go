@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/guildhall/guildhall/internal/httpapi"
+	"github.com/guildhall/guildhall/internal/store/webhookq"
 	"github.com/guildhall/guildhall/internal/testenv"
 	"github.com/guildhall/guildhall/internal/webhook"
 )
@@ -66,14 +68,17 @@ func start(t testing.TB, kind string, o webhook.DelivererOptions) *harness {
 }
 
 // restart replaces the instance's deliverer with one configured by o
-// (allowed to reach loopback).
+// (allowed to reach loopback), on the store's queue unless o names one.
 func (h *harness) restart(o webhook.DelivererOptions) {
 	a := h.App
 	_ = a.Webhooks.Close()
 	if o.Poll == 0 {
 		o.Poll = 200 * time.Millisecond // a webhook written behind its back is found at once
 	}
-	o.Queue, o.Audience, o.Encode, o.Signals, o.AllowPrivate = a.Store.WebhookQueue(), a.Service, httpapi.EventJSON, a.Broker, true
+	if o.Queue == nil {
+		o.Queue = a.Store.WebhookQueue()
+	}
+	o.Audience, o.Encode, o.Signals, o.AllowPrivate = a.Service, httpapi.EventJSON, a.Broker, true
 	a.Webhooks = webhook.NewDeliverer(o)
 	a.Webhooks.Start(context.Background())
 }
@@ -360,6 +365,9 @@ func TestFailedAttemptComesBackAbout5sLater(t *testing.T) {
 		})
 		secret := webhook.NewSecret()
 		h.insert(hook{id: "flaky", url: rc.URL, events: []string{"role.created"}, secret: secret})
+		// Poll far beyond the test: the retry is claimed when the queue
+		// says it falls due, which the recorded outcome has it read.
+		h.restart(webhook.DelivererOptions{Poll: time.Minute})
 		h.NewRole("mods")
 		waitFor(t, 15*time.Second, "the second attempt", func() bool { return len(rc.requests()) >= 2 })
 		time.Sleep(500 * time.Millisecond) // a third would come now if the second had not counted
@@ -714,4 +722,54 @@ func drainBacklog(b *testing.B, kind string, n int) float64 {
 	h.restart(webhook.DelivererOptions{})
 	waitFor(b, 120*time.Second, "the backlog drained", func() bool { return len(rc.requests()) >= n })
 	return float64(n) / time.Since(began).Seconds()
+}
+
+// countingQueue counts the deliverer's claims and reads of the queue.
+type countingQueue struct {
+	webhook.Queue
+	claims, stats atomic.Int64
+}
+
+func (q *countingQueue) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error) {
+	q.claims.Add(1)
+	return q.Queue.Claim(ctx, owner, now, lease, limit)
+}
+
+func (q *countingQueue) Stats(ctx context.Context) (webhookq.Stats, error) {
+	q.stats.Add(1)
+	return q.Queue.Stats(ctx)
+}
+
+// A commit whose events no webhook receives costs the deliverer no claim
+// and no read of the queue, however many such commits come: a webhook
+// for roles is enabled, and 60 users are created one after the other.
+// A role created afterwards is claimed and delivered at once all the
+// same.
+func TestCommitsNoWebhookReceivesCostNoClaim(t *testing.T) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(t)
+			}
+			h := start(t, kind, webhook.DelivererOptions{})
+			rc := newSink(t, nil)
+			h.insert(hook{id: "roles", url: rc.URL, events: []string{"role.*"}})
+			q := &countingQueue{Queue: h.App.Store.WebhookQueue()}
+			// Poll far beyond the test: only commits and outcomes wake it.
+			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
+			time.Sleep(300 * time.Millisecond) // its first round: a claim at start
+			claims, stats := q.claims.Load(), q.stats.Load()
+			for i := range 60 {
+				h.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: h.Owner,
+					Body: map[string]any{"username": fmt.Sprintf("quiet%02d", i)}})
+				time.Sleep(10 * time.Millisecond) // one commit, one wake each
+			}
+			time.Sleep(200 * time.Millisecond) // the last dispatch
+			if c, s := q.claims.Load()-claims, q.stats.Load()-stats; c > 2 || s > 2 {
+				t.Errorf("60 commits no webhook receives: %d claims, %d reads of the queue; want at most 2 of each", c, s)
+			}
+			h.NewRole("after")
+			waitFor(t, 5*time.Second, "the role's delivery", func() bool { return len(rc.requests()) == 1 })
+		})
+	}
 }

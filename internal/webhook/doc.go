@@ -7,7 +7,7 @@
 //
 // The Deliverer (deliver.go), which every instance runs, puts them to
 // work: it makes the deliveries of committed events, claims them through
-// the store's queue (internal/store's webhook_queue.go), asks the domain
+// the store's queue (internal/store/webhookq), asks the domain
 // (an Audience: internal/guild) what each webhook's creator may read, and
 // records each Outcome.
 package webhook
