@@ -565,8 +565,8 @@ const analyzeAt = 1000
 // faster. With the backlog in the statistics a claim reads the oldest
 // due deliveries in the order of their index, however many wait. An
 // ANALYZE samples a bounded number of rows; a failed one is left to
-// autovacuum. SQLite's planner takes that index with or without
-// statistics.
+// autovacuum. SQLite's planner, which has no such statistics here, takes
+// that index for a claim whatever the backlog.
 func (q *Queue) refreshStatistics(ctx context.Context, pending int64) {
 	if q.reads.Dialect().Name() != "postgres" {
 		return
