@@ -390,25 +390,22 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 	}
 	insertWebhook(t, s, "w1", []string{"role.*"}, 0, true)
 
-	makeDeliveries(999)
-	pending(999)
-	if n := analyses(); n != 0 {
-		t.Fatalf("%d ANALYZE of 999 pending; want none below 1,000", n)
-	}
-	makeDeliveries(1)
-	pending(1000)
-	if n := analyses(); n != 1 {
-		t.Fatalf("%d ANALYZE at 1,000 pending; want 1", n)
-	}
-	makeDeliveries(2999)
-	pending(3999)
-	if n := analyses(); n != 1 {
-		t.Fatalf("%d ANALYZE at 3,999 pending, 1,000 at the last; want still 1", n)
-	}
-	makeDeliveries(2)
-	pending(4001)
-	if n := analyses(); n != 2 {
-		t.Fatalf("%d ANALYZE at 4,001 pending, 1,000 at the last; want 2", n)
+	for _, step := range []struct {
+		add      int
+		pending  int64
+		analyses int64
+		why      string
+	}{
+		{999, 999, 0, "none below 1,000"},
+		{1, 1000, 1, "one at 1,000"},
+		{2999, 3999, 1, "none more below four times the last (1,000)"},
+		{2, 4001, 2, "one past four times the last"},
+	} {
+		makeDeliveries(step.add)
+		pending(step.pending)
+		if n := analyses(); n != step.analyses {
+			t.Fatalf("%d ANALYZE at %d pending; want %d: %s", n, step.pending, step.analyses, step.why)
+		}
 	}
 	// Drained, a backlog of 1,000 builds again: refreshed again.
 	if err := db.Exec("UPDATE webhook_deliveries SET state = 'delivered', next_attempt_at = NULL").Error; err != nil {
