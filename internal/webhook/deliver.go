@@ -231,14 +231,13 @@ func (d *Deliverer) Instance() string { return d.o.Instance }
 // write, cost nothing then. A webhook's first deliveries may so wait up to
 // Poll after it is created or enabled.
 //
-// It claims only when a delivery may be due: its own dispatch made some,
-// its last claim filled the queue, an outcome put a delivery back in the
+// It claims when a delivery may be due: its own dispatch made some, its
+// last claim filled the queue, an outcome put a delivery back in the
 // queue, the next retry or lease end the queue named came, or Poll
-// passed. A commit whose events no webhook receives (its dispatch made
-// none) costs no claim and no read of the queue: under a stream of
-// writes those would be two reads a commit. Deliveries another instance
-// made are that instance's to claim first; this one finds those left
-// within Poll.
+// passed; and after any commit (a redelivery, a webhook enabled again:
+// writes that make deliveries due without an event to dispatch), at most
+// once every dispatchGap. Under a stream of writes no webhook receives,
+// the claims so cost two reads every dispatchGap, not two reads a commit.
 func (d *Deliverer) run(ctx context.Context) {
 	wake, unsubscribe := d.o.Signals.Subscribe()
 	defer unsubscribe()
@@ -247,7 +246,8 @@ func (d *Deliverer) run(ctx context.Context) {
 	var checked time.Time    // when the enabled webhooks were last counted
 	var dispatched time.Time // when the last dispatch began
 	var nextDue time.Time    // when the queue said the next delivery falls due (zero: unknown)
-	quiet, dispatch, due := true, true, true
+	var asked time.Time      // when the last claim began
+	quiet, dispatch, due, poked := true, true, true, false
 	for ctx.Err() == nil {
 		if time.Since(checked) >= d.o.Poll {
 			quiet, checked, dispatch, due = d.quiet(ctx), time.Now(), true, true
@@ -258,6 +258,11 @@ func (d *Deliverer) run(ctx context.Context) {
 		sleep := d.o.Poll - time.Since(checked)
 		if !nextDue.IsZero() {
 			sleep = min(sleep, time.Until(nextDue))
+		}
+		if wait := dispatchGap - time.Since(asked); poked && wait <= 0 {
+			due, poked = true, false
+		} else if poked {
+			sleep = min(sleep, wait)
 		}
 		if !quiet {
 			if wait := dispatchGap - time.Since(dispatched); dispatch && wait <= 0 {
@@ -270,6 +275,7 @@ func (d *Deliverer) run(ctx context.Context) {
 				sleep = min(sleep, wait)
 			}
 			if free := cap(d.work) - len(d.work); due && free > 0 {
+				asked = time.Now()
 				n, err := d.claim(ctx, free)
 				switch {
 				case err != nil:
@@ -290,7 +296,7 @@ func (d *Deliverer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-wake:
-			dispatch = true
+			dispatch, poked = true, true
 		case <-d.freed:
 		case <-d.rescheduled:
 			due = true
