@@ -53,6 +53,16 @@ func (s *Service) Limits() Limits { return s.limits }
 // WebhookOptions say which destinations webhooks may have.
 func (s *Service) WebhookOptions() WebhookOptions { return s.webhooks }
 
+// Wake tells the notifier's subscribers, the local deliverer among them,
+// that a write committed no event but changed what they read: a delivery
+// made due again by a redelivery would otherwise wait for the deliverer's
+// next timer. They read again and find what changed.
+func (s *Service) Wake() {
+	if s.notifier != nil {
+		s.notifier.Published(0)
+	}
+}
+
 // Logger is the service's logger.
 func (s *Service) Logger() *slog.Logger { return s.log }
 

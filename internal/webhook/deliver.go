@@ -234,9 +234,10 @@ func (d *Deliverer) Instance() string { return d.o.Instance }
 // It claims when a delivery may be due: its own dispatch made some, its
 // last claim filled the queue, an outcome put a delivery back in the
 // queue, the next retry or lease end the queue named came, or Poll
-// passed; and after any commit (a redelivery, a webhook enabled again:
-// writes that make deliveries due without an event to dispatch), at most
-// once every dispatchGap. Under a stream of writes no webhook receives,
+// passed; and after any signal (a webhook enabled again, a redelivery:
+// writes that make deliveries due without an event to dispatch, the
+// redelivery's a signal with no event at all), at most once every
+// dispatchGap. Under a stream of writes no webhook receives,
 // the claims so cost two reads every dispatchGap, not two reads a commit.
 func (d *Deliverer) run(ctx context.Context) {
 	wake, unsubscribe := d.o.Signals.Subscribe()

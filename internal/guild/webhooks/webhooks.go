@@ -400,5 +400,9 @@ func (s *Service) RedeliverWebhookDelivery(ctx context.Context, a *guild.Actor, 
 		out, err = tx.RedeliverWebhookDelivery(ctx, id, deliveryID, s.guild.Now())
 		return err
 	})
+	if err == nil {
+		// No event to dispatch: this instance's deliverer claims it now.
+		s.guild.Wake()
+	}
 	return out, err
 }
