@@ -171,11 +171,13 @@ type Cache struct {
 
 	hits, misses, questions, resets atomic.Int64
 	leased                          atomic.Int64 // scopes answered under the lease, without a question
+	lockedAt                        atomic.Int64 // write transactions that found the cache at the version under the lock
 	keptSearches                    atomic.Int64 // pages of searches whose users were kept (NoteKeptSearch)
 	changes                         atomic.Int64 // changes followed (for tracing)
 	tracer                          *tracer      // nil: tracing off
 	sqliteLog                       *sqliteLog   // SQLite: the log's own connection (FollowSQLite)
 	lease                           *leases      // PostgreSQL with a listener: when reads need not ask (lease.go)
+	lockWritesSQL                   string       // PostgreSQL: LockWritesSQL
 }
 
 // Options size a cache and say what its users depend on.
@@ -414,7 +416,11 @@ type scopeKey struct{}
 // the others need not.
 type readScope struct {
 	followed atomic.Bool
-	tx       bool // a write transaction's: it asks under the write lock, lease or not
+	tx       bool // a write transaction's: it asks under the write lock, lease or not, unless locked says it need not
+	// locked is the data version a write transaction read once it held
+	// the write lock (TxScopeAt): a cache already there has nothing to
+	// ask.
+	locked *position
 }
 
 // Scope returns a context for one request: its cached reads are all
@@ -434,6 +440,15 @@ func Scope(ctx context.Context) context.Context {
 // holds is what the transaction started from (its own changes aside: Own).
 func TxScope(ctx context.Context) context.Context {
 	return context.WithValue(ctx, scopeKey{}, &readScope{tx: true})
+}
+
+// TxScopeAt is TxScope for a transaction that read the data version, v
+// and nonce, in the statement that took the write lock (after the lock,
+// so with every commit before it; LockWritesSQL): when the cache stands
+// at that version, what a question would answer then is what it holds,
+// and the transaction asks nothing.
+func TxScopeAt(ctx context.Context, v, nonce int64) context.Context {
+	return context.WithValue(ctx, scopeKey{}, &readScope{tx: true, locked: &position{v: v, nonce: nonce}})
 }
 
 // WithScopeOf returns ctx in the read scope of scoped.
@@ -471,6 +486,11 @@ func scopeOf(ctx context.Context) *readScope {
 func (c *Cache) Fresh(ctx context.Context) error {
 	sc := scopeOf(ctx)
 	if sc != nil && sc.followed.Load() {
+		return nil
+	}
+	if sc != nil && sc.locked != nil && c.at(*sc.locked) {
+		c.lockedAt.Add(1)
+		sc.followed.Store(true)
 		return nil
 	}
 	if c.lease != nil && (sc == nil || !sc.tx) && c.lease.current() {
@@ -652,7 +672,10 @@ type Stats struct {
 	Hits, Misses, Questions, Resets int64
 	// Leased counts the requests answered under the lease (lease.go),
 	// which asked nothing.
-	Leased         int64
+	Leased int64
+	// AtLock counts the write transactions that found the cache at the
+	// data version they read under the write lock, and asked nothing.
+	AtLock         int64
 	Entries, Bytes int
 	// UserBytes is the part of Bytes that the packed users hold.
 	UserBytes int
@@ -671,5 +694,5 @@ func (c *Cache) Stats() Stats {
 	b := c.bytes + ub
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Leased: c.leased.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent()}
+		Resets: c.resets.Load(), Leased: c.leased.Load(), AtLock: c.lockedAt.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent()}
 }

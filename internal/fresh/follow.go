@@ -67,15 +67,12 @@ func (c *Cache) FollowPostgres(ctx context.Context, q QueryFunc, pg Postgres, lo
 		return fmt.Errorf("read the change log: %w", err)
 	}
 	c.pos = d.to
+	c.lockWritesSQL = "SELECT x.v, x.nonce FROM " + quoteIdent(pg.Schema) + ".lock_writes(?, ?, ?) x"
 	var l *leases
 	if lo != nil {
 		l = newLeases(*lo, pg)
 		l.q = q
-		l.at = func(v, nonce int64) bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.pos.v == v && c.pos.nonce == nonce
-		}
+		l.at = func(v, nonce int64) bool { return c.at(position{v: v, nonce: nonce}) }
 	}
 	r := &rounds{ask: func(ctx context.Context) error {
 		var want uint64
@@ -120,6 +117,22 @@ func (c *Cache) Prepare(ctx context.Context, v, nonce, others int64) error {
 	}
 	return c.lease.prepare(ctx, v, nonce, others)
 }
+
+// at reports whether the cache stands at p: it has followed every change
+// up to p's version, of p's history.
+func (c *Cache) at(p position) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pos.v == p.v && c.pos.nonce == p.nonce
+}
+
+// LockWritesSQL takes the write lock and then reads the data version, in
+// one statement: the lock's key, and the transaction's bounds in
+// milliseconds on the wait for the lock and on each of its statements,
+// are its three arguments; it selects v and nonce (NULLs without a
+// version). A transaction gives them to TxScopeAt. Only for a cache that
+// follows PostgreSQL.
+func (c *Cache) LockWritesSQL() string { return c.lockWritesSQL }
 
 // CommitVersionSQL selects the version and nonce of the transaction it
 // runs in (v, nonce), NULLs when the transaction bumped none, and others,

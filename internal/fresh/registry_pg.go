@@ -67,6 +67,24 @@ END
 `
 }
 
+// lockWritesBody bounds the transaction (lock_timeout and
+// statement_timeout, local to it), takes the write lock, and then reads
+// the data version: a plpgsql statement after the lock, under a snapshot
+// taken once the lock is held (a function's statements each take their
+// own in READ COMMITTED), so the version covers every commit before the
+// lock, which one statement reading it beside the lock would not. One row,
+// NULLs without a version row.
+func lockWritesBody(schema string) string {
+	return `
+BEGIN
+  PERFORM set_config('lock_timeout', lock_ms::text, true);
+  PERFORM set_config('statement_timeout', statement_ms::text, true);
+  PERFORM pg_advisory_xact_lock(k);
+  RETURN QUERY SELECT d.v, d.nonce FROM (SELECT 1) o LEFT JOIN ` + quoteIdent(schema) + `.data_version d ON d.id = 1;
+END
+`
+}
+
 // pgFunction is a function of the log: its signature with its return
 // type, and its body as pg_proc.prosrc keeps it.
 type pgFunction struct{ sig, body string }
@@ -74,7 +92,7 @@ type pgFunction struct{ sig, body string }
 // pgFunctionList are the functions of the log: log_change, which bumps
 // the data version once per transaction and logs one change; log_truncate;
 // a trigger function per logged table; and what the service's writes call,
-// own_changes and commit_version.
+// lock_writes, own_changes and commit_version.
 func (r Registry) pgFunctionList(pg *Postgres) []pgFunction {
 	q := quoteIdent(pg.Schema)
 	out := []pgFunction{
@@ -82,6 +100,7 @@ func (r Registry) pgFunctionList(pg *Postgres) []pgFunction {
 		{q + ".log_truncate() RETURNS trigger", "\nBEGIN\n  PERFORM " + q + ".log_change('*', '');\n  RETURN NULL;\nEND\n"},
 		{q + ".own_changes() RETURNS TABLE (tbl TEXT, key TEXT)", ownChangesBody(pg.Schema, pg.Tag)},
 		{q + ".commit_version() RETURNS TABLE (v BIGINT, nonce BIGINT)", commitVersionBody(pg.Tag)},
+		{q + ".lock_writes(k BIGINT, lock_ms BIGINT, statement_ms BIGINT) RETURNS TABLE (v BIGINT, nonce BIGINT)", lockWritesBody(pg.Schema)},
 	}
 	for _, t := range r.Logged {
 		out = append(out, pgFunction{q + ".log_" + t.Name + "() RETURNS trigger", pgRowBody(pg, t)})

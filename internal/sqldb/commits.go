@@ -14,7 +14,14 @@ import (
 // change log gave it (NULLs when it logged nothing) and a count, others;
 // Prepare gets the three before the commit and returns once the
 // transaction may commit, or an error that rolls it back.
+//
+// LockSQL, when set, takes the write lock instead of the dialect's
+// statement: with the lock's key and the transaction's bounds on the lock
+// wait and on each statement, in milliseconds, as its arguments, it
+// selects the data version (v and nonce, NULLs when there is none) as of
+// once the lock is held, which Tx.LockedVersion then gives.
 type CommitHooks struct {
+	LockSQL    string
 	VersionSQL string
 	Prepare    func(ctx context.Context, v, nonce, others int64) error
 }

@@ -117,9 +117,12 @@ func (d postgresDialect) LockWrites() string {
 // round trip of the lock (statements without arguments go in one simple
 // query). A timeout of 0 would mean none: both are at least a millisecond.
 func (postgresDialect) boundWrite(lockWait, statement time.Duration) string {
-	ms := func(d time.Duration) int64 { return max(1, d.Milliseconds()) }
-	return fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; ", ms(lockWait), ms(statement))
+	return fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d; ", boundMillis(lockWait), boundMillis(statement))
 }
+
+// boundMillis is a timeout in PostgreSQL's milliseconds, at least one (0
+// would mean none).
+func boundMillis(d time.Duration) int64 { return max(1, d.Milliseconds()) }
 
 func (postgresDialect) LikeEscape() string { return `ESCAPE '\'` }
 

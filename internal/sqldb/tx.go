@@ -21,7 +21,19 @@ type Tx struct {
 }
 
 // batch is what the requests of one run of a transaction share.
-type batch struct{ shared any }
+type batch struct {
+	shared any
+	// locked: the data version read with the write lock (CommitHooks.LockSQL).
+	locked               bool
+	lockedV, lockedNonce int64
+}
+
+// LockedVersion is the data version, v and nonce, that the transaction
+// read once it held the write lock; ok is false when it read none (SQLite,
+// no LockSQL hook, no version row).
+func (tx *Tx) LockedVersion() (v, nonce int64, ok bool) {
+	return tx.batch.lockedV, tx.batch.lockedNonce, tx.batch.locked
+}
 
 // Shared is the value the requests of one transaction share, made by init
 // at the first call of the transaction: what its callers keep of it for

@@ -2,6 +2,7 @@ package sqldb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -536,7 +537,8 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 	}
 	committing := false
 	err := db.write.WithContext(ctx).Transaction(func(g *gorm.DB) error {
-		if err := db.lockWrites(g, deadline); err != nil {
+		b := &batch{}
+		if err := db.lockWrites(g, deadline, b); err != nil {
 			return err
 		}
 		base := Queries{dialect: db.dialect, stmts: db.wstmts, counter: &db.statements, tracer: db.tracer}
@@ -544,7 +546,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		if err != nil {
 			return err
 		}
-		if err := db.runBatch(ctx, q, live, savepoints, results); err != nil {
+		if err := db.runBatch(ctx, q, b, live, savepoints, results); err != nil {
 			return err
 		}
 		last, err := q.insertEvents(ctx, results)
@@ -574,13 +576,25 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 // the lock at the batch's deadline, and a statement of a transaction whose
 // client stopped (deadline.go), whether the client's own deadlines can act
 // or not.
-func (db *DB) lockWrites(g *gorm.DB, deadline time.Time) error {
+//
+// With CommitHooks.LockSQL, the same statement then reads the data
+// version into b (Tx.LockedVersion): the read cache need not ask what
+// changed before the lock when it already stands there.
+func (db *DB) lockWrites(g *gorm.DB, deadline time.Time, b *batch) error {
 	lock := db.dialect.LockWrites()
 	if lock == "" {
 		return nil
 	}
-	lock = db.dialect.boundWrite(time.Until(deadline), min(db.statementTimeout, writeStatementBound)) + lock
-	if err := g.Exec(lock).Error; err != nil {
+	wait, statement := time.Until(deadline), min(db.statementTimeout, writeStatementBound)
+	if h := db.commits.LockSQL; h != "" {
+		var v, nonce sql.NullInt64
+		if err := g.Raw(h, db.ns.WriteKey, boundMillis(wait), boundMillis(statement)).Row().Scan(&v, &nonce); err != nil {
+			return fmt.Errorf("take write lock: %w", err)
+		}
+		b.locked, b.lockedV, b.lockedNonce = v.Valid && nonce.Valid, v.Int64, nonce.Int64
+		return nil
+	}
+	if err := g.Exec(db.dialect.boundWrite(wait, statement) + lock).Error; err != nil {
 		return fmt.Errorf("take write lock: %w", err)
 	}
 	return nil
@@ -591,8 +605,7 @@ func (db *DB) lockWrites(g *gorm.DB, deadline time.Time) error {
 // returns an error when the transaction must not commit: the only write
 // failed, the database failed, or a write failed without savepoints
 // (errRerun).
-func (db *DB) runBatch(ctx context.Context, q Queries, live []*writeJob, savepoints bool, results []writeResult) error {
-	b := &batch{}
+func (db *DB) runBatch(ctx context.Context, q Queries, b *batch, live []*writeJob, savepoints bool, results []writeResult) error {
 	single := len(live) == 1
 	// A batch of one holds its rows only where that saves a round trip.
 	q.held.hold = !savepoints && (!single || db.Postgres())

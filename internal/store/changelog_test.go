@@ -733,3 +733,85 @@ func TestWriteOutlastsADeadlockWithPsql(t *testing.T) {
 		t.Fatalf("display name %q, want the service's write", u.DisplayName)
 	}
 }
+
+// TestWriteSeesWhatCommittedWhileItWaitedForTheLock: a write reads the
+// data version in the statement that takes the write lock, and asks the
+// change log nothing when its cache stands there. The version must be
+// read once the lock is held: psql holds the lock (as an older instance
+// would) and suspends alice while a write waits for it; the write must
+// then read alice suspended through the cache, and a write with nothing
+// committed before it must ask nothing.
+func TestWriteSeesWhatCommittedWhileItWaitedForTheLock(t *testing.T) {
+	testenv.RequirePostgres(t)
+	t.Parallel()
+	ctx := context.Background()
+	s, schema, alice, operator := pgSchema(t)
+	write(t, s, func(ctx context.Context, tx *store.Tx) error {
+		return tx.InsertToken(ctx, model.Token{ID: "t1", UserID: alice.ID, Name: "cli", CreatedAt: model.Now()}, "hash-of-t1")
+	})
+	// alice's credentials, kept by the cache, which stands at the last
+	// version: a write reads them from it and asks nothing.
+	if _, err := s.Credentials(request(s), "hash-of-t1"); err != nil {
+		t.Fatal(err)
+	}
+	statusInWrite := func() (string, error) {
+		var status string
+		_, err := s.Write(ctx, func(tx *store.Tx) error {
+			c, err := tx.Credentials(ctx, "hash-of-t1")
+			status = c.Status
+			return err
+		})
+		return status, err
+	}
+	stats := s.CacheStats()
+	if st, err := statusInWrite(); err != nil || st != model.StatusActive {
+		t.Fatalf("alice %q (%v), want active", st, err)
+	}
+	if after := s.CacheStats(); after.AtLock-stats.AtLock != 1 || after.Questions != stats.Questions {
+		t.Fatalf("%d writes found the cache at the version under the lock, %d questions; want 1 and none",
+			after.AtLock-stats.AtLock, after.Questions-stats.Questions)
+	}
+
+	optx, err := operator.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = optx.Rollback(ctx) }()
+	key := s.WriteLockKey()
+	if _, err := optx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := optx.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "users"}.Sanitize()+" SET status = $1 WHERE id = $2",
+		model.StatusSuspended, alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		status string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := statusInWrite()
+		done <- result{st, err}
+	}()
+	// The write waits for the lock psql holds.
+	for waiting := false; !waiting; {
+		if _, err := optx.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := optx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the write ended before waiting for the lock: %q, %v", r.status, r.err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := optx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.status != model.StatusSuspended {
+		t.Fatalf("the write read alice %q (%v); want suspended, committed before it held the lock", r.status, r.err)
+	}
+}

@@ -156,3 +156,7 @@ func (s *Store) ExplainHoldersPageForTest(ctx context.Context, h Holders, after 
 	}
 	return b.String(), rows.Err()
 }
+
+// WriteLockKey is the key of the advisory lock every write transaction
+// takes (PostgreSQL).
+func (s *Store) WriteLockKey() int64 { return s.freshPG().WriteKey }

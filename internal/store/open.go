@@ -131,13 +131,18 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 	case s.Postgres():
 		pg := s.freshPG()
 		if !s.leases {
-			return s.cache.FollowPostgres(ctx, s.queries.query, *pg, nil)
+			if err := s.cache.FollowPostgres(ctx, s.queries.query, *pg, nil); err != nil {
+				return err
+			}
+			s.db.SetCommitHooks(sqldb.CommitHooks{LockSQL: s.cache.LockWritesSQL()})
+			return nil
 		}
 		lo := &fresh.LeaseOptions{URL: s.databaseURL, Instance: rand.Text()}
 		if err := s.cache.FollowPostgres(ctx, s.queries.query, *pg, lo); err != nil {
 			return err
 		}
-		s.db.SetCommitHooks(sqldb.CommitHooks{VersionSQL: s.cache.CommitVersionSQL(), Prepare: s.cache.Prepare})
+		s.db.SetCommitHooks(sqldb.CommitHooks{LockSQL: s.cache.LockWritesSQL(),
+			VersionSQL: s.cache.CommitVersionSQL(), Prepare: s.cache.Prepare})
 		return nil
 	default:
 		dsn, shm := s.db.SQLiteFiles()

@@ -46,13 +46,21 @@ type batchState struct {
 	authAt         int64
 }
 
-func newBatchState() any {
-	// Nothing written yet: nothing changed.
-	return &batchState{ctx: fresh.TxScope(context.Background()), ownRead: true}
+// newBatchState is the state of a transaction that has written nothing
+// yet, so changed nothing; its read scope starts at the data version it
+// read with the write lock, when it read one.
+func newBatchState(sqlTx *sqldb.Tx) *batchState {
+	ctx := fresh.TxScope(context.Background())
+	if v, nonce, ok := sqlTx.LockedVersion(); ok {
+		ctx = fresh.TxScopeAt(context.Background(), v, nonce)
+	}
+	return &batchState{ctx: ctx, ownRead: true}
 }
 
 // batch is the transaction's batchState.
-func (tx *Tx) batch() *batchState { return tx.sqlTx.Shared(newBatchState).(*batchState) }
+func (tx *Tx) batch() *batchState {
+	return tx.sqlTx.Shared(func() any { return newBatchState(tx.sqlTx) }).(*batchState)
+}
 
 // scope returns ctx in the transaction's read scope.
 func (b *batchState) scope(ctx context.Context) context.Context { return fresh.WithScopeOf(ctx, b.ctx) }
