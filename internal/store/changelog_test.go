@@ -701,19 +701,13 @@ func TestWriteOutlastsADeadlockWithPsql(t *testing.T) {
 	}()
 	// The write waits for psql's row: only then does psql's commit, which
 	// waits for the version row, close the cycle.
-	for waiting := false; !waiting; {
-		if _, err := optx.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
-			t.Fatal(err)
-		}
-		if err := optx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))").Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
+	waitUntilBlocking(t, optx, func() {
 		select {
 		case err := <-done:
 			t.Fatalf("the write ended before waiting for psql's row: %v", err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+	})
 	commitErr := optx.Commit(ctx) // waits for the version row: a cycle
 	if err := <-done; err != nil {
 		t.Fatalf("the write failed after %d runs (psql's commit: %v): %v", runs, commitErr, err)
@@ -795,23 +789,37 @@ func TestWriteSeesWhatCommittedWhileItWaitedForTheLock(t *testing.T) {
 		done <- result{st, err}
 	}()
 	// The write waits for the lock psql holds.
-	for waiting := false; !waiting; {
-		if _, err := optx.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
-			t.Fatal(err)
-		}
-		if err := optx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))").Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
+	waitUntilBlocking(t, optx, func() {
 		select {
 		case r := <-done:
 			t.Fatalf("the write ended before waiting for the lock: %q, %v", r.status, r.err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+	})
 	if err := optx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-done; r.err != nil || r.status != model.StatusSuspended {
 		t.Fatalf("the write read alice %q (%v); want suspended, committed before it held the lock", r.status, r.err)
+	}
+}
+
+// waitUntilBlocking returns once tx blocks another session (a write
+// waiting for what it holds); check runs between looks, to fail the test
+// when the write ended first.
+func waitUntilBlocking(t *testing.T, tx pgx.Tx, check func()) {
+	t.Helper()
+	ctx := context.Background()
+	for waiting := false; !waiting; {
+		if _, err := tx.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if !waiting {
+			check()
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
