@@ -31,20 +31,32 @@ type Options struct {
 	// Timeout bounds one attempt; 0, or more than AttemptTimeout, is
 	// AttemptTimeout.
 	Timeout time.Duration
+	// Conns is how many attempts may be made at once (the deliverer's
+	// Concurrency; 0: DefaultConcurrency): as many connections to a host
+	// are open at most, and kept open between attempts.
+	Conns int
 }
 
 // NewClient returns the client deliveries are made with: every connection
 // through a Dialer, no proxy (the proxy's address would be the one
 // checked, not the destination's), redirects not followed, and each
-// attempt bounded by the timeout.
+// attempt bounded by the timeout. It keeps a connection open for each
+// attempt that may be made at once, and opens no more: with fewer kept, a
+// stream of deliveries to one receiver closes the connections beyond them
+// after every attempt and dials them again for the next; with more
+// allowed, an attempt dials while another connection is about to be freed.
 func NewClient(o Options) *http.Client {
+	if o.Conns <= 0 {
+		o.Conns = DefaultConcurrency
+	}
 	t := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            NewDialer(o.AllowPrivate, o.Resolver).DialContext,
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    AttemptTimeout,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    8,
+		MaxIdleConns:           max(100, o.Conns),
+		MaxIdleConnsPerHost:    o.Conns,
+		MaxConnsPerHost:        o.Conns,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}

@@ -71,6 +71,9 @@ const (
 	dispatchGap   = 50 * time.Millisecond
 	dispatchBatch = 500
 	recordBatch   = 256
+	// recordLinger bounds how long an outcome waits for others to be
+	// recorded with it.
+	recordLinger = 20 * time.Millisecond
 )
 
 // Signals wake the deliverer after commits and hear of the events it
@@ -159,7 +162,7 @@ func NewDeliverer(o DelivererOptions) *Deliverer {
 		_, _ = rand.Read(b)
 		o.Instance = "instance-" + hex.EncodeToString(b)
 	}
-	d := &Deliverer{o: o, client: NewClient(Options{AllowPrivate: o.AllowPrivate, Resolver: o.Resolver, Timeout: o.Timeout}),
+	d := &Deliverer{o: o, client: NewClient(Options{AllowPrivate: o.AllowPrivate, Resolver: o.Resolver, Timeout: o.Timeout, Conns: o.Concurrency}),
 		work: make(chan job, queuePerWorker*o.Concurrency), freed: make(chan struct{}, 1),
 		rescheduled: make(chan struct{}, 1),
 		records:     make(chan webhookq.DeliveryRecord, recordBatch)}
@@ -375,12 +378,18 @@ func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
 	return min(max(st.NextDue.Sub(d.o.Now())+time.Millisecond, time.Millisecond), d.o.Poll)
 }
 
-// recorder writes the outcomes in batches: each write takes what has
-// arrived meanwhile, so a backlog drains in few transactions.
+// recorder writes the outcomes in batches: an outcome waits up to
+// recordLinger for others, so that a stream of attempts, whose outcomes
+// come one at a time, costs a transaction every recordLinger rather than
+// one an attempt. The leases cover the wait (leaseMargin); Close writes
+// what has arrived at once.
 func (d *Deliverer) recorder() {
 	batch := make([]webhookq.DeliveryRecord, 0, recordBatch)
+	linger := time.NewTimer(recordLinger)
+	defer linger.Stop()
 	for r := range d.records {
 		batch = append(batch[:0], r)
+		linger.Reset(recordLinger)
 	gather:
 		for len(batch) < recordBatch {
 			select {
@@ -389,7 +398,7 @@ func (d *Deliverer) recorder() {
 					break gather
 				}
 				batch = append(batch, r)
-			default:
+			case <-linger.C:
 				break gather
 			}
 		}

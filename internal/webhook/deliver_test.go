@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/guildhall/guildhall/internal/httpapi"
+	"github.com/guildhall/guildhall/internal/model"
 	"github.com/guildhall/guildhall/internal/store/webhookq"
 	"github.com/guildhall/guildhall/internal/testenv"
 	"github.com/guildhall/guildhall/internal/webhook"
@@ -694,9 +696,22 @@ func drainBacklog(b *testing.B, kind string, n int) float64 {
 		testenv.RequirePostgres(b)
 	}
 	h := start(b, kind, webhook.DelivererOptions{})
-	_ = h.App.Webhooks.Close() // the backlog builds up first
 	rc := newSink(b, nil)
-	h.insert(hook{id: "backlog", url: rc.URL, events: []string{"role.*"}})
+	h.backlog(n, rc.URL)
+	b.StartTimer()
+	began := time.Now()
+	h.restart(webhook.DelivererOptions{})
+	waitFor(b, 120*time.Second, "the backlog drained", func() bool { return len(rc.requests()) >= n })
+	return float64(n) / time.Since(began).Seconds()
+}
+
+// backlog stops the deliverer and makes n deliveries pending, of n events
+// written straight into the database, for a webhook whose receiver is at
+// url; restart starts a deliverer on them.
+func (h *harness) backlog(n int, url string) {
+	h.t.Helper()
+	_ = h.App.Webhooks.Close()
+	h.insert(hook{id: "backlog", url: url, events: []string{"role.*"}})
 	type eventRow struct {
 		Type, Subject, Data string
 		CreatedAt           int64
@@ -706,28 +721,29 @@ func drainBacklog(b *testing.B, kind string, n int) float64 {
 		rows[i] = eventRow{Type: "role.created", Subject: fmt.Sprintf("role:b%d", i), Data: `{"name":"b"}`, CreatedAt: time.Now().UnixMicro()}
 	}
 	if err := h.db.Table("events").CreateInBatches(rows, 500).Error; err != nil {
-		b.Fatal(err)
+		h.t.Fatal(err)
 	}
 	for {
 		_, more, err := h.App.Store.WebhookQueue().Dispatch(context.Background(), 1000)
 		if err != nil {
-			b.Fatal(err)
+			h.t.Fatal(err)
 		}
 		if !more {
-			break
+			return
 		}
 	}
-	b.StartTimer()
-	began := time.Now()
-	h.restart(webhook.DelivererOptions{})
-	waitFor(b, 120*time.Second, "the backlog drained", func() bool { return len(rc.requests()) >= n })
-	return float64(n) / time.Since(began).Seconds()
 }
 
-// countingQueue counts the deliverer's claims and reads of the queue.
+// countingQueue counts the deliverer's claims, records and reads of the
+// queue.
 type countingQueue struct {
 	webhook.Queue
-	claims, stats atomic.Int64
+	claims, records, stats atomic.Int64
+}
+
+func (q *countingQueue) Record(ctx context.Context, owner string, recs []webhookq.DeliveryRecord) ([]model.Event, error) {
+	q.records.Add(1)
+	return q.Queue.Record(ctx, owner, recs)
 }
 
 func (q *countingQueue) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error) {
@@ -786,5 +802,65 @@ func TestCommitsNoWebhookReceivesCostNoClaim(t *testing.T) {
 			h.Must(http.StatusAccepted, testenv.Req{Method: "POST", Path: "/webhooks/" + hookID + "/deliveries/" + id + "/redeliver", Token: h.Owner})
 			waitFor(t, 5*time.Second, "the redelivery, well before Poll", func() bool { return len(rc.requests()) == 2 })
 		})
+	}
+}
+
+// The outcomes of a stream of attempts are recorded in batches, not a
+// transaction each: the workers finish one attempt at a time, yet a
+// backlog of 600 deliveries to a prompt receiver costs at most one record
+// every 20 ms (the outcomes' wait), and one for every 256 outcomes.
+func TestOutcomesAreRecordedInBatches(t *testing.T) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(t)
+			}
+			const n = 600
+			h := start(t, kind, webhook.DelivererOptions{})
+			rc := newSink(t, nil)
+			h.backlog(n, rc.URL)
+			q := &countingQueue{Queue: h.App.Store.WebhookQueue()}
+			began := time.Now()
+			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
+			waitFor(t, 60*time.Second, "every delivery recorded", func() bool {
+				var done int64
+				return h.db.Raw("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'delivered'").Scan(&done).Error == nil && done == n
+			})
+			took := time.Since(began)
+			if got := len(rc.requests()); got < n {
+				t.Fatalf("the receiver got %d requests, want %d", got, n)
+			}
+			most := int64(took/(20*time.Millisecond)) + n/256 + 1
+			if r := q.records.Load(); r > most {
+				t.Errorf("%d deliveries in %v: %d records; want at most %d", n, took, r, most)
+			}
+		})
+	}
+}
+
+// A stream of deliveries to one receiver keeps a connection open for each
+// worker, and dials no more: 600 deliveries, 16 at a time, open at most
+// 16 connections.
+func TestAStreamToOneReceiverReusesItsConnections(t *testing.T) {
+	const n = 600
+	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
+	var conns, requests atomic.Int64
+	rc := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		requests.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	rc.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	rc.Start()
+	t.Cleanup(rc.Close)
+	h.backlog(n, rc.URL)
+	h.restart(webhook.DelivererOptions{Concurrency: 16, Poll: time.Minute})
+	waitFor(t, 60*time.Second, "every delivery", func() bool { return requests.Load() >= n })
+	if c := conns.Load(); c > 16 {
+		t.Errorf("%d deliveries, 16 at a time: %d connections opened; want at most 16", n, c)
 	}
 }
