@@ -24,11 +24,13 @@ import (
 // when the next attempt falls due, then
 //
 //  1. dispatches: makes the deliveries of the events committed since the
-//     last dispatch (webhookq.Queue.Dispatch);
-//  2. claims due deliveries, as many as its queue has room for (a few
-//     per worker), each leased to this instance for Lease
-//     (webhookq.Queue.Claim): one instance attempts a delivery at a
-//     time. It claims the next while the workers attempt the last;
+//     last dispatch, those its queue has room for (a few per worker)
+//     leased to this instance already (webhookq.Queue.DispatchLeased);
+//  2. claims the other due deliveries (retries, those a dispatch had no
+//     room for, those whose lease ended), as many as its queue has room
+//     for, each leased to this instance (webhookq.Queue.Claim): one
+//     instance attempts a delivery at a time. It claims the next while
+//     the workers attempt the last;
 //  3. asks about each webhook's creator as of now (Audience): a creator
 //     who cannot read the audit log any more disables the webhook, a
 //     timed-out one holds its deliveries, and an event the creator could
@@ -86,7 +88,7 @@ type Signals interface {
 // Queue is the delivery queue the deliverer works through;
 // *webhookq.Queue is the store's.
 type Queue interface {
-	Dispatch(ctx context.Context, limit int) (made int, more bool, err error)
+	DispatchLeased(ctx context.Context, limit int, lease webhookq.Lease) (webhookq.Dispatched, error)
 	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error)
 	Record(ctx context.Context, owner string, recs []webhookq.DeliveryRecord) ([]model.Event, error)
 	EnabledWebhooks(ctx context.Context) (int64, error)
@@ -271,7 +273,7 @@ func (d *Deliverer) run(ctx context.Context) {
 		if !quiet {
 			if wait := dispatchGap - time.Since(dispatched); dispatch && wait <= 0 {
 				dispatched = time.Now()
-				if d.dispatch(ctx) > 0 {
+				if d.dispatch(ctx) {
 					due = true
 				}
 				dispatch = false
@@ -340,24 +342,29 @@ func (d *Deliverer) leaseFor(queued int) time.Duration {
 }
 
 // dispatch makes the deliveries of what was committed since the last
-// dispatch, a bounded number of batches at a time (claims go on between),
-// and returns how many it made.
-func (d *Deliverer) dispatch(ctx context.Context) (total int) {
+// dispatch, a bounded number of batches at a time (claims go on between).
+// Those the queue has room for are made leased to this instance and
+// started at once, with no claim; it reports whether it made others,
+// left for a claim.
+func (d *Deliverer) dispatch(ctx context.Context) (left bool) {
 	for range 20 {
-		made, more, err := d.o.Queue.Dispatch(ctx, dispatchBatch)
+		room := cap(d.work) - len(d.work) // only this loop adds work
+		lease := webhookq.Lease{Owner: d.o.Instance, Until: d.o.Now().Add(d.leaseFor(len(d.work) + room)), Max: room}
+		out, err := d.o.Queue.DispatchLeased(ctx, dispatchBatch, lease)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.o.Logger.Warn("webhook deliveries: dispatch failed", "err", err)
 			}
-			return total
+			return true // what it made, if anything, is left to the claims
 		}
-		total += made
-		d.metrics.dispatched.Add(float64(made))
-		if !more {
-			return total
+		d.metrics.dispatched.Add(float64(out.Made))
+		d.take(ctx, out.Claimed)
+		left = left || out.Made > len(out.Claimed)
+		if !out.More {
+			return left
 		}
 	}
-	return total
+	return left
 }
 
 // untilNextDue reads the queue (for the metrics too) and returns how long

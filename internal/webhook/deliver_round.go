@@ -19,12 +19,19 @@ import (
 const tracerName = "github.com/guildhall/guildhall/internal/webhook"
 
 // claim claims up to n due deliveries and starts what each needs (see
-// Deliverer): it returns how many it claimed.
+// Deliverer, take): it returns how many it claimed.
 func (d *Deliverer) claim(ctx context.Context, n int) (int, error) {
 	claimed, err := d.o.Queue.Claim(ctx, d.o.Instance, d.o.Now(), d.leaseFor(len(d.work)+n), n)
 	if err != nil || len(claimed) == 0 {
 		return 0, err
 	}
+	d.take(ctx, claimed)
+	return len(claimed), nil
+}
+
+// take starts what each delivery claimed needs: it judges them by their
+// creators, then queues those to attempt.
+func (d *Deliverer) take(ctx context.Context, claimed []webhookq.ClaimedDelivery) {
 	var order []string
 	byCreator := map[string][]webhookq.ClaimedDelivery{}
 	for _, c := range claimed {
@@ -36,7 +43,6 @@ func (d *Deliverer) claim(ctx context.Context, n int) (int, error) {
 	for _, id := range order {
 		d.judge(ctx, id, byCreator[id])
 	}
-	return len(claimed), nil
 }
 
 // judge asks about the creator of deliveries claimed together, then

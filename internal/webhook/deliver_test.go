@@ -739,6 +739,7 @@ func (h *harness) backlog(n int, url string) {
 type countingQueue struct {
 	webhook.Queue
 	claims, records, stats atomic.Int64
+	claimed                atomic.Int64 // deliveries the claims returned
 }
 
 func (q *countingQueue) Record(ctx context.Context, owner string, recs []webhookq.DeliveryRecord) ([]model.Event, error) {
@@ -748,7 +749,9 @@ func (q *countingQueue) Record(ctx context.Context, owner string, recs []webhook
 
 func (q *countingQueue) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error) {
 	q.claims.Add(1)
-	return q.Queue.Claim(ctx, owner, now, lease, limit)
+	got, err := q.Queue.Claim(ctx, owner, now, lease, limit)
+	q.claimed.Add(int64(len(got)))
+	return got, err
 }
 
 func (q *countingQueue) Stats(ctx context.Context) (webhookq.Stats, error) {
@@ -862,5 +865,39 @@ func TestAStreamToOneReceiverReusesItsConnections(t *testing.T) {
 	waitFor(t, 60*time.Second, "every delivery", func() bool { return requests.Load() >= n })
 	if c := conns.Load(); c > 16 {
 		t.Errorf("%d deliveries, 16 at a time: %d connections opened; want at most 16", n, c)
+	}
+}
+
+// The instance that makes a delivery leases it as it makes it, when its
+// queue has room: 40 users created one after another are each delivered
+// once, and no claim returns any of them.
+func TestDeliveriesMadeWithRoomNeedNoClaim(t *testing.T) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(t)
+			}
+			h := start(t, kind, webhook.DelivererOptions{})
+			rc := newSink(t, nil)
+			h.insert(hook{id: "0193a000-0000-7000-8000-000000000002", url: rc.URL, events: []string{"user.*"}})
+			q := &countingQueue{Queue: h.App.Store.WebhookQueue()}
+			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
+			const n = 40
+			for i := range n {
+				h.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: h.Owner,
+					Body: map[string]any{"username": fmt.Sprintf("leased%02d", i)}})
+			}
+			waitFor(t, 10*time.Second, "every delivery", func() bool { return len(rc.requests()) >= n })
+			waitFor(t, 5*time.Second, "every delivery recorded", func() bool {
+				var done int64
+				return h.db.Raw("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'delivered'").Scan(&done).Error == nil && done == n
+			})
+			if got := len(rc.requests()); got != n {
+				t.Errorf("the receiver got %d requests, want %d", got, n)
+			}
+			if c := q.claimed.Load(); c != 0 {
+				t.Errorf("claims returned %d deliveries; want none: each was leased by the dispatch that made it", c)
+			}
+		})
 	}
 }

@@ -84,11 +84,17 @@ type queueCursorRow struct {
 
 func (queueCursorRow) TableName() string { return "webhook_dispatch" }
 
-// queueWebhook is what a dispatch reads of an enabled webhook.
+// queueWebhook is what a dispatch reads of an enabled webhook: what it
+// matches, and what an attempt of a delivery it leases needs.
 type queueWebhook struct {
-	ID       string
-	Events   string
-	AfterSeq int64
+	ID             string
+	Events         string
+	AfterSeq       int64
+	URL            string
+	Secret         string
+	PreviousSecret *string
+	PreviousUntil  *micros
+	CreatorID      string
 }
 
 // newDeliveryID returns a delivery's ID, its webhook-id: "msg_" and a
@@ -137,21 +143,50 @@ const deliveryInsertChunk = 200
 // after it was created, so nothing before it can be delivered. With no
 // enabled webhook, or no event after the cursor, it writes nothing.
 func (q *Queue) Dispatch(ctx context.Context, limit int) (made int, more bool, err error) {
+	d, err := q.DispatchLeased(ctx, limit, Lease{})
+	return d.Made, d.More, err
+}
+
+// Lease asks a dispatch to lease what it makes to an instance, as a claim
+// would: up to Max deliveries, to Owner until Until.
+type Lease struct {
+	Owner string
+	Until time.Time
+	Max   int
+}
+
+// Dispatched is what a dispatch made: how many deliveries, whether more
+// events wait, and the deliveries leased to the instance that dispatched.
+type Dispatched struct {
+	Made    int
+	More    bool
+	Claimed []ClaimedDelivery
+}
+
+// DispatchLeased is Dispatch, with up to lease.Max of the deliveries it
+// makes leased to lease.Owner and returned claimed: the instance that
+// makes a delivery attempts it without a claim's transaction. The others
+// are made leased to nobody, for claims.
+func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dispatched, error) {
 	if busy, err := q.dispatchDue(ctx); err != nil || !busy {
-		return 0, false, err
+		return Dispatched{}, err
 	}
-	_, err = q.write(ctx, func(tx *sqldb.Tx) error {
-		made, more = 0, false // a write may run twice (sqldb.DB.Write)
+	var out Dispatched
+	var hooks map[string]queueWebhook
+	var leased []queueDeliveryRow
+	_, err := q.write(ctx, func(tx *sqldb.Tx) error {
+		out, leased = Dispatched{}, nil // a write may run twice (sqldb.DB.Write)
 		db := tx.With(ctx)
-		var hooks []queueWebhook
-		if err := db.Table("webhooks").Select("id, events, after_seq").Where("enabled").
-			Order("id").Find(&hooks).Error; err != nil {
+		var list []queueWebhook
+		if err := db.Table("webhooks").
+			Select("id, events, after_seq, url, secret, previous_secret, previous_until, creator_id").
+			Where("enabled").Order("id").Find(&list).Error; err != nil {
 			return fmt.Errorf("read webhooks: %w", err)
 		}
-		if len(hooks) == 0 {
+		if len(list) == 0 {
 			return nil
 		}
-		cursor, err := dispatchCursor(ctx, tx, hooks)
+		cursor, err := dispatchCursor(ctx, tx, list)
 		if err != nil {
 			return err
 		}
@@ -166,29 +201,43 @@ func (q *Queue) Dispatch(ctx context.Context, limit int) (made int, more bool, e
 		if len(events) == 0 {
 			return nil
 		}
-		more = len(events) == limit
+		out.More = len(events) == limit
 		now := microsOf(model.Now())
+		until := microsOf(lease.Until)
 		var rows []queueDeliveryRow
-		for _, h := range hooks {
+		hooks = map[string]queueWebhook{}
+		for _, h := range list {
+			hooks[h.ID] = h
 			patterns := eventPatterns(h.Events)
 			for _, e := range events {
 				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
 					continue
 				}
 				due := now
-				rows = append(rows, queueDeliveryRow{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
-					State: string(model.DeliveryPending), NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now})
+				r := queueDeliveryRow{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
+					State: string(model.DeliveryPending), NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now}
+				if lease.Owner != "" && len(leased) < lease.Max {
+					r.LeaseOwner, r.LeaseUntil = &lease.Owner, &until
+					leased = append(leased, r)
+				}
+				rows = append(rows, r)
 			}
 		}
 		if len(rows) > 0 {
 			// The pair (webhook, event) is unique: a delivery made already
-			// stays as it is.
-			if err := db.Clauses(clause.OnConflict{DoNothing: true}).
-				CreateInBatches(&rows, deliveryInsertChunk).Error; err != nil {
-				return fmt.Errorf("create deliveries: %w", err)
+			// stays as it is (the cursor moved back for a webhook enabled
+			// again), and one of those leased here is then not made.
+			res := db.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, deliveryInsertChunk)
+			if res.Error != nil {
+				return fmt.Errorf("create deliveries: %w", res.Error)
+			}
+			if int(res.RowsAffected) < len(rows) && len(leased) > 0 {
+				if leased, err = madeLeased(ctx, tx, leased); err != nil {
+					return err
+				}
 			}
 		}
-		made = len(rows)
+		out.Made = len(rows)
 		last := events[len(events)-1].Seq
 		if err := db.Model(&queueCursorRow{}).Where("id = 1").Update("seq", last).Error; err != nil {
 			return fmt.Errorf("advance the dispatch cursor: %w", err)
@@ -196,9 +245,46 @@ func (q *Queue) Dispatch(ctx context.Context, limit int) (made int, more bool, e
 		return nil
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("dispatch webhooks: %w", err)
+		return Dispatched{}, fmt.Errorf("dispatch webhooks: %w", err)
 	}
-	return made, more, nil
+	if len(leased) == 0 {
+		return out, nil
+	}
+	claimed := make([]claimRow, len(leased))
+	for i, r := range leased {
+		h := hooks[r.WebhookID]
+		claimed[i] = claimRow{ID: r.ID, WebhookID: r.WebhookID, EventSeq: r.EventSeq, URL: h.URL, Secret: h.Secret,
+			PreviousSecret: h.PreviousSecret, PreviousUntil: h.PreviousUntil, CreatorID: h.CreatorID}
+	}
+	if out.Claimed, err = q.claimed(ctx, claimed, lease.Until, model.Now()); err != nil {
+		// Made and leased: the lease ends, and a claim takes them then.
+		return Dispatched{}, err
+	}
+	return out, nil
+}
+
+// madeLeased returns those of the deliveries leased that the dispatch
+// made: those whose pair was not there already.
+func madeLeased(ctx context.Context, tx *sqldb.Tx, leased []queueDeliveryRow) ([]queueDeliveryRow, error) {
+	ids := make([]string, len(leased))
+	for i, r := range leased {
+		ids[i] = r.ID
+	}
+	var made []string
+	if err := tx.With(ctx).Model(&queueDeliveryRow{}).Where("id IN ?", ids).Pluck("id", &made).Error; err != nil {
+		return nil, fmt.Errorf("read the deliveries made: %w", err)
+	}
+	kept := map[string]bool{}
+	for _, id := range made {
+		kept[id] = true
+	}
+	out := leased[:0]
+	for _, r := range leased {
+		if kept[r.ID] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // dispatchDueSQL: one round trip, which the builder cannot say.
@@ -345,6 +431,12 @@ func (q *Queue) Claim(ctx context.Context, owner string, now time.Time, lease ti
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
+	return q.claimed(ctx, rows, until.time(), now)
+}
+
+// claimed returns the deliveries rows, leased until until, with their
+// events (read from the read pool) and the secrets that sign them at now.
+func (q *Queue) claimed(ctx context.Context, rows []claimRow, until, now time.Time) ([]ClaimedDelivery, error) {
 	seqs := make([]int64, len(rows))
 	for i, r := range rows {
 		seqs[i] = r.EventSeq
@@ -356,7 +448,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, now time.Time, lease ti
 	out := make([]ClaimedDelivery, len(rows))
 	for i, r := range rows {
 		c := ClaimedDelivery{ID: r.ID, WebhookID: r.WebhookID, EventSeq: r.EventSeq, Attempts: r.Attempts,
-			LeaseUntil: until.time(), URL: r.URL, Secrets: []string{r.Secret}, CreatorID: r.CreatorID}
+			LeaseUntil: until, URL: r.URL, Secrets: []string{r.Secret}, CreatorID: r.CreatorID}
 		if r.PreviousSecret != nil && *r.PreviousSecret != "" && r.PreviousUntil != nil && r.PreviousUntil.time().After(now) {
 			c.Secrets = append(c.Secrets, *r.PreviousSecret)
 		}

@@ -3,12 +3,14 @@ package webhookq_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -426,4 +428,81 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 	if n := analyzedRows(); n != 5001 {
 		t.Fatalf("at 1,000 pending after the queue drained the statistics count %d rows; want 5,001", n)
 	}
+}
+
+// rawDB opens the store's database behind its back.
+func rawDB(t *testing.T, kind string, o store.Options) *gorm.DB {
+	t.Helper()
+	dial := sqlite.Open("file:" + filepath.Join(o.DataDir, "guildhall.db") + "?_busy_timeout=10000")
+	if kind == testenv.Postgres {
+		dial = postgres.Open(o.DatabaseURL)
+	}
+	db, err := gorm.Open(dial, &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	return db
+}
+
+// TestADispatchLeasesWhatItHasRoomFor: a dispatch asked to lease two of
+// the three deliveries it makes returns those two claimed, as a claim
+// would (the event, the destination, the secret, the lease), and leaves
+// the third to claims; its outcome is recorded under that lease. A
+// dispatch that finds a delivery made already (its cursor lost) returns
+// it not claimed: it was not made under this lease.
+func TestADispatchLeasesWhatItHasRoomFor(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		o := storeOptions(t, kind)
+		s, err := store.Open(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		q := s.WebhookQueue()
+		insertWebhook(t, s, "h", []string{"role.*"}, 0, true)
+		seqs := appendEvents(t, s, "role.created", "role.updated", "role.deleted")
+		until := time.Now().Add(time.Minute)
+		out, err := q.DispatchLeased(ctx, 100, webhookq.Lease{Owner: "maker", Until: until, Max: 2})
+		if err != nil || out.Made != 3 || out.More || len(out.Claimed) != 2 {
+			t.Fatalf("dispatch: %+v, %v; want 3 made, 2 claimed", out, err)
+		}
+		for i, c := range out.Claimed {
+			if c.EventSeq != seqs[i] || c.Event == nil || c.Event.Seq != seqs[i] || c.URL != "https://example.com/h" ||
+				!slices.Equal(c.Secrets, []string{"whsec_h"}) || c.CreatorID != "owner" || c.Attempts != 0 ||
+				!c.LeaseUntil.Equal(until) {
+				t.Fatalf("claimed %d: %+v", i, c)
+			}
+		}
+		if rest := claimAll(t, s, "other", 10); len(rest) != 1 || rest[0].EventSeq != seqs[2] {
+			t.Fatalf("left to claims: %v; want the third event's delivery alone", pairs(rest))
+		}
+		c := out.Claimed[0]
+		if _, err := q.Record(ctx, "maker", []webhookq.DeliveryRecord{{ID: c.ID, LeaseUntil: c.LeaseUntil,
+			Step: webhookq.StepDelivered, Attempted: true, Status: 204}}); err != nil {
+			t.Fatal(err)
+		}
+		db := rawDB(t, kind, o)
+		var state string
+		if err := db.Raw("SELECT state FROM webhook_deliveries WHERE id = ?", c.ID).Scan(&state).Error; err != nil || state != "delivered" {
+			t.Fatalf("the leased delivery recorded: %q, %v; want delivered", state, err)
+		}
+		if err := db.Exec("DELETE FROM webhook_dispatch").Error; err != nil {
+			t.Fatal(err)
+		}
+		again, err := q.DispatchLeased(ctx, 100, webhookq.Lease{Owner: "maker", Until: until, Max: 10})
+		if err != nil || len(again.Claimed) != 0 {
+			t.Fatalf("dispatch of deliveries made already: %+v, %v; want none claimed", again, err)
+		}
+		var n int64
+		if err := db.Raw("SELECT COUNT(*) FROM webhook_deliveries").Scan(&n).Error; err != nil || n != 3 {
+			t.Fatalf("%d deliveries, %v; want the same 3", n, err)
+		}
+	})
 }
