@@ -347,15 +347,7 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	db, err := gorm.Open(postgres.Open(o.DatabaseURL), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	})
+	db := rawDB(t, testenv.Postgres, o)
 	// What the table's statistics say it holds: the rows it held at the
 	// last ANALYZE (pg_class is updated by the ANALYZE itself, unlike the
 	// activity counters, which reach other sessions late). The test's own
