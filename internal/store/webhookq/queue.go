@@ -225,8 +225,8 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		}
 		if len(rows) > 0 {
 			// The pair (webhook, event) is unique: a delivery made already
-			// stays as it is (the cursor moved back for a webhook enabled
-			// again), and one of those leased here is then not made.
+			// (the cursor's row lost) stays as it is, and one of those
+			// leased here is then not made.
 			res := db.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, deliveryInsertChunk)
 			if res.Error != nil {
 				return fmt.Errorf("create deliveries: %w", res.Error)
@@ -256,7 +256,8 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		claimed[i] = claimRow{ID: r.ID, WebhookID: r.WebhookID, EventSeq: r.EventSeq, URL: h.URL, Secret: h.Secret,
 			PreviousSecret: h.PreviousSecret, PreviousUntil: h.PreviousUntil, CreatorID: h.CreatorID}
 	}
-	if out.Claimed, err = q.claimed(ctx, claimed, lease.Until, model.Now()); err != nil {
+	// The lease as stored (microseconds), as a claim returns it.
+	if out.Claimed, err = q.claimed(ctx, claimed, microsOf(lease.Until).time(), model.Now()); err != nil {
 		// Made and leased: the lease ends, and a claim takes them then.
 		return Dispatched{}, err
 	}
