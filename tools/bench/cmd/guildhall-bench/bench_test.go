@@ -300,6 +300,21 @@ func TestSelectScenarios(t *testing.T) {
 	}
 }
 
+// TestMillionMissesFlag: -million-misses measures first reads, so the
+// instances are not read through first (it implies -million-cold).
+func TestMillionMissesFlag(t *testing.T) {
+	c, err := parseFlags([]string{"-million-misses", "-scenarios", "million_get_user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.millionMisses || !c.millionCold {
+		t.Fatalf("misses %v, cold %v: want both", c.millionMisses, c.millionCold)
+	}
+	if c, err = parseFlags(nil); err != nil || c.millionMisses || c.millionCold {
+		t.Fatalf("defaults: misses %v, cold %v, err %v", c.millionMisses, c.millionCold, err)
+	}
+}
+
 // TestCeiling checks that the ceiling answers the scenarios' routes like
 // Guildhall would: statuses, shapes, auth, validation and a cursor walk.
 func TestCeiling(t *testing.T) {
