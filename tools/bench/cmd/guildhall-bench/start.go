@@ -200,12 +200,13 @@ func (b *bench) prepareMillion(ctx context.Context, stores []string, access bool
 }
 
 // missCacheBytes is the read cache of the million instances under
-// -million-misses. Its quarter for entries (8 KiB) keeps the caller's
-// credentials and the authorization state; its users' share keeps a 16 KiB
-// arena, about 200 users: the caller's own, read by every request, and the
-// last members read, so that a member read at random is a hit about once
-// in 50 reads among 10,000 and almost never among a million. At 16 KiB the
-// credentials miss too, and every request pays for them.
+// -million-misses. Its entries' share (8 KiB) keeps the caller's
+// credentials (~1.1 KB by the cache's estimate; no entry over a quarter of
+// the share is kept); its users' share keeps a 16 KiB arena, about 220
+// members, the last read, so that a member read at random is a hit about
+// once in 45 reads among 10,000 and almost never among a million. At 16 KiB
+// (a 1 KiB limit per entry) the credentials are never kept, and every
+// request reads them.
 const missCacheBytes = 32 << 10
 
 // startBulk starts Guildhall on store with n users written straight into
