@@ -24,7 +24,7 @@ import (
 // when the next attempt falls due, then
 //
 //  1. dispatches: makes the deliveries of the events committed since the
-//     last dispatch, those its queue has room for (a few per worker)
+//     last dispatch, those its queue has room for (queuePerWorker)
 //     leased to this instance already (webhookq.Queue.DispatchLeased);
 //  2. claims the other due deliveries (retries, those a dispatch had no
 //     room for, those whose lease ended), as many as its queue has room
@@ -37,7 +37,8 @@ import (
 //     not read in the audit log is dropped;
 //  4. attempts the others, in Concurrency workers (so at most that many
 //     at once), outside any transaction: a writer never waits for a
-//     receiver;
+//     receiver. One whose lease no longer covers its attempt (it waited
+//     behind receivers that hang) is left for its lease to end;
 //  5. records the outcomes in batches (webhookq.Queue.Record), each only
 //     while its lease is still this instance's.
 //
@@ -53,10 +54,19 @@ import (
 // Defaults of DelivererOptions.
 const (
 	DefaultConcurrency = 16
-	// queuePerWorker: the queue holds this many claimed deliveries per
-	// worker, so a backlog is claimed in batches large enough for a
-	// transaction's cost to matter little.
-	queuePerWorker = 4
+	// queuePerWorker: the queue holds this many leased deliveries per
+	// worker: room for what a dispatch makes under a stream of writes to
+	// a prompt receiver (a dispatch every dispatchGap), so that it leases
+	// them all and none is left for a claim, which costs a transaction
+	// and a row version more. A backlog is claimed in batches as large.
+	queuePerWorker = 16
+	// coveredPerWorker: a lease covers the attempts of this many
+	// deliveries per worker queued ahead (leaseFor), a minute's worth if
+	// the receiver hangs; an instance killed holds its deliveries no
+	// longer. A delivery further back whose lease no longer covers its
+	// attempt when a worker takes it is left for its lease to end and a
+	// claim (the queue's tail, only behind a receiver that hangs).
+	coveredPerWorker = 4
 	// leaseMargin is the lease's room beyond the attempts it must cover:
 	// recording the outcome.
 	leaseMargin = 10 * time.Second
@@ -110,15 +120,14 @@ type DelivererOptions struct {
 	Instance string
 	// Concurrency bounds the attempts in flight (DefaultConcurrency).
 	Concurrency int
-	// Lease is how long a claim lasts; 0: as long as its deliveries may
-	// wait in the queue and be attempted (leaseFor). Poll, the longest
-	// sleep (DefaultPoll); Timeout bounds an attempt (AttemptTimeout).
-	Lease, Poll, Timeout time.Duration
-	Logger               *slog.Logger
-	Tracer               trace.TracerProvider  // nil: no spans
-	Registerer           prometheus.Registerer // nil: no metrics
-	Now                  func() time.Time      // nil: time.Now
-	Rand                 func() float64        // the retries' jitter; nil: math/rand
+	// Poll, the longest sleep (DefaultPoll); Timeout bounds an attempt
+	// (AttemptTimeout).
+	Poll, Timeout time.Duration
+	Logger        *slog.Logger
+	Tracer        trace.TracerProvider  // nil: no spans
+	Registerer    prometheus.Registerer // nil: no metrics
+	Now           func() time.Time      // nil: time.Now
+	Rand          func() float64        // the retries' jitter; nil: math/rand
 }
 
 // Deliverer delivers the webhooks' deliveries (see above).
@@ -329,16 +338,20 @@ func (d *Deliverer) quiet(ctx context.Context) bool {
 // leaseFor is the lease of a claim that brings the queue to queued
 // deliveries: the last waits for the workers to attempt those before it,
 // a round of attempts (AttemptTimeout at most) per Concurrency of them,
-// then for its own attempt and the recording of its outcome. A receiver
-// that hangs makes every round last that long; an instance killed
-// meanwhile leaves its deliveries to others once the lease ends.
+// then for its own attempt and the recording of its outcome; at most
+// coveredPerWorker rounds (covers). A receiver that hangs makes every
+// round last that long; an instance killed meanwhile leaves its
+// deliveries to others once the lease ends.
 func (d *Deliverer) leaseFor(queued int) time.Duration {
-	if d.o.Lease > 0 {
-		return d.o.Lease
-	}
 	c := d.o.Concurrency
-	rounds := (queued + c - 1) / c
+	rounds := min((queued+c-1)/c, coveredPerWorker)
 	return time.Duration(rounds+1)*attemptTimeout(d.o.Timeout) + leaseMargin
+}
+
+// covers reports whether a lease still covers an attempt begun now and
+// the recording of its outcome.
+func (d *Deliverer) covers(c webhookq.ClaimedDelivery) bool {
+	return !d.o.Now().Add(attemptTimeout(d.o.Timeout) + leaseMargin).After(c.LeaseUntil)
 }
 
 // dispatch makes the deliveries of what was committed since the last

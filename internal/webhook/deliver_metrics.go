@@ -19,6 +19,7 @@ type metrics struct {
 	outcomes   *prometheus.CounterVec
 	attempts   *prometheus.CounterVec
 	duration   prometheus.Histogram
+	lapsed     prometheus.Counter
 
 	pending  atomic.Int64
 	oldest   atomic.Int64 // Unix microseconds of the oldest pending delivery's creation; 0: none
@@ -40,11 +41,14 @@ func newMetrics(reg prometheus.Registerer, d *Deliverer) *metrics {
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "guildhall_webhook_attempt_duration_seconds",
 			Help:    "How long attempts took, from the request to the answer's status (or the failure).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
+		lapsed: prometheus.NewCounter(prometheus.CounterOpts{Name: "guildhall_webhook_deliveries_lapsed_total",
+			Help: "Leased deliveries this instance left unattempted because their lease ran short while they waited behind receivers that hang; " +
+				"each is claimed again once its lease ends."}),
 	}
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.dispatched, m.outcomes, m.attempts, m.duration,
+	reg.MustRegister(m.dispatched, m.outcomes, m.attempts, m.duration, m.lapsed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "guildhall_webhook_deliveries_pending",
 			Help: "Pending deliveries of enabled webhooks, due or waiting for a retry (the deployment's, as last read by this instance)."},
 			func() float64 { return float64(m.pending.Load()) }),

@@ -144,7 +144,10 @@ type job struct {
 func (d *Deliverer) start(c webhookq.ClaimedDelivery, body []byte) { d.work <- job{c: c, body: body} }
 
 // worker attempts the queued deliveries one at a time until the queue
-// closes; once ctx ends, what is still queued is released unattempted.
+// closes; once ctx ends, what is still queued is released unattempted. A
+// delivery whose lease no longer covers its attempt (it waited behind a
+// receiver that hangs) is left as it is: once the lease ends a claim
+// takes it, here or elsewhere.
 func (d *Deliverer) worker(ctx context.Context) {
 	for j := range d.work {
 		select {
@@ -153,6 +156,10 @@ func (d *Deliverer) worker(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			d.record(recordOf(j.c, webhookq.StepRelease))
+			continue
+		}
+		if !d.covers(j.c) {
+			d.metrics.lapsed.Inc()
 			continue
 		}
 		d.inFlight.Add(1)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
@@ -899,5 +900,101 @@ func TestDeliveriesMadeWithRoomNeedNoClaim(t *testing.T) {
 				t.Errorf("claims returned %d deliveries; want none: each was leased by the dispatch that made it", c)
 			}
 		})
+	}
+}
+
+// A dispatch that makes more deliveries than a few per worker leases them
+// all while its queue has room (16 per worker): 150 events committed while
+// no deliverer ran are dispatched at once and none is left for a claim.
+func TestADispatchLeasesWhatTheQueueHolds(t *testing.T) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(t)
+			}
+			h := start(t, kind, webhook.DelivererOptions{})
+			rc := newSink(t, nil)
+			h.insert(hook{id: "0193a000-0000-7000-8000-000000000003", url: rc.URL, events: []string{"role.*"}})
+			_ = h.App.Webhooks.Close()
+			const n = 150 // more than the 64 a queue of four per worker held
+			for i := range n {
+				h.NewRole(fmt.Sprintf("burst%03d", i))
+			}
+			q := &countingQueue{Queue: h.App.Store.WebhookQueue()}
+			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
+			waitFor(t, 20*time.Second, "every delivery recorded", func() bool {
+				var done int64
+				return h.db.Raw("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'delivered'").Scan(&done).Error == nil && done == n
+			})
+			if got := len(rc.requests()); got != n {
+				t.Errorf("the receiver got %d requests, want %d", got, n)
+			}
+			if c := q.claimed.Load(); c != 0 {
+				t.Errorf("claims returned %d deliveries; want none: the dispatch leased all %d", c, n)
+			}
+		})
+	}
+}
+
+// A delivery that waited in the queue behind a receiver that hangs until
+// its lease no longer covers an attempt (and the recording of its outcome)
+// is not attempted: it stays leased and unattempted, for its lease to end
+// and a claim to take it, so that no attempt runs past the lease another
+// instance may claim it after. One worker, attempts of 300 ms: the lease
+// of a queue of 12 covers five rounds of attempts and the margin, so those
+// the worker takes more than 1.2 s after the lease began lapse.
+func TestALeaseRunShortIsNotAttempted(t *testing.T) {
+	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
+	release := make(chan struct{})
+	rc := newSink(t, func(received, int) int {
+		<-release // hangs past the attempt's timeout
+		return http.StatusNoContent
+	})
+	t.Cleanup(func() { close(release) })
+	h.insert(hook{id: "h", url: rc.URL, events: []string{"role.created"}})
+	_ = h.App.Webhooks.Close()
+	const n = 12
+	for i := range n {
+		h.NewRole(fmt.Sprintf("slow%02d", i))
+	}
+	reg := prometheus.NewRegistry()
+	h.restart(webhook.DelivererOptions{Concurrency: 1, Timeout: 300 * time.Millisecond, Poll: time.Minute, Registerer: reg})
+	lapsed := func() int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "guildhall_webhook_deliveries_lapsed_total" {
+				return int(mf.GetMetric()[0].GetCounter().GetValue())
+			}
+		}
+		return 0
+	}
+	waitFor(t, 10*time.Second, "every delivery attempted or lapsed", func() bool { return len(rc.requests())+lapsed() >= n })
+	attempted, left := len(rc.requests()), lapsed()
+	if left == 0 || attempted+left != n {
+		t.Fatalf("%d attempted, %d lapsed; want %d in all, some lapsed (12 attempts of 300 ms take longer than the lease covers)", attempted, left, n)
+	}
+	// The lapsed are as the dispatch left them: leased to the instance,
+	// not attempted.
+	var rows []struct {
+		Attempts   int
+		LeaseOwner *string
+	}
+	waitFor(t, 5*time.Second, "the attempted recorded", func() bool {
+		var recorded int64
+		return h.db.Raw("SELECT COUNT(*) FROM webhook_deliveries WHERE attempts = 1").Scan(&recorded).Error == nil && recorded == int64(attempted)
+	})
+	if err := h.db.Raw("SELECT attempts, lease_owner FROM webhook_deliveries WHERE attempts = 0").Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != left {
+		t.Fatalf("%d deliveries unattempted; want the %d lapsed", len(rows), left)
+	}
+	for _, r := range rows {
+		if r.LeaseOwner == nil || *r.LeaseOwner != h.App.Webhooks.Instance() {
+			t.Errorf("a lapsed delivery's lease owner: %v; want the instance's lease, left to end", r.LeaseOwner)
+		}
 	}
 }
