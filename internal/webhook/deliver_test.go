@@ -940,9 +940,10 @@ func TestADispatchLeasesWhatTheQueueHolds(t *testing.T) {
 // its lease no longer covers an attempt (and the recording of its outcome)
 // is not attempted: it stays leased and unattempted, for its lease to end
 // and a claim to take it, so that no attempt runs past the lease another
-// instance may claim it after. One worker, attempts of 300 ms: the lease
-// of a queue of 12 covers five rounds of attempts and the margin, so those
-// the worker takes more than 1.2 s after the lease began lapse.
+// instance may claim it after. One worker, attempts of 300 ms: the
+// dispatch's lease is five rounds of attempts (four queued ahead, then its
+// own) and the 10 s margin, so those the worker takes more than 1.2 s
+// after the lease began lapse.
 func TestALeaseRunShortIsNotAttempted(t *testing.T) {
 	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
 	release := make(chan struct{})
