@@ -57,8 +57,9 @@ const (
 	// queuePerWorker: the queue holds this many leased deliveries per
 	// worker: room for what a dispatch makes under a stream of writes to
 	// a prompt receiver (a dispatch every dispatchGap), so that it leases
-	// them all and none is left for a claim, which costs a transaction
-	// and a row version more. A backlog is claimed in batches as large.
+	// most of them and few are left for a claim, which costs a
+	// transaction and a row version more. A backlog is claimed in batches
+	// as large.
 	queuePerWorker = 16
 	// coveredPerWorker: a lease covers the attempts of this many
 	// deliveries per worker queued ahead (leaseFor), a minute's worth if
