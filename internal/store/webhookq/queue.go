@@ -467,16 +467,23 @@ const analyzeAt = 1000
 
 // refreshStatistics has PostgreSQL's statistics of webhook_deliveries
 // refreshed (ANALYZE) when the pending deliveries grew past analyzeAt and
-// four times what they were at the last refresh. A backlog builds faster
-// than autovacuum samples the table (a receiver down after a quiet
-// spell): statistics taken when hardly anything was pending make the
-// planner read every pending delivery and sort them for each claim, so
-// the claims slow down as the backlog grows, and the backlog grows
-// faster. With the backlog in the statistics a claim reads the oldest
-// due deliveries in the order of their index, however many wait. An
-// ANALYZE samples a bounded number of rows; a failed one is left to
+// four times what they were at the last refresh, and again once such a
+// backlog has drained below a quarter of it.
+//
+// A backlog builds faster than autovacuum samples the table (a receiver
+// down after a quiet spell): statistics taken when hardly anything was
+// pending make the planner read every pending delivery and sort them for
+// each claim, so the claims slow down as the backlog grows, and the
+// backlog grows faster. With the backlog in the statistics a claim reads
+// the oldest due deliveries in the order of their index, however many
+// wait. Drained, the table is refreshed again: statistics that still say
+// most deliveries are pending make every Stats, which the deliverer asks
+// after each claim that finds the queue empty, read the whole table,
+// every delivery ever made, instead of the pending ones on the due index.
+//
+// An ANALYZE samples a bounded number of rows; a failed one is left to
 // autovacuum. SQLite's planner, which has no such statistics here, takes
-// that index for a claim whatever the backlog.
+// that index whatever the backlog.
 func (q *Queue) refreshStatistics(ctx context.Context, pending int64) {
 	if q.reads.Dialect().Name() != "postgres" {
 		return
@@ -484,7 +491,10 @@ func (q *Queue) refreshStatistics(ctx context.Context, pending int64) {
 	last := q.analyzed.Load()
 	switch {
 	case pending < last/4:
-		q.analyzed.CompareAndSwap(last, pending) // drained: the next backlog refreshes them again
+		// Drained: the next backlog refreshes them again.
+		if q.analyzed.CompareAndSwap(last, pending) && last >= analyzeAt {
+			_ = q.reads.With(ctx).Exec("ANALYZE webhook_deliveries").Error
+		}
 	case pending >= analyzeAt && pending > 4*last && q.analyzed.CompareAndSwap(last, pending):
 		_ = q.reads.With(ctx).Exec("ANALYZE webhook_deliveries").Error
 	}

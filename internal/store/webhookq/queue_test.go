@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -409,12 +410,30 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 			t.Fatalf("at %d pending the statistics count %d rows; want %d: %s", step.pending, n, step.analyzed, step.why)
 		}
 	}
-	// Drained, a backlog of 1,000 builds again: refreshed again (4,001
-	// delivered rows and 1,000 pending).
+	// Drained: refreshed again. Statistics that still said nearly every
+	// delivery is pending would have each Stats read the whole table
+	// rather than the pending deliveries on the due index.
 	if err := db.Exec("UPDATE webhook_deliveries SET state = 'delivered', next_attempt_at = NULL").Error; err != nil {
 		t.Fatal(err)
 	}
 	pending(0)
+	var states string
+	if err := db.Raw("SELECT COALESCE(most_common_vals::text, '') FROM pg_stats WHERE schemaname = current_schema() " +
+		"AND tablename = 'webhook_deliveries' AND attname = 'state'").Scan(&states).Error; err != nil {
+		t.Fatal(err)
+	}
+	if states != "{delivered}" {
+		t.Fatalf("drained, the statistics say the deliveries' states are mostly %s; want {delivered}", states)
+	}
+	var plan []string
+	if err := db.Raw("EXPLAIN SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'pending'").Scan(&plan).Error; err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, "webhook_deliveries_due") {
+		t.Fatalf("drained, the pending deliveries are not read on the due index:\n%s", p)
+	}
+	// A backlog of 1,000 builds again: refreshed again (4,001 delivered
+	// rows and 1,000 pending).
 	makeDeliveries(1000)
 	pending(1000)
 	if n := analyzedRows(); n != 5001 {
