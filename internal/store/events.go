@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/guildhall/guildhall/internal/history"
 	"github.com/guildhall/guildhall/internal/model"
+	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
 // EventFilter selects audit-log entries.
@@ -154,16 +157,50 @@ var historyEvents = func() string {
 		"AND type IN (" + strings.Join(types, ", ") + ") ORDER BY seq DESC"
 }()
 
+// eventsBySeqSQL reads the events of a list of seqs in one statement,
+// prepared once whatever their number: PostgreSQL's is an array,
+// SQLite's a JSON array.
+var eventsBySeqSQL = sqldb.ByDialect(func(d sqldb.Dialect) string {
+	const read = "SELECT seq, type, actor_id, subject, data, reason, created_at FROM events WHERE seq "
+	if d.Name() == "postgres" {
+		return read + "= ANY(?)"
+	}
+	return read + "IN (SELECT value FROM json_each(?))"
+})
+
 // eventsBySeq reads the events with these seqs (those still kept): the
-// webhooks' deliveries' (webhookq.Queue.Claim).
+// webhooks' deliveries' (webhookq.Queue.Claim), a few hundred at a time
+// under a stream of deliveries, scanned by hand: GORM's scan by
+// reflection cost more than the statement.
 func (q queries) eventsBySeq(ctx context.Context, seqs []int64) (map[int64]model.Event, error) {
-	var rows []eventRow
-	if err := q.with(ctx).Where("seq IN ?", seqs).Find(&rows).Error; err != nil {
+	var arg any = seqs
+	if q.dialect().Name() != "postgres" {
+		b := make([]byte, 0, 8*len(seqs)+2)
+		b = append(b, '[')
+		for i, s := range seqs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, s, 10)
+		}
+		arg = string(append(b, ']'))
+	}
+	rows, err := q.query(ctx, eventsBySeqSQL[q.dialect().Name()], arg)
+	if err != nil {
 		return nil, fmt.Errorf("read the deliveries' events: %w", err)
 	}
-	out := make(map[int64]model.Event, len(rows))
-	for _, r := range rows {
+	defer rows.Close()
+	out := make(map[int64]model.Event, len(seqs))
+	for rows.Next() {
+		var r eventRow
+		if err := rows.Scan(&r.Seq, &r.Type, &r.ActorID, &r.Subject, &r.Data, &r.Reason, &r.CreatedAt); err != nil {
+			return nil, fmt.Errorf("read the deliveries' events: %w", err)
+		}
 		out[r.Seq] = r.model()
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		// An event left out would read as purged, and its delivery fail.
+		return nil, fmt.Errorf("read the deliveries' events: %w", err)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -514,6 +515,74 @@ func TestADispatchLeasesWhatItHasRoomFor(t *testing.T) {
 		var n int64
 		if err := db.Raw("SELECT COUNT(*) FROM webhook_deliveries").Scan(&n).Error; err != nil || n != 3 {
 			t.Fatalf("%d deliveries, %v; want the same 3", n, err)
+		}
+	})
+}
+
+// TestClaimedDeliveriesCarryTheirEvents: a claim returns each delivery's
+// event whole, as the audit log reads it (actor, reason, data, time), and
+// none for an event no longer kept (the deliverer fails its delivery).
+func TestClaimedDeliveriesCarryTheirEvents(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		o := storeOptions(t, kind)
+		s, err := store.Open(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		q := s.WebhookQueue()
+		insertWebhook(t, s, "h", []string{"role.*"}, 0, true)
+		actor, reason := "owner", "tidy up"
+		_, err = s.Write(ctx, func(tx *store.Tx) error {
+			for i := range 300 {
+				ev := model.Event{Type: "role.updated", Subject: fmt.Sprintf("role:%d", i),
+					Data: map[string]any{"name": fmt.Sprintf("r%d", i), "position": float64(i)}}
+				if i%2 == 0 {
+					ev.ActorID, ev.Reason = &actor, &reason
+				}
+				if err := tx.AppendEvent(ctx, ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := s.EventsAfter(ctx, 0, 1000)
+		if err != nil || len(log) != 300 {
+			t.Fatalf("the audit log holds %d events, %v; want 300", len(log), err)
+		}
+		if made, more, err := q.Dispatch(ctx, 500); err != nil || made != 300 || more {
+			t.Fatalf("dispatch: %d made, more %v, %v; want 300", made, more, err)
+		}
+		// Purged by the audit log's retention after its delivery was made.
+		purged := log[7].Seq
+		if err := rawDB(t, kind, o).Exec("DELETE FROM events WHERE seq = ?", purged).Error; err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]*model.Event{}
+		for _, c := range claimAll(t, s, "i", 256) {
+			got[c.EventSeq] = c.Event
+		}
+		if len(got) != 300 {
+			t.Fatalf("%d deliveries claimed; want 300", len(got))
+		}
+		for _, want := range log {
+			switch e, ok := got[want.Seq]; {
+			case !ok:
+				t.Errorf("event %d: not claimed", want.Seq)
+			case want.Seq == purged:
+				if e != nil {
+					t.Errorf("event %d was purged, yet claimed with it: %+v", purged, *e)
+				}
+			case e == nil:
+				t.Errorf("event %d: claimed with no event", want.Seq)
+			case !reflect.DeepEqual(*e, want):
+				t.Errorf("event %d: claimed with %+v; the audit log reads %+v", want.Seq, *e, want)
+			}
 		}
 	})
 }
