@@ -20,7 +20,9 @@ import (
 //   - The hot reads, the ones a request makes on every call and the cache
 //     answers (credentials, a user, a page of users), the change log's
 //     questions, the events a history answer undoes (thousands of rows:
-//     EventsAfterInstant), and the two hot writes, a new user (every
+//     EventsAfterInstant), those of the webhooks' deliveries (hundreds a
+//     batch under a stream of deliveries: eventsBySeq), and the two hot
+//     writes, a new user (every
 //     member who joins makes it) and the audit events (every write appends
 //     them: internal/sqldb's insertEvents), are constant SQL beside their
 //     resource's functions, run as statements prepared once per pool

@@ -35,8 +35,10 @@ type Queue struct {
 	write  func(ctx context.Context, fn func(tx *sqldb.Tx) error) ([]model.Event, error)
 	reads  sqldb.Queries
 	events func(ctx context.Context, seqs []int64) (map[int64]model.Event, error)
-	// analyzed is the pending count when this instance last had
-	// PostgreSQL's statistics of the deliveries refreshed (Stats).
+	// analyzed is the pending count the statistics of the deliveries
+	// were last brought in line with (Stats: refreshed at that count, or
+	// left as they were when it drained below analyzeAt); -1 until this
+	// instance's first Stats.
 	analyzed atomic.Int64
 }
 
@@ -46,7 +48,9 @@ type Queue struct {
 // (those still kept).
 func New(write func(ctx context.Context, fn func(tx *sqldb.Tx) error) ([]model.Event, error), reads sqldb.Queries,
 	events func(ctx context.Context, seqs []int64) (map[int64]model.Event, error)) *Queue {
-	return &Queue{write: write, reads: reads, events: events}
+	q := &Queue{write: write, reads: reads, events: events}
+	q.analyzed.Store(-1)
+	return q
 }
 
 // micros is a timestamp as the store keeps it: microseconds since the Unix
@@ -467,8 +471,10 @@ const analyzeAt = 1000
 
 // refreshStatistics has PostgreSQL's statistics of webhook_deliveries
 // refreshed (ANALYZE) when the pending deliveries grew past analyzeAt and
-// four times what they were at the last refresh, and again once such a
-// backlog has drained below a quarter of it.
+// four times what they were at the last refresh, again once such a
+// backlog has drained below a quarter of it, and at this instance's first
+// Stats, which does not know what the statistics say (taken by an
+// instance since stopped, of a backlog since drained).
 //
 // A backlog builds faster than autovacuum samples the table (a receiver
 // down after a quiet spell): statistics taken when hardly anything was
@@ -489,13 +495,16 @@ func (q *Queue) refreshStatistics(ctx context.Context, pending int64) {
 		return
 	}
 	last := q.analyzed.Load()
+	refresh := false
 	switch {
-	case pending < last/4:
-		// Drained: the next backlog refreshes them again.
-		if q.analyzed.CompareAndSwap(last, pending) && last >= analyzeAt {
-			_ = q.reads.With(ctx).Exec("ANALYZE webhook_deliveries").Error
-		}
-	case pending >= analyzeAt && pending > 4*last && q.analyzed.CompareAndSwap(last, pending):
+	case last < 0: // this instance's first look
+		refresh = q.analyzed.CompareAndSwap(last, pending)
+	case pending < last/4: // drained: the next backlog refreshes them again
+		refresh = q.analyzed.CompareAndSwap(last, pending) && last >= analyzeAt
+	case pending >= analyzeAt && pending > 4*last:
+		refresh = q.analyzed.CompareAndSwap(last, pending)
+	}
+	if refresh {
 		_ = q.reads.With(ctx).Exec("ANALYZE webhook_deliveries").Error
 	}
 }

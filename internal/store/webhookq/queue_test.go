@@ -340,7 +340,10 @@ func TestDispatchSkipsAWebhooksOwnCreation(t *testing.T) {
 // backlog grows past 1,000 and four times what it was at the last
 // refresh, and not again while it stays: statistics taken when hardly
 // anything was pending would have every claim read and sort the whole
-// backlog.
+// backlog. They are refreshed again once the backlog drains, and at an
+// instance's first Stats (a backlog may have drained while none ran):
+// statistics that still said most deliveries are pending would have
+// every Stats read the whole table.
 func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 	testenv.RequirePostgres(t)
 	o := storeOptions(t, testenv.Postgres)
@@ -392,7 +395,36 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 			}
 		}
 	}
+	// What the statistics say of the deliveries' states, and whether
+	// Stats's question reads the pending ones on the due index.
+	states := func() string {
+		t.Helper()
+		var v string
+		if err := db.Raw("SELECT COALESCE(most_common_vals::text, '') FROM pg_stats WHERE schemaname = current_schema() " +
+			"AND tablename = 'webhook_deliveries' AND attname = 'state'").Scan(&v).Error; err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	onDueIndex := func() bool {
+		t.Helper()
+		var plan []string
+		if err := db.Raw("EXPLAIN SELECT COUNT(*), MIN(d.created_at) FROM webhook_deliveries AS d " +
+			"JOIN webhooks w ON w.id = d.webhook_id WHERE d.state = 'pending' AND w.enabled").Scan(&plan).Error; err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(strings.Join(plan, "\n"), "webhook_deliveries_due")
+	}
 	insertWebhook(t, s, "w1", []string{"role.*"}, 0, true)
+	// The instance's first Stats: refreshed (never analyzed before).
+	pending(0)
+	var tuples float64
+	if err := db.Raw("SELECT reltuples FROM pg_class WHERE oid = 'webhook_deliveries'::regclass").Scan(&tuples).Error; err != nil {
+		t.Fatal(err)
+	}
+	if tuples != 0 {
+		t.Fatalf("after the first Stats the statistics count %v rows (-1: never analyzed); want 0", tuples)
+	}
 
 	for _, step := range []struct {
 		add      int
@@ -418,20 +450,9 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending(0)
-	var states string
-	if err := db.Raw("SELECT COALESCE(most_common_vals::text, '') FROM pg_stats WHERE schemaname = current_schema() " +
-		"AND tablename = 'webhook_deliveries' AND attname = 'state'").Scan(&states).Error; err != nil {
-		t.Fatal(err)
-	}
-	if states != "{delivered}" {
-		t.Fatalf("drained, the statistics say the deliveries' states are mostly %s; want {delivered}", states)
-	}
-	var plan []string
-	if err := db.Raw("EXPLAIN SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'pending'").Scan(&plan).Error; err != nil {
-		t.Fatal(err)
-	}
-	if p := strings.Join(plan, "\n"); !strings.Contains(p, "webhook_deliveries_due") {
-		t.Fatalf("drained, the pending deliveries are not read on the due index:\n%s", p)
+	if v := states(); v != "{delivered}" || !onDueIndex() {
+		t.Fatalf("drained, the statistics say the deliveries' states are mostly %s, and the pending are read "+
+			"on the due index: %v; want {delivered}, true", v, onDueIndex())
 	}
 	// A backlog of 1,000 builds again: refreshed again (4,001 delivered
 	// rows and 1,000 pending).
@@ -439,6 +460,27 @@ func TestStatsRefreshesPostgresStatisticsOfABacklog(t *testing.T) {
 	pending(1000)
 	if n := analyzedRows(); n != 5001 {
 		t.Fatalf("at 1,000 pending after the queue drained the statistics count %d rows; want 5,001", n)
+	}
+	// The instance stops with its backlog in the statistics; the backlog
+	// drains behind its back. The next instance's first Stats refreshes
+	// them.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("UPDATE webhook_deliveries SET state = 'delivered', next_attempt_at = NULL").Error; err != nil {
+		t.Fatal(err)
+	}
+	if v := states(); v == "{delivered}" {
+		t.Fatalf("the statistics say %s before the next instance asks; the test proves nothing", v)
+	}
+	if s, err = store.Open(ctx, o); err != nil { // closed by the cleanup above
+		t.Fatal(err)
+	}
+	q = s.WebhookQueue()
+	pending(0)
+	if v := states(); v != "{delivered}" || !onDueIndex() {
+		t.Fatalf("after a restart, the statistics say the deliveries' states are mostly %s, and the pending are "+
+			"read on the due index: %v; want {delivered}, true", v, onDueIndex())
 	}
 }
 
