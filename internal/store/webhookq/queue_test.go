@@ -32,7 +32,13 @@ func storeOptions(t *testing.T, kind string) store.Options {
 
 func openStore(t *testing.T, kind string) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), storeOptions(t, kind))
+	return openStoreAt(t, storeOptions(t, kind))
+}
+
+// openStoreAt opens the store o names, closed when the test ends.
+func openStoreAt(t *testing.T, o store.Options) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,11 +520,7 @@ func TestADispatchLeasesWhatItHasRoomFor(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		o := storeOptions(t, kind)
-		s, err := store.Open(ctx, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
+		s := openStoreAt(t, o)
 		q := s.WebhookQueue()
 		insertWebhook(t, s, "h", []string{"role.*"}, 0, true)
 		seqs := appendEvents(t, s, "role.created", "role.updated", "role.deleted")
@@ -569,15 +571,11 @@ func TestClaimedDeliveriesCarryTheirEvents(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		o := storeOptions(t, kind)
-		s, err := store.Open(ctx, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
+		s := openStoreAt(t, o)
 		q := s.WebhookQueue()
 		insertWebhook(t, s, "h", []string{"role.*"}, 0, true)
 		actor, reason := "owner", "tidy up"
-		_, err = s.Write(ctx, func(tx *store.Tx) error {
+		_, err := s.Write(ctx, func(tx *store.Tx) error {
 			for i := range 300 {
 				ev := model.Event{Type: "role.updated", Subject: fmt.Sprintf("role:%d", i),
 					Data: map[string]any{"name": fmt.Sprintf("r%d", i), "position": float64(i)}}
