@@ -22,12 +22,11 @@ import (
 //     questions, the events a history answer undoes (thousands of rows:
 //     EventsAfterInstant), those of the webhooks' deliveries (hundreds a
 //     batch under a stream of deliveries: eventsBySeq), and the two hot
-//     writes, a new user (every
-//     member who joins makes it) and the audit events (every write appends
-//     them: internal/sqldb's insertEvents), are constant SQL beside their
-//     resource's functions, run as statements prepared once per pool
-//     (sqldb.Queries.Query) and scanned by hand into the model, without
-//     reflection. A parameter SQLite's planner reads (a LIMIT) would have
+//     writes, a new user (every member who joins makes it) and the audit
+//     events (every write appends them: internal/sqldb's insertEvents),
+//     are constant SQL beside their resource's functions, run as
+//     statements prepared once per pool (sqldb.Queries.Query) and scanned
+//     by hand into the model, without reflection. A parameter SQLite's planner reads (a LIMIT) would have
 //     it prepare the statement again at every run: a LIMIT's count is
 //     sqldb.Dialect.Limit's.
 //   - Everything else, the writes, the reads of a write transaction that
