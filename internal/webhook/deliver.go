@@ -103,6 +103,7 @@ type Queue interface {
 	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error)
 	Record(ctx context.Context, owner string, recs []webhookq.DeliveryRecord) ([]model.Event, error)
 	EnabledWebhooks(ctx context.Context) (int64, error)
+	NextAttempt(ctx context.Context, now time.Time) (time.Time, error)
 	Stats(ctx context.Context) (webhookq.Stats, error)
 }
 
@@ -248,8 +249,9 @@ func (d *Deliverer) Instance() string { return d.o.Instance }
 //
 // It claims when a delivery may be due: its own dispatch made some, its
 // last claim filled the queue, an outcome put a delivery back in the
-// queue, the next retry or lease end the queue named came, or Poll
-// passed; and after any signal (a webhook enabled again, a redelivery:
+// queue, the next attempt the queue has scheduled came, or Poll passed
+// (a lease that ends, one of an instance stopped or one this instance
+// left unattempted, is so claimed within Poll of its end); and after any signal (a webhook enabled again, a redelivery:
 // writes that make deliveries due without an event to dispatch, the
 // redelivery's a signal with no event at all), at most once every
 // dispatchGap. Under a stream of writes no webhook receives,
@@ -381,22 +383,25 @@ func (d *Deliverer) dispatch(ctx context.Context) (left bool) {
 	return left
 }
 
-// untilNextDue reads the queue (for the metrics too) and returns how long
-// to sleep before the next delivery is due, at most Poll.
+// untilNextDue returns how long to sleep before the next attempt the
+// queue has scheduled falls due, at most Poll. It asks the queue that
+// alone, not Stats: after every claim that finds nothing more, under a
+// stream of deliveries, Stats's count of everything pending was the
+// database's dearest statement.
 func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
-	st, err := d.o.Queue.Stats(ctx)
+	now := d.o.Now()
+	next, err := d.o.Queue.NextAttempt(ctx, now)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.o.Logger.Warn("webhook deliveries: reading the queue failed", "err", err)
 		}
 		return d.o.Poll
 	}
-	d.metrics.observeQueue(st)
-	if st.NextDue.IsZero() {
+	if next.IsZero() {
 		return d.o.Poll
 	}
 	// A little after: a delivery is due once next_attempt_at <= now.
-	return min(max(st.NextDue.Sub(d.o.Now())+time.Millisecond, time.Millisecond), d.o.Poll)
+	return min(max(next.Sub(now)+time.Millisecond, time.Millisecond), d.o.Poll)
 }
 
 // recorder writes the outcomes in batches: an outcome waits up to

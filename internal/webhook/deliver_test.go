@@ -736,11 +736,16 @@ func (h *harness) backlog(n int, url string) {
 }
 
 // countingQueue counts the deliverer's claims, records and reads of the
-// queue.
+// queue (its count, Stats; its next attempt).
 type countingQueue struct {
 	webhook.Queue
-	claims, records, stats atomic.Int64
-	claimed                atomic.Int64 // deliveries the claims returned
+	claims, records, stats, nexts atomic.Int64
+	claimed                       atomic.Int64 // deliveries the claims returned
+}
+
+func (q *countingQueue) NextAttempt(ctx context.Context, now time.Time) (time.Time, error) {
+	q.nexts.Add(1)
+	return q.Queue.NextAttempt(ctx, now)
 }
 
 func (q *countingQueue) Record(ctx context.Context, owner string, recs []webhookq.DeliveryRecord) ([]model.Event, error) {
@@ -780,7 +785,7 @@ func TestCommitsNoWebhookReceivesCostNoClaim(t *testing.T) {
 			// Poll far beyond the test: only commits and outcomes wake it.
 			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
 			time.Sleep(300 * time.Millisecond) // its first round: a claim at start
-			claims, stats := q.claims.Load(), q.stats.Load()
+			claims, stats := q.claims.Load(), q.stats.Load()+q.nexts.Load()
 			began := time.Now()
 			for i := range 60 {
 				h.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: h.Owner,
@@ -788,7 +793,7 @@ func TestCommitsNoWebhookReceivesCostNoClaim(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond) // the last dispatch
 			most := int64(time.Since(began)/(50*time.Millisecond)) + 2
-			if c, s := q.claims.Load()-claims, q.stats.Load()-stats; c > most || s > most || most >= 60 {
+			if c, s := q.claims.Load()-claims, q.stats.Load()+q.nexts.Load()-stats; c > most || s > most || most >= 60 {
 				t.Errorf("60 commits no webhook receives, in %v: %d claims, %d reads of the queue; want at most %d of each (one every 50 ms), fewer than the commits",
 					time.Since(began), c, s, most)
 			}
@@ -870,8 +875,11 @@ func TestAStreamToOneReceiverReusesItsConnections(t *testing.T) {
 }
 
 // The instance that makes a delivery leases it as it makes it, when its
-// queue has room: 40 users created one after another are each delivered
-// once, and no claim returns any of them.
+// queue has room: 40 users created one after another, over a second and
+// more, are each delivered once, and no claim returns any of them. The
+// claims that the commits prompt find nothing, and the deliverer then
+// asks the queue for its next attempt, not for its count of every pending
+// delivery (Stats, which the metrics read every 2 s).
 func TestDeliveriesMadeWithRoomNeedNoClaim(t *testing.T) {
 	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
 		t.Run(kind, func(t *testing.T) {
@@ -884,9 +892,11 @@ func TestDeliveriesMadeWithRoomNeedNoClaim(t *testing.T) {
 			q := &countingQueue{Queue: h.App.Store.WebhookQueue()}
 			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
 			const n = 40
+			stats, began := q.stats.Load(), time.Now()
 			for i := range n {
 				h.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: h.Owner,
 					Body: map[string]any{"username": fmt.Sprintf("leased%02d", i)}})
+				time.Sleep(25 * time.Millisecond)
 			}
 			waitFor(t, 10*time.Second, "every delivery", func() bool { return len(rc.requests()) >= n })
 			waitFor(t, 5*time.Second, "every delivery recorded", func() bool {
@@ -898,6 +908,11 @@ func TestDeliveriesMadeWithRoomNeedNoClaim(t *testing.T) {
 			}
 			if c := q.claimed.Load(); c != 0 {
 				t.Errorf("claims returned %d deliveries; want none: each was leased by the dispatch that made it", c)
+			}
+			took := time.Since(began)
+			if st, most := q.stats.Load()-stats, int64(took/(2*time.Second))+1; st > most {
+				t.Errorf("%d creates in %v: %d claims, the queue counted %d times; want at most %d (every 2 s)",
+					n, took, q.claims.Load(), st, most)
 			}
 		})
 	}

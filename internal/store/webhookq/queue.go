@@ -483,9 +483,9 @@ const analyzeAt = 1000
 // backlog grows faster. With the backlog in the statistics a claim reads
 // the oldest due deliveries in the order of their index, however many
 // wait. Drained, the table is refreshed again: statistics that still say
-// most deliveries are pending make every Stats, which the deliverer asks
-// after each claim that finds the queue empty, read the whole table,
-// every delivery ever made, instead of the pending ones on the due index.
+// most deliveries are pending make every Stats (the deliverer's metrics
+// ask it every few seconds) read the whole table, every delivery ever
+// made, instead of the pending ones on the due index.
 //
 // An ANALYZE samples a bounded number of rows; a failed one is left to
 // autovacuum. SQLite's planner, which has no such statistics here, takes
@@ -518,25 +518,42 @@ func (q *Queue) EnabledWebhooks(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// NextAttempt returns when the earliest attempt the queue has scheduled
+// after now falls due: a retry's, or a hold's end (zero: none). It reads
+// the due index from now on, past neither the deliveries due and in
+// flight nor the row versions that their outcomes left in the index
+// (PostgreSQL keeps those until a vacuum): a question of a few index
+// entries, however busy the queue, where Stats counts them all. A lease's
+// end it does not say.
+func (q *Queue) NextAttempt(ctx context.Context, now time.Time) (time.Time, error) {
+	var next []int64
+	err := q.reads.With(ctx).Table("webhook_deliveries AS d").Select("d.next_attempt_at").
+		Joins("JOIN webhooks w ON w.id = d.webhook_id").
+		Where("d.state = ? AND d.next_attempt_at > ? AND w.enabled", string(model.DeliveryPending), microsOf(now)).
+		Order("d.next_attempt_at").Limit(1).Find(&next).Error
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the next attempt: %w", err)
+	}
+	if len(next) == 0 {
+		return time.Time{}, nil
+	}
+	return micros(next[0]).time(), nil
+}
+
 // Stats are the queue as metrics show it.
 type Stats struct {
 	Pending       int64     // pending deliveries of enabled webhooks
 	OldestPending time.Time // when the oldest of them was made (zero: none)
-	// NextDue is when the next of them may be claimed: its next attempt,
-	// or the end of its lease (zero: none).
-	NextDue time.Time
 }
 
 // Stats reads the queue's stats.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	var row struct {
-		N       int64
-		Oldest  *int64
-		NextDue *int64
+		N      int64
+		Oldest *int64
 	}
 	err := q.reads.With(ctx).Table("webhook_deliveries AS d").
-		Select("COUNT(*) AS n, MIN(d.created_at) AS oldest, "+
-			"MIN(CASE WHEN d.lease_until IS NOT NULL AND d.lease_until > d.next_attempt_at THEN d.lease_until ELSE d.next_attempt_at END) AS next_due").
+		Select("COUNT(*) AS n, MIN(d.created_at) AS oldest").
 		Joins("JOIN webhooks w ON w.id = d.webhook_id").
 		Where("d.state = ? AND w.enabled", string(model.DeliveryPending)).Take(&row).Error
 	if err != nil {
@@ -546,9 +563,6 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Pending: row.N}
 	if row.Oldest != nil {
 		st.OldestPending = micros(*row.Oldest).time()
-	}
-	if row.NextDue != nil {
-		st.NextDue = micros(*row.NextDue).time()
 	}
 	return st, nil
 }
