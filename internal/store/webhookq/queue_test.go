@@ -22,7 +22,7 @@ import (
 	"github.com/guildhall/guildhall/internal/testenv"
 )
 
-func storeOptions(t *testing.T, kind string) store.Options {
+func storeOptions(t testing.TB, kind string) store.Options {
 	t.Helper()
 	if kind == testenv.Postgres {
 		return store.Options{DatabaseURL: testenv.FreshPostgres(t)}
@@ -30,13 +30,13 @@ func storeOptions(t *testing.T, kind string) store.Options {
 	return store.Options{DataDir: t.TempDir()}
 }
 
-func openStore(t *testing.T, kind string) *store.Store {
+func openStore(t testing.TB, kind string) *store.Store {
 	t.Helper()
 	return openStoreAt(t, storeOptions(t, kind))
 }
 
 // openStoreAt opens the store o names, closed when the test ends.
-func openStoreAt(t *testing.T, o store.Options) *store.Store {
+func openStoreAt(t testing.TB, o store.Options) *store.Store {
 	t.Helper()
 	s, err := store.Open(context.Background(), o)
 	if err != nil {
@@ -48,7 +48,7 @@ func openStoreAt(t *testing.T, o store.Options) *store.Store {
 
 // insertWebhook stores a webhook as its management does (the management
 // owns the table; the queue only reads it).
-func insertWebhook(t *testing.T, s *store.Store, id string, events []string, afterSeq int64, enabled bool) {
+func insertWebhook(t testing.TB, s *store.Store, id string, events []string, afterSeq int64, enabled bool) {
 	t.Helper()
 	ctx, now := context.Background(), time.Now()
 	_, err := s.Write(ctx, func(tx *store.Tx) error {
@@ -61,7 +61,7 @@ func insertWebhook(t *testing.T, s *store.Store, id string, events []string, aft
 }
 
 // appendEvents commits one event per type and returns their seqs.
-func appendEvents(t *testing.T, s *store.Store, types ...string) []int64 {
+func appendEvents(t testing.TB, s *store.Store, types ...string) []int64 {
 	t.Helper()
 	ctx := context.Background()
 	evs, err := s.Write(ctx, func(tx *store.Tx) error {
