@@ -73,7 +73,8 @@ const (
 	leaseMargin = 10 * time.Second
 	// DefaultPoll bounds how long the deliverer sleeps without a signal:
 	// a commit whose signal was lost (a listener reconnecting), a lease
-	// ended on another instance.
+	// that ended (another instance's, or one this instance left
+	// unattempted).
 	DefaultPoll = 5 * time.Second
 	// holdRecheck bounds how long a timed-out creator's deliveries wait
 	// before the creator is asked again (their timeout may be lifted).
@@ -249,13 +250,14 @@ func (d *Deliverer) Instance() string { return d.o.Instance }
 //
 // It claims when a delivery may be due: its own dispatch made some, its
 // last claim filled the queue, an outcome put a delivery back in the
-// queue, the next attempt the queue has scheduled came, or Poll passed
-// (a lease that ends, one of an instance stopped or one this instance
-// left unattempted, is so claimed within Poll of its end); and after any signal (a webhook enabled again, a redelivery:
-// writes that make deliveries due without an event to dispatch, the
-// redelivery's a signal with no event at all), at most once every
-// dispatchGap. Under a stream of writes no webhook receives,
-// the claims so cost two reads every dispatchGap, not two reads a commit.
+// queue, the next attempt the queue has scheduled came, or Poll passed (a
+// lease that ends, one of an instance stopped or one this instance left
+// unattempted, is so claimed within Poll of its end); and after any signal
+// (a webhook enabled again, a redelivery: writes that make deliveries due
+// without an event to dispatch, the redelivery's a signal with no event at
+// all), at most once every dispatchGap. Under a stream of writes no
+// webhook receives, the claims so cost two reads every dispatchGap, not
+// two reads a commit.
 func (d *Deliverer) run(ctx context.Context) {
 	wake, unsubscribe := d.o.Signals.Subscribe()
 	defer unsubscribe()
@@ -294,7 +296,8 @@ func (d *Deliverer) run(ctx context.Context) {
 			}
 			if free := cap(d.work) - len(d.work); due && free > 0 {
 				asked = time.Now()
-				n, err := d.claim(ctx, free)
+				now := d.o.Now()
+				n, err := d.claim(ctx, free, now)
 				switch {
 				case err != nil:
 					if ctx.Err() == nil {
@@ -304,7 +307,7 @@ func (d *Deliverer) run(ctx context.Context) {
 					// More may be due: claim again once a worker takes
 					// a job (freed).
 				default:
-					due, nextDue = false, time.Now().Add(d.untilNextDue(ctx))
+					due, nextDue = false, time.Now().Add(d.untilNextDue(ctx, now))
 					sleep = min(sleep, time.Until(nextDue))
 				}
 			}
@@ -384,13 +387,14 @@ func (d *Deliverer) dispatch(ctx context.Context) (left bool) {
 }
 
 // untilNextDue returns how long to sleep before the next attempt the
-// queue has scheduled falls due, at most Poll. It asks the queue that
-// alone, not Stats: after every claim that finds nothing more, under a
-// stream of deliveries, Stats's count of everything pending was the
-// database's dearest statement.
-func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
-	now := d.o.Now()
-	next, err := d.o.Queue.NextAttempt(ctx, now)
+// queue has scheduled after claimed (the time the last claim took as now)
+// falls due, at most Poll: one that fell due while that claim ran, too
+// late for it, is claimed at once. It asks the queue that alone, not
+// Stats: after every claim that finds nothing more, under a stream of
+// deliveries, Stats's count of everything pending was the database's
+// dearest statement.
+func (d *Deliverer) untilNextDue(ctx context.Context, claimed time.Time) time.Duration {
+	next, err := d.o.Queue.NextAttempt(ctx, claimed)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.o.Logger.Warn("webhook deliveries: reading the queue failed", "err", err)
@@ -401,7 +405,7 @@ func (d *Deliverer) untilNextDue(ctx context.Context) time.Duration {
 		return d.o.Poll
 	}
 	// A little after: a delivery is due once next_attempt_at <= now.
-	return min(max(next.Sub(now)+time.Millisecond, time.Millisecond), d.o.Poll)
+	return min(max(next.Sub(d.o.Now())+time.Millisecond, time.Millisecond), d.o.Poll)
 }
 
 // recorder writes the outcomes in batches: an outcome waits up to

@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, d *Deliverer) *metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
 		lapsed: prometheus.NewCounter(prometheus.CounterOpts{Name: "guildhall_webhook_deliveries_lapsed_total",
 			Help: "Leased deliveries this instance left unattempted because their lease ran short while they waited behind receivers that hang; " +
-				"each is claimed again once its lease ends."}),
+				"each is claimed again within 5 s of its lease's end."}),
 	}
 	if reg == nil {
 		return m

@@ -18,10 +18,10 @@ import (
 
 const tracerName = "github.com/guildhall/guildhall/internal/webhook"
 
-// claim claims up to n due deliveries and starts what each needs (see
-// Deliverer, take): it returns how many it claimed.
-func (d *Deliverer) claim(ctx context.Context, n int) (int, error) {
-	claimed, err := d.o.Queue.Claim(ctx, d.o.Instance, d.o.Now(), d.leaseFor(len(d.work)+n), n)
+// claim claims up to n deliveries due at now and starts what each needs
+// (see Deliverer, take): it returns how many it claimed.
+func (d *Deliverer) claim(ctx context.Context, n int, now time.Time) (int, error) {
+	claimed, err := d.o.Queue.Claim(ctx, d.o.Instance, now, d.leaseFor(len(d.work)+n), n)
 	if err != nil || len(claimed) == 0 {
 		return 0, err
 	}

@@ -735,6 +735,38 @@ func (h *harness) backlog(n int, url string) {
 	}
 }
 
+// A retry that falls due while a claim runs, too late for that claim, is
+// claimed at once after it, not left to the next poll: one delivery
+// pending with its next attempt 300 ms ahead, claims that take 600 ms
+// when they find nothing, and Poll a minute: it is attempted within a
+// second or so.
+func TestARetryDueDuringAClaimIsNotLeftToThePoll(t *testing.T) {
+	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
+	rc := newSink(t, nil)
+	h.backlog(1, rc.URL)
+	due := time.Now().Add(300 * time.Millisecond)
+	if err := h.db.Exec("UPDATE webhook_deliveries SET next_attempt_at = ?", due.UnixMicro()).Error; err != nil {
+		t.Fatal(err)
+	}
+	h.restart(webhook.DelivererOptions{Queue: &slowEmptyClaims{Queue: h.App.Store.WebhookQueue(), delay: 600 * time.Millisecond},
+		Poll: time.Minute})
+	waitFor(t, 5*time.Second, "the delivery, well before Poll", func() bool { return len(rc.requests()) == 1 })
+}
+
+// slowEmptyClaims makes a claim that finds nothing take delay longer.
+type slowEmptyClaims struct {
+	webhook.Queue
+	delay time.Duration
+}
+
+func (q *slowEmptyClaims) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]webhookq.ClaimedDelivery, error) {
+	got, err := q.Queue.Claim(ctx, owner, now, lease, limit)
+	if err == nil && len(got) == 0 {
+		time.Sleep(q.delay)
+	}
+	return got, err
+}
+
 // countingQueue counts the deliverer's claims, records and reads of the
 // queue (its count, Stats; its next attempt).
 type countingQueue struct {

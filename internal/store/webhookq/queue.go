@@ -523,8 +523,9 @@ func (q *Queue) EnabledWebhooks(ctx context.Context) (int64, error) {
 // the due index from now on, past neither the deliveries due and in
 // flight nor the row versions that their outcomes left in the index
 // (PostgreSQL keeps those until a vacuum): a question of a few index
-// entries, however busy the queue, where Stats counts them all. A lease's
-// end it does not say.
+// entries however busy the queue (but for the retries of disabled
+// webhooks scheduled before the answer, each passed), where Stats counts
+// them all. A lease's end it does not say.
 func (q *Queue) NextAttempt(ctx context.Context, now time.Time) (time.Time, error) {
 	var next []int64
 	err := q.reads.With(ctx).Table("webhook_deliveries AS d").Select("d.next_attempt_at").

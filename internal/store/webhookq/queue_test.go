@@ -270,7 +270,8 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 		if len(rest) != 3 {
 			t.Fatalf("claimed %d, want the 3 others (the retry is due in an hour)", len(rest))
 		}
-		rec("one", rest[0], webhookq.DeliveryRecord{Step: webhookq.StepHold, NextAttemptAt: retryAt})
+		holdUntil := retryAt.Add(-30 * time.Minute)
+		rec("one", rest[0], webhookq.DeliveryRecord{Step: webhookq.StepHold, NextAttemptAt: holdUntil})
 		rec("one", rest[1], webhookq.DeliveryRecord{Step: webhookq.StepDrop})
 		ev := func(before, after model.Webhook) model.Event {
 			if !before.Enabled || after.Enabled || after.DisabledReason != "gone" || before.URL != "https://example.com/h" {
@@ -305,14 +306,17 @@ func TestRecordHoldsOnlyWhileTheLeaseIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, err = s.WebhookQueue().Stats(ctx)
-		// Pending: the retry and the hold (due in an hour); the drop is
-		// gone, the 410 failed.
+		// Pending: the retry (due in an hour) and the hold (in half an
+		// hour); the drop is gone, the 410 failed.
 		if err != nil || st.Pending != 2 || st.OldestPending.IsZero() {
 			t.Fatalf("queue %+v (%v), want 2 pending", st, err)
 		}
-		// The next attempt: the retry's and the hold's.
-		if next, err := s.WebhookQueue().NextAttempt(ctx, time.Now()); err != nil || next.Sub(retryAt).Abs() > time.Millisecond {
-			t.Fatalf("the next attempt at %v (%v), want the retry's, at %v", next, err, retryAt)
+		// The next attempt: the hold's end, then the retry.
+		if next, err := s.WebhookQueue().NextAttempt(ctx, time.Now()); err != nil || next.Sub(holdUntil).Abs() > time.Millisecond {
+			t.Fatalf("the next attempt at %v (%v), want the hold's end, at %v", next, err, holdUntil)
+		}
+		if next, err := s.WebhookQueue().NextAttempt(ctx, holdUntil); err != nil || next.Sub(retryAt).Abs() > time.Millisecond {
+			t.Fatalf("the next attempt after the hold's end at %v (%v), want the retry's, at %v", next, err, retryAt)
 		}
 		if got := claimAll(t, s, "one", 10); len(got) != 0 {
 			t.Fatalf("claimed %v before their time", pairs(got))
