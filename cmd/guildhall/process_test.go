@@ -191,7 +191,10 @@ func startBinary(t *testing.T, bin, name string, s storeDir, extraEnv ...string)
 	return in
 }
 
-// ready waits until the instance listens and answers /readyz.
+// ready waits until the instance listens and /readyz says 200. An
+// instance just started on a busy machine may say 503 for a moment (its
+// readiness write is bounded by a second, and may wait for the write lock
+// another instance holds), so a 503 is asked again until the deadline.
 func (in *instance) ready(t *testing.T, c *http.Client) *instance {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -209,15 +212,24 @@ func (in *instance) ready(t *testing.T, c *http.Client) *instance {
 			t.Fatalf("%s did not listen within 30 s", in.name)
 		}
 	}
-	res, err := c.Get(in.URL + "/readyz")
-	if err != nil {
-		t.Fatalf("%s /readyz: %v", in.name, err)
+	for {
+		res, err := c.Get(in.URL + "/readyz")
+		if err != nil {
+			t.Fatalf("%s /readyz: %v", in.name, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		switch {
+		case res.StatusCode == http.StatusOK:
+			return in
+		case res.StatusCode != http.StatusServiceUnavailable:
+			t.Fatalf("%s /readyz: status %d %s", in.name, res.StatusCode, body)
+		case time.Now().After(deadline):
+			t.Fatalf("%s /readyz still 503 after 30 s: %s", in.name, body)
+		}
+		t.Logf("%s /readyz: 503 %s; asking again", in.name, bytes.TrimSpace(body))
+		time.Sleep(100 * time.Millisecond)
 	}
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("%s /readyz: status %d", in.name, res.StatusCode)
-	}
-	return in
 }
 
 // kill sends SIGKILL and waits for the process to go.
