@@ -172,6 +172,7 @@ type Cache struct {
 	hits, misses, questions, resets atomic.Int64
 	leased                          atomic.Int64 // scopes answered under the lease, without a question
 	lockedAt                        atomic.Int64 // write transactions that found the cache at the version under the lock
+	ownFollowed                     atomic.Int64 // own commits followed with no question, reads then answered under the lease (Committed)
 	keptSearches                    atomic.Int64 // pages of searches whose users were kept (NoteKeptSearch)
 	changes                         atomic.Int64 // changes followed (for tracing)
 	tracer                          *tracer      // nil: tracing off
@@ -675,7 +676,11 @@ type Stats struct {
 	Leased int64
 	// AtLock counts the write transactions that found the cache at the
 	// data version they read under the write lock, and asked nothing.
-	AtLock         int64
+	AtLock int64
+	// OwnFollowed counts this instance's commits that the cache followed
+	// by itself, its reads then answered under the lease with no question
+	// (Committed).
+	OwnFollowed    int64
 	Entries, Bytes int
 	// UserBytes is the part of Bytes that the packed users hold.
 	UserBytes int
@@ -694,5 +699,5 @@ func (c *Cache) Stats() Stats {
 	b := c.bytes + ub
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Leased: c.leased.Load(), AtLock: c.lockedAt.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent()}
+		Resets: c.resets.Load(), Leased: c.leased.Load(), AtLock: c.lockedAt.Load(), OwnFollowed: c.ownFollowed.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent()}
 }

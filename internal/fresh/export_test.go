@@ -44,3 +44,11 @@ func (c *Cache) At() int64 {
 	defer c.mu.Unlock()
 	return c.pos.v
 }
+
+// Heard is the lease's floor: the highest version heard prepared or
+// committed.
+func (c *Cache) Heard() int64 {
+	c.lease.mu.Lock()
+	defer c.lease.mu.Unlock()
+	return c.lease.heard
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,6 +119,47 @@ func (c *Cache) Prepare(ctx context.Context, v, nonce, others int64) error {
 	return c.lease.prepare(ctx, v, nonce, others)
 }
 
+// Committed follows a commit of this instance's own write transaction as
+// a question would, without one. own is what CommitVersionSQL read with
+// v and nonce (commit_changes): the nonce of the version before v, and
+// the changes logged under v. It follows them only when the cache stands
+// at that version before v, of the same history, and no question is in
+// flight (one that is would apply its answer after); and it ends the
+// asking that the commit began only when it was prepared alone and
+// nothing was heard since (leases.followedOwn): then the cache stands at
+// the last version committed, as a round would find it. Otherwise the
+// next read asks, as it would have. Called once the commit is known to
+// have taken effect.
+func (c *Cache) Committed(v, nonce int64, own string) {
+	if c.lease == nil || c.rounds == nil || own == "" {
+		return
+	}
+	var o struct {
+		Prev    *int64      `json:"prev"`
+		Changes [][2]string `json:"changes"`
+	}
+	if json.Unmarshal([]byte(own), &o) != nil || o.Prev == nil || len(o.Changes) == 0 {
+		return
+	}
+	// Only a round moves the position besides this: holding its lock,
+	// the position read here is the one applied from.
+	if !c.rounds.inflight.TryLock() {
+		return
+	}
+	defer c.rounds.inflight.Unlock()
+	if !c.at(position{v: v - 1, nonce: *o.Prev}) {
+		return
+	}
+	changes := make([]Change, len(o.Changes))
+	for i, ch := range o.Changes {
+		changes[i] = Change{Table: ch[0], Key: ch[1]}
+	}
+	c.apply(delta{to: position{v: v, nonce: nonce}, changes: changes})
+	if c.lease.followedOwn(v, nonce) {
+		c.ownFollowed.Add(1)
+	}
+}
+
 // at reports whether the cache stands at p: it has followed every change
 // up to p's version, of p's history.
 func (c *Cache) at(p position) bool {
@@ -135,12 +177,13 @@ func (c *Cache) at(p position) bool {
 func (c *Cache) LockWritesSQL() string { return c.lockWritesSQL }
 
 // CommitVersionSQL selects the version and nonce of the transaction it
-// runs in (v, nonce), NULLs when the transaction bumped none, and others,
-// what Prepare needs besides: the statement a writer runs last (it fires
-// the logging triggers still pending first, commit_version in
-// registry_pg.go, so nothing the transaction changes after it is logged
-// before the commit). Only for a cache that follows PostgreSQL with
-// leases.
+// runs in (v, nonce), NULLs when the transaction bumped none; others,
+// what Prepare needs besides; and own, what Committed needs (NULL when
+// the transaction logged too much to follow it by itself): the
+// statement a writer runs last (it fires the logging triggers still
+// pending first, commit_changes in registry_pg.go, so nothing the
+// transaction changes after it is logged before the commit). Only for a
+// cache that follows PostgreSQL with leases.
 func (c *Cache) CommitVersionSQL() string { return c.lease.versionSQL() }
 
 // Close closes SQLite's log connection, and stops PostgreSQL's listener.

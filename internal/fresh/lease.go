@@ -55,7 +55,9 @@ import (
 //     every lease granted before the transaction took it is in the
 //     instances table. The transaction reads the table last (versionSQL):
 //     when no other instance's lease may still run, it only makes this
-//     instance's own reads ask and commits. Any lease granted later comes
+//     instance's own reads ask and commits; once committed, the cache
+//     follows the commit by itself and they answer from memory again
+//     (Cache.Committed, followedOwn). Any lease granted later comes
 //     from a heartbeat notified after its commit, so heard after it (an
 //     instance that listens too late to hear the commit sees it in its
 //     first round, as any commit it did not hear). The common deployment,
@@ -126,6 +128,14 @@ type leases struct {
 	done      chan struct{}
 	listening chan struct{} // closed when the listener first listens
 	once      sync.Once
+	// mine are the versions this instance prepared, alone or not, with
+	// their nonce, until their commit is heard on the connection they
+	// were prepared on: the prepare moved want and the floor already, so
+	// the commit tells this instance nothing new and moves neither.
+	mine map[int64]int64
+	// alone is the last version prepared with no other lease running, and
+	// the want its prepare moved to (followedOwn).
+	alone aloneCommit
 	// at reports whether the cache stands at a version (FollowPostgres).
 	at func(v, nonce int64) bool
 	// q runs the prepare statement, on a connection of the pool: not the
@@ -154,6 +164,13 @@ type sentAt struct{ mono, wall int64 }
 type ownCommit struct {
 	nonce int64
 	heard uint64
+}
+
+// aloneCommit is a version prepared with no other lease running: its
+// nonce, and the want its prepare moved to.
+type aloneCommit struct {
+	v, nonce int64
+	want     uint64
 }
 
 // ChangeChannel is the channel the change log notifies on.
@@ -186,7 +203,7 @@ func newLeases(opts LeaseOptions, pg Postgres) *leases {
 		opts.Logger = slog.Default()
 	}
 	return &leases{opts: opts, pg: pg, channel: ChangeChannel(pg.Tag), log: opts.Logger, base: time.Now(),
-		wake: make(chan struct{}), others: map[string]*peer{}, own: map[int64]ownCommit{}}
+		wake: make(chan struct{}), others: map[string]*peer{}, own: map[int64]ownCommit{}, mine: map[int64]int64{}}
 }
 
 func (l *leases) now() int64 { return int64(time.Since(l.base)) }
@@ -374,6 +391,10 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 	l.epoch++
 	l.conn = l.epoch
 	l.heard, l.notices, l.sent, l.ack = prepared, 0, map[uint64]sentAt{}, make(chan int64, 1)
+	// The floor now comes from the prepared table, which a write alone
+	// does not write: the commit of a version prepared before counts as
+	// anyone's, and raises the floor when heard.
+	clear(l.mine)
 	l.want.Add(1) // a round that began before the floor was read sets no have
 	l.broadcast()
 	l.once.Do(func() { close(l.listening) })
@@ -531,6 +552,12 @@ func (l *leases) heardNotice(payload string) {
 		if err != nil {
 			return
 		}
+		if nonce, err := strconv.ParseInt(rest, 10, 64); err == nil {
+			if n, ok := l.mine[v]; ok && n == nonce {
+				delete(l.mine, v)
+				return
+			}
+		}
 		l.want.Add(1)
 		l.heard = max(l.heard, v)
 	}
@@ -547,8 +574,9 @@ func (l *leases) peer(id string) *peer {
 }
 
 // versionSQL is a write transaction's last statement: its version and
-// nonce (NULLs when it bumped none), and how many other instances' leases
-// may still run (others), read under the write lock. A lease's end as the
+// nonce (NULLs when it bumped none), how many other instances' leases
+// may still run (others), read under the write lock, and own, what
+// Cache.Committed follows the commit by (commit_changes). A lease's end as the
 // table holds it is no earlier than the instance's own (it is reckoned
 // from when the heartbeat ran, which was sent earlier). A lease counts
 // for another lease and the margin after that end: the database's clock
@@ -558,8 +586,8 @@ func (l *leases) peer(id string) *peer {
 func (l *leases) versionSQL() string {
 	return "SELECT x.v, x.nonce, (SELECT count(*) FROM " + instancesTable(l.pg.Schema) + " i WHERE i.id <> " +
 		quoteLiteral(l.opts.Instance) + " AND i.expires_at > clock_timestamp() - make_interval(secs => " +
-		strconv.FormatFloat((l.opts.Lease+leaseMargin).Seconds(), 'f', -1, 64) + ")) AS others FROM " +
-		quoteIdent(l.pg.Schema) + ".commit_version() x"
+		strconv.FormatFloat((l.opts.Lease+leaseMargin).Seconds(), 'f', -1, 64) + ")) AS others, x.own FROM " +
+		quoteIdent(l.pg.Schema) + ".commit_changes() x"
 }
 
 // prepareSQL records the version prepared and notifies it, in one
@@ -590,17 +618,21 @@ func (l *leases) prepareSQL() string {
 // notified to it: every heartbeat that could grant one waits for the write
 // lock, and an instance that listens too late to hear the commit sees it
 // in its first round (seed). Then only this instance's own reads must ask
-// from now on, and nothing is sent.
+// from now on, until it has followed the commit itself (followedOwn), and
+// nothing is sent.
 func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
+	l.mu.Lock()
+	if len(l.mine) >= 4096 { // commits never heard (rolled back, or the listener gone): forget them
+		clear(l.mine)
+	}
+	l.mine[v] = nonce
 	if others == 0 {
-		l.mu.Lock()
-		l.want.Add(1)
+		l.alone = aloneCommit{v: v, nonce: nonce, want: l.want.Add(1)}
 		l.heard = max(l.heard, v)
 		l.broadcast()
 		l.mu.Unlock()
 		return nil
 	}
-	l.mu.Lock()
 	if len(l.own) >= 4096 { // prepares never heard (the listener gone meanwhile): forget them
 		clear(l.own)
 	}
@@ -663,4 +695,20 @@ func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
 		t.Stop()
 		l.mu.Lock()
 	}
+}
+
+// followedOwn ends the asking that a commit of this instance's, prepared
+// alone (others == 0), began, once the cache has followed that commit by
+// itself (Cache.Committed): when nothing was heard or polled since the
+// prepare (want is still what it moved to), the cache now stands at the
+// last version committed, as a round would have found it.
+func (l *leases) followedOwn(v, nonce int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.alone
+	if a.v != v || a.nonce != nonce || l.want.Load() != a.want || l.heard > v {
+		return false
+	}
+	l.have.Store(a.want)
+	return true
 }

@@ -105,18 +105,32 @@ func (w leaseWorld) tryWrite(c *Cache, n int) error {
 			return err
 		}
 	}
-	var v, nonce, others int64
-	if err := tx.QueryRowContext(ctx, c.CommitVersionSQL()).Scan(&v, &nonce, &others); err != nil {
+	v, nonce, own, err := commit(ctx, c, tx)
+	if err != nil {
 		return err
+	}
+	c.Committed(v, nonce, own)
+	return nil
+}
+
+// commit ends tx as the service's writer does, through c: its version
+// read last, prepared, committed. It returns what the writer then gives
+// Cache.Committed.
+func commit(ctx context.Context, c *Cache, tx *sql.Tx) (v, nonce int64, own string, err error) {
+	var others int64
+	var o sql.NullString
+	if err := tx.QueryRowContext(ctx, c.CommitVersionSQL()).Scan(&v, &nonce, &others, &o); err != nil {
+		return 0, 0, "", err
 	}
 	if err := c.Prepare(ctx, v, nonce, others); err != nil {
-		return err
+		return 0, 0, "", err
 	}
-	return tx.Commit()
+	return v, nonce, o.String, tx.Commit()
 }
 
 // TestLeaseAnswersWithoutAsking: a cache that holds its lease asks nothing
-// while nothing is committed; its own commit makes its next read ask.
+// while nothing is committed; its own commit, prepared alone, makes its
+// next read ask until the cache has followed that commit by itself.
 func TestLeaseAnswersWithoutAsking(t *testing.T) {
 	t.Parallel()
 	w := newLeaseWorld(t)
@@ -131,9 +145,36 @@ func TestLeaseAnswersWithoutAsking(t *testing.T) {
 	if asked := c.Stats().Questions - before; asked != 0 {
 		t.Fatalf("%d questions for 100 reads under the lease, want 0", asked)
 	}
-	w.write(t, c, 1)
+	ctx := context.Background()
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range []string{w.pg.LockWrites(), "UPDATE gadgets SET n = 1 WHERE id = 'g'"} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, nonce, own, err := commit(ctx, c, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if c.LeaseCurrent() {
-		t.Fatal("after its own commit was answered, the cache still answers from memory")
+		t.Fatal("after its own commit, before following it, the cache still answers from memory")
+	}
+	followed := c.Stats().OwnFollowed
+	c.Committed(v, nonce, own)
+	if !c.LeaseCurrent() || c.At() != v || c.Stats().OwnFollowed != followed+1 {
+		t.Fatalf("after following its own commit of %d: lease current %v, at %d, followed %d; want true, %d, 1",
+			v, c.LeaseCurrent(), c.At(), c.Stats().OwnFollowed-followed, v)
+	}
+	before = c.Stats().Questions
+	if err := c.Fresh(Scope(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if asked := c.Stats().Questions - before; asked != 0 {
+		t.Fatalf("%d questions after its own commit was followed, want 0", asked)
 	}
 	// A write transaction's scope asks, lease or not.
 	held(t, c)
@@ -298,7 +339,7 @@ func (w leaseWorld) prepared(t *testing.T) int64 {
 }
 
 // TestLeaseAloneSendsNoPrepare: a write while no other instance holds a
-// lease prepares nothing, and still makes the writer's own reads ask; once
+// lease prepares nothing (its writer's cache follows it by itself); once
 // another instance holds one, writes prepare again.
 func TestLeaseAloneSendsNoPrepare(t *testing.T) {
 	t.Parallel()
@@ -306,9 +347,6 @@ func TestLeaseAloneSendsNoPrepare(t *testing.T) {
 	one := w.cache(t, "one", DefaultLease)
 	held(t, one)
 	w.write(t, one, 1)
-	if one.LeaseCurrent() {
-		t.Fatal("after its own commit was answered, the cache still answers from memory")
-	}
 	if got := w.prepared(t); got != 0 {
 		t.Fatalf("a write alone prepared version %d", got)
 	}
@@ -348,7 +386,8 @@ func TestLeaseHeartbeatWaitsForTheWrite(t *testing.T) {
 	// it that a write still counts it for; no heartbeat renews one.
 	time.Sleep(2*(lease+LeaseMargin) + 100*time.Millisecond)
 	var v, nonce, others int64
-	if err := tx.QueryRowContext(ctx, one.CommitVersionSQL()).Scan(&v, &nonce, &others); err != nil {
+	var own sql.NullString
+	if err := tx.QueryRowContext(ctx, one.CommitVersionSQL()).Scan(&v, &nonce, &others, &own); err != nil {
 		t.Fatal(err)
 	}
 	if others != 0 {
@@ -382,4 +421,87 @@ func TestLeaseHeartbeatWaitsForTheWrite(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestLeaseOwnCommitFollowedOnlyFromWhereItBegan: a cache follows its own
+// commit by itself only from the version just before it, and ends the
+// asking only when nothing was heard since its prepare. psql's commit
+// between the write's lock and its first change (its notification held
+// back) leaves a version the cache has not followed; psql's commit heard
+// after the prepare is a change the commit does not carry. Either way the
+// next read asks, and finds everything.
+func TestLeaseOwnCommitFollowedOnlyFromWhereItBegan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newLeaseWorld(t)
+	c := w.cache(t, "one", DefaultLease)
+	begin := func() *sql.Tx {
+		t.Helper()
+		held(t, c)
+		tx, err := w.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback() })
+		if _, err := tx.ExecContext(ctx, w.pg.LockWrites()); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	asks := func(what string, want int64) {
+		t.Helper()
+		before := c.Stats().Questions
+		if err := c.Fresh(Scope(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if c.Stats().Questions == before || c.At() != want {
+			t.Fatalf("%s: the next read asked %d times and stands at %d; want a question, and %d",
+				what, c.Stats().Questions-before, c.At(), want)
+		}
+	}
+
+	// A version committed behind the write's back, before its change.
+	tx := begin()
+	release := c.HoldNotices()
+	t.Cleanup(release) // a listener held would hold Close
+	if _, err := w.db.ExecContext(ctx, "INSERT INTO gadgets VALUES ('h', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE gadgets SET n = 1 WHERE id = 'g'"); err != nil {
+		t.Fatal(err)
+	}
+	v, nonce, own, err := commit(ctx, c, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := c.At()
+	c.Committed(v, nonce, own)
+	if c.LeaseCurrent() || c.At() != at {
+		t.Fatalf("a commit of %d followed from %d, past a version in between: lease current %v, at %d", v, at, c.LeaseCurrent(), c.At())
+	}
+	release()
+	asks("after a version committed in between", v)
+
+	// A change heard between the prepare and the following.
+	tx = begin()
+	if _, err := tx.ExecContext(ctx, "UPDATE gadgets SET n = 2 WHERE id = 'g'"); err != nil {
+		t.Fatal(err)
+	}
+	v, nonce, own, err = commit(ctx, c, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.ExecContext(ctx, "UPDATE gadgets SET n = 3 WHERE id = 'h'"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.Heard() < v+1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("psql's commit not heard within 10 s")
+		}
+	}
+	c.Committed(v, nonce, own)
+	if c.LeaseCurrent() {
+		t.Fatal("the cache answers from memory after following its own commit, with a later one heard")
+	}
+	asks("after a change heard meanwhile", v+1)
 }

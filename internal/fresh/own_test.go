@@ -111,7 +111,7 @@ func TestOwnChangesAcrossASavepoint(t *testing.T) {
 	}
 	exec("INSERT INTO gadgets VALUES ('c', 4)")
 	var v, nonce sql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT v, nonce FROM "+QuoteIdent(w.pg.Schema)+".commit_version()").Scan(&v, &nonce); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT v, nonce FROM "+QuoteIdent(w.pg.Schema)+".commit_changes()").Scan(&v, &nonce); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

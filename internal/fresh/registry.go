@@ -44,7 +44,7 @@ import (
 // first and so run one at a time, fire the pending triggers themselves:
 // when they read what they changed so far (Own, own_changes), and as their
 // last statement, which reads their version for the prepare
-// (CommitVersionSQL, commit_version). Holding the version row from then
+// (CommitVersionSQL, commit_changes). Holding the version row from then
 // on, such a write can close a cycle with another program's transaction
 // that holds a row the write waits for and commits meanwhile: PostgreSQL
 // then ends one of the two, and the service's writer runs its batch again

@@ -12,7 +12,7 @@ import (
 // fired ALWAYS (in replica sessions too), and <table>_log_truncate: a
 // TRUNCATE logs the whole store as changed. The service's own write
 // transactions fire the pending row triggers themselves, when they read
-// what they changed (own_changes) and before they commit (commit_version).
+// what they changed (own_changes) and before they commit (commit_changes).
 // The functions name their schema, so a session with any search_path logs
 // into the right one.
 
@@ -49,19 +49,38 @@ END
 `
 }
 
-// commitVersionBody fires the transaction's pending logging triggers and
-// returns its version and nonce, NULLs when it bumped none.
-func commitVersionBody(tag string) string {
+// ownFollowedMax bounds the changes commit_changes hands back: a
+// transaction that logged more makes the cache ask, as another's would.
+const ownFollowedMax = 256
+
+// commitChangesBody fires the transaction's pending logging triggers and
+// returns its version and nonce, NULLs when it bumped none, and what the
+// cache needs to follow it without a question (Cache.Committed): a JSON
+// object with the nonce before it (prev, as the bump read it) and the
+// changes logged under it, [table, key] each; NULL past ownFollowedMax.
+// The changes are read here, by a statement of the function: the
+// statement that calls it would not see rows its triggers logged.
+func commitChangesBody(schema, tag string) string {
 	return `
 DECLARE
   s TEXT;
+  n BIGINT;
+  own TEXT;
 BEGIN
   SET CONSTRAINTS ALL IMMEDIATE;
   s := current_setting('` + changeSetting(tag) + `', true);
   IF s IS NOT NULL AND split_part(s, ':', 1) = txid_current_if_assigned()::text THEN
-    RETURN QUERY SELECT split_part(s, ':', 2)::bigint, split_part(s, ':', 3)::bigint;
+    SELECT json_build_object('prev', NULLIF(split_part(s, ':', 4), '')::bigint,
+        'changes', json_agg(json_build_array(c.tbl, c.key)))::text, count(*)
+      INTO own, n
+      FROM (SELECT c.tbl, c.key FROM ` + quoteIdent(schema) + `.change_log c
+        WHERE c.v = split_part(s, ':', 2)::bigint LIMIT ` + fmt.Sprint(ownFollowedMax+1) + `) c;
+    IF n > ` + fmt.Sprint(ownFollowedMax) + ` THEN
+      own := NULL;
+    END IF;
+    RETURN QUERY SELECT split_part(s, ':', 2)::bigint, split_part(s, ':', 3)::bigint, own;
   ELSE
-    RETURN QUERY SELECT NULL::bigint, NULL::bigint;
+    RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::text;
   END IF;
 END
 `
@@ -92,14 +111,14 @@ type pgFunction struct{ sig, body string }
 // pgFunctionList are the functions of the log: log_change, which bumps
 // the data version once per transaction and logs one change; log_truncate;
 // a trigger function per logged table; and what the service's writes call,
-// lock_writes, own_changes and commit_version.
+// lock_writes, own_changes and commit_changes.
 func (r Registry) pgFunctionList(pg *Postgres) []pgFunction {
 	q := quoteIdent(pg.Schema)
 	out := []pgFunction{
 		{q + ".log_change(t TEXT, k TEXT) RETURNS void", LogChangeBody(pg.Schema, pg.Tag)},
 		{q + ".log_truncate() RETURNS trigger", "\nBEGIN\n  PERFORM " + q + ".log_change('*', '');\n  RETURN NULL;\nEND\n"},
 		{q + ".own_changes() RETURNS TABLE (tbl TEXT, key TEXT)", ownChangesBody(pg.Schema, pg.Tag)},
-		{q + ".commit_version() RETURNS TABLE (v BIGINT, nonce BIGINT)", commitVersionBody(pg.Tag)},
+		{q + ".commit_changes() RETURNS TABLE (v BIGINT, nonce BIGINT, own TEXT)", commitChangesBody(pg.Schema, pg.Tag)},
 		{q + ".lock_writes(k BIGINT, lock_ms BIGINT, statement_ms BIGINT) RETURNS TABLE (v BIGINT, nonce BIGINT)", lockWritesBody(pg.Schema)},
 	}
 	for _, t := range r.Logged {

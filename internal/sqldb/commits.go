@@ -11,9 +11,12 @@ import (
 // CommitHooks let the read cache invalidate every instance's memory before
 // a write takes effect (internal/fresh's leases, PostgreSQL): VersionSQL
 // reads, as the transaction's last statement, the version and nonce the
-// change log gave it (NULLs when it logged nothing) and a count, others;
-// Prepare gets the three before the commit and returns once the
-// transaction may commit, or an error that rolls it back.
+// change log gave it (NULLs when it logged nothing), a count, others, and
+// a text, own (NULL or not); Prepare gets the first three before the
+// commit and returns once the transaction may commit, or an error that
+// rolls it back. Committed, when set, gets the version, nonce and own of
+// a transaction that prepared, once it is known to have committed: the
+// cache follows its own commit with them.
 //
 // LockSQL, when set, takes the write lock instead of the dialect's
 // statement: with the lock's key and the transaction's bounds on the lock
@@ -24,6 +27,7 @@ type CommitHooks struct {
 	LockSQL    string
 	VersionSQL string
 	Prepare    func(ctx context.Context, v, nonce, others int64) error
+	Committed  func(v, nonce int64, own string)
 }
 
 // SetCommitHooks sets the hooks, before any write.
@@ -32,31 +36,39 @@ func (db *DB) SetCommitHooks(h CommitHooks) { db.commits = h }
 // endTransaction is a PostgreSQL write transaction's last statement: the
 // notification of its events' last seq (last > 0), delivered to listeners
 // when (and only if) the transaction commits, and its version read with
-// it, which it then prepares (CommitHooks).
-func (db *DB) endTransaction(ctx context.Context, g *gorm.DB, last int64) error {
+// it, which it then prepares (CommitHooks). committed, when not nil, is
+// to be called once the transaction committed.
+func (db *DB) endTransaction(ctx context.Context, g *gorm.DB, last int64) (committed func(), err error) {
 	h := db.commits
 	if h.VersionSQL == "" {
 		if last > 0 {
 			if err := g.Exec(notifyEvents, db.ns.Channel, fmt.Sprint(last)).Error; err != nil {
-				return fmt.Errorf("notify: %w", err)
+				return nil, fmt.Errorf("notify: %w", err)
 			}
 		}
-		return nil
+		return nil, nil
 	}
 	var row *sql.Row
 	if last > 0 {
-		row = g.Raw("SELECT pg_notify(?, ?), x.v, x.nonce, x.others FROM ("+h.VersionSQL+") x", db.ns.Channel, fmt.Sprint(last)).Row()
+		row = g.Raw("SELECT pg_notify(?, ?), x.v, x.nonce, x.others, x.own FROM ("+h.VersionSQL+") x", db.ns.Channel, fmt.Sprint(last)).Row()
 	} else {
-		row = g.Raw("SELECT NULL, x.v, x.nonce, x.others FROM (" + h.VersionSQL + ") x").Row()
+		row = g.Raw("SELECT NULL, x.v, x.nonce, x.others, x.own FROM (" + h.VersionSQL + ") x").Row()
 	}
 	var notified any
 	var v, nonce sql.NullInt64
 	var others int64
-	if err := row.Scan(&notified, &v, &nonce, &others); err != nil {
-		return fmt.Errorf("notify: %w", err)
+	var own sql.NullString
+	if err := row.Scan(&notified, &v, &nonce, &others, &own); err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
 	}
 	if !v.Valid {
-		return nil
+		return nil, nil
 	}
-	return h.Prepare(ctx, v.Int64, nonce.Int64, others)
+	if err := h.Prepare(ctx, v.Int64, nonce.Int64, others); err != nil {
+		return nil, err
+	}
+	if h.Committed == nil {
+		return nil, nil
+	}
+	return func() { h.Committed(v.Int64, nonce.Int64, own.String) }, nil
 }

@@ -536,6 +536,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		defer cancel()
 	}
 	committing := false
+	var committed func()
 	err := db.write.WithContext(ctx).Transaction(func(g *gorm.DB) error {
 		b := &batch{}
 		if err := db.lockWrites(g, deadline, b); err != nil {
@@ -557,7 +558,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			return heldFailed(ctx, q.held, err)
 		}
 		if db.Postgres() {
-			if err := db.endTransaction(ctx, g, last); err != nil {
+			if committed, err = db.endTransaction(ctx, g, last); err != nil {
 				return err
 			}
 		}
@@ -567,6 +568,9 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 	if err != nil && committing && (ctx.Err() != nil || unavailable(err)) {
 		// The commit was sent and not answered: it may have taken effect.
 		err = fmt.Errorf("%w: commit: %w", ErrOutcomeUnknown, err)
+	}
+	if err == nil && committed != nil {
+		committed()
 	}
 	return results, err
 }
