@@ -26,7 +26,9 @@ import (
 //
 // Following the log costs one question per request, not per read: the
 // request's reads share a scope (Scope) whose first cached read asks,
-// and a write that commits in the scope makes the next read ask again.
+// and a write that commits in the scope makes the next read check again
+// (on PostgreSQL under a lease, asking nothing once the cache has
+// followed that commit itself: Committed).
 // Asking is SQLite's PRAGMA data_version, a few microseconds, and a read of
 // the log only when it moved; on PostgreSQL, one statement that returns the
 // data version and what was logged since, which every read waiting when it
@@ -690,6 +692,9 @@ type Stats struct {
 	// Rounds counts the questions PostgreSQL's rounds sent, each shared
 	// by the reads that asked at once (Questions counts those reads).
 	Rounds int64
+	// LeaseCurrent reports whether a read would now be answered under the
+	// lease, asking nothing (PostgreSQL).
+	LeaseCurrent bool
 }
 
 // Stats returns the cache's counters since it was made.
@@ -699,5 +704,6 @@ func (c *Cache) Stats() Stats {
 	b := c.bytes + ub
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
-		Resets: c.resets.Load(), Leased: c.leased.Load(), AtLock: c.lockedAt.Load(), OwnFollowed: c.ownFollowed.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent()}
+		Resets: c.resets.Load(), Leased: c.leased.Load(), AtLock: c.lockedAt.Load(), OwnFollowed: c.ownFollowed.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent(),
+		LeaseCurrent: c.lease != nil && c.lease.current()}
 }

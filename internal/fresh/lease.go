@@ -27,7 +27,8 @@ import (
 //     acknowledgements included.
 //   - Every instance listens on a connection of its own. A prepare or a
 //     commit it hears raises its floor to that version and makes its next
-//     read ask (want moves); a round sets have to the want it began at
+//     read ask (want moves); its own commit heard back moves nothing (its
+//     prepare did); a round sets have to the want it began at
 //     only when its answer stands at the floor or later, so a prepared
 //     version holds every instance's reads to the database until they see
 //     it committed. It acknowledges another instance's prepare at once. An
@@ -40,8 +41,9 @@ import (
 //     instance reads when it (re)connects, so it knows the leases granted
 //     before it listened, and they carry the sender's floor.
 //   - A read is answered from memory only while the lease runs and no
-//     prepare or commit was heard since the last round; otherwise it asks,
-//     as without leases.
+//     prepare or commit was heard since the last round (or since the
+//     cache followed its own commit: followedOwn); otherwise it asks, as
+//     without leases.
 //   - The transaction commits once its prepare came back on the writer's
 //     own listener (every heartbeat ordered before it heard then) and
 //     every other instance holding a lease has acknowledged it or its lease
@@ -406,10 +408,10 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 // so it waits for the write transaction in flight: a lease is never
 // granted while a write that prepared nothing (it saw no other lease run)
 // may commit, and the heartbeat's notification comes after that commit's.
-// The lock is the statement's own: it ends with it, whatever becomes of
-// this process. (The data version the heartbeat reads is of the
-// statement's start, before any wait: after a write, it can make one
-// round more than needed.)
+// The lock is the batch's own (one implicit transaction): it ends with
+// it, whatever becomes of this process. The data version is read by the
+// batch's second statement, whose snapshot is taken once the lock is
+// held, so it covers the write the heartbeat waited for.
 func (l *leases) heartbeats(ctx context.Context, c *pgx.Conn) error {
 	tick := time.NewTicker(l.opts.Lease / 4)
 	defer tick.Stop()
@@ -428,16 +430,22 @@ func (l *leases) heartbeats(ctx context.Context, c *pgx.Conn) error {
 		// for a write that waits out a stopped instance's lease.
 		qctx, cancel := context.WithTimeout(ctx, 4*l.opts.Lease)
 		defer cancel()
-		err := c.QueryRow(qctx, `WITH w AS (SELECT pg_advisory_xact_lock_shared($5)),
+		b := &pgx.Batch{}
+		b.Queue(`WITH w AS (SELECT pg_advisory_xact_lock_shared($5)),
 up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
   SELECT $1, clock_timestamp() + make_interval(secs => $2) FROM w ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at RETURNING 1),
 n AS (SELECT pg_notify($3, $4) FROM up)
-SELECT (SELECT v FROM `+quoteIdent(l.pg.Schema)+`.data_version WHERE id = 1), (SELECT nonce FROM `+quoteIdent(l.pg.Schema)+
-			`.data_version WHERE id = 1) FROM up, n`,
+SELECT 1 FROM up, n`,
 			l.opts.Instance, l.opts.Lease.Seconds(), l.channel, "h "+l.opts.Instance+" "+strconv.FormatInt(acked, 10)+" "+strconv.FormatUint(seq, 10),
-			l.pg.WriteKey).
-			Scan(&v, &nonce)
-		if err != nil {
+			l.pg.WriteKey)
+		b.Queue(`SELECT (SELECT v FROM ` + quoteIdent(l.pg.Schema) + `.data_version WHERE id = 1), (SELECT nonce FROM ` +
+			quoteIdent(l.pg.Schema) + `.data_version WHERE id = 1)`)
+		br := c.SendBatch(qctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			err = br.QueryRow().Scan(&v, &nonce)
+		}
+		if err := errors.Join(err, br.Close()); err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
 		l.polled(v, nonce)
@@ -477,11 +485,21 @@ func (l *leases) acknowledge(ctx context.Context, c *pgx.Conn, ack <-chan int64)
 
 // polled takes the data version a heartbeat read: a change that notified
 // no one (the row deleted, a history rewritten by a restore) is followed
-// by the next round.
+// by the next round. A version this instance prepared itself is no news:
+// its prepare moved want and the floor already.
 func (l *leases) polled(v, nonce *int64) {
-	if v == nil || nonce == nil || l.at == nil || !l.at(*v, *nonce) {
-		l.want.Add(1)
+	if v != nil && nonce != nil {
+		if l.at != nil && l.at(*v, *nonce) {
+			return
+		}
+		l.mu.Lock()
+		n, mine := l.mine[*v]
+		l.mu.Unlock()
+		if mine && n == *nonce {
+			return
+		}
 	}
+	l.want.Add(1)
 }
 
 // heardNotice takes one notification.

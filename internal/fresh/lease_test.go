@@ -3,6 +3,7 @@ package fresh_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"net/url"
@@ -347,6 +348,10 @@ func TestLeaseAloneSendsNoPrepare(t *testing.T) {
 	one := w.cache(t, "one", DefaultLease)
 	held(t, one)
 	w.write(t, one, 1)
+	if one.Stats().OwnFollowed != 1 || !one.LeaseCurrent() {
+		t.Fatalf("a write alone: %d commits followed by the writer's cache, lease current %v; want 1, true",
+			one.Stats().OwnFollowed, one.LeaseCurrent())
+	}
 	if got := w.prepared(t); got != 0 {
 		t.Fatalf("a write alone prepared version %d", got)
 	}
@@ -504,4 +509,68 @@ func TestLeaseOwnCommitFollowedOnlyFromWhereItBegan(t *testing.T) {
 		t.Fatal("the cache answers from memory after following its own commit, with a later one heard")
 	}
 	asks("after a change heard meanwhile", v+1)
+}
+
+// TestLeaseOwnCommitFollowedOnlyWhenItCan: a commit that logged more
+// changes than commit_changes hands back, or whose version before is of
+// another history than the one the cache followed (the same version, a
+// different nonce), is not followed by the writer's cache: its next read
+// asks.
+func TestLeaseOwnCommitFollowedOnlyWhenItCan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newLeaseWorld(t)
+	c := w.cache(t, "one", DefaultLease)
+	write := func(stmt string) (v, nonce int64, own string) {
+		t.Helper()
+		held(t, c)
+		tx, err := w.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		for _, q := range []string{w.pg.LockWrites(), stmt} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, nonce, own, err = commit(ctx, c, tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, nonce, own
+	}
+	notFollowed := func(what string, v, nonce int64, own string) {
+		t.Helper()
+		followed := c.Stats().OwnFollowed
+		c.Committed(v, nonce, own)
+		if c.LeaseCurrent() || c.Stats().OwnFollowed != followed {
+			t.Fatalf("%s: followed by the writer's cache (lease current %v)", what, c.LeaseCurrent())
+		}
+		before := c.Stats().Questions
+		if err := c.Fresh(Scope(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if c.Stats().Questions == before || c.At() != v {
+			t.Fatalf("%s: the next read asked %d times and stands at %d; want a question, and %d", what, c.Stats().Questions-before, c.At(), v)
+		}
+	}
+
+	v, nonce, own := write("INSERT INTO gadgets SELECT 'many' || i, i FROM generate_series(1, 300) i")
+	if own != "" {
+		t.Fatalf("a commit of 300 changes handed back %d bytes of them, want none", len(own))
+	}
+	notFollowed("300 changes", v, nonce, own)
+
+	v, nonce, own = write("UPDATE gadgets SET n = 1 WHERE id = 'g'")
+	var o map[string]any
+	if err := json.Unmarshal([]byte(own), &o); err != nil {
+		t.Fatal(err)
+	}
+	o["prev"] = o["prev"].(float64) + 1
+	other, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFollowed("another history before it", v, nonce, string(other))
 }

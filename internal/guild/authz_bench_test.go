@@ -125,7 +125,8 @@ func TestAuthorizeWarmCost(t *testing.T) {
 			return e.st.QueryCount() - before, warm
 		}
 		// What a question costs once something changed: one statement that
-		// reads the change log (on PostgreSQL, with the data version).
+		// reads the change log (on SQLite; PostgreSQL's instance follows its
+		// own commits by itself, below).
 		followed := int64(1)
 		cost("warm-up", nil)
 		for i := range 3 {
@@ -163,6 +164,11 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		// statements), and nothing else; the one after is warm.
 		if _, err := e.svc.SetRolePermissions(ctx, e.owner, "mods", mods.Minus(manage), guild.WriteOpts{}); err != nil {
 			t.Fatal(err)
+		}
+		if kind == testenv.Postgres {
+			// The instance follows its own commit without a question
+			// (internal/fresh's Cache.Committed).
+			followed = 0
 		}
 		if n, _ := cost("after the change", apperr.ErrForbidden); n != followed+2 {
 			t.Fatalf("the first authorization after a change of role cost %d statements, want %d", n, followed+2)

@@ -267,8 +267,8 @@ func check503(t *testing.T, answers map[string][]budgetAnswer) {
 }
 
 // With PostgreSQL frozen (a proxy that forwards nothing, as a database
-// whose processes are stopped), every request that needs the database
-// answers 503 unavailable, problem+json with Retry-After, within the
+// whose processes are stopped) and the instance's lease run out, every
+// request that needs the database answers 503 unavailable, problem+json with Retry-After, within the
 // database timeout plus one second, however many statements, shared
 // questions and waits it would make; /readyz answers 503 within a second;
 // once the database answers again, so does the instance, and nothing that
@@ -306,6 +306,14 @@ func TestFrozenPostgresAnswersWithinBudget(t *testing.T) {
 	}
 	fz.Freeze()
 	defer fz.Thaw() // the instance stops at the end of the test
+	// Until its lease runs out the instance answers its cached reads from
+	// memory, as it may: nothing can commit meanwhile. From then on every
+	// request needs the database.
+	for deadline := time.Now().Add(10 * time.Second); e.App.Store.CacheStats().LeaseCurrent; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease still runs 10 s after the database froze")
+		}
+	}
 	ready := make(chan budgetAnswer, 1)
 	go func() {
 		start := time.Now()

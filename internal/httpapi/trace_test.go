@@ -1,13 +1,16 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -32,6 +35,11 @@ func TestTracingSpansOfOneRequest(t *testing.T) {
 		}))
 		alice := e.NewUser("alice")
 		e.NewChannel("ops")
+		if kind == testenv.Postgres {
+			// The instance followed its own writes and answers from memory
+			// under its lease: a change by hand makes its next request ask.
+			changeByHand(t, e, "UPDATE %s SET topic = 'by hand' WHERE id = 'ops'", "channels")
+		}
 
 		const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 		res := e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: "/users/" + alice.ID + "/permissions?channelID=ops",
@@ -276,4 +284,30 @@ func attrList(attrs []attribute.KeyValue) string {
 		out = append(out, string(kv.Key)+"="+v)
 	}
 	return strings.Join(out, " ")
+}
+
+// changeByHand runs stmt on e's PostgreSQL database as an operator would
+// (psql: not through the service), its %s the schema-qualified table, and
+// returns once the instance has heard of it: its next request asks the
+// change log.
+func changeByHand(t *testing.T, e *testenv.Env, stmt, table string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := url.Parse(e.Config.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := pgx.Connect(ctx, testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = operator.Close(ctx) }()
+	if _, err := operator.Exec(ctx, fmt.Sprintf(stmt, pgx.Identifier{u.Query().Get("search_path"), table}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.App.Store.CacheStats().LeaseCurrent; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the instance did not hear a change by hand within 10 s")
+		}
+	}
 }
