@@ -28,7 +28,7 @@ import (
 // request's reads share a scope (Scope) whose first cached read asks,
 // and a write that commits in the scope makes the next read check again
 // (on PostgreSQL under a lease, asking nothing once the cache has
-// followed that commit itself: Committed).
+// followed that commit itself: Ended).
 // Asking is SQLite's PRAGMA data_version, a few microseconds, and a read of
 // the log only when it moved; on PostgreSQL, one statement that returns the
 // data version and what was logged since, which every read waiting when it
@@ -174,7 +174,7 @@ type Cache struct {
 	hits, misses, questions, resets atomic.Int64
 	leased                          atomic.Int64 // scopes answered under the lease, without a question
 	lockedAt                        atomic.Int64 // write transactions that found the cache at the version under the lock
-	ownFollowed                     atomic.Int64 // own commits followed with no question, reads then answered under the lease (Committed)
+	ownFollowed                     atomic.Int64 // own commits followed with no question, reads then answered under the lease (Ended)
 	keptSearches                    atomic.Int64 // pages of searches whose users were kept (NoteKeptSearch)
 	changes                         atomic.Int64 // changes followed (for tracing)
 	tracer                          *tracer      // nil: tracing off
@@ -496,7 +496,7 @@ func (c *Cache) Fresh(ctx context.Context) error {
 		sc.followed.Store(true)
 		return nil
 	}
-	if c.lease != nil && (sc == nil || !sc.tx) && c.lease.current() {
+	if c.lease != nil && (sc == nil || !sc.tx) && c.lease.current(ctx) {
 		// Nothing was committed since the last round that this instance
 		// has not heard of, and every writer waits for it to hear.
 		c.leased.Add(1)
@@ -681,7 +681,7 @@ type Stats struct {
 	AtLock int64
 	// OwnFollowed counts this instance's commits that the cache followed
 	// by itself, its reads then answered under the lease with no question
-	// (Committed).
+	// (Ended).
 	OwnFollowed    int64
 	Entries, Bytes int
 	// UserBytes is the part of Bytes that the packed users hold.
@@ -705,5 +705,5 @@ func (c *Cache) Stats() Stats {
 	c.mu.Unlock()
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Questions: c.questions.Load(),
 		Resets: c.resets.Load(), Leased: c.leased.Load(), AtLock: c.lockedAt.Load(), OwnFollowed: c.ownFollowed.Load(), Entries: n, Bytes: b, UserBytes: ub, KeptSearches: c.keptSearches.Load(), Rounds: c.RoundsSent(),
-		LeaseCurrent: c.lease != nil && c.lease.current()}
+		LeaseCurrent: c.lease != nil && c.lease.held()}
 }

@@ -3,7 +3,7 @@ package fresh
 import "sync"
 
 // LeaseCurrent reports whether a read would be answered under the lease.
-func (c *Cache) LeaseCurrent() bool { return c.lease.current() }
+func (c *Cache) LeaseCurrent() bool { return c.lease.held() }
 
 // StopListening stops the listener as a crash would: no goodbye.
 func (c *Cache) StopListening() {

@@ -119,7 +119,22 @@ func (c *Cache) Prepare(ctx context.Context, v, nonce, others int64) error {
 	return c.lease.prepare(ctx, v, nonce, others)
 }
 
-// Committed follows a commit of this instance's own write transaction as
+// Ended is told of the end of this instance's write transaction that read
+// version v (CommitVersionSQL) and was prepared: committed, once the
+// commit is known to have taken effect; not, when it failed or its
+// outcome is unknown. The reads that wait for it (leases.current) then
+// go on. A commit it follows as a question would, without one (committed).
+func (c *Cache) Ended(v, nonce int64, own string, committed bool) {
+	if c.lease == nil {
+		return
+	}
+	defer c.lease.end(v, nonce)
+	if committed {
+		c.committed(v, nonce, own)
+	}
+}
+
+// committed follows a commit of this instance's own write transaction as
 // a question would, without one. own is what CommitVersionSQL read with
 // v and nonce (commit_changes): the nonce of the version before v, and
 // the changes logged under v. It follows them only when the cache stands
@@ -130,7 +145,7 @@ func (c *Cache) Prepare(ctx context.Context, v, nonce, others int64) error {
 // the last version committed, as a round would find it. Otherwise the
 // next read asks, as it would have. Called once the commit is known to
 // have taken effect.
-func (c *Cache) Committed(v, nonce int64, own string) {
+func (c *Cache) committed(v, nonce int64, own string) {
 	if c.lease == nil || c.rounds == nil || own == "" {
 		return
 	}
@@ -178,7 +193,7 @@ func (c *Cache) LockWritesSQL() string { return c.lockWritesSQL }
 
 // CommitVersionSQL selects the version and nonce of the transaction it
 // runs in (v, nonce), NULLs when the transaction bumped none; others,
-// what Prepare needs besides; and own, what Committed needs (NULL when
+// what Prepare needs besides; and own, what Ended needs (NULL when
 // the transaction logged too much to follow it by itself): the
 // statement a writer runs last (it fires the logging triggers still
 // pending first, commit_changes in registry_pg.go, so nothing the

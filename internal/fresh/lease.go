@@ -59,7 +59,7 @@ import (
 //     when no other instance's lease may still run, it only makes this
 //     instance's own reads ask and commits; once committed, the cache
 //     follows the commit by itself and they answer from memory again
-//     (Cache.Committed, followedOwn). Any lease granted later comes
+//     (Cache.Ended, followedOwn). Any lease granted later comes
 //     from a heartbeat notified after its commit, so heard after it (an
 //     instance that listens too late to hear the commit sees it in its
 //     first round, as any commit it did not hear). The common deployment,
@@ -169,10 +169,12 @@ type ownCommit struct {
 }
 
 // aloneCommit is a version prepared with no other lease running: its
-// nonce, and the want its prepare moved to.
+// nonce, the want its prepare moved to, and done, closed once its
+// transaction ended (ended).
 type aloneCommit struct {
 	v, nonce int64
 	want     uint64
+	done     chan struct{}
 }
 
 // ChangeChannel is the channel the change log notifies on.
@@ -214,7 +216,33 @@ func (l *leases) now() int64 { return int64(time.Since(l.base)) }
 // is measured on the monotonic clock, which runs while the process is
 // stopped, and on the wall clock too, for a machine whose monotonic clock
 // stops while it is frozen: either one past the end ends it.
-func (l *leases) current() bool {
+//
+// While nothing but this instance's own write, prepared alone, stands
+// between want and have, a read waits (at most until ctx ends) for that
+// write to end rather than ask: until the commit is visible a question
+// can only answer the version before it, which sets no have, so every
+// read arriving meanwhile would ask again, some five rounds a create
+// beside a stream of reads. Once the writer's cache has followed the
+// commit (followedOwn) the read is answered from memory; otherwise it
+// asks.
+func (l *leases) current(ctx context.Context) bool {
+	if l.want.Load() != l.have.Load() {
+		done := l.ownPending()
+		if done == nil {
+			return false
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return l.held()
+}
+
+// held reports whether a read may be answered from memory now, waiting
+// for nothing (current).
+func (l *leases) held() bool {
 	if l.want.Load() != l.have.Load() {
 		return false
 	}
@@ -594,7 +622,7 @@ func (l *leases) peer(id string) *peer {
 // versionSQL is a write transaction's last statement: its version and
 // nonce (NULLs when it bumped none), how many other instances' leases
 // may still run (others), read under the write lock, and own, what
-// Cache.Committed follows the commit by (commit_changes). A lease's end as the
+// Cache.Ended follows the commit by (commit_changes). A lease's end as the
 // table holds it is no earlier than the instance's own (it is reckoned
 // from when the heartbeat ran, which was sent earlier). A lease counts
 // for another lease and the margin after that end: the database's clock
@@ -645,7 +673,8 @@ func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
 	}
 	l.mine[v] = nonce
 	if others == 0 {
-		l.alone = aloneCommit{v: v, nonce: nonce, want: l.want.Add(1)}
+		l.ended(l.alone.v, l.alone.nonce)
+		l.alone = aloneCommit{v: v, nonce: nonce, want: l.want.Add(1), done: make(chan struct{})}
 		l.heard = max(l.heard, v)
 		l.broadcast()
 		l.mu.Unlock()
@@ -717,7 +746,7 @@ func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
 
 // followedOwn ends the asking that a commit of this instance's, prepared
 // alone (others == 0), began, once the cache has followed that commit by
-// itself (Cache.Committed): when nothing was heard or polled since the
+// itself (Cache.Ended): when nothing was heard or polled since the
 // prepare (want is still what it moved to), the cache now stands at the
 // last version committed, as a round would have found it.
 func (l *leases) followedOwn(v, nonce int64) bool {
@@ -729,4 +758,43 @@ func (l *leases) followedOwn(v, nonce int64) bool {
 	}
 	l.have.Store(a.want)
 	return true
+}
+
+// ownPending returns what a read may wait on instead of asking: the end
+// of this instance's write prepared alone, when nothing else moved want
+// since its prepare; nil otherwise.
+func (l *leases) ownPending() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.alone
+	if a.done == nil || l.want.Load() != a.want {
+		return nil
+	}
+	select {
+	case <-a.done:
+		return nil
+	default:
+		return a.done
+	}
+}
+
+// end tells the reads waiting on the write prepared alone as v that its
+// transaction ended, committed or not (Cache.Ended).
+func (l *leases) end(v, nonce int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended(v, nonce)
+}
+
+// ended is end with l.mu held.
+func (l *leases) ended(v, nonce int64) {
+	a := l.alone
+	if a.done == nil || a.v != v || a.nonce != nonce {
+		return
+	}
+	select {
+	case <-a.done:
+	default:
+		close(a.done)
+	}
 }

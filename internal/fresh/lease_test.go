@@ -110,13 +110,13 @@ func (w leaseWorld) tryWrite(c *Cache, n int) error {
 	if err != nil {
 		return err
 	}
-	c.Committed(v, nonce, own)
+	c.Ended(v, nonce, own, true)
 	return nil
 }
 
 // commit ends tx as the service's writer does, through c: its version
 // read last, prepared, committed. It returns what the writer then gives
-// Cache.Committed.
+// Cache.Ended.
 func commit(ctx context.Context, c *Cache, tx *sql.Tx) (v, nonce int64, own string, err error) {
 	var others int64
 	var o sql.NullString
@@ -165,7 +165,7 @@ func TestLeaseAnswersWithoutAsking(t *testing.T) {
 		t.Fatal("after its own commit, before following it, the cache still answers from memory")
 	}
 	followed := c.Stats().OwnFollowed
-	c.Committed(v, nonce, own)
+	c.Ended(v, nonce, own, true)
 	if !c.LeaseCurrent() || c.At() != v || c.Stats().OwnFollowed != followed+1 {
 		t.Fatalf("after following its own commit of %d: lease current %v, at %d, followed %d; want true, %d, 1",
 			v, c.LeaseCurrent(), c.At(), c.Stats().OwnFollowed-followed, v)
@@ -480,7 +480,7 @@ func TestLeaseOwnCommitFollowedOnlyFromWhereItBegan(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := c.At()
-	c.Committed(v, nonce, own)
+	c.Ended(v, nonce, own, true)
 	if c.LeaseCurrent() || c.At() != at {
 		t.Fatalf("a commit of %d followed from %d, past a version in between: lease current %v, at %d", v, at, c.LeaseCurrent(), c.At())
 	}
@@ -504,7 +504,7 @@ func TestLeaseOwnCommitFollowedOnlyFromWhereItBegan(t *testing.T) {
 			t.Fatal("psql's commit not heard within 10 s")
 		}
 	}
-	c.Committed(v, nonce, own)
+	c.Ended(v, nonce, own, true)
 	if c.LeaseCurrent() {
 		t.Fatal("the cache answers from memory after following its own commit, with a later one heard")
 	}
@@ -543,7 +543,7 @@ func TestLeaseOwnCommitFollowedOnlyWhenItCan(t *testing.T) {
 	notFollowed := func(what string, v, nonce int64, own string) {
 		t.Helper()
 		followed := c.Stats().OwnFollowed
-		c.Committed(v, nonce, own)
+		c.Ended(v, nonce, own, true)
 		if c.LeaseCurrent() || c.Stats().OwnFollowed != followed {
 			t.Fatalf("%s: followed by the writer's cache (lease current %v)", what, c.LeaseCurrent())
 		}
@@ -573,4 +573,67 @@ func TestLeaseOwnCommitFollowedOnlyWhenItCan(t *testing.T) {
 		t.Fatal(err)
 	}
 	notFollowed("another history before it", v, nonce, string(other))
+}
+
+// TestLeaseReadWaitsForItsOwnWrite: a read that arrives while a write of
+// its instance, prepared alone, has not ended waits for its end rather
+// than ask (a question could only answer the version before it). Once the
+// write committed and the cache followed it, the read is answered from
+// memory at its version; when it ended without committing, the read asks.
+func TestLeaseReadWaitsForItsOwnWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newLeaseWorld(t)
+	c := w.cache(t, "one", DefaultLease)
+	for _, commits := range []bool{true, false} {
+		held(t, c)
+		at := c.At()
+		tx, err := w.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{w.pg.LockWrites(), "UPDATE gadgets SET n = n + 1 WHERE id = 'g'"} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v, nonce, others int64
+		var own sql.NullString
+		if err := tx.QueryRowContext(ctx, c.CommitVersionSQL()).Scan(&v, &nonce, &others, &own); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Prepare(ctx, v, nonce, others); err != nil {
+			t.Fatal(err)
+		}
+		type read struct {
+			asked int64
+			at    int64
+			err   error
+		}
+		done := make(chan read, 1)
+		go func() {
+			before := c.Stats().Questions
+			err := c.Fresh(Scope(ctx))
+			done <- read{c.Stats().Questions - before, c.At(), err}
+		}()
+		time.Sleep(50 * time.Millisecond) // the read arrives before the write ends
+		if commits {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ended(v, nonce, own.String, commits)
+		r := <-done
+		switch {
+		case r.err != nil:
+			t.Fatal(r.err)
+		case commits && (r.asked != 0 || r.at != v):
+			t.Fatalf("a read during its instance's write asked %d times and stands at %d; want none, at the commit's %d", r.asked, r.at, v)
+		case !commits && (r.asked != 1 || r.at != at):
+			t.Fatalf("a read during a write that rolled back asked %d times and stands at %d; want one question, at %d", r.asked, r.at, at)
+		}
+	}
 }

@@ -55,7 +55,7 @@ const ownFollowedMax = 256
 
 // commitChangesBody fires the transaction's pending logging triggers and
 // returns its version and nonce, NULLs when it bumped none, and what the
-// cache needs to follow it without a question (Cache.Committed): a JSON
+// cache needs to follow it without a question (Cache.Ended): a JSON
 // object with the nonce before it (prev, as the bump read it) and the
 // changes logged under it, [table, key] each; NULL past ownFollowedMax.
 // The changes are read here, by a statement of the function: the

@@ -167,7 +167,7 @@ func TestAuthorizeWarmCost(t *testing.T) {
 		}
 		if kind == testenv.Postgres {
 			// The instance follows its own commit without a question
-			// (internal/fresh's Cache.Committed).
+			// (internal/fresh's Cache.Ended).
 			followed = 0
 		}
 		if n, _ := cost("after the change", apperr.ErrForbidden); n != followed+2 {

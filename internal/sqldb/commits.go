@@ -14,9 +14,10 @@ import (
 // change log gave it (NULLs when it logged nothing), a count, others, and
 // a text, own (NULL or not); Prepare gets the first three before the
 // commit and returns once the transaction may commit, or an error that
-// rolls it back. Committed, when set, gets the version, nonce and own of
-// a transaction that prepared, once it is known to have committed: the
-// cache follows its own commit with them.
+// rolls it back. Ended, when set, gets the version, nonce and own of a
+// transaction that prepared, once it ended, and whether it is known to
+// have committed: the cache follows its own commit with them, and the
+// reads that waited for it go on.
 //
 // LockSQL, when set, takes the write lock instead of the dialect's
 // statement: with the lock's key and the transaction's bounds on the lock
@@ -27,7 +28,7 @@ type CommitHooks struct {
 	LockSQL    string
 	VersionSQL string
 	Prepare    func(ctx context.Context, v, nonce, others int64) error
-	Committed  func(v, nonce int64, own string)
+	Ended      func(v, nonce int64, own string, committed bool)
 }
 
 // SetCommitHooks sets the hooks, before any write.
@@ -36,9 +37,9 @@ func (db *DB) SetCommitHooks(h CommitHooks) { db.commits = h }
 // endTransaction is a PostgreSQL write transaction's last statement: the
 // notification of its events' last seq (last > 0), delivered to listeners
 // when (and only if) the transaction commits, and its version read with
-// it, which it then prepares (CommitHooks). committed, when not nil, is
-// to be called once the transaction committed.
-func (db *DB) endTransaction(ctx context.Context, g *gorm.DB, last int64) (committed func(), err error) {
+// it, which it then prepares (CommitHooks). ended, when not nil, is to be
+// called once the transaction ended, with whether it committed.
+func (db *DB) endTransaction(ctx context.Context, g *gorm.DB, last int64) (ended func(committed bool), err error) {
 	h := db.commits
 	if h.VersionSQL == "" {
 		if last > 0 {
@@ -67,8 +68,8 @@ func (db *DB) endTransaction(ctx context.Context, g *gorm.DB, last int64) (commi
 	if err := h.Prepare(ctx, v.Int64, nonce.Int64, others); err != nil {
 		return nil, err
 	}
-	if h.Committed == nil {
+	if h.Ended == nil {
 		return nil, nil
 	}
-	return func() { h.Committed(v.Int64, nonce.Int64, own.String) }, nil
+	return func(committed bool) { h.Ended(v.Int64, nonce.Int64, own.String, committed) }, nil
 }

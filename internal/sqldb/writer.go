@@ -536,7 +536,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		defer cancel()
 	}
 	committing := false
-	var committed func()
+	var ended func(committed bool)
 	err := db.write.WithContext(ctx).Transaction(func(g *gorm.DB) error {
 		b := &batch{}
 		if err := db.lockWrites(g, deadline, b); err != nil {
@@ -558,7 +558,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 			return heldFailed(ctx, q.held, err)
 		}
 		if db.Postgres() {
-			if committed, err = db.endTransaction(ctx, g, last); err != nil {
+			if ended, err = db.endTransaction(ctx, g, last); err != nil {
 				return err
 			}
 		}
@@ -569,8 +569,8 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		// The commit was sent and not answered: it may have taken effect.
 		err = fmt.Errorf("%w: commit: %w", ErrOutcomeUnknown, err)
 	}
-	if err == nil && committed != nil {
-		committed()
+	if ended != nil {
+		ended(err == nil)
 	}
 	return results, err
 }

@@ -142,7 +142,7 @@ func (s *Store) followChangeLog(ctx context.Context) error {
 			return err
 		}
 		s.db.SetCommitHooks(sqldb.CommitHooks{LockSQL: s.cache.LockWritesSQL(),
-			VersionSQL: s.cache.CommitVersionSQL(), Prepare: s.cache.Prepare, Committed: s.cache.Committed})
+			VersionSQL: s.cache.CommitVersionSQL(), Prepare: s.cache.Prepare, Ended: s.cache.Ended})
 		return nil
 	default:
 		dsn, shm := s.db.SQLiteFiles()
