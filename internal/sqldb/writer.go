@@ -536,7 +536,15 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		defer cancel()
 	}
 	committing := false
+	// The cache is told of a prepared transaction's end however it ends,
+	// a panic included: reads of this instance may be waiting for it.
 	var ended func(committed bool)
+	committed := false
+	defer func() {
+		if ended != nil {
+			ended(committed)
+		}
+	}()
 	err := db.write.WithContext(ctx).Transaction(func(g *gorm.DB) error {
 		b := &batch{}
 		if err := db.lockWrites(g, deadline, b); err != nil {
@@ -569,9 +577,7 @@ func (w *writer) attempt(live []*writeJob, savepoints bool, deadline time.Time) 
 		// The commit was sent and not answered: it may have taken effect.
 		err = fmt.Errorf("%w: commit: %w", ErrOutcomeUnknown, err)
 	}
-	if ended != nil {
-		ended(err == nil)
-	}
+	committed = err == nil
 	return results, err
 }
 
