@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,62 +116,6 @@ func (c *Cache) Prepare(ctx context.Context, v, nonce, others int64) error {
 		return nil
 	}
 	return c.lease.prepare(ctx, v, nonce, others)
-}
-
-// Ended is told of the end of this instance's write transaction that read
-// version v (CommitVersionSQL) and was prepared: committed, once the
-// commit is known to have taken effect; not, when it failed or its
-// outcome is unknown. The reads that wait for it (leases.current) then
-// go on. A commit it follows as a question would, without one (committed).
-func (c *Cache) Ended(v, nonce int64, own string, committed bool) {
-	if c.lease == nil {
-		return
-	}
-	defer c.lease.end(v, nonce)
-	if committed {
-		c.committed(v, nonce, own)
-	}
-}
-
-// committed follows a commit of this instance's own write transaction as
-// a question would, without one. own is what CommitVersionSQL read with
-// v and nonce (commit_changes): the nonce of the version before v, and
-// the changes logged under v. It follows them only when the cache stands
-// at that version before v, of the same history, and no question is in
-// flight (one that is would apply its answer after); and it ends the
-// asking that the commit began only when it was prepared alone and
-// nothing was heard since (leases.followedOwn): then the cache stands at
-// the last version committed, as a round would find it. Otherwise the
-// next read asks, as it would have. Called once the commit is known to
-// have taken effect.
-func (c *Cache) committed(v, nonce int64, own string) {
-	if c.lease == nil || c.rounds == nil || own == "" {
-		return
-	}
-	var o struct {
-		Prev    *int64      `json:"prev"`
-		Changes [][2]string `json:"changes"`
-	}
-	if json.Unmarshal([]byte(own), &o) != nil || o.Prev == nil || len(o.Changes) == 0 {
-		return
-	}
-	// Only a round moves the position besides this: holding its lock,
-	// the position read here is the one applied from.
-	if !c.rounds.inflight.TryLock() {
-		return
-	}
-	defer c.rounds.inflight.Unlock()
-	if !c.at(position{v: v - 1, nonce: *o.Prev}) {
-		return
-	}
-	changes := make([]Change, len(o.Changes))
-	for i, ch := range o.Changes {
-		changes[i] = Change{Table: ch[0], Key: ch[1]}
-	}
-	c.apply(delta{to: position{v: v, nonce: nonce}, changes: changes})
-	if c.lease.followedOwn(v, nonce) {
-		c.ownFollowed.Add(1)
-	}
 }
 
 // at reports whether the cache stands at p: it has followed every change

@@ -168,15 +168,6 @@ type ownCommit struct {
 	heard uint64
 }
 
-// aloneCommit is a version prepared with no other lease running: its
-// nonce, the want its prepare moved to, and done, closed once its
-// transaction ended (ended).
-type aloneCommit struct {
-	v, nonce int64
-	want     uint64
-	done     chan struct{}
-}
-
 // ChangeChannel is the channel the change log notifies on.
 func ChangeChannel(tag string) string { return "guildhall_fresh_" + tag }
 
@@ -431,105 +422,6 @@ func (l *leases) seed(ctx context.Context, c *pgx.Conn) error {
 	return nil
 }
 
-// heartbeats renews the lease, on a connection of its own (the
-// listener's is busy waiting). A heartbeat takes the write lock shared,
-// so it waits for the write transaction in flight: a lease is never
-// granted while a write that prepared nothing (it saw no other lease run)
-// may commit, and the heartbeat's notification comes after that commit's.
-// The lock is the batch's own (one implicit transaction): it ends with
-// it, whatever becomes of this process. The data version is read by the
-// batch's second statement, whose snapshot is taken once the lock is
-// held, so it covers the write the heartbeat waited for.
-func (l *leases) heartbeats(ctx context.Context, c *pgx.Conn) error {
-	tick := time.NewTicker(l.opts.Lease / 4)
-	defer tick.Stop()
-	heartbeat := func() error {
-		// Numbered over every connection: a heartbeat of an earlier
-		// connection that commits late matches none sent on this one.
-		l.mu.Lock()
-		l.hbSeq++
-		seq := l.hbSeq
-		now := time.Now()
-		l.sent[seq] = sentAt{mono: int64(now.Sub(l.base)), wall: now.UnixNano()}
-		acked := l.heard
-		l.mu.Unlock()
-		var v, nonce *int64
-		// A database that does not answer: reconnect. The bound leaves room
-		// for a write that waits out a stopped instance's lease.
-		qctx, cancel := context.WithTimeout(ctx, 4*l.opts.Lease)
-		defer cancel()
-		b := &pgx.Batch{}
-		b.Queue(`WITH w AS (SELECT pg_advisory_xact_lock_shared($5)),
-up AS (INSERT INTO `+instancesTable(l.pg.Schema)+` (id, expires_at)
-  SELECT $1, clock_timestamp() + make_interval(secs => $2) FROM w ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at RETURNING 1),
-n AS (SELECT pg_notify($3, $4) FROM up)
-SELECT 1 FROM up, n`,
-			l.opts.Instance, l.opts.Lease.Seconds(), l.channel, "h "+l.opts.Instance+" "+strconv.FormatInt(acked, 10)+" "+strconv.FormatUint(seq, 10),
-			l.pg.WriteKey)
-		b.Queue(`SELECT (SELECT v FROM ` + quoteIdent(l.pg.Schema) + `.data_version WHERE id = 1), (SELECT nonce FROM ` +
-			quoteIdent(l.pg.Schema) + `.data_version WHERE id = 1)`)
-		br := c.SendBatch(qctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			err = br.QueryRow().Scan(&v, &nonce)
-		}
-		if err := errors.Join(err, br.Close()); err != nil {
-			return fmt.Errorf("heartbeat: %w", err)
-		}
-		l.polled(v, nonce)
-		return nil
-	}
-	if err := heartbeat(); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			if err := heartbeat(); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// acknowledge sends the acknowledgements the listener asks for.
-func (l *leases) acknowledge(ctx context.Context, c *pgx.Conn, ack <-chan int64) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case v := <-ack:
-			qctx, cancel := context.WithTimeout(ctx, l.opts.Lease)
-			_, err := c.Exec(qctx, "SELECT pg_notify($1, $2)", l.channel, "a "+l.opts.Instance+" "+strconv.FormatInt(v, 10))
-			cancel()
-			if err != nil {
-				return fmt.Errorf("acknowledge: %w", err)
-			}
-		}
-	}
-}
-
-// polled takes the data version a heartbeat read: a change that notified
-// no one (the row deleted, a history rewritten by a restore) is followed
-// by the next round. A version this instance prepared itself is no news:
-// its prepare moved want and the floor already.
-func (l *leases) polled(v, nonce *int64) {
-	if v != nil && nonce != nil {
-		if l.at != nil && l.at(*v, *nonce) {
-			return
-		}
-		l.mu.Lock()
-		n, mine := l.mine[*v]
-		l.mu.Unlock()
-		if mine && n == *nonce {
-			return
-		}
-	}
-	l.want.Add(1)
-}
-
 // heardNotice takes one notification.
 func (l *leases) heardNotice(payload string) {
 	kind, rest, _ := strings.Cut(payload, " ")
@@ -741,60 +633,5 @@ func (l *leases) prepare(ctx context.Context, v, nonce, others int64) error {
 		}
 		t.Stop()
 		l.mu.Lock()
-	}
-}
-
-// followedOwn ends the asking that a commit of this instance's, prepared
-// alone (others == 0), began, once the cache has followed that commit by
-// itself (Cache.Ended): when nothing was heard or polled since the
-// prepare (want is still what it moved to), the cache now stands at the
-// last version committed, as a round would have found it.
-func (l *leases) followedOwn(v, nonce int64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a := l.alone
-	if a.v != v || a.nonce != nonce || l.want.Load() != a.want || l.heard > v {
-		return false
-	}
-	l.have.Store(a.want)
-	return true
-}
-
-// ownPending returns what a read may wait on instead of asking: the end
-// of this instance's write prepared alone, when nothing else moved want
-// since its prepare; nil otherwise.
-func (l *leases) ownPending() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a := l.alone
-	if a.done == nil || l.want.Load() != a.want {
-		return nil
-	}
-	select {
-	case <-a.done:
-		return nil
-	default:
-		return a.done
-	}
-}
-
-// end tells the reads waiting on the write prepared alone as v that its
-// transaction ended, committed or not (Cache.Ended).
-func (l *leases) end(v, nonce int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ended(v, nonce)
-}
-
-// ended is end with l.mu held.
-func (l *leases) ended(v, nonce int64) {
-	a := l.alone
-	if a.done == nil || a.v != v || a.nonce != nonce {
-		return
-	}
-	select {
-	case <-a.done:
-	default:
-		close(a.done)
 	}
 }

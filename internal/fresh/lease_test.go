@@ -114,6 +114,25 @@ func (w leaseWorld) tryWrite(c *Cache, n int) error {
 	return nil
 }
 
+// begin starts a write transaction as the service's writer does: the
+// write lock taken, then stmt. It is rolled back at the end of the test
+// unless committed.
+func (w leaseWorld) begin(t *testing.T, stmt string) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	for _, q := range []string{w.pg.LockWrites(), stmt} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tx
+}
+
 // commit ends tx as the service's writer does, through c: its version
 // read last, prepared, committed. It returns what the writer then gives
 // Cache.Ended.
@@ -147,16 +166,7 @@ func TestLeaseAnswersWithoutAsking(t *testing.T) {
 		t.Fatalf("%d questions for 100 reads under the lease, want 0", asked)
 	}
 	ctx := context.Background()
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for _, q := range []string{w.pg.LockWrites(), "UPDATE gadgets SET n = 1 WHERE id = 'g'"} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := w.begin(t, "UPDATE gadgets SET n = 1 WHERE id = 'g'")
 	v, nonce, own, err := commit(ctx, c, tx)
 	if err != nil {
 		t.Fatal(err)
@@ -377,16 +387,7 @@ func TestLeaseHeartbeatWaitsForTheWrite(t *testing.T) {
 	held(t, one)
 	held(t, two)
 	ctx := context.Background()
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for _, q := range []string{w.pg.LockWrites(), "UPDATE gadgets SET n = 1 WHERE id = 'g'"} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := w.begin(t, "UPDATE gadgets SET n = 1 WHERE id = 'g'")
 	// Every lease granted before the lock runs out, and the lease after
 	// it that a write still counts it for; no heartbeat renews one.
 	time.Sleep(2*(lease+LeaseMargin) + 100*time.Millisecond)
@@ -524,17 +525,7 @@ func TestLeaseOwnCommitFollowedOnlyWhenItCan(t *testing.T) {
 	write := func(stmt string) (v, nonce int64, own string) {
 		t.Helper()
 		held(t, c)
-		tx, err := w.db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback() }()
-		for _, q := range []string{w.pg.LockWrites(), stmt} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		v, nonce, own, err = commit(ctx, c, tx)
+		v, nonce, own, err := commit(ctx, c, w.begin(t, stmt))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -588,15 +579,7 @@ func TestLeaseReadWaitsForItsOwnWrite(t *testing.T) {
 	for _, commits := range []bool{true, false} {
 		held(t, c)
 		at := c.At()
-		tx, err := w.db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{w.pg.LockWrites(), "UPDATE gadgets SET n = n + 1 WHERE id = 'g'"} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		tx := w.begin(t, "UPDATE gadgets SET n = n + 1 WHERE id = 'g'")
 		var v, nonce, others int64
 		var own sql.NullString
 		if err := tx.QueryRowContext(ctx, c.CommitVersionSQL()).Scan(&v, &nonce, &others, &own); err != nil {
@@ -617,6 +600,7 @@ func TestLeaseReadWaitsForItsOwnWrite(t *testing.T) {
 			done <- read{c.Stats().Questions - before, c.At(), err}
 		}()
 		time.Sleep(50 * time.Millisecond) // the read arrives before the write ends
+		var err error
 		if commits {
 			err = tx.Commit()
 		} else {
