@@ -268,9 +268,10 @@ func check503(t *testing.T, answers map[string][]budgetAnswer) {
 
 // With PostgreSQL frozen (a proxy that forwards nothing, as a database
 // whose processes are stopped) and the instance's lease run out, every
-// request that needs the database answers 503 unavailable, problem+json with Retry-After, within the
-// database timeout plus one second, however many statements, shared
-// questions and waits it would make; /readyz answers 503 within a second;
+// request that needs the database answers 503 unavailable, problem+json
+// with Retry-After, within the database timeout plus one second,
+// however many statements, shared questions and waits it would make;
+// /readyz answers 503 within a second;
 // once the database answers again, so does the instance, and nothing that
 // was refused was done.
 func TestFrozenPostgresAnswersWithinBudget(t *testing.T) {
