@@ -238,6 +238,7 @@ function WebhookDetail(props: {
   const [confirm, setConfirm] = useState(false);
   const loader = useAction();
   const act = useAction();
+  const quiet = useRef<Quiet>({ stopped: false, looks: new Set() });
   const load = () =>
     loader.run(async () => {
       const r = await ok(c.api.GET("/webhooks/{webhookID}", { params: { path: { webhookID: props.id } } }));
@@ -279,11 +280,18 @@ function WebhookDetail(props: {
   };
   const del = async () => {
     setConfirm(false);
+    // Stop looking at the deliveries first, and let a look already on its
+    // way end: one answered after the delete would be a 404 for nothing.
+    quiet.current.stopped = true;
+    await Promise.all(quiet.current.looks);
     const err = await act.run(async () => {
       await done(c.api.DELETE("/webhooks/{webhookID}", { params: { path: { webhookID: hook.id }, header: ifMatch(etag) } }));
     });
     if (err === null) props.onDeleted();
-    else await after(err);
+    else {
+      quiet.current.stopped = false;
+      await after(err);
+    }
   };
   return (
     <div>
@@ -340,14 +348,21 @@ function WebhookDetail(props: {
           </Confirm>
         )}
       </section>
-      <Deliveries hook={hook} />
+      <Deliveries hook={hook} quiet={quiet.current} />
     </div>
   );
 }
 
 const stateBadge: Record<Delivery["state"], string> = { pending: "badge warn", delivered: "badge", failed: "badge bad" };
 
-function Deliveries(props: { hook: Webhook }): JSX.Element {
+/** How a webhook's page tells its deliveries to stop looking, before it deletes the webhook. */
+interface Quiet {
+  stopped: boolean;
+  /** The looks on their way; none rejects. */
+  looks: Set<Promise<unknown>>;
+}
+
+function Deliveries(props: { hook: Webhook; quiet: Quiet }): JSX.Element {
   const c = useConsole();
   const { hook } = props;
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
@@ -356,13 +371,18 @@ function Deliveries(props: { hook: Webhook }): JSX.Element {
   const act = useAction();
   const redo = useAction();
   const cursor = cursors[cursors.length - 1];
-  const load = () =>
-    act.run(async () => {
+  const load = () => {
+    if (props.quiet.stopped) return Promise.resolve(null);
+    const look = act.run(async () => {
       const r = await ok(
         c.api.GET("/webhooks/{webhookID}/deliveries", { params: { path: { webhookID: hook.id }, query: { limit: 10, ...(cursor ? { cursor } : {}) } } }),
       );
       setPage({ items: r.data.items, next: r.data.next_cursor ?? null });
     });
+    props.quiet.looks.add(look);
+    void look.then(() => props.quiet.looks.delete(look));
+    return look;
+  };
   useEffect(() => {
     void load();
   }, [hook.id, cursor]);
