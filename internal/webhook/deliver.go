@@ -287,10 +287,11 @@ func (d *Deliverer) run(ctx context.Context) {
 		if !quiet {
 			if wait := dispatchGap - time.Since(dispatched); dispatch && wait <= 0 {
 				dispatched = time.Now()
-				if d.dispatch(ctx) {
-					due = true
-				}
-				dispatch = false
+				left, more := d.dispatch(ctx)
+				due = due || left
+				// Events past its batches wait for the next dispatch, a
+				// gap later, not for a commit's signal, which may not come.
+				dispatch = more
 			} else if dispatch {
 				sleep = min(sleep, wait)
 			}
@@ -364,8 +365,8 @@ func (d *Deliverer) covers(c webhookq.ClaimedDelivery) bool {
 // dispatch, a bounded number of batches at a time (claims go on between).
 // Those the queue has room for are made leased to this instance and
 // started at once, with no claim; it reports whether it made others,
-// left for a claim.
-func (d *Deliverer) dispatch(ctx context.Context) (left bool) {
+// left for a claim, and whether more events wait to be dispatched.
+func (d *Deliverer) dispatch(ctx context.Context) (left, more bool) {
 	for range 20 {
 		room := cap(d.work) - len(d.work) // only this loop adds work
 		lease := webhookq.Lease{Owner: d.o.Instance, Until: d.o.Now().Add(d.leaseFor(len(d.work) + room)), Max: room}
@@ -374,16 +375,16 @@ func (d *Deliverer) dispatch(ctx context.Context) (left bool) {
 			if ctx.Err() == nil {
 				d.o.Logger.Warn("webhook deliveries: dispatch failed", "err", err)
 			}
-			return true // what it made, if anything, is left to the claims
+			return true, false // what it made, if anything, is left to the claims
 		}
 		d.metrics.dispatched.Add(float64(out.Made))
 		d.take(ctx, out.Claimed)
 		left = left || out.Made > len(out.Claimed)
 		if !out.More {
-			return left
+			return left, false
 		}
 	}
-	return left
+	return left, true
 }
 
 // untilNextDue returns how long to sleep before the next attempt the

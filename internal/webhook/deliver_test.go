@@ -985,6 +985,38 @@ func TestADispatchLeasesWhatTheQueueHolds(t *testing.T) {
 	}
 }
 
+// smallDispatches makes each dispatch batch hold at most limit events.
+type smallDispatches struct {
+	webhook.Queue
+	limit int
+}
+
+func (q *smallDispatches) DispatchLeased(ctx context.Context, _ int, lease webhookq.Lease) (webhookq.Dispatched, error) {
+	return q.Queue.DispatchLeased(ctx, q.limit, lease)
+}
+
+// A backlog of events larger than one dispatch makes (its batches, 20)
+// is dispatched whole, one dispatch after another, without waiting for a
+// commit's signal or for Poll: 100 events committed while no deliverer
+// ran, dispatched two at a time (40 a dispatch), are all delivered,
+// though nothing is committed after the deliverer starts and Poll is a
+// minute.
+func TestABacklogBeyondOneDispatchIsDispatchedWhole(t *testing.T) {
+	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
+	rc := newSink(t, nil)
+	h.insert(hook{id: "0193a000-0000-7000-8000-000000000004", url: rc.URL, events: []string{"role.*"}})
+	_ = h.App.Webhooks.Close()
+	const n = 100
+	for i := range n {
+		h.NewRole(fmt.Sprintf("backlog%03d", i))
+	}
+	h.restart(webhook.DelivererOptions{Queue: &smallDispatches{Queue: h.App.Store.WebhookQueue(), limit: 2}, Poll: time.Minute})
+	waitFor(t, 20*time.Second, "every delivery, well before Poll", func() bool { return len(rc.requests()) >= n })
+	if got := len(rc.requests()); got != n {
+		t.Errorf("the receiver got %d requests, want %d", got, n)
+	}
+}
+
 // A delivery that waited in the queue behind a receiver that hangs until
 // its lease no longer covers an attempt (and the recording of its outcome)
 // is not attempted: it stays leased and unattempted, for its lease to end
