@@ -178,8 +178,9 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 	var out Dispatched
 	var hooks map[string]queueWebhook
 	var leased []queueDeliveryRow
+	var bodies map[int64]model.Event // the leased deliveries' events
 	_, err := q.write(ctx, func(tx *sqldb.Tx) error {
-		out, leased = Dispatched{}, nil // a write may run twice (sqldb.DB.Write)
+		out, leased, bodies = Dispatched{}, nil, nil // a write may run twice (sqldb.DB.Write)
 		db := tx.With(ctx)
 		var list []queueWebhook
 		if err := db.Table("webhooks").
@@ -194,12 +195,13 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		if err != nil {
 			return err
 		}
-		var events []struct {
-			Seq           int64
-			Type, Subject string
-		}
-		if err := db.Table("events").Select("seq, type, subject").Where("seq > ?", cursor).Order("seq").
-			Limit(limit).Find(&events).Error; err != nil {
+		// Whole, so that the deliveries leased here need no second read of
+		// their events: on PostgreSQL that read by a list of seqs is planned
+		// once per connection, and a plan made while the table was small
+		// reads all of it for as long as no ANALYZE comes (no autovacuum).
+		var events []dispatchedEvent
+		if err := db.Table("events").Select("seq, type, actor_id, subject, data, reason, created_at").
+			Where("seq > ?", cursor).Order("seq").Limit(limit).Find(&events).Error; err != nil {
 			return fmt.Errorf("read events to dispatch: %w", err)
 		}
 		if len(events) == 0 {
@@ -210,10 +212,12 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		until := microsOf(lease.Until)
 		var rows []queueDeliveryRow
 		hooks = map[string]queueWebhook{}
+		bodies = map[int64]model.Event{}
 		for _, h := range list {
 			hooks[h.ID] = h
 			patterns := eventPatterns(h.Events)
-			for _, e := range events {
+			for i := range events {
+				e := &events[i]
 				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
 					continue
 				}
@@ -223,6 +227,9 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 				if lease.Owner != "" && len(leased) < lease.Max {
 					r.LeaseOwner, r.LeaseUntil = &lease.Owner, &until
 					leased = append(leased, r)
+					if _, ok := bodies[e.Seq]; !ok {
+						bodies[e.Seq] = e.model()
+					}
 				}
 				rows = append(rows, r)
 			}
@@ -261,11 +268,29 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 			PreviousSecret: h.PreviousSecret, PreviousUntil: h.PreviousUntil, CreatorID: h.CreatorID}
 	}
 	// The lease as stored (microseconds), as a claim returns it.
-	if out.Claimed, err = q.claimed(ctx, claimed, microsOf(lease.Until).time(), model.Now()); err != nil {
+	if out.Claimed, err = q.claimed(ctx, claimed, bodies, microsOf(lease.Until).time(), model.Now()); err != nil {
 		// Made and leased: the lease ends, and a claim takes them then.
 		return Dispatched{}, err
 	}
 	return out, nil
+}
+
+// dispatchedEvent is an events row as a dispatch reads it.
+type dispatchedEvent struct {
+	Seq           int64
+	Type, Subject string
+	ActorID       *string
+	Data          string
+	Reason        *string
+	CreatedAt     micros
+}
+
+// model is the event, as store's read of the events by seq returns it.
+func (e *dispatchedEvent) model() model.Event {
+	ev := model.Event{Seq: e.Seq, Type: e.Type, ActorID: e.ActorID, Subject: e.Subject,
+		Reason: e.Reason, CreatedAt: e.CreatedAt.time(), Data: map[string]any{}}
+	_ = json.Unmarshal([]byte(e.Data), &ev.Data) // written by the store as a JSON object
+	return ev
 }
 
 // madeLeased returns those of the deliveries leased that the dispatch
@@ -436,19 +461,28 @@ func (q *Queue) Claim(ctx context.Context, owner string, now time.Time, lease ti
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	return q.claimed(ctx, rows, until.time(), now)
+	return q.claimed(ctx, rows, nil, until.time(), now)
 }
 
 // claimed returns the deliveries rows, leased until until, with their
 // events (read from the read pool) and the secrets that sign them at now.
-func (q *Queue) claimed(ctx context.Context, rows []claimRow, until, now time.Time) ([]ClaimedDelivery, error) {
-	seqs := make([]int64, len(rows))
-	for i, r := range rows {
-		seqs[i] = r.EventSeq
+func (q *Queue) claimed(ctx context.Context, rows []claimRow, known map[int64]model.Event, until, now time.Time) ([]ClaimedDelivery, error) {
+	var seqs []int64
+	for _, r := range rows {
+		if _, ok := known[r.EventSeq]; !ok {
+			seqs = append(seqs, r.EventSeq)
+		}
 	}
-	events, err := q.events(ctx, seqs)
-	if err != nil {
-		return nil, err
+	events := known
+	if len(seqs) > 0 {
+		read, err := q.events(ctx, seqs)
+		if err != nil {
+			return nil, err
+		}
+		for seq, e := range known {
+			read[seq] = e
+		}
+		events = read
 	}
 	out := make([]ClaimedDelivery, len(rows))
 	for i, r := range rows {

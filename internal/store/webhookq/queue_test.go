@@ -582,9 +582,10 @@ func TestADispatchLeasesWhatItHasRoomFor(t *testing.T) {
 	})
 }
 
-// TestClaimedDeliveriesCarryTheirEvents: a claim returns each delivery's
-// event whole, as the audit log reads it (actor, reason, data, time), and
-// none for an event no longer kept (the deliverer fails its delivery).
+// TestClaimedDeliveriesCarryTheirEvents: a dispatch that leases
+// deliveries, and a claim, return each delivery's event whole, as the
+// audit log reads it (actor, reason, data, time); a claim returns none
+// for an event no longer kept (the deliverer fails its delivery).
 func TestClaimedDeliveriesCarryTheirEvents(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
@@ -614,20 +615,31 @@ func TestClaimedDeliveriesCarryTheirEvents(t *testing.T) {
 		if err != nil || len(log) != 300 {
 			t.Fatalf("the audit log holds %d events, %v; want 300", len(log), err)
 		}
-		if made, more, err := q.Dispatch(ctx, 500); err != nil || made != 300 || more {
-			t.Fatalf("dispatch: %d made, more %v, %v; want 300", made, more, err)
+		// A dispatch leases the first 100 as it makes them, with their
+		// events as it read them.
+		out, err := q.DispatchLeased(ctx, 500, webhookq.Lease{Owner: "maker", Until: time.Now().Add(time.Minute), Max: 100})
+		if err != nil || out.Made != 300 || out.More || len(out.Claimed) != 100 {
+			t.Fatalf("dispatch: %d made, more %v, %d leased, %v; want 300 made, 100 leased", out.Made, out.More, len(out.Claimed), err)
+		}
+		for i, c := range out.Claimed {
+			if want := log[i]; c.Event == nil || !reflect.DeepEqual(*c.Event, want) {
+				t.Errorf("event %d: leased with %+v; the audit log reads %+v", want.Seq, c.Event, want)
+			}
 		}
 		// Purged by the audit log's retention after its delivery was made.
-		purged := log[7].Seq
+		purged := log[150].Seq // one left to the claims
 		if err := rawDB(t, kind, o).Exec("DELETE FROM events WHERE seq = ?", purged).Error; err != nil {
 			t.Fatal(err)
 		}
 		got := map[int64]*model.Event{}
+		for _, c := range out.Claimed {
+			got[c.EventSeq] = c.Event
+		}
 		for _, c := range claimAll(t, s, "i", 256) {
 			got[c.EventSeq] = c.Event
 		}
 		if len(got) != 300 {
-			t.Fatalf("%d deliveries claimed; want 300", len(got))
+			t.Fatalf("%d deliveries leased or claimed; want 300", len(got))
 		}
 		for _, want := range log {
 			switch e, ok := got[want.Seq]; {
