@@ -291,7 +291,9 @@ func (d *Deliverer) run(ctx context.Context) {
 				due = due || left
 				// Events past its batches wait for the next dispatch, a
 				// gap later, not for a commit's signal, which may not come.
-				dispatch = more
+				if dispatch = more; more {
+					sleep = min(sleep, dispatchGap)
+				}
 			} else if dispatch {
 				sleep = min(sleep, wait)
 			}

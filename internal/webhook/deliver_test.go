@@ -997,16 +997,20 @@ func (q *smallDispatches) DispatchLeased(ctx context.Context, _ int, lease webho
 
 // A backlog of events larger than one dispatch makes (its batches, 20)
 // is dispatched whole, one dispatch after another, without waiting for a
-// commit's signal or for Poll: 100 events committed while no deliverer
-// ran, dispatched two at a time (40 a dispatch), are all delivered,
-// though nothing is committed after the deliverer starts and Poll is a
-// minute.
+// commit's signal or for Poll, whether a dispatch made deliveries or not:
+// 100 users created, which the webhook does not receive, then 60 roles,
+// which it does, all while no deliverer ran, dispatched two at a time
+// (40 a dispatch): every role is delivered, though nothing is committed
+// after the deliverer starts and Poll is a minute.
 func TestABacklogBeyondOneDispatchIsDispatchedWhole(t *testing.T) {
 	h := start(t, testenv.SQLite, webhook.DelivererOptions{})
 	rc := newSink(t, nil)
 	h.insert(hook{id: "0193a000-0000-7000-8000-000000000004", url: rc.URL, events: []string{"role.*"}})
 	_ = h.App.Webhooks.Close()
-	const n = 100
+	for i := range 100 {
+		h.NewUser(fmt.Sprintf("unheard%03d", i))
+	}
+	const n = 60
 	for i := range n {
 		h.NewRole(fmt.Sprintf("backlog%03d", i))
 	}
