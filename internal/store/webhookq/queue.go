@@ -401,8 +401,9 @@ type ClaimedDelivery struct {
 	// rotation, the previous one.
 	Secrets   []string
 	CreatorID string
-	// Event is the delivery's event; nil when it is no longer kept (purged
-	// by the audit log's retention).
+	// Event is the delivery's event; nil when a claim found it no longer
+	// kept (purged by the audit log's retention). A dispatch hands its
+	// leased deliveries the events it read.
 	Event *model.Event
 }
 
