@@ -4,7 +4,7 @@
 import type { JSX } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { need, type Access } from "../access";
-import { done, ifMatch, mergePatch, ok, type Schemas } from "../api";
+import { ApiError, done, ifMatch, mergePatch, ok, type Schemas } from "../api";
 import { byOthers, useConsole, type Console } from "../state";
 import { Btn, Confirm, isStale, ProblemBox, ReadOnly, revealDetail, useAction, when } from "../ui";
 
@@ -280,14 +280,16 @@ function WebhookDetail(props: {
   };
   const del = async () => {
     setConfirm(false);
-    // Stop looking at the deliveries first, and let a look already on its
-    // way end: one answered after the delete would be a 404 for nothing.
-    quiet.current.stopped = true;
-    await Promise.all(quiet.current.looks);
     const err = await act.run(async () => {
+      // Stop looking at the deliveries first, and let a look already on
+      // its way end (busy meanwhile: no second delete): one answered after
+      // the delete would be a 404 for nothing.
+      quiet.current.stopped = true;
+      await Promise.all(quiet.current.looks);
       await done(c.api.DELETE("/webhooks/{webhookID}", { params: { path: { webhookID: hook.id }, header: ifMatch(etag) } }));
     });
-    if (err === null) props.onDeleted();
+    // A 404: someone else deleted it first; it is gone all the same.
+    if (err === null || (err instanceof ApiError && err.status === 404)) props.onDeleted();
     else {
       quiet.current.stopped = false;
       await after(err);
