@@ -195,12 +195,8 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		if err != nil {
 			return err
 		}
-		// Whole, so that the deliveries leased here need no second read of
-		// their events: on PostgreSQL that read by a list of seqs is planned
-		// once per connection, and a plan made while the table was small
-		// reads all of it for as long as no ANALYZE comes (no autovacuum).
 		var events []dispatchedEvent
-		if err := db.Table("events").Select("seq, type, actor_id, subject, data, reason, created_at").
+		if err := db.Table("events").Select("seq, type, subject").
 			Where("seq > ?", cursor).Order("seq").Limit(limit).Find(&events).Error; err != nil {
 			return fmt.Errorf("read events to dispatch: %w", err)
 		}
@@ -212,7 +208,8 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		until := microsOf(lease.Until)
 		var rows []queueDeliveryRow
 		hooks = map[string]queueWebhook{}
-		bodies = map[int64]model.Event{}
+		wanted := map[int64]bool{} // the leased deliveries' events
+		var lastLeased int64
 		for _, h := range list {
 			hooks[h.ID] = h
 			patterns := eventPatterns(h.Events)
@@ -227,11 +224,14 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 				if lease.Owner != "" && len(leased) < lease.Max {
 					r.LeaseOwner, r.LeaseUntil = &lease.Owner, &until
 					leased = append(leased, r)
-					if _, ok := bodies[e.Seq]; !ok {
-						bodies[e.Seq] = e.model()
-					}
+					wanted[e.Seq], lastLeased = true, max(lastLeased, e.Seq)
 				}
 				rows = append(rows, r)
+			}
+		}
+		if len(leased) > 0 {
+			if bodies, err = leasedEvents(db, cursor, lastLeased, limit, wanted); err != nil {
+				return err
 			}
 		}
 		if len(rows) > 0 {
@@ -271,6 +271,29 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 	if out.Claimed, err = q.claimed(ctx, claimed, bodies, microsOf(lease.Until).time(), model.Now()); err != nil {
 		// Made and leased: the lease ends, and a claim takes them then.
 		return Dispatched{}, err
+	}
+	return out, nil
+}
+
+// leasedEvents reads whole the events of the deliveries a dispatch
+// leased, those wanted, all after cursor and up to last, so that
+// they need no read by seq after the dispatch: on PostgreSQL that read is
+// planned once per connection, and a plan made while the table was small
+// reads all of it for as long as no ANALYZE comes (no autovacuum). This
+// one has the shape of the dispatch's first read, a range of the primary
+// key in its order, whatever the table's size; a dispatch that leased
+// nothing (its webhooks receive none of the events) makes none.
+func leasedEvents(db *gorm.DB, cursor, last int64, limit int, wanted map[int64]bool) (map[int64]model.Event, error) {
+	var events []dispatchedEvent
+	if err := db.Table("events").Select("seq, type, actor_id, subject, data, reason, created_at").
+		Where("seq > ? AND seq <= ?", cursor, last).Order("seq").Limit(limit).Find(&events).Error; err != nil {
+		return nil, fmt.Errorf("read the leased deliveries' events: %w", err)
+	}
+	out := make(map[int64]model.Event, len(wanted))
+	for i := range events {
+		if wanted[events[i].Seq] {
+			out[events[i].Seq] = events[i].model()
+		}
 	}
 	return out, nil
 }
