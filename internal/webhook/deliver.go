@@ -292,7 +292,7 @@ func (d *Deliverer) run(ctx context.Context) {
 				// Events past its batches wait for the next dispatch, a
 				// gap later, not for a commit's signal, which may not come.
 				if dispatch = more; more {
-					sleep = min(sleep, dispatchGap)
+					sleep = min(sleep, dispatchGap-time.Since(dispatched))
 				}
 			} else if dispatch {
 				sleep = min(sleep, wait)

@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -209,7 +210,7 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		var rows []queueDeliveryRow
 		hooks = map[string]queueWebhook{}
 		wanted := map[int64]bool{} // the leased deliveries' events
-		var lastLeased int64
+		firstLeased, lastLeased := int64(math.MaxInt64), int64(0)
 		for _, h := range list {
 			hooks[h.ID] = h
 			patterns := eventPatterns(h.Events)
@@ -224,13 +225,14 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 				if lease.Owner != "" && len(leased) < lease.Max {
 					r.LeaseOwner, r.LeaseUntil = &lease.Owner, &until
 					leased = append(leased, r)
-					wanted[e.Seq], lastLeased = true, max(lastLeased, e.Seq)
+					wanted[e.Seq] = true
+					firstLeased, lastLeased = min(firstLeased, e.Seq), max(lastLeased, e.Seq)
 				}
 				rows = append(rows, r)
 			}
 		}
 		if len(leased) > 0 {
-			if bodies, err = leasedEvents(db, cursor, lastLeased, limit, wanted); err != nil {
+			if bodies, err = leasedEvents(db, firstLeased, lastLeased, limit, wanted); err != nil {
 				return err
 			}
 		}
@@ -276,17 +278,18 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 }
 
 // leasedEvents reads whole the events of the deliveries a dispatch
-// leased, those wanted, all after cursor and up to last, so that
-// they need no read by seq after the dispatch: on PostgreSQL that read is
+// leased, those wanted, from first to last (those between that no
+// delivery wants are read and left), so that they need no read by seq
+// after the dispatch: on PostgreSQL that read is
 // planned once per connection, and a plan made while the table was small
 // reads all of it for as long as no ANALYZE comes (no autovacuum). This
 // one has the shape of the dispatch's first read, a range of the primary
 // key in its order, whatever the table's size; a dispatch that leased
 // nothing (its webhooks receive none of the events) makes none.
-func leasedEvents(db *gorm.DB, cursor, last int64, limit int, wanted map[int64]bool) (map[int64]model.Event, error) {
+func leasedEvents(db *gorm.DB, first, last int64, limit int, wanted map[int64]bool) (map[int64]model.Event, error) {
 	var events []dispatchedEvent
 	if err := db.Table("events").Select("seq, type, actor_id, subject, data, reason, created_at").
-		Where("seq > ? AND seq <= ?", cursor, last).Order("seq").Limit(limit).Find(&events).Error; err != nil {
+		Where("seq >= ? AND seq <= ?", first, last).Order("seq").Limit(limit).Find(&events).Error; err != nil {
 		return nil, fmt.Errorf("read the leased deliveries' events: %w", err)
 	}
 	out := make(map[int64]model.Event, len(wanted))
