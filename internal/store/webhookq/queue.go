@@ -205,34 +205,14 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 			return nil
 		}
 		out.More = len(events) == limit
-		now := microsOf(model.Now())
-		until := microsOf(lease.Until)
-		var rows []queueDeliveryRow
-		hooks = map[string]queueWebhook{}
-		wanted := map[int64]bool{} // the leased deliveries' events
-		firstLeased, lastLeased := int64(math.MaxInt64), int64(0)
+		hooks = make(map[string]queueWebhook, len(list))
 		for _, h := range list {
 			hooks[h.ID] = h
-			patterns := eventPatterns(h.Events)
-			for i := range events {
-				e := &events[i]
-				if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
-					continue
-				}
-				due := now
-				r := queueDeliveryRow{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
-					State: string(model.DeliveryPending), NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now}
-				if lease.Owner != "" && len(leased) < lease.Max {
-					r.LeaseOwner, r.LeaseUntil = &lease.Owner, &until
-					leased = append(leased, r)
-					wanted[e.Seq] = true
-					firstLeased, lastLeased = min(firstLeased, e.Seq), max(lastLeased, e.Seq)
-				}
-				rows = append(rows, r)
-			}
 		}
-		if len(leased) > 0 {
-			if bodies, err = leasedEvents(db, firstLeased, lastLeased, limit, wanted); err != nil {
+		m := makeDeliveries(list, events, lease)
+		rows := m.rows
+		if leased = m.leased; len(leased) > 0 {
+			if bodies, err = leasedEvents(db, m.first, m.last, limit, m.wanted); err != nil {
 				return err
 			}
 		}
@@ -275,6 +255,42 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 		return Dispatched{}, err
 	}
 	return out, nil
+}
+
+// dispatchMade is what a dispatch makes of its events: the deliveries,
+// those of them leased, and the seqs of the leased ones' events (wanted,
+// from first to last).
+type dispatchMade struct {
+	rows, leased []queueDeliveryRow
+	wanted       map[int64]bool
+	first, last  int64
+}
+
+// makeDeliveries makes the deliveries of events to the webhooks of list
+// whose patterns match them, those the lease has room for leased.
+func makeDeliveries(list []queueWebhook, events []dispatchedEvent, lease Lease) dispatchMade {
+	now, until := microsOf(model.Now()), microsOf(lease.Until)
+	m := dispatchMade{wanted: map[int64]bool{}, first: math.MaxInt64}
+	for _, h := range list {
+		patterns := eventPatterns(h.Events)
+		for i := range events {
+			e := &events[i]
+			if e.Seq <= h.AfterSeq || !matchesAny(patterns, e.Type) || isOwnCreation(h.ID, e.Type, e.Subject) {
+				continue
+			}
+			due := now
+			r := queueDeliveryRow{ID: newDeliveryID(), WebhookID: h.ID, EventSeq: e.Seq,
+				State: string(model.DeliveryPending), NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now}
+			if lease.Owner != "" && len(m.leased) < lease.Max {
+				r.LeaseOwner, r.LeaseUntil = &lease.Owner, &until
+				m.leased = append(m.leased, r)
+				m.wanted[e.Seq] = true
+				m.first, m.last = min(m.first, e.Seq), max(m.last, e.Seq)
+			}
+			m.rows = append(m.rows, r)
+		}
+	}
+	return m
 }
 
 // leasedEvents reads whole the events of the deliveries a dispatch
