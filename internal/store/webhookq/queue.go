@@ -296,12 +296,12 @@ func makeDeliveries(list []queueWebhook, events []dispatchedEvent, lease Lease) 
 // leasedEvents reads whole the events of the deliveries a dispatch
 // leased, those wanted, from first to last (those between that no
 // delivery wants are read and left), so that they need no read by seq
-// after the dispatch: on PostgreSQL that read is
-// planned once per connection, and a plan made while the table was small
-// reads all of it for as long as no ANALYZE comes (no autovacuum). This
-// one has the shape of the dispatch's first read, a range of the primary
-// key in its order, whatever the table's size; a dispatch that leased
-// nothing (its webhooks receive none of the events) makes none.
+// after the dispatch: on PostgreSQL that read is planned once per
+// connection, and a plan made while the table was small reads all of it
+// for as long as no ANALYZE comes (no autovacuum). This one has the shape
+// of the dispatch's first read, a range of the primary key in its order,
+// whatever the table's size; a dispatch that leased nothing (its webhooks
+// receive none of the events) makes none.
 func leasedEvents(db *gorm.DB, first, last int64, limit int, wanted map[int64]bool) (map[int64]model.Event, error) {
 	var events []dispatchedEvent
 	if err := db.Table("events").Select("seq, type, actor_id, subject, data, reason, created_at").
