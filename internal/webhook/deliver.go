@@ -82,7 +82,13 @@ const (
 	// dispatchGap spaces dispatches: under a stream of writes, the commits
 	// of a gap share one dispatch transaction, which the writers' own
 	// would otherwise wait behind, one for each.
-	dispatchGap   = 50 * time.Millisecond
+	dispatchGap = 50 * time.Millisecond
+	// quietRecount spaces the counts of enabled webhooks that commits
+	// prompt while none is enabled: the commit that creates or enables
+	// the first one is followed by its count within this, on every
+	// instance, at the cost of a count this often under a stream of
+	// writes that no webhook receives.
+	quietRecount  = 250 * time.Millisecond
 	dispatchBatch = 500
 	recordBatch   = 256
 	// recordLinger bounds how long an outcome waits for others to be
@@ -243,10 +249,11 @@ func (d *Deliverer) Instance() string { return d.o.Instance }
 
 // run is the loop: dispatch, claim, attempt, sleep until woken.
 //
-// While no webhook is enabled (counted every Poll) it sends nothing to the
-// database but that count: the commits' signals, which come after every
-// write, cost nothing then. A webhook's first deliveries may so wait up to
-// Poll after it is created or enabled.
+// While no webhook is enabled it sends nothing to the database but their
+// count, every Poll and after a commit's signal, at most every
+// quietRecount: a stream of writes costs it four cheap reads a second,
+// and the first webhook created or enabled is counted within
+// quietRecount of its commit, its deliveries then dispatched at once.
 //
 // It claims when a delivery may be due: its own dispatch made some, its
 // last claim filled the queue, an outcome put a delivery back in the
@@ -268,14 +275,18 @@ func (d *Deliverer) run(ctx context.Context) {
 	var nextDue time.Time    // when the queue said the next delivery falls due (zero: unknown)
 	var asked time.Time      // when the last claim began
 	quiet, dispatch, due, poked := true, true, true, false
+	recount := false // a commit's signal came while quiet
 	for ctx.Err() == nil {
-		if time.Since(checked) >= d.o.Poll {
-			quiet, checked, dispatch, due = d.quiet(ctx), time.Now(), true, true
+		if since := time.Since(checked); since >= d.o.Poll || (quiet && recount && since >= quietRecount) {
+			quiet, checked, dispatch, due, recount = d.quiet(ctx), time.Now(), true, true, false
 		}
 		if !nextDue.IsZero() && !time.Now().Before(nextDue) {
 			due, nextDue = true, time.Time{}
 		}
 		sleep := d.o.Poll - time.Since(checked)
+		if quiet && recount {
+			sleep = min(sleep, quietRecount-time.Since(checked))
+		}
 		if !nextDue.IsZero() {
 			sleep = min(sleep, time.Until(nextDue))
 		}
@@ -320,7 +331,7 @@ func (d *Deliverer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-wake:
-			dispatch, poked = true, true
+			dispatch, poked, recount = true, true, quiet
 		case <-d.freed:
 		case <-d.rescheduled:
 			due = true

@@ -770,11 +770,16 @@ func (q *slowEmptyClaims) Claim(ctx context.Context, owner string, now time.Time
 }
 
 // countingQueue counts the deliverer's claims, records and reads of the
-// queue (its count, Stats; its next attempt).
+// queue (its count, Stats; its next attempt; the enabled webhooks).
 type countingQueue struct {
 	webhook.Queue
-	claims, records, stats, nexts atomic.Int64
-	claimed                       atomic.Int64 // deliveries the claims returned
+	claims, records, stats, nexts, counts atomic.Int64
+	claimed                               atomic.Int64 // deliveries the claims returned
+}
+
+func (q *countingQueue) EnabledWebhooks(ctx context.Context) (int64, error) {
+	q.counts.Add(1)
+	return q.Queue.EnabledWebhooks(ctx)
 }
 
 func (q *countingQueue) NextAttempt(ctx context.Context, now time.Time) (time.Time, error) {
@@ -844,6 +849,42 @@ func TestCommitsNoWebhookReceivesCostNoClaim(t *testing.T) {
 			time.Sleep(200 * time.Millisecond) // the role's signals spent: only the redelivery's may wake it
 			h.Must(http.StatusAccepted, testenv.Req{Method: "POST", Path: "/webhooks/" + hookID + "/deliveries/" + id + "/redeliver", Token: h.Owner})
 			waitFor(t, 5*time.Second, "the redelivery, well before Poll", func() bool { return len(rc.requests()) == 2 })
+		})
+	}
+}
+
+// While no webhook is enabled, commits have the deliverer count them at
+// most every 250 ms, not once a commit; and the first one enabled is
+// found after the next commit, not after Poll (a minute, far beyond the
+// test): its first event is delivered at once. The webhook is written
+// behind the service's back, so only the role's commit can prompt the
+// count.
+func TestTheFirstWebhookIsFoundAfterACommit(t *testing.T) {
+	for _, kind := range []string{testenv.SQLite, testenv.Postgres} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == testenv.Postgres {
+				testenv.RequirePostgres(t)
+			}
+			h := start(t, kind, webhook.DelivererOptions{})
+			q := &countingQueue{Queue: h.App.Store.WebhookQueue()}
+			h.restart(webhook.DelivererOptions{Queue: q, Poll: time.Minute})
+			waitFor(t, 5*time.Second, "the count at start", func() bool { return q.counts.Load() == 1 })
+			began := time.Now()
+			const commits = 40
+			for i := range commits {
+				h.Must(http.StatusCreated, testenv.Req{Method: "POST", Path: "/users", Token: h.Owner,
+					Body: map[string]any{"username": fmt.Sprintf("nohook%02d", i)}})
+			}
+			time.Sleep(300 * time.Millisecond) // the last signal's count
+			most := int64(time.Since(began)/(250*time.Millisecond)) + 2
+			if c := q.counts.Load() - 1; c > most || c == 0 || most >= commits {
+				t.Errorf("%d commits while no webhook is enabled, in %v: %d counts; want 1 to %d (one every 250 ms), fewer than the commits",
+					commits, time.Since(began), c, most)
+			}
+			rc := newSink(t, nil)
+			h.insert(hook{id: "0193a000-0000-7000-8000-000000000002", url: rc.URL, events: []string{"role.*"}})
+			h.NewRole("first")
+			waitFor(t, 5*time.Second, "the role's delivery, well before Poll", func() bool { return len(rc.requests()) == 1 })
 		})
 	}
 }
