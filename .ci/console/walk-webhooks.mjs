@@ -7,7 +7,8 @@
 //             delivery, which appears on the page delivered and signed with
 //             that secret; redelivered (202, the same webhook-id again);
 //             disabled and enabled; its secret rotated (a new one, once);
-//             the page fits 360 px; deleted after a confirmation;
+//             the page fits 360 px; deleted after a confirmation, the
+//             DELETE waiting for a look at the deliveries on its way;
 //   access:   on a channel only the owner and one user may view, "Who has
 //             access" lists exactly those, as GET /channels/{id}/access does.
 import crypto from 'node:crypto';
@@ -142,15 +143,51 @@ export async function walkWebhooks({ page, base, token, api, expect, log, shot, 
     await shot(page, '360-webhooks', { fullPage: true });
     await page.setViewportSize({ width: 1280, height: 900 });
 
-    setStage('webhooks: delete');
-    await page.getByTestId('webhook-delete').click();
-    const dialog = page.locator('dialog.confirm');
-    await dialog.waitFor();
-    expect((await dialog.innerText()).includes(rx.url), 'the confirmation does not name the webhook');
-    await dialog.getByRole('button', { name: 'Delete webhook' }).click();
-    await page.locator(`[data-webhook="${hook.id}"]`).waitFor({ state: 'detached' });
+    setStage('webhooks: delete while a look at its deliveries is on its way');
+    // The page looks at the deliveries again after any event: a look is
+    // held here when Delete is confirmed. The DELETE must wait for its
+    // answer; a look answered after the delete would be a 404 for nothing.
+    const looks = `/api/webhooks/${hook.id}/deliveries`;
+    let release;
+    const released = new Promise((r) => { release = r; });
+    let heldOne;
+    const held = new Promise((r) => { heldOne = r; });
+    const hold = async (route) => {
+      heldOne();
+      await released;
+      await route.continue();
+    };
+    const isLook = (u) => u.pathname === looks;
+    await page.route(isLook, hold);
+    const seen = []; // the DELETE sent and the looks answered, in order
+    const onRequest = (r) => { if (r.method() === 'DELETE' && new URL(r.url()).pathname === `/api/webhooks/${hook.id}`) seen.push('DELETE'); };
+    const onResponse = (r) => { if (new URL(r.url()).pathname === looks) seen.push(`look ${r.status()}`); };
+    page.on('request', onRequest);
+    page.on('response', onResponse);
+    try {
+      const role = await api('GET', '/roles/regulars', token);
+      const patched = await api('PATCH', '/roles/regulars', token, { color: '#2f9e44' }, { 'Content-Type': 'application/merge-patch+json', 'If-Match': role.etag });
+      expect(patched.status === 200, `changing the role answered ${patched.status}`);
+      await Promise.race([held, new Promise((_, fail) => setTimeout(() => fail(new Error('no look at the deliveries after an event')), 10000))]);
+      await page.getByTestId('webhook-delete').click();
+      const dialog = page.locator('dialog.confirm');
+      await dialog.waitFor();
+      expect((await dialog.innerText()).includes(rx.url), 'the confirmation does not name the webhook');
+      await dialog.getByRole('button', { name: 'Delete webhook' }).click();
+      await page.waitForTimeout(700);
+      expect(!seen.includes('DELETE'), `the DELETE was sent while a look at the deliveries was on its way: ${seen.join(', ')}`);
+      release();
+      await page.locator(`[data-webhook="${hook.id}"]`).waitFor({ state: 'detached' });
+      expect(seen.indexOf('look 200') >= 0 && seen.indexOf('look 200') < seen.indexOf('DELETE') && !seen.includes('look 404'),
+        `the look on its way, then the DELETE: ${seen.join(', ')}`);
+    } finally {
+      release();
+      page.off('request', onRequest);
+      page.off('response', onResponse);
+      await page.unroute(isLook, hold);
+    }
     expect((await api('GET', `/webhooks/${hook.id}`, token)).status === 404, 'the webhook was not deleted');
-    summary.push('webhook created (secret once), disabled, enabled, rotated (new secret once), deleted');
+    summary.push('webhook created (secret once), disabled, enabled, rotated (new secret once), deleted once a look at its deliveries on its way was answered');
     log(`webhooks: a role change delivered (signed with the secret shown) and redelivered: ${rx.got.length} requests at the receiver`);
     log('webhooks: disabled, enabled, rotated (a new secret once), fits 360 px, deleted after a confirmation');
   } finally {
