@@ -152,7 +152,9 @@ export async function walkWebhooks({ page, base, token, api, expect, log, shot, 
     const released = new Promise((r) => { release = r; });
     let heldOne;
     const held = new Promise((r) => { heldOne = r; });
+    let heldLook = null; // the first look held
     const hold = async (route) => {
+      heldLook ??= route.request();
       heldOne();
       await released;
       await route.continue();
@@ -161,14 +163,18 @@ export async function walkWebhooks({ page, base, token, api, expect, log, shot, 
     await page.route(isLook, hold);
     const seen = []; // the DELETE sent and the looks answered, in order
     const onRequest = (r) => { if (r.method() === 'DELETE' && new URL(r.url()).pathname === `/api/webhooks/${hook.id}`) seen.push('DELETE'); };
-    const onResponse = (r) => { if (new URL(r.url()).pathname === looks) seen.push(`look ${r.status()}`); };
+    const onResponse = (r) => {
+      if (new URL(r.url()).pathname === looks) seen.push(`${r.request() === heldLook ? 'held look' : 'look'} ${r.status()}`);
+    };
     page.on('request', onRequest);
     page.on('response', onResponse);
     try {
       const role = await api('GET', '/roles/regulars', token);
       const patched = await api('PATCH', '/roles/regulars', token, { color: '#2f9e44' }, { 'Content-Type': 'application/merge-patch+json', 'If-Match': role.etag });
       expect(patched.status === 200, `changing the role answered ${patched.status}`);
-      await Promise.race([held, new Promise((_, fail) => setTimeout(() => fail(new Error('no look at the deliveries after an event')), 10000))]);
+      let timer;
+      await Promise.race([held, new Promise((_, fail) => { timer = setTimeout(() => fail(new Error('no look at the deliveries after an event')), 10000); })]);
+      clearTimeout(timer);
       await page.getByTestId('webhook-delete').click();
       const dialog = page.locator('dialog.confirm');
       await dialog.waitFor();
@@ -178,8 +184,9 @@ export async function walkWebhooks({ page, base, token, api, expect, log, shot, 
       expect(!seen.includes('DELETE'), `the DELETE was sent while a look at the deliveries was on its way: ${seen.join(', ')}`);
       release();
       await page.locator(`[data-webhook="${hook.id}"]`).waitFor({ state: 'detached' });
-      expect(seen.indexOf('look 200') >= 0 && seen.indexOf('look 200') < seen.indexOf('DELETE') && !seen.includes('look 404'),
-        `the look on its way, then the DELETE: ${seen.join(', ')}`);
+      const answered = seen.indexOf('held look 200');
+      expect(answered >= 0 && answered < seen.indexOf('DELETE') && !seen.some((x) => x.endsWith(' 404')),
+        `the held look answered, then the DELETE: ${seen.join(', ')}`);
     } finally {
       release();
       page.off('request', onRequest);
