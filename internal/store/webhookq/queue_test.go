@@ -582,6 +582,63 @@ func TestADispatchLeasesWhatItHasRoomFor(t *testing.T) {
 	})
 }
 
+// TestADispatchBehindItsDeliveriesLeavesThemAsTheyAre: the deliveries a
+// dispatch makes go in without a check of each row against those made
+// already, since none are past a cursor that stood. A cursor whose row
+// stands but was set back by hand (or restored older than the
+// deliveries) breaks that: the dispatch still succeeds, makes the
+// deliveries missing, leaves those made already as they were (delivered
+// stays delivered, no second row), and leases only what it made.
+func TestADispatchBehindItsDeliveriesLeavesThemAsTheyAre(t *testing.T) {
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		ctx := context.Background()
+		o := storeOptions(t, kind)
+		s := openStoreAt(t, o)
+		q := s.WebhookQueue()
+		insertWebhook(t, s, "h", []string{"role.*"}, 0, true)
+		seqs := appendEvents(t, s, "role.created", "role.updated")
+		until := time.Now().Add(time.Minute)
+		first, err := q.DispatchLeased(ctx, 100, webhookq.Lease{Owner: "maker", Until: until, Max: 10})
+		if err != nil || first.Made != 2 || len(first.Claimed) != 2 {
+			t.Fatalf("first dispatch: %+v, %v; want 2 made and claimed", first, err)
+		}
+		c := first.Claimed[0]
+		if _, err := q.Record(ctx, "maker", []webhookq.DeliveryRecord{{ID: c.ID, LeaseUntil: c.LeaseUntil,
+			Step: webhookq.StepDelivered, Attempted: true, Status: 204}}); err != nil {
+			t.Fatal(err)
+		}
+		db := rawDB(t, kind, o)
+		if err := db.Exec("UPDATE webhook_dispatch SET seq = 0").Error; err != nil {
+			t.Fatal(err)
+		}
+		third := appendEvents(t, s, "role.deleted")[0]
+		again, err := q.DispatchLeased(ctx, 100, webhookq.Lease{Owner: "maker", Until: until, Max: 10})
+		if err != nil {
+			t.Fatalf("dispatch behind its deliveries: %v", err)
+		}
+		if got := pairs(again.Claimed); !slices.Equal(got, []string{fmt.Sprintf("h@%d", third)}) {
+			t.Fatalf("leased %v; want the new event's delivery alone", got)
+		}
+		var rows []struct {
+			EventSeq int64
+			State    string
+			Attempts int
+		}
+		if err := db.Raw("SELECT event_seq, state, attempts FROM webhook_deliveries ORDER BY event_seq").Scan(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("[{%d delivered 1} {%d pending 0} {%d pending 0}]", seqs[0], seqs[1], third)
+		if got := fmt.Sprint(rows); got != want {
+			t.Fatalf("deliveries %s; want %s", got, want)
+		}
+		var cursor int64
+		if err := db.Raw("SELECT seq FROM webhook_dispatch WHERE id = 1").Scan(&cursor).Error; err != nil || cursor != third {
+			t.Fatalf("cursor at %d, %v; want %d", cursor, err, third)
+		}
+	})
+}
+
 // TestClaimedDeliveriesCarryTheirEvents: a dispatch that leases
 // deliveries, and a claim, return each delivery's event whole, as the
 // audit log reads it (actor, reason, data, time); a claim returns none
