@@ -619,3 +619,62 @@ func TestWebhookDeliveries(t *testing.T) {
 		}
 	})
 }
+
+// A page of deliveries goes on from the last delivery of the page before
+// even when that one is gone since (deleted as hidden from the webhook's
+// creator), and when every delivery listed before is gone: nothing is
+// listed twice or skipped. Deliveries made in one dispatch share their
+// creation time, and are listed by event, newest first.
+func TestWebhookDeliveriesAfterACursorsDeliveryIsGone(t *testing.T) {
+	t.Parallel()
+	testenv.Stores(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		e, manager, _ := whEnv(t, kind)
+		w := whCreate(t, e, manager.Token, map[string]any{"url": whPublicURL, "events": []string{"role.*"}})
+		base := time.Now().Add(-time.Hour).UnixMicro()
+		var rows []string
+		for i, id := range []string{"msg_01", "msg_02", "msg_03", "msg_04", "msg_05", "msg_06"} {
+			rows = append(rows, fmt.Sprintf("INSERT INTO webhook_deliveries (id, webhook_id, event_seq, state, attempts, "+
+				"created_at, updated_at) VALUES ('%s', '%s', %d, 'delivered', 1, %d, %d)", id, w.Id, 100+i, base+int64(i/2), base))
+		}
+		operatorExec(t, e, rows...)
+		deliveries := "/webhooks/" + w.Id + "/deliveries?limit=2"
+		page := func(cursor string) ([]string, string) {
+			t.Helper()
+			path := deliveries
+			if cursor != "" {
+				path += "&cursor=" + cursor
+			}
+			var l api.WebhookDeliveryList
+			e.Must(http.StatusOK, testenv.Req{Method: "GET", Path: path, Token: manager.Token}).JSON(t, &l)
+			var ids []string
+			for _, d := range l.Items {
+				ids = append(ids, d.Id)
+			}
+			next := ""
+			if !l.NextCursor.IsNull() {
+				next = l.NextCursor.MustGet()
+			}
+			return ids, next
+		}
+		first, cursor := page("")
+		if strings.Join(first, ",") != "msg_06,msg_05" || cursor == "" {
+			t.Fatalf("first page %v (next %q); want msg_06,msg_05 and more", first, cursor)
+		}
+		operatorExec(t, e, "DELETE FROM webhook_deliveries WHERE id = 'msg_05'")
+		second, cursor2 := page(cursor)
+		if strings.Join(second, ",") != "msg_04,msg_03" {
+			t.Fatalf("after the cursor's delivery went: %v; want msg_04,msg_03", second)
+		}
+		if again, _ := page(cursor2); strings.Join(again, ",") != "msg_02,msg_01" {
+			t.Fatalf("third page %v; want msg_02,msg_01", again)
+		}
+		operatorExec(t, e, "DELETE FROM webhook_deliveries WHERE id IN ('msg_06', 'msg_04', 'msg_03')")
+		if rest, next := page(cursor2); strings.Join(rest, ",") != "msg_02,msg_01" || next != "" {
+			t.Fatalf("after every delivery listed went: %v (next %q); want msg_02,msg_01 and no more", rest, next)
+		}
+		if rest, _ := page(cursor); strings.Join(rest, ",") != "msg_02,msg_01" {
+			t.Fatalf("from the first page's cursor, all listed before gone: %v; want msg_02,msg_01", rest)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -212,16 +213,27 @@ type DeliveryPosition struct {
 }
 
 // ListWebhookDeliveries returns up to limit deliveries of a webhook after
-// the position given, newest first (by creation, then ID), and whether
-// more follow.
+// the position given, newest first, and whether more follow.
+//
+// Newest first is by event, on the (webhook, event) index the queue
+// keeps anyway: a webhook's deliveries are made in the order of their
+// events (the dispatch cursor moves through them in order, under the
+// write lock) and a redelivery is the same row, so that order is the
+// order of creation (then ID, within a dispatch) that a position names,
+// and that instances of earlier releases page by.
 func (q queries) ListWebhookDeliveries(ctx context.Context, webhookID string, after DeliveryPosition, limit int) ([]model.Delivery, bool, error) {
 	db := q.with(ctx).Where("webhook_id = ?", webhookID)
 	if after.ID != "" {
-		at := microsOf(after.CreatedAt)
-		db = db.Where("(created_at < ? OR (created_at = ? AND id < ?))", at, at, after.ID)
+		below, ok, err := q.deliveriesBelow(ctx, webhookID, after)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			db = db.Where("event_seq < ?", below)
+		}
 	}
 	var rows []webhookDeliveryRow
-	if err := db.Order("created_at DESC, id DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
+	if err := db.Order("event_seq DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
 		return nil, false, fmt.Errorf("list the deliveries of webhook %s: %w", webhookID, err)
 	}
 	more := len(rows) > limit
@@ -233,6 +245,29 @@ func (q queries) ListWebhookDeliveries(ctx context.Context, webhookID string, af
 		out[i] = r.model()
 	}
 	return out, more, nil
+}
+
+// deliveriesBelow is the event seq the deliveries after a position are
+// below: its delivery's. One deleted since (hidden from the webhook's
+// creator, its event never sent) is placed by those newer than it, which
+// were listed before it; false when none is left, and every delivery
+// follows.
+func (q queries) deliveriesBelow(ctx context.Context, webhookID string, after DeliveryPosition) (int64, bool, error) {
+	var seqs []int64
+	if err := q.with(ctx).Model(&webhookDeliveryRow{}).Where("id = ? AND webhook_id = ?", after.ID, webhookID).
+		Pluck("event_seq", &seqs).Error; err != nil {
+		return 0, false, fmt.Errorf("place the cursor of webhook %s: %w", webhookID, err)
+	}
+	if len(seqs) == 1 {
+		return seqs[0], true, nil
+	}
+	at := microsOf(after.CreatedAt)
+	var least sql.NullInt64
+	if err := q.with(ctx).Raw("SELECT MIN(event_seq) FROM webhook_deliveries WHERE webhook_id = ? AND "+
+		"(created_at > ? OR (created_at = ? AND id > ?))", webhookID, at, at, after.ID).Scan(&least).Error; err != nil {
+		return 0, false, fmt.Errorf("place the cursor of webhook %s: %w", webhookID, err)
+	}
+	return least.Int64, least.Valid, nil
 }
 
 // GetWebhookDelivery returns one delivery of a webhook.

@@ -290,6 +290,13 @@ CREATE TABLE webhook_dispatch (
 	// (migration0019.go): who holds a permission in a channel is read a
 	// page at a time from the roles that can grant it.
 	{ID: "0019_holders_by_name", Run: migrateHoldersByName},
+	// A webhook's deliveries are listed on the (webhook, event) index
+	// (store.ListWebhookDeliveries): the index by creation was one more
+	// to write for every delivery made and, on PostgreSQL, for every
+	// outcome recorded (a state that changes is never a HOT update).
+	{ID: "0020_deliveries_by_event", SQL: `
+DROP INDEX IF EXISTS webhook_deliveries_of;
+`},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.
