@@ -297,6 +297,14 @@ CREATE TABLE webhook_dispatch (
 	{ID: "0020_deliveries_by_event", SQL: `
 DROP INDEX IF EXISTS webhook_deliveries_of;
 `},
+	// The due index holds only the pending deliveries, the queue's, by
+	// when each is due (webhookq's duePending): an outcome that ends a
+	// delivery leaves it, on PostgreSQL without writing a new entry into
+	// it, and the deliveries of the past no longer grow it.
+	{ID: "0021_due_pending", SQL: `
+DROP INDEX IF EXISTS webhook_deliveries_due;
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at) WHERE state = 'pending';
+`},
 }
 
 // timestampColumns are the columns migrateMicros converts, by table.

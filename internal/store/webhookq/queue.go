@@ -492,6 +492,15 @@ type claimRow struct {
 	CreatorID      string
 }
 
+// duePending is the condition on the pending deliveries (d) that the due
+// index holds, written out: the index holds only those
+// (webhook_deliveries_due, partial), and neither SQLite nor a generic
+// PostgreSQL plan uses a partial index for a condition given as a
+// parameter. The deliveries delivered or failed, the most of the table,
+// are then in no index an outcome's UPDATE must write on PostgreSQL but
+// the primary key and (webhook, event).
+const duePending = "d.state = '" + string(model.DeliveryPending) + "'"
+
 // Claim leases to owner, until now+lease, up to limit pending
 // deliveries of enabled webhooks that are due at now and leased to nobody
 // (or whose lease has ended), oldest due first, and returns them with
@@ -501,8 +510,7 @@ func (q *Queue) Claim(ctx context.Context, owner string, now time.Time, lease ti
 	at, until := microsOf(now), microsOf(now.Add(lease))
 	due := func(db *gorm.DB) *gorm.DB {
 		return db.Table("webhook_deliveries AS d").Joins("JOIN webhooks w ON w.id = d.webhook_id").
-			Where("d.state = ? AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) AND w.enabled",
-				string(model.DeliveryPending), at, at)
+			Where(duePending+" AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) AND w.enabled", at, at)
 	}
 	// Asked first of the read pool: the deliverer asks after every commit,
 	// and a claim with nothing to claim must not take the write lock. In
@@ -638,7 +646,7 @@ func (q *Queue) NextAttempt(ctx context.Context, now time.Time) (time.Time, erro
 	var next []int64
 	err := q.reads.With(ctx).Table("webhook_deliveries AS d").Select("d.next_attempt_at").
 		Joins("JOIN webhooks w ON w.id = d.webhook_id").
-		Where("d.state = ? AND d.next_attempt_at > ? AND w.enabled", string(model.DeliveryPending), microsOf(now)).
+		Where(duePending+" AND d.next_attempt_at > ? AND w.enabled", microsOf(now)).
 		Order("d.next_attempt_at").Limit(1).Find(&next).Error
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the next attempt: %w", err)
@@ -664,7 +672,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	err := q.reads.With(ctx).Table("webhook_deliveries AS d").
 		Select("COUNT(*) AS n, MIN(d.created_at) AS oldest").
 		Joins("JOIN webhooks w ON w.id = d.webhook_id").
-		Where("d.state = ? AND w.enabled", string(model.DeliveryPending)).Take(&row).Error
+		Where(duePending+" AND w.enabled").Take(&row).Error
 	if err != nil {
 		return Stats{}, fmt.Errorf("read the delivery queue: %w", err)
 	}
