@@ -16,6 +16,7 @@ package webhookq
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,9 @@ type Queue struct {
 	write  func(ctx context.Context, fn func(tx *sqldb.Tx) error) ([]model.Event, error)
 	reads  sqldb.Queries
 	events func(ctx context.Context, seqs []int64) (map[int64]model.Event, error)
+	// guardUntil: a dispatch whose cursor is below it checks its
+	// deliveries against those made already (dispatch).
+	guardUntil atomic.Int64
 	// analyzed is the pending count the statistics of the deliveries
 	// were last brought in line with (Stats: refreshed at that count, or
 	// left as they were when it drained below analyzeAt); -1 until this
@@ -211,11 +215,14 @@ var errMadeAlready = errors.New("a delivery past the dispatch cursor exists")
 // dispatch is DispatchLeased's write transaction. Every delivery made is
 // past the cursor, and a cursor that stood has none past it (it moves in
 // the transaction that makes them), so the deliveries are inserted as
-// they are: on PostgreSQL, ON CONFLICT's check of each row costs about
-// a third of the INSERT. When the cursor had to be made (a first
-// dispatch, or its row lost), or guard says so, some may exist: those are
-// left as they are (ON CONFLICT DO NOTHING). A conflict that was not
-// expected is errMadeAlready, the transaction rolled back.
+// they are: on PostgreSQL, ON CONFLICT's check of each row is a good part
+// of the INSERT's cost (docs/performance.md). When the cursor had to be
+// made (a first dispatch, or its row lost), or guard says so, some may
+// exist: those are left as they are (ON CONFLICT DO NOTHING), and the
+// newest of them is remembered (guardUntil), so that the dispatches after
+// it check too until their cursor passes it, rather than each meeting a
+// conflict first. A conflict that was not expected is errMadeAlready, the
+// transaction rolled back.
 func (q *Queue) dispatch(ctx context.Context, limit int, lease Lease, guard bool) (
 	out Dispatched, hooks map[string]queueWebhook, leased []queueDeliveryRow, bodies map[int64]model.Event, err error) {
 	_, err = q.write(ctx, func(tx *sqldb.Tx) error {
@@ -234,7 +241,13 @@ func (q *Queue) dispatch(ctx context.Context, limit int, lease Lease, guard bool
 		if err != nil {
 			return err
 		}
-		guard := guard || !stood
+		recheck := guard || !stood // deliveries past the cursor may exist
+		if recheck {
+			if err := q.noteNewestMade(ctx, tx, list); err != nil {
+				return err
+			}
+		}
+		guard := recheck || cursor < q.guardUntil.Load()
 		var events []dispatchedEvent
 		if err := db.Table("events").Select("seq, type, subject").
 			Where("seq > ?", cursor).Order("seq").Limit(limit).Find(&events).Error; err != nil {
@@ -270,13 +283,13 @@ func (q *Queue) dispatch(ctx context.Context, limit int, lease Lease, guard bool
 				}
 				return fmt.Errorf("create deliveries: %w", res.Error)
 			}
-			if int(res.RowsAffected) < len(rows) && len(leased) > 0 {
+			out.Made = int(res.RowsAffected)
+			if out.Made < len(rows) && len(leased) > 0 {
 				if leased, err = madeLeased(ctx, tx, leased); err != nil {
 					return err
 				}
 			}
 		}
-		out.Made = len(rows)
 		last := events[len(events)-1].Seq
 		if err := db.Model(&queueCursorRow{}).Where("id = 1").Update("seq", last).Error; err != nil {
 			return fmt.Errorf("advance the dispatch cursor: %w", err)
@@ -284,6 +297,26 @@ func (q *Queue) dispatch(ctx context.Context, limit int, lease Lease, guard bool
 		return nil
 	})
 	return out, hooks, leased, bodies, err
+}
+
+// noteNewestMade raises guardUntil to the newest event that list's
+// webhooks have a delivery of (one probe of the (webhook, event) index
+// each). A write that rolls back leaves it raised: it only has
+// dispatches check for longer.
+func (q *Queue) noteNewestMade(ctx context.Context, tx *sqldb.Tx, list []queueWebhook) error {
+	for _, h := range list {
+		var newest sql.NullInt64
+		if err := tx.With(ctx).Raw("SELECT MAX(event_seq) FROM webhook_deliveries WHERE webhook_id = ?", h.ID).
+			Scan(&newest).Error; err != nil {
+			return fmt.Errorf("read the newest delivery of webhook %s: %w", h.ID, err)
+		}
+		for cur := q.guardUntil.Load(); newest.Valid && newest.Int64 > cur; cur = q.guardUntil.Load() {
+			if q.guardUntil.CompareAndSwap(cur, newest.Int64) {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // dispatchMade is what a dispatch makes of its events: the deliveries,
@@ -672,7 +705,7 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	err := q.reads.With(ctx).Table("webhook_deliveries AS d").
 		Select("COUNT(*) AS n, MIN(d.created_at) AS oldest").
 		Joins("JOIN webhooks w ON w.id = d.webhook_id").
-		Where(duePending+" AND w.enabled").Take(&row).Error
+		Where(duePending + " AND w.enabled").Take(&row).Error
 	if err != nil {
 		return Stats{}, fmt.Errorf("read the delivery queue: %w", err)
 	}

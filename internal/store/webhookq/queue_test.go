@@ -585,10 +585,10 @@ func TestADispatchLeasesWhatItHasRoomFor(t *testing.T) {
 // TestADispatchBehindItsDeliveriesLeavesThemAsTheyAre: the deliveries a
 // dispatch makes go in without a check of each row against those made
 // already, since none are past a cursor that stood. A cursor whose row
-// stands but was set back by hand (or restored older than the
-// deliveries) breaks that: the dispatch still succeeds, makes the
-// deliveries missing, leaves those made already as they were (delivered
-// stays delivered, no second row), and leases only what it made.
+// stands but was set back by hand breaks that: the dispatches still
+// succeed, batch after batch, make the deliveries missing, leave those
+// made already as they were (delivered stays delivered, no second row),
+// and count and lease only what they made.
 func TestADispatchBehindItsDeliveriesLeavesThemAsTheyAre(t *testing.T) {
 	testenv.Stores(t, func(t *testing.T, kind string) {
 		t.Parallel()
@@ -613,12 +613,19 @@ func TestADispatchBehindItsDeliveriesLeavesThemAsTheyAre(t *testing.T) {
 			t.Fatal(err)
 		}
 		third := appendEvents(t, s, "role.deleted")[0]
-		again, err := q.DispatchLeased(ctx, 100, webhookq.Lease{Owner: "maker", Until: until, Max: 10})
-		if err != nil {
-			t.Fatalf("dispatch behind its deliveries: %v", err)
+		// A batch of one event a dispatch: the cursor passes the
+		// deliveries made already over several dispatches.
+		made, more := 0, true
+		var claimed []webhookq.ClaimedDelivery
+		for i := 0; more; i++ {
+			again, err := q.DispatchLeased(ctx, 1, webhookq.Lease{Owner: "maker", Until: until, Max: 10})
+			if err != nil || i > 3 {
+				t.Fatalf("dispatch %d behind its deliveries: %+v, %v", i, again, err)
+			}
+			made, more, claimed = made+again.Made, again.More, append(claimed, again.Claimed...)
 		}
-		if got := pairs(again.Claimed); !slices.Equal(got, []string{fmt.Sprintf("h@%d", third)}) {
-			t.Fatalf("leased %v; want the new event's delivery alone", got)
+		if got := pairs(claimed); made != 1 || !slices.Equal(got, []string{fmt.Sprintf("h@%d", third)}) {
+			t.Fatalf("made %d, leased %v; want the new event's delivery alone", made, got)
 		}
 		var rows []struct {
 			EventSeq int64
