@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -204,33 +203,19 @@ func (r webhookDeliveryRow) model() model.Delivery {
 	return d
 }
 
-// DeliveryPosition is where a page of deliveries starts: after the
-// delivery created at CreatedAt with ID ID, newest first (a zero position
-// starts at the newest).
-type DeliveryPosition struct {
-	CreatedAt time.Time
-	ID        string
-}
-
-// ListWebhookDeliveries returns up to limit deliveries of a webhook after
-// the position given, newest first, and whether more follow.
+// ListWebhookDeliveries returns up to limit deliveries of a webhook, newest
+// first, those of events before the seq below (0: from the newest), and
+// whether more follow.
 //
-// Newest first is by event, on the (webhook, event) index the queue
-// keeps anyway: a webhook's deliveries are made in the order of their
-// events (the dispatch cursor moves through them in order, under the
-// write lock) and a redelivery is the same row, so that order is the
-// order of creation (then ID, within a dispatch) that a position names,
-// and that instances of earlier releases page by.
-func (q queries) ListWebhookDeliveries(ctx context.Context, webhookID string, after DeliveryPosition, limit int) ([]model.Delivery, bool, error) {
+// Newest first is by event, on the (webhook, event) index the queue keeps
+// anyway: a webhook's deliveries are made in the order of their events
+// (the dispatch cursor moves through them in order) and a redelivery is
+// the same row. A position by event is also one that a delivery deleted
+// since (hidden from the webhook's creator) cannot lose.
+func (q queries) ListWebhookDeliveries(ctx context.Context, webhookID string, below int64, limit int) ([]model.Delivery, bool, error) {
 	db := q.with(ctx).Where("webhook_id = ?", webhookID)
-	if after.ID != "" {
-		below, ok, err := q.deliveriesBelow(ctx, webhookID, after)
-		if err != nil {
-			return nil, false, err
-		}
-		if ok {
-			db = db.Where("event_seq < ?", below)
-		}
+	if below > 0 {
+		db = db.Where("event_seq < ?", below)
 	}
 	var rows []webhookDeliveryRow
 	if err := db.Order("event_seq DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
@@ -245,29 +230,6 @@ func (q queries) ListWebhookDeliveries(ctx context.Context, webhookID string, af
 		out[i] = r.model()
 	}
 	return out, more, nil
-}
-
-// deliveriesBelow is the event seq the deliveries after a position are
-// below: its delivery's. One deleted since (hidden from the webhook's
-// creator, its event never sent) is placed by those newer than it, which
-// were listed before it; false when none is left, and every delivery
-// follows.
-func (q queries) deliveriesBelow(ctx context.Context, webhookID string, after DeliveryPosition) (int64, bool, error) {
-	var seqs []int64
-	if err := q.with(ctx).Model(&webhookDeliveryRow{}).Where("id = ? AND webhook_id = ?", after.ID, webhookID).
-		Pluck("event_seq", &seqs).Error; err != nil {
-		return 0, false, fmt.Errorf("place the cursor of webhook %s: %w", webhookID, err)
-	}
-	if len(seqs) == 1 {
-		return seqs[0], true, nil
-	}
-	at := microsOf(after.CreatedAt)
-	var least sql.NullInt64
-	if err := q.with(ctx).Raw("SELECT MIN(event_seq) FROM webhook_deliveries WHERE webhook_id = ? AND "+
-		"(created_at > ? OR (created_at = ? AND id > ?))", webhookID, at, at, after.ID).Scan(&least).Error; err != nil {
-		return 0, false, fmt.Errorf("place the cursor of webhook %s: %w", webhookID, err)
-	}
-	return least.Int64, least.Valid, nil
 }
 
 // GetWebhookDelivery returns one delivery of a webhook.

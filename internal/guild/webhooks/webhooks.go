@@ -14,11 +14,9 @@ package webhooks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -353,14 +351,13 @@ func (s *Service) ListWebhookDeliveries(ctx context.Context, a *guild.Actor, id,
 	if err != nil {
 		return guild.Page[model.Delivery]{}, err
 	}
-	var after store.DeliveryPosition
+	var below int64 // the event of the last delivery listed
 	if key != "" {
-		at, did, ok := strings.Cut(key, "/")
-		micros, perr := strconv.ParseInt(at, 10, 64)
-		if !ok || perr != nil || did == "" {
+		seq, perr := strconv.ParseInt(key, 10, 64)
+		if perr != nil || seq <= 0 {
 			return guild.Page[model.Delivery]{}, apperr.Invalid("cursor", "the cursor is malformed; use the next_cursor of a previous page")
 		}
-		after = store.DeliveryPosition{CreatedAt: time.UnixMicro(micros), ID: did}
+		below = seq
 	}
 	if _, err := s.store.GetWebhook(ctx, id); err != nil {
 		return guild.Page[model.Delivery]{}, err
@@ -368,14 +365,14 @@ func (s *Service) ListWebhookDeliveries(ctx context.Context, a *guild.Actor, id,
 	if err := a.Authorize(guild.OpListWebhookDeliveries); err != nil {
 		return guild.Page[model.Delivery]{}, err
 	}
-	items, more, err := s.store.ListWebhookDeliveries(ctx, id, after, guild.PageLimit(limit))
+	items, more, err := s.store.ListWebhookDeliveries(ctx, id, below, guild.PageLimit(limit))
 	if err != nil {
 		return guild.Page[model.Delivery]{}, err
 	}
 	page := guild.Page[model.Delivery]{Items: items}
 	if more {
 		last := items[len(items)-1]
-		page.NextCursor = s.cursors.Encode(fmt.Sprintf("%d/%s", last.CreatedAt.UnixMicro(), last.ID), "webhook_deliveries", id)
+		page.NextCursor = s.cursors.Encode(strconv.FormatInt(last.EventSeq, 10), "webhook_deliveries", id)
 	}
 	return page, nil
 }
