@@ -184,8 +184,9 @@ func (q *Queue) DispatchLeased(ctx context.Context, limit int, lease Lease) (Dis
 	out, hooks, leased, bodies, err := q.dispatch(ctx, limit, lease, false)
 	if errors.Is(err, errMadeAlready) {
 		// A delivery past a cursor that stood was made already: the
-		// cursor's row was put back by hand, or restored older than the
-		// deliveries. The same dispatch again, leaving those as they are.
+		// cursor was set back by hand, or its row was lost and made anew
+		// behind deliveries beyond a batch. The same dispatch again,
+		// leaving those as they are.
 		out, hooks, leased, bodies, err = q.dispatch(ctx, limit, lease, true)
 	}
 	if err != nil {
@@ -450,9 +451,10 @@ func (q *Queue) dispatchDue(ctx context.Context) (bool, error) {
 
 // dispatchCursor reads the cursor, creating it at the first dispatch, and
 // moves it up to the oldest after_seq of the enabled webhooks hooks.
-// stood is whether its row was there: then no delivery was made past it.
-// Moved up, it has none past it either (none were made past where it
-// was).
+// stood is whether its row was there: then no delivery was made past it
+// (unless it was set back by hand, or made anew behind deliveries that a
+// later batch of the dispatches will pass). Moved up, it has none past
+// it either (none were made past where it was).
 func dispatchCursor(ctx context.Context, tx *sqldb.Tx, hooks []queueWebhook) (cursor int64, stood bool, err error) {
 	db := tx.With(ctx)
 	var rows []queueCursorRow
