@@ -16,7 +16,7 @@ import (
 	"github.com/guildhall/guildhall/internal/sqldb"
 )
 
-// deliveryInsertChunk bounds the rows of one INSERT of deliveries (13
+// deliveryInsertChunk bounds the rows of one INSERT of deliveries (12
 // parameters each): far within both databases' bounds on parameters.
 const deliveryInsertChunk = 200
 
