@@ -38,6 +38,11 @@ func (tx *Tx) ExecForTestInTx(ctx context.Context, sql string, args ...any) erro
 	return tx.with(ctx).Exec(sql, args...).Error
 }
 
+// ScanForTest reads the rows of a query into dest, past the cache.
+func (s *Store) ScanForTest(dest any, sql string, args ...any) error {
+	return s.db.ReadPool().Raw(sql, args...).Scan(dest).Error
+}
+
 // QueuedWrites is the number of writes waiting for the writer.
 func (s *Store) QueuedWrites() int { return s.db.QueuedWrites() }
 
